@@ -1,0 +1,129 @@
+// Package tools holds the contract between the gateway and a tool (rules C1–C5):
+// what a tool is given, what it returns, and the per-session state it may share.
+package tools
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Input is a call's input object exactly as decoded once from the wire: JSON
+// objects are map[string]any, arrays []any, numbers json.Number. Tools must
+// not modify it (rule C3).
+type Input = map[string]any
+
+// Tool executes one call. Run never fails outward (rule C2): every failure is
+// an error Result. The gateway also recovers a panic, but a tool must not
+// rely on that.
+type Tool interface {
+	Run(ctx context.Context, env *Env, in Input) Result
+}
+
+// Func adapts a plain function to Tool.
+type Func func(ctx context.Context, env *Env, in Input) Result
+
+// Run calls f.
+func (f Func) Run(ctx context.Context, env *Env, in Input) Result { return f(ctx, env, in) }
+
+// Result is what a call returns (rule C3). Cause is logged, never sent to the model.
+type Result struct {
+	Text    string
+	IsError bool
+	Cause   error
+}
+
+// OK is a successful result.
+func OK(text string) Result { return Result{Text: text} }
+
+// Errorf is an error result whose text is a sentence the model can act on.
+func Errorf(format string, args ...any) Result {
+	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Failure is an error result for an unexpected failure: the sentence goes to
+// the model and cause to the log (rule C7).
+func Failure(cause error, format string, args ...any) Result {
+	return Result{Text: fmt.Sprintf(format, args...), IsError: true, Cause: cause}
+}
+
+// Env is the context of one call (rule C5). It is shared by the calls of a
+// session and read-only but for Files, which is safe for concurrent use (C4).
+type Env struct {
+	// Workdir is the absolute working directory; "" when none was given.
+	Workdir string
+	// Chain is the surface chain, main agent first: "agent",
+	// "subagent:NAME", "skill:NAME", "command:NAME".
+	Chain []string
+	// CallID is the tool_use id of the call.
+	CallID string
+	// Files is the set of files read so far in this session (rule C6).
+	Files *FileSet
+}
+
+// Invoker is the kind of the innermost surface: agent, subagent, skill or command.
+func (e *Env) Invoker() string {
+	if len(e.Chain) == 0 {
+		return "agent"
+	}
+	kind, _, _ := strings.Cut(e.Chain[len(e.Chain)-1], ":")
+	return kind
+}
+
+// With returns a copy of e for another call of the same session.
+func (e *Env) With(callID string, chain []string) *Env {
+	c := *e
+	c.CallID = callID
+	c.Chain = slices.Clone(chain)
+	return &c
+}
+
+// FileSet is a concurrency-safe set of absolute file paths.
+type FileSet struct {
+	mu    sync.RWMutex
+	paths map[string]struct{}
+}
+
+// NewFileSet returns an empty set.
+func NewFileSet() *FileSet { return &FileSet{paths: map[string]struct{}{}} }
+
+// Add records path.
+func (s *FileSet) Add(path string) {
+	s.mu.Lock()
+	s.paths[path] = struct{}{}
+	s.mu.Unlock()
+}
+
+// Has reports whether path was recorded.
+func (s *FileSet) Has(path string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.paths[path]
+	return ok
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidName reports whether name is a tool name every model provider accepts (rule C1).
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// Concurrency and interrupt declarations (rule K1).
+const (
+	Sequential     = "sequential"
+	ConcurrentSafe = "concurrent_safe"
+
+	NonInterruptible     = "non_interruptible"
+	Cooperative          = "cooperative"
+	ThreadInterrupt      = "thread_interrupt"
+	ExternallyTerminated = "externally_terminated"
+)
+
+// MayRunInParallel reports whether a tool with these declarations may share a
+// batch with others (rule K1): only concurrent-safe tools that are
+// non-interruptible or cooperative.
+func MayRunInParallel(concurrency, interrupt string) bool {
+	return concurrency == ConcurrentSafe && (interrupt == NonInterruptible || interrupt == Cooperative)
+}
