@@ -1,0 +1,126 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"aimon.dev/gw/tools"
+)
+
+// GlobInput is the input of Glob; it mirrors #GlobInput.
+type GlobInput struct {
+	Pattern string  `json:"pattern"`
+	Path    *string `json:"path"`
+}
+
+// MaxGlobResults caps how many files Glob lists.
+const MaxGlobResults = 100
+
+// Glob finds files by a doublestar pattern under a directory, newest first.
+// Concurrent-safe; honours cancellation.
+type Glob struct{}
+
+// Run finds the files.
+func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
+	var p GlobInput
+	if r, ok := bind("Glob", in, &p); !ok {
+		return r
+	}
+	pattern := filepath.ToSlash(p.Pattern)
+	switch {
+	case pattern == "":
+		return refuse("Glob", "Parameter 'pattern' must not be empty; use for example **/*.go.")
+	case strings.HasPrefix(pattern, "/"):
+		// The permission subject is path, so the pattern may not leave it (rule P4).
+		return refuse("Glob", "Parameter 'pattern' %s is absolute; give the directory as 'path' and a pattern relative to it.", quote(p.Pattern))
+	case slices.Contains(strings.Split(pattern, "/"), ".."):
+		return refuse("Glob", "Parameter 'pattern' %s climbs out of the directory with '..'; give the directory as 'path' instead.", quote(p.Pattern))
+	case !doublestar.ValidatePattern(pattern):
+		return refuse("Glob", "Parameter 'pattern' %s is not a valid glob; use for example **/*.go or src/*.{ts,tsx}.", quote(p.Pattern))
+	}
+	pattern = path.Clean(pattern)
+
+	var root string
+	var err error
+	if p.Path != nil {
+		root, err = resolve(env, "path", *p.Path)
+	} else if root = workdir(env); root == "" {
+		err = fmt.Errorf("Parameter 'path' was not given and there is no working directory to search; give an absolute path.")
+	}
+	if err != nil {
+		return refuse("Glob", "%s", err)
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return openFailure("Glob", root, err)
+	}
+	if !fi.IsDir() {
+		return refuse("Glob", "%s is a file, not a directory; give a directory as 'path'.", root)
+	}
+	slog.Debug("Glob", "pattern", pattern, "root", root)
+
+	type hit struct {
+		path string
+		mod  time.Time
+	}
+	var hits []hit
+	fsys := ctxFS{ctx, os.DirFS(root)}
+	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, err := fs.Stat(fsys, rel) // follows a symbolic link, to drop links to directories
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		hits = append(hits, hit{filepath.Join(root, filepath.FromSlash(rel)), info.ModTime()})
+		return nil
+	}, doublestar.WithFilesOnly(), doublestar.WithNoFollow())
+	if ctx.Err() != nil {
+		return cancelled("Glob", ctx)
+	}
+	if err != nil {
+		return fail("Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
+	}
+	if len(hits) == 0 {
+		return tools.OK(fmt.Sprintf("No files found for %s in %s.", quote(p.Pattern), root))
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		if c := b.mod.Compare(a.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
+	var b strings.Builder
+	for _, h := range hits[:min(len(hits), MaxGlobResults)] {
+		b.WriteString(h.path + "\n")
+	}
+	if len(hits) > MaxGlobResults {
+		fmt.Fprintf(&b, "[Showing the %d newest of %d files; use a narrower pattern or path to see the rest.]", MaxGlobResults, len(hits))
+	}
+	return tools.OK(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// ctxFS fails every Open once ctx is done, so that a walk through a large tree
+// stops even where no file matches.
+type ctxFS struct {
+	ctx context.Context
+	fs.FS
+}
+
+func (c ctxFS) Open(name string) (fs.File, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.FS.Open(name)
+}

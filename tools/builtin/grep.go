@@ -1,0 +1,349 @@
+package builtin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"aimon.dev/gw/tools"
+)
+
+// GrepInput is the input of Grep; it mirrors #GrepInput. The wire names -i,
+// -n, -A, -B and -C are declared, not derived (rule S12).
+type GrepInput struct {
+	Pattern    string  `json:"pattern"`
+	Path       *string `json:"path"`
+	Glob       *string `json:"glob"`
+	OutputMode *string `json:"output_mode"`
+	IgnoreCase *bool   `json:"-i"`
+	LineNums   *bool   `json:"-n"`
+	After      *int    `json:"-A"`
+	Before     *int    `json:"-B"`
+	Context    *int    `json:"-C"`
+	HeadLimit  *int    `json:"head_limit"`
+}
+
+// Grep output modes.
+const (
+	ModeContent = "content"
+	ModeFiles   = "files_with_matches"
+	ModeCount   = "count"
+)
+
+// maxGrepLine is how much of one line Grep searches; the rest of a longer line is not seen.
+const maxGrepLine = 1 << 20
+
+// skipDirs are version-control directories Grep does not descend into.
+var skipDirs = map[string]bool{".git": true, ".hg": true, ".svn": true}
+
+// Grep searches file contents with an RE2 regular expression. It skips binary
+// files and version-control directories. Concurrent-safe; honours cancellation.
+type Grep struct{}
+
+// grep is one validated search.
+type grep struct {
+	re            *regexp.Regexp
+	root          string
+	many          bool // searching a directory: prefix lines with the file
+	glob          string
+	mode          string
+	lineNums      bool
+	before, after int
+	limit         int // 0: no limit
+
+	out     strings.Builder
+	items   int
+	cut     string // why the output stopped early
+	matched bool
+}
+
+// errStop ends the walk once the output is full.
+var errStop = errors.New("grep output full")
+
+// Run searches.
+func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
+	var p GrepInput
+	if r, ok := bind("Grep", in, &p); !ok {
+		return r
+	}
+	g, r, ok := newGrep(env, &p)
+	if !ok {
+		return r
+	}
+	slog.Debug("Grep", "pattern", p.Pattern, "root", g.root, "mode", g.mode)
+
+	fi, err := os.Stat(g.root)
+	if err != nil {
+		return openFailure("Grep", g.root, err)
+	}
+	if fi.IsDir() {
+		g.many = true
+		err = g.walk(ctx)
+	} else {
+		err = g.file(ctx, g.root)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return cancelled("Grep", ctx)
+	case err != nil && !errors.Is(err, errStop):
+		return fail("Grep", err, "Could not search %s: %v.", g.root, err)
+	case !g.matched:
+		return tools.OK(fmt.Sprintf("No matches found for %s in %s.", quote(p.Pattern), g.root))
+	}
+	if g.cut != "" {
+		g.out.WriteString(g.cut)
+	}
+	return tools.OK(strings.TrimSuffix(g.out.String(), "\n"))
+}
+
+// newGrep checks the parameters that the schema cannot (range, syntax) and
+// the ones the gate may have let through in warn mode (the mode's enum).
+func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
+	g := &grep{mode: ModeFiles}
+	if p.OutputMode != nil {
+		g.mode = *p.OutputMode
+	}
+	switch g.mode {
+	case ModeContent, ModeFiles, ModeCount:
+	default:
+		return nil, refuse("Grep", "Parameter 'output_mode' must be one of \"content\", \"files_with_matches\" or \"count\", got %s.", quote(g.mode)), false
+	}
+	for _, c := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"-A", p.After, &g.after}, {"-B", p.Before, &g.before}, {"-C", p.Context, nil}} {
+		if c.v != nil && *c.v < 0 {
+			return nil, refuse("Grep", "Parameter '%s' must be 0 or more lines, got %d.", c.name, *c.v), false
+		}
+	}
+	// -C sets both sides; an explicit -A or -B wins for its side, as in ripgrep.
+	if p.Context != nil {
+		g.after, g.before = *p.Context, *p.Context
+	}
+	if p.After != nil {
+		g.after = *p.After
+	}
+	if p.Before != nil {
+		g.before = *p.Before
+	}
+	if p.HeadLimit != nil {
+		if *p.HeadLimit < 1 {
+			return nil, refuse("Grep", "Parameter 'head_limit' must be 1 or more, got %d.", *p.HeadLimit), false
+		}
+		g.limit = *p.HeadLimit
+	}
+	g.lineNums = p.LineNums != nil && *p.LineNums
+
+	expr := p.Pattern
+	if p.IgnoreCase != nil && *p.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, refuse("Grep", "Parameter 'pattern' %s is not a valid RE2 regular expression: %v.", quote(p.Pattern), unprefix(err)), false
+	}
+	g.re = re
+
+	if p.Glob != nil {
+		g.glob = filepath.ToSlash(*p.Glob)
+		if g.glob == "" || !doublestar.ValidatePattern(g.glob) {
+			return nil, refuse("Grep", "Parameter 'glob' %s is not a valid glob; use for example *.go or **/*.{ts,tsx}.", quote(*p.Glob)), false
+		}
+	}
+
+	if p.Path != nil {
+		g.root, err = resolve(env, "path", *p.Path)
+	} else if g.root = workdir(env); g.root == "" {
+		err = errors.New("Parameter 'path' was not given and there is no working directory to search; give an absolute path.")
+	}
+	if err != nil {
+		return nil, refuse("Grep", "%s", err), false
+	}
+	return g, tools.Result{}, true
+}
+
+// unprefix drops the "error parsing regexp: " that regexp puts before its reason.
+func unprefix(err error) string {
+	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+}
+
+// walk searches every regular file under root that passes the glob.
+func (g *grep) walk(ctx context.Context) error {
+	return filepath.WalkDir(g.root, func(path string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			// An unreadable directory or file is skipped, not fatal.
+			slog.Debug("Grep skips", "path", path, "cause", err)
+			if d != nil && d.IsDir() && path != g.root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if path != g.root && skipDirs[d.Name()] {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !g.globMatches(path) {
+			return nil
+		}
+		return g.file(ctx, path)
+	})
+}
+
+// globMatches applies the glob to the file's name, or to its path under root
+// when the glob has a slash.
+func (g *grep) globMatches(path string) bool {
+	if g.glob == "" {
+		return true
+	}
+	name := filepath.Base(path)
+	if strings.Contains(g.glob, "/") {
+		rel, err := filepath.Rel(g.root, path)
+		if err != nil {
+			return false
+		}
+		name = filepath.ToSlash(rel)
+	}
+	return doublestar.MatchUnvalidated(g.glob, name)
+}
+
+// file searches one file. Unreadable and binary files are skipped.
+func (g *grep) file(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if !g.many {
+			return err
+		}
+		slog.Debug("Grep skips", "path", path, "cause", err)
+		return nil
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64*1024)
+	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+		slog.Debug("Grep skips a binary file", "path", path)
+		return nil
+	}
+
+	var (
+		n       int      // current line number
+		count   int      // matching lines
+		ring    []string // the last g.before lines
+		after   int      // context lines still to print after a match
+		printed int      // number of the last line printed, 0 for none
+	)
+	for {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		line, err := readLine(br, maxGrepLine)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if !g.many {
+				return err
+			}
+			slog.Debug("Grep skips", "path", path, "cause", err)
+			break
+		}
+		n++
+		hit := g.re.MatchString(line)
+		if hit {
+			count++
+			g.matched = true
+		}
+		if g.mode == ModeFiles && hit {
+			return g.emit(path + "\n")
+		}
+		if g.mode != ModeContent {
+			continue
+		}
+		switch {
+		case hit:
+			// With context on, non-adjacent groups are parted by "--", as in grep.
+			gap := printed > 0 && n-len(ring) > printed+1 || printed == 0 && g.items > 0
+			if gap && (g.before > 0 || g.after > 0) {
+				if err := g.emitRaw("--\n"); err != nil {
+					return err
+				}
+			}
+			for i, l := range ring {
+				if err := g.emit(g.format(path, n-len(ring)+i, '-', l)); err != nil {
+					return err
+				}
+			}
+			ring = ring[:0]
+			if err := g.emit(g.format(path, n, ':', line)); err != nil {
+				return err
+			}
+			printed, after = n, g.after
+		case after > 0:
+			after--
+			if err := g.emit(g.format(path, n, '-', line)); err != nil {
+				return err
+			}
+			printed = n
+		case g.before > 0:
+			if len(ring) == g.before {
+				ring = append(ring[:0], ring[1:]...)
+			}
+			ring = append(ring, line)
+		}
+	}
+	if g.mode == ModeCount && count > 0 {
+		return g.emit(fmt.Sprintf("%s:%d\n", path, count))
+	}
+	return nil
+}
+
+// format renders one content line: path, line number, text, ripgrep style
+// (':' after a match's prefix, '-' after a context line's).
+func (g *grep) format(path string, n int, sep byte, line string) string {
+	var b strings.Builder
+	if g.many {
+		b.WriteString(path)
+		b.WriteByte(sep)
+	}
+	if g.lineNums {
+		fmt.Fprintf(&b, "%d%c", n, sep)
+	}
+	b.WriteString(cutLine(line))
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// emit adds one result (a line, a file, a count), stopping at head_limit and MaxOutput.
+func (g *grep) emit(s string) error {
+	if g.limit > 0 && g.items == g.limit {
+		g.cut = fmt.Sprintf("[Results cut at head_limit %d; there are more.]", g.limit)
+		return errStop
+	}
+	g.items++
+	return g.emitRaw(s)
+}
+
+// emitRaw adds text that is not a result (a group separator).
+func (g *grep) emitRaw(s string) error {
+	if g.out.Len()+len(s) > MaxOutput {
+		g.cut = fmt.Sprintf("[Output cut at %d bytes; narrow the search, or use head_limit.]", MaxOutput)
+		return errStop
+	}
+	g.out.WriteString(s)
+	return nil
+}

@@ -1,0 +1,154 @@
+package builtin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+
+	"aimon.dev/gw/tools"
+)
+
+// ReadInput is the input of Read; it mirrors #ReadInput.
+type ReadInput struct {
+	FilePath string `json:"file_path"`
+	Offset   *int   `json:"offset"`
+	Limit    *int   `json:"limit"`
+}
+
+// Read returns a text file's lines numbered like cat -n and records the file
+// as read in the session (rule C6). Concurrent-safe; honours cancellation.
+type Read struct{}
+
+// DefaultReadLimit is how many lines Read returns when limit is not given.
+const DefaultReadLimit = 2000
+
+// EmptyFile is Read's answer for a file with no content.
+const EmptyFile = "[System Warning: This file is empty]"
+
+// Run reads the file.
+func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
+	var p ReadInput
+	if r, ok := bind("Read", in, &p); !ok {
+		return r
+	}
+	offset, limit := 1, DefaultReadLimit
+	if p.Offset != nil {
+		offset = *p.Offset
+	}
+	if p.Limit != nil {
+		limit = *p.Limit
+	}
+	if offset < 1 {
+		return refuse("Read", "Parameter 'offset' must be 1 or more (lines are numbered from 1), got %d.", offset)
+	}
+	if limit < 1 {
+		return refuse("Read", "Parameter 'limit' must be 1 or more, got %d.", limit)
+	}
+	path, err := resolve(env, "file_path", p.FilePath)
+	if err != nil {
+		return refuse("Read", "%s", err)
+	}
+	slog.Debug("Read", "path", path, "offset", offset, "limit", limit)
+
+	f, err := os.Open(path)
+	if err != nil {
+		return openFailure("Read", path, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return fail("Read", err, "Could not read %s: %v.", path, err)
+	} else if fi.IsDir() {
+		return refuse("Read", "%s is a directory, not a file. Use Glob to list the files in it.", path)
+	}
+
+	br := bufio.NewReaderSize(f, 64*1024)
+	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+		return refuse("Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
+	}
+	text, lines, err := renderLines(ctx, br, offset, limit)
+	if err != nil {
+		if ctx.Err() != nil {
+			return cancelled("Read", ctx)
+		}
+		return fail("Read", err, "Could not read %s: %v.", path, err)
+	}
+	markRead(env, path)
+	switch {
+	case lines == 0:
+		return tools.OK(EmptyFile)
+	case text == "":
+		return tools.OK(fmt.Sprintf("[System Warning: offset %d is past the end of the file, which has %d lines]", offset, lines))
+	}
+	return tools.OK(text)
+}
+
+// renderLines numbers lines offset..offset+limit-1 of r like cat -n, cutting
+// long lines, and returns them with the number of lines it saw.
+func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (string, int, error) {
+	var b strings.Builder
+	n := 0
+	for {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return "", n, ctx.Err()
+		}
+		line, err := readLine(r, 4*MaxLineChars+4)
+		if errors.Is(err, io.EOF) {
+			return b.String(), n, nil
+		}
+		if err != nil {
+			return "", n, err
+		}
+		n++
+		if n < offset {
+			continue
+		}
+		if n >= offset+limit {
+			return b.String(), n, nil
+		}
+		fmt.Fprintf(&b, "%6d→%s\n", n, cutLine(line))
+	}
+}
+
+// readLine returns the next line without its line ending, keeping at most
+// keep bytes of it so that one huge line cannot exhaust memory. It returns
+// io.EOF only when no line is left.
+func readLine(r *bufio.Reader, keep int) (string, error) {
+	var buf []byte
+	got := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		got = got || len(chunk) > 0
+		if room := keep - len(buf); room > 0 {
+			buf = append(buf, chunk[:min(room, len(chunk))]...)
+		}
+		switch {
+		case err == nil:
+			buf = bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
+			return string(buf), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && got:
+			return string(bytes.TrimSuffix(buf, []byte("\r"))), nil
+		default:
+			return "", err
+		}
+	}
+}
+
+// openFailure turns an error opening path into a sentence.
+func openFailure(tool, path string, err error) tools.Result {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return refuse(tool, "File %s does not exist. Check the path, or use Glob to find the file.", path)
+	case errors.Is(err, fs.ErrPermission):
+		return refuse(tool, "Permission denied opening %s.", path)
+	}
+	return fail(tool, err, "Could not open %s: %v.", path, err)
+}

@@ -1,0 +1,157 @@
+package builtin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"aimon.dev/gw/tools"
+)
+
+func TestRead(t *testing.T) {
+	env := session(t)
+	dir := env.Workdir
+	five := write(t, dir, "five.txt", "one\ntwo\nthree\nfour\nfive\n")
+	write(t, dir, "noeol.txt", "a\nb")
+	write(t, dir, "crlf.txt", "a\r\nb\r\n")
+	write(t, dir, "empty.txt", "")
+	write(t, dir, "long.txt", strings.Repeat("x", 2001)+"\n"+strings.Repeat("é", 2000)+"\n")
+	write(t, dir, "bin.dat", "ab\x00cd")
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+
+	tests := []struct {
+		name  string
+		in    string
+		isErr bool
+		want  string // exact text when not ""
+		frags []string
+	}{
+		{name: "whole file", in: `{"file_path":"five.txt"}`,
+			want: "     1→one\n     2→two\n     3→three\n     4→four\n     5→five\n"},
+		{name: "absolute path", in: `{"file_path":` + js(five) + `,"limit":1}`, want: "     1→one\n"},
+		{name: "offset and limit", in: `{"file_path":"five.txt","offset":2,"limit":2}`, want: "     2→two\n     3→three\n"},
+		{name: "offset last line", in: `{"file_path":"five.txt","offset":5}`, want: "     5→five\n"},
+		{name: "limit past end", in: `{"file_path":"five.txt","offset":4,"limit":100}`, want: "     4→four\n     5→five\n"},
+		{name: "integral float offset", in: `{"file_path":"five.txt","offset":3.0,"limit":1}`, want: "     3→three\n"},
+		{name: "offset past end", in: `{"file_path":"five.txt","offset":6}`, frags: []string{"offset 6 is past the end", "5 lines"}},
+		{name: "no final newline", in: `{"file_path":"noeol.txt"}`, want: "     1→a\n     2→b\n"},
+		{name: "crlf", in: `{"file_path":"crlf.txt"}`, want: "     1→a\n     2→b\n"},
+		{name: "empty", in: `{"file_path":"empty.txt"}`, want: EmptyFile},
+		{name: "empty with offset", in: `{"file_path":"empty.txt","offset":3}`, want: EmptyFile},
+		{name: "long lines", in: `{"file_path":"long.txt"}`,
+			want: "     1→" + strings.Repeat("x", 2000) + "...\n     2→" + strings.Repeat("é", 2000) + "\n"},
+		{name: "directory", in: `{"file_path":"sub"}`, isErr: true, frags: []string{filepath.Join(dir, "sub"), "directory", "Glob"}},
+		{name: "missing", in: `{"file_path":"nope.txt"}`, isErr: true, frags: []string{filepath.Join(dir, "nope.txt"), "does not exist"}},
+		{name: "binary", in: `{"file_path":"bin.dat"}`, isErr: true, frags: []string{"binary"}},
+		{name: "offset zero", in: `{"file_path":"five.txt","offset":0}`, isErr: true, frags: []string{"'offset'", "got 0."}},
+		{name: "negative limit", in: `{"file_path":"five.txt","limit":-3}`, isErr: true, frags: []string{"'limit'", "got -3."}},
+		{name: "limit zero", in: `{"file_path":"five.txt","limit":0}`, isErr: true, frags: []string{"'limit'", "got 0."}},
+		{name: "fractional offset", in: `{"file_path":"five.txt","offset":1.5}`, isErr: true, frags: []string{"Parameter 'offset' must be an integer, got number 1.5.", tools.NotExecuted}},
+		{name: "missing path", in: `{}`, isErr: true, frags: []string{"Missing required parameter 'file_path'."}},
+		{name: "null path", in: `{"file_path":null}`, isErr: true, frags: []string{"Missing required parameter 'file_path'."}},
+		{name: "wrong type", in: `{"file_path":7}`, isErr: true, frags: []string{"Parameter 'file_path' must be a string, got number 7."}},
+		{name: "empty path", in: `{"file_path":""}`, isErr: true, frags: []string{"'file_path' must not be empty"}},
+		{name: "nul in path", in: `{"file_path":"a\u0000b"}`, isErr: true, frags: []string{"NUL"}},
+		{name: "string offset coerced", in: `{"file_path":"five.txt","offset":"2","limit":"1"}`, want: "     2→two\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, env, "Read", tt.in)
+			wantResult(t, r, tt.isErr, tt.frags...)
+			if tt.want != "" && r.Text != tt.want {
+				t.Errorf("text =\n%q\nwant\n%q", r.Text, tt.want)
+			}
+		})
+	}
+}
+
+func TestC6ReadRecordsTheFile(t *testing.T) {
+	env := session(t)
+	p := write(t, env.Workdir, "a/b.txt", "x\n")
+	if r := call(t, env, "Read", `{"file_path":"a/../a/./b.txt"}`); r.IsError {
+		t.Fatal(r.Text)
+	}
+	if !env.Files.Has(p) {
+		t.Errorf("Read did not record %s as read", p)
+	}
+	empty := write(t, env.Workdir, "empty", "")
+	call(t, env, "Read", `{"file_path":"empty"}`)
+	if !env.Files.Has(empty) {
+		t.Errorf("Read did not record the empty file %s", empty)
+	}
+	call(t, env, "Read", `{"file_path":"missing"}`)
+	if env.Files.Has(filepath.Join(env.Workdir, "missing")) {
+		t.Error("Read recorded a file it could not read")
+	}
+}
+
+func TestReadRelativePathWithoutWorkdir(t *testing.T) {
+	for _, env := range []*tools.Env{nil, {Files: tools.NewFileSet()}} {
+		r := Read{}.Run(context.Background(), env, input(t, `{"file_path":"x.txt"}`))
+		wantResult(t, r, true, `"x.txt"`, "no working directory")
+	}
+}
+
+func TestReadCancelled(t *testing.T) {
+	env := session(t)
+	write(t, env.Workdir, "f", "a\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := Read{}.Run(ctx, env, input(t, `{"file_path":"f"}`))
+	wantResult(t, r, true, "cancelled")
+	if env.Files.Has(filepath.Join(env.Workdir, "f")) {
+		t.Error("a cancelled Read recorded the file")
+	}
+}
+
+// A line far longer than anything kept is cut, and the next line still read.
+func TestReadHugeLine(t *testing.T) {
+	env := session(t)
+	write(t, env.Workdir, "huge", strings.Repeat("y", 1<<20)+"\nnext\n")
+	r := call(t, env, "Read", `{"file_path":"huge"}`)
+	want := "     1→" + strings.Repeat("y", 2000) + "...\n     2→next\n"
+	if r.Text != want {
+		t.Errorf("got %d bytes starting %.40q, want the cut line then next", len(r.Text), r.Text)
+	}
+}
+
+func FuzzRenderLines(f *testing.F) {
+	f.Add("a\nb\nc\n", 1, 2)
+	f.Add("", 1, 1)
+	f.Add("\r\n\r\n", 2, 5)
+	f.Add(strings.Repeat("z", 2500), 1, 1)
+	f.Add("\xff\xfe\n\x80", 1, 10)
+	f.Fuzz(func(t *testing.T, content string, offset, limit int) {
+		if offset < 1 || limit < 1 || offset > 1<<20 || limit > 1<<20 {
+			t.Skip()
+		}
+		text, n, err := renderLines(context.Background(), bufio.NewReader(strings.NewReader(content)), offset, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if content == "" && n != 0 {
+			t.Fatalf("empty content has %d lines", n)
+		}
+		if text == "" {
+			return
+		}
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		if len(lines) > limit {
+			t.Fatalf("%d lines, limit %d", len(lines), limit)
+		}
+		for i, l := range lines {
+			prefix := fmt.Sprintf("%6d→", offset+i)
+			if !strings.HasPrefix(l, prefix) {
+				t.Fatalf("line %d = %q, want prefix %q", i, l, prefix)
+			}
+			if c := utf8.RuneCountInString(strings.TrimPrefix(l, prefix)); c > MaxLineChars+3 {
+				t.Fatalf("line %d has %d characters", i, c)
+			}
+		}
+	})
+}
