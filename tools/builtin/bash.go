@@ -71,6 +71,11 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	slog.Debug("Bash", "command", p.Command, "timeout_ms", ms, "dir", workdir(env))
 
+	if wd := workdir(env); wd != "" {
+		if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {
+			return fail("Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
+		}
+	}
 	run, err := start(p.Command, workdir(env))
 	if err != nil {
 		return fail("Bash", err, "Could not start bash in %s: %v.", dirName(workdir(env)), err)
