@@ -37,6 +37,30 @@ func Unknown(path, suggestion string) Violation {
 	return Violation{path, s}
 }
 
+// OneOf is the violation of a parameter outside its enum; allowed are the
+// values as literals ("content", 3, true).
+func OneOf(path string, allowed []string, got any) Violation {
+	return Violation{path, fmt.Sprintf("Parameter '%s' must be one of %s, got %s.", path, strings.Join(allowed, ", "), Describe(got))}
+}
+
+// Unsatisfied is the violation of a constraint a schema's author wrote
+// (a bound, a regular expression), given in CUE syntax.
+func Unsatisfied(path, constraint string, got any) Violation {
+	if path == "" {
+		return Violation{path, fmt.Sprintf("The input must satisfy %s.", constraint)}
+	}
+	return Violation{path, fmt.Sprintf("Parameter '%s' must satisfy %s, got %s.", path, constraint, Describe(got))}
+}
+
+// Limit is the violation of a size limit of the gate; what says what is
+// too large ("is nested more than 64 levels deep").
+func Limit(path, what string) Violation {
+	if path == "" {
+		return Violation{path, fmt.Sprintf("The input %s.", what)}
+	}
+	return Violation{path, fmt.Sprintf("Parameter '%s' %s.", path, what)}
+}
+
 // Sentences joins the violations' sentences, then says the tool did not run.
 func Sentences(vs []Violation, executed bool) string {
 	var b strings.Builder
