@@ -1,0 +1,302 @@
+// Package gate checks a tool's input against its CUE schema before the tool
+// runs (rules S4–S6, S10, S11) and converts schemas to and from JSON Schema
+// (S1, S3, S7, S8).
+//
+// A schema is compiled once into a shape (fields, required names, kinds,
+// enums, closedness, element schemas) that the gate checks in Go: every
+// violation at once, in the sentences of package tools, and without handing
+// an unknown name to CUE, which interns every label it meets for the life of
+// the process. Only an input that passes the shape, for a schema whose author
+// wrote constraints the shape does not model (bounds, regular expressions,
+// validators), then goes through CUE's Unify+Validate. The verdict equals
+// CUE's on every input (see FuzzShapeEqualsCUE).
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/tools"
+)
+
+// Limits bound what one input may hold; beyond them the gate answers with a
+// violation, never a panic or a hang.
+type Limits struct {
+	// MaxDepth is the deepest nesting of objects and arrays.
+	MaxDepth int
+	// MaxKeys is the most names one object may hold.
+	MaxKeys int
+	// MaxKeyLen is the longest name, in bytes.
+	MaxKeyLen int
+	// MaxString is the longest string value, in bytes.
+	MaxString int
+	// MaxItems is the longest array.
+	MaxItems int
+}
+
+// DefaultLimits are generous for any real tool call.
+var DefaultLimits = Limits{
+	MaxDepth:  64,
+	MaxKeys:   256,
+	MaxKeyLen: 256,
+	MaxString: 16 << 20,
+	MaxItems:  100_000,
+}
+
+// A Gate checks inputs against one schema. It is safe for concurrent use.
+type Gate struct {
+	schema cue.Value
+	root   *node
+	lim    Limits
+}
+
+// Compile derives a gate from a tool's input schema: a closed definition for
+// a built-in, possibly open for an outside tool. It fails when the schema is
+// not an object schema or has an error.
+func Compile(schema cue.Value) (*Gate, error) {
+	return CompileLimits(schema, DefaultLimits)
+}
+
+// CompileLimits is Compile with other limits.
+func CompileLimits(schema cue.Value, lim Limits) (*Gate, error) {
+	if err := schema.Err(); err != nil {
+		return nil, fmt.Errorf("the input schema has an error: %w", err)
+	}
+	if !schema.Exists() {
+		return nil, fmt.Errorf("the input schema does not exist")
+	}
+	if k := schema.IncompleteKind(); k&cue.StructKind == 0 {
+		return nil, fmt.Errorf("the input schema must describe an object, got %v", k)
+	}
+	c := &compiler{ctx: schema.Context(), basics: map[kinds]cue.Value{}}
+	cueMu.Lock()
+	root, err := c.compile(schema, 0)
+	cueMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("the input schema cannot be compiled: %w", err)
+	}
+	return &Gate{schema: schema, root: root, lim: lim}, nil
+}
+
+// Schema returns the CUE schema the gate was compiled from.
+func (g *Gate) Schema() cue.Value { return g.schema }
+
+// Check returns every way in breaks the schema (rule S10), nil when none. in
+// is a decoded JSON object with numbers as json.Number (float64 and int are
+// accepted too). A JSON null counts as missing (S4); a string that spells a
+// number is not a number (S11).
+func (g *Gate) Check(in map[string]any) []tools.Violation {
+	w := walker{lim: g.lim}
+	w.object(g.root, in, "", 1)
+	if len(w.vs) > 0 || !g.root.cue {
+		return w.vs
+	}
+	return g.checkCUE(in)
+}
+
+type walker struct {
+	lim Limits
+	vs  []tools.Violation
+}
+
+func (w *walker) add(v tools.Violation) { w.vs = append(w.vs, v) }
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func (w *walker) value(n *node, v any, path string, depth int) {
+	k, num, ok := kindOf(v)
+	if !ok {
+		w.add(tools.WrongType(path, want(n.kinds), v))
+		return
+	}
+	if n.kinds&k == 0 {
+		w.add(tools.WrongType(path, want(n.kinds), v))
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if len(x) > w.lim.MaxString {
+			w.add(tools.Limit(path, fmt.Sprintf("is a string of %d bytes; at most %d are accepted", len(x), w.lim.MaxString)))
+			return
+		}
+	case map[string]any:
+		if w.tooDeep(path, depth) {
+			return
+		}
+		w.object(n, x, path, depth)
+		return
+	case []any:
+		if w.tooDeep(path, depth) {
+			return
+		}
+		w.array(n, x, path, depth)
+		return
+	}
+	if k&(kInt|kFrac) != 0 && num.tooLarge() {
+		w.add(tools.Limit(path, fmt.Sprintf("is a number too large to check (%s)", tools.Describe(v))))
+		return
+	}
+	if n.enum != nil && !slices.ContainsFunc(n.enum, func(s scalar) bool { return s.matches(v) }) {
+		allowed := make([]string, len(n.enum))
+		for i, s := range n.enum {
+			allowed[i] = s.String()
+		}
+		w.add(tools.OneOf(path, allowed, v))
+	}
+}
+
+// tooDeep reports, once, an object or array at a depth beyond the limit;
+// the input object itself is at depth 1.
+func (w *walker) tooDeep(path string, depth int) bool {
+	if depth <= w.lim.MaxDepth {
+		return false
+	}
+	w.add(tools.Limit(path, fmt.Sprintf("is nested more than %d levels deep", w.lim.MaxDepth)))
+	return true
+}
+
+func (w *walker) object(n *node, m map[string]any, path string, depth int) {
+	if len(m) > w.lim.MaxKeys {
+		w.add(tools.Limit(path, fmt.Sprintf("has %d names; at most %d are accepted", len(m), w.lim.MaxKeys)))
+		return
+	}
+	for _, name := range n.names {
+		f := n.fields[name]
+		v, ok := m[name]
+		if !ok || v == nil {
+			if f.required {
+				w.add(tools.Missing(join(path, name)))
+			}
+			continue
+		}
+		w.value(f.node, v, join(path, name), depth+1)
+	}
+	if len(m) == len(n.names) && n.fields != nil {
+		all := true
+		for name := range m {
+			if _, ok := n.fields[name]; !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			return
+		}
+	}
+	var unknown []string
+	for name := range m {
+		if _, ok := n.fields[name]; !ok {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		if len(name) > w.lim.MaxKeyLen {
+			w.add(tools.Limit(join(path, clip(name)), fmt.Sprintf("is a name of %d bytes; at most %d are accepted", len(name), w.lim.MaxKeyLen)))
+			continue
+		}
+		switch {
+		case n.closed && !n.patterned:
+			w.add(tools.Unknown(join(path, name), suggest(name, n.names)))
+		case m[name] == nil:
+		case n.extra != nil:
+			w.value(n.extra, m[name], join(path, name), depth+1)
+		default:
+			// Any value; still bounded.
+			w.value(anyNode, m[name], join(path, name), depth+1)
+		}
+	}
+}
+
+func (w *walker) array(n *node, a []any, path string, depth int) {
+	if len(a) > w.lim.MaxItems {
+		w.add(tools.Limit(path, fmt.Sprintf("has %d items; at most %d are accepted", len(a), w.lim.MaxItems)))
+		return
+	}
+	for i, e := range a {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if n.elem == nil {
+			// Any value; still bounded.
+			w.value(anyNode, e, p, depth+1)
+			continue
+		}
+		w.value(n.elem, e, p, depth+1)
+	}
+}
+
+var anyNode = &node{kinds: kAll}
+
+// kindOf classifies a decoded JSON value.
+func kindOf(v any) (kinds, number, bool) {
+	switch v.(type) {
+	case nil:
+		return kNull, number{}, true
+	case bool:
+		return kBool, number{}, true
+	case string:
+		return kString, number{}, true
+	case map[string]any:
+		return kObject, number{}, true
+	case []any:
+		return kArray, number{}, true
+	}
+	n, ok := numberOf(v)
+	if !ok {
+		return 0, n, false
+	}
+	if n.integral() {
+		return kInt, n, true
+	}
+	return kFrac, n, true
+}
+
+// want names the kinds for a sentence: "an integer", "a string or null".
+func want(ks kinds) string {
+	var alts []string
+	add := func(k kinds, s string) {
+		if ks&k != 0 {
+			alts = append(alts, s)
+		}
+	}
+	switch ks & (kInt | kFrac) {
+	case kInt | kFrac:
+		alts = append(alts, "a number")
+	case kInt:
+		alts = append(alts, "an integer")
+	case kFrac:
+		alts = append(alts, "a number with a fraction")
+	}
+	add(kString, "a string")
+	add(kBool, "a boolean")
+	add(kObject, "an object")
+	add(kArray, "an array")
+	add(kNull, "null")
+	switch len(alts) {
+	case 0:
+		return "nothing (the schema allows no value)"
+	case 1:
+		return alts[0]
+	}
+	return strings.Join(alts[:len(alts)-1], ", ") + " or " + alts[len(alts)-1]
+}
+
+// cueMu serializes CUE evaluation: cue.Values of one context are not safe
+// for concurrent use, and the gates of a policy share one.
+var cueMu sync.Mutex
+
+// clip shortens a name for a sentence.
+func clip(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:40], "") + "…"
+}

@@ -1,0 +1,211 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+
+	"aimon.dev/gw/tools"
+)
+
+func TestS6UnknownSentence(t *testing.T) {
+	g := builtinGate(t, "#ReadInput")
+	vs := g.Check(decode(t, `{"file_paht": "/tmp/x"}`))
+	got := tools.Sentences(vs, false)
+	want := "Missing required parameter 'file_path'. Unknown parameter 'file_paht'. Did you mean 'file_path'? The tool was not executed."
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	vs = g.Check(decode(t, `{"file_path": "/x", "file_paht": "/tmp/x"}`))
+	got = tools.Sentences(vs, false)
+	want = "Unknown parameter 'file_paht'. Did you mean 'file_path'? The tool was not executed."
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestS6Suggestion(t *testing.T) {
+	declared := []string{"file_path", "offset", "limit", "-i", "-n", "output_mode"}
+	for _, tc := range []struct{ name, want string }{
+		{"file_paht", "file_path"},
+		{"filepath", "file_path"},
+		{"FILE_PATH", ""},
+		{"ofset", "offset"},
+		{"limits", "limit"},
+		{"-x", "-i"},
+		{"zzzzzzzz", ""},
+		{"output", ""},
+		{"outputmode", "output_mode"},
+		{"", ""},
+	} {
+		if got := suggest(tc.name, declared); got != tc.want {
+			t.Errorf("suggest(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestS4(t *testing.T) {
+	read := builtinGate(t, "#ReadInput")
+	grep := builtinGate(t, "#GrepInput")
+	cases := []struct {
+		name  string
+		g     *Gate
+		input string
+		want  string
+	}{
+		{"valid", read, `{"file_path": "/a", "offset": 1, "limit": 2}`, ""},
+		{"missing", read, `{}`, "Missing required parameter 'file_path'."},
+		{"null is missing", read, `{"file_path": null}`, "Missing required parameter 'file_path'."},
+		{"null optional is absent", read, `{"file_path": "/a", "offset": null}`, ""},
+		{"type", read, `{"file_path": 3}`, "Parameter 'file_path' must be a string, got number 3."},
+		{"S11 string number", read, `{"file_path": "/a", "limit": "10"}`, `Parameter 'limit' must be an integer, got string "10".`},
+		{"bool for int", read, `{"file_path": "/a", "limit": true}`, `Parameter 'limit' must be an integer, got boolean true.`},
+		{"object for string", read, `{"file_path": {"a": 1}}`, `Parameter 'file_path' must be a string, got an object.`},
+		{"enum ok", grep, `{"pattern": "x", "output_mode": "count"}`, ""},
+		{"enum", grep, `{"pattern": "x", "output_mode": "lines"}`,
+			`Parameter 'output_mode' must be one of "content", "files_with_matches", "count", got string "lines".`},
+		{"wire names", grep, `{"pattern": "x", "-i": true, "-A": 3}`, ""},
+		{"wire name type", grep, `{"pattern": "x", "-A": "3"}`, `Parameter '-A' must be an integer, got string "3".`},
+		{"unknown no suggestion", grep, `{"pattern": "x", "recursive": true}`, "Unknown parameter 'recursive'."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sentences(t, tc.g, tc.input); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestS5Integer(t *testing.T) {
+	g := compileCUE(t, `#In: {i?: int, n?: number, f?: float}`, "#In")
+	for _, tc := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"i": 3}`, true},
+		{`{"i": 3.0}`, true},
+		{`{"i": 30e-1}`, true},
+		{`{"i": -0.0}`, true},
+		{`{"i": 1e2}`, true},
+		{`{"i": 3.5}`, false},
+		{`{"i": 1e-2}`, false},
+		{`{"n": 3}`, true},
+		{`{"n": 3.0}`, true},
+		{`{"n": 3.5}`, true},
+		{`{"n": "3"}`, false},
+		// CUE's float is a number with a fraction; 3.0 is an int (S5).
+		{`{"f": 3.5}`, true},
+		{`{"f": 3.0}`, false},
+	} {
+		vs := g.Check(decode(t, tc.input))
+		if (len(vs) == 0) != tc.ok {
+			t.Errorf("%s: ok=%v, violations %v", tc.input, tc.ok, vs)
+		}
+	}
+	if got := sentences(t, g, `{"i": 3.5}`); got != "Parameter 'i' must be an integer, got number 3.5." {
+		t.Errorf("sentence %q", got)
+	}
+}
+
+func TestS10AllAtOnce(t *testing.T) {
+	g := builtinGate(t, "#EditInput")
+	got := sentences(t, g, `{"file_path": 1, "old_strin": "a", "new_string": null, "replace_all": "yes"}`)
+	want := strings.Join([]string{
+		"Parameter 'file_path' must be a string, got number 1.",
+		"Missing required parameter 'new_string'.",
+		"Missing required parameter 'old_string'.",
+		`Parameter 'replace_all' must be a boolean, got string "yes".`,
+		"Unknown parameter 'old_strin'. Did you mean 'old_string'?",
+	}, "\n")
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestS4Nested(t *testing.T) {
+	g := compileCUE(t, `
+#In: {
+	edits!: [...{old!: string, new?: string, opts?: {deep!: bool}}]
+	meta?: {tag?: "a" | "b"}
+	tags?: [...string]
+	open?: {known?: int, ...}
+	counts?: [string]: int
+	anything?: _
+}`, "#In")
+	cases := []struct{ input, want string }{
+		{`{"edits": []}`, ""},
+		{`{"edits": [{"old": "a", "opts": {"deep": true}}], "meta": {"tag": "a"}, "tags": ["x"], "open": {"zzz": 1}, "counts": {"a": 1}, "anything": {"q": [1]}}`, ""},
+		{`{"edits": [{"old": "a"}, {"olt": "b"}]}`, "Missing required parameter 'edits[1].old'.\nUnknown parameter 'edits[1].olt'. Did you mean 'old'?"},
+		{`{"edits": [{"old": "a", "opts": {}}]}`, "Missing required parameter 'edits[0].opts.deep'."},
+		{`{"edits": [{"old": "a", "opts": {"deep": true, "deeper": 1}}]}`, "Unknown parameter 'edits[0].opts.deeper'."},
+		{`{"edits": "x"}`, `Parameter 'edits' must be an array, got string "x".`},
+		{`{"edits": [1]}`, `Parameter 'edits[0]' must be an object, got number 1.`},
+		{`{"edits": [], "meta": {"tag": "c", "x": 1}}`, `Parameter 'meta.tag' must be one of "a", "b", got string "c".` + "\nUnknown parameter 'meta.x'."},
+		{`{"edits": [], "tags": ["a", 2]}`, `Parameter 'tags[1]' must be a string, got number 2.`},
+		{`{"edits": [], "open": {"known": "1"}}`, `Parameter 'open.known' must be an integer, got string "1".`},
+		{`{"edits": [], "counts": {"a": "1"}}`, `Parameter 'counts.a' must be an integer, got string "1".`},
+	}
+	for _, tc := range cases {
+		if got := sentences(t, g, tc.input); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.input, got, tc.want)
+		}
+	}
+}
+
+func TestS7AuthorConstraintsEnforced(t *testing.T) {
+	pkg := schemaPackage(t, `narrowed: #Read & {input: file_path: =~"^/srv/", input: limit?: int & >=1 & <=100}`)
+	g, err := Compile(pkg.LookupPath(cueParse("narrowed.input")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ input, want string }{
+		{`{"file_path": "/srv/a", "limit": 5}`, ""},
+		{`{"file_path": "/etc/passwd"}`, `Parameter 'file_path' must satisfy =~"^/srv/", got string "/etc/passwd".`},
+		{`{"file_path": "/srv/a", "limit": 500}`, `Parameter 'limit' must satisfy >=1 & <=100, got number 500.`},
+		{`{"file_path": "/etc/a", "limit": 0}`, `Parameter 'file_path' must satisfy =~"^/srv/", got string "/etc/a".` + "\n" +
+			`Parameter 'limit' must satisfy >=1 & <=100, got number 0.`},
+		// The shape speaks first; CUE's constraints only after it passes.
+		{`{"file_path": "/etc/a", "limt": 0}`, "Unknown parameter 'limt'. Did you mean 'limit'?"},
+	}
+	for _, tc := range cases {
+		if got := sentences(t, g, tc.input); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.input, got, tc.want)
+		}
+	}
+}
+
+func TestCompileBadSchema(t *testing.T) {
+	for _, src := range []string{`x: string`, `x: 1 & 2`, `x: [...int]`} {
+		v := cueCtx().CompileString(src)
+		if _, err := Compile(v.LookupPath(cueParse("x"))); err == nil {
+			t.Errorf("Compile(%s) = nil error", src)
+		}
+	}
+	if _, err := Compile(cueCtx().CompileString("{}").LookupPath(cueParse("nope"))); err == nil {
+		t.Error("Compile of a missing value = nil error")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	g, err := CompileLimits(compileCUE(t, `#In: {s?: string, o?: {...}, a?: [...]}`, "#In").Schema(),
+		Limits{MaxDepth: 4, MaxKeys: 3, MaxKeyLen: 8, MaxString: 10, MaxItems: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ input, want string }{
+		{`{"s": "0123456789"}`, ""},
+		{`{"s": "01234567890"}`, "Parameter 's' is a string of 11 bytes; at most 10 are accepted."},
+		{`{"o": {"a": 1, "b": 2, "c": 3, "d": 4}}`, "Parameter 'o' has 4 names; at most 3 are accepted."},
+		{`{"o": {"abcdefghi": 1}}`, "Parameter 'o.abcdefghi' is a name of 9 bytes; at most 8 are accepted."},
+		{`{"o": {"a": {"b": {"c": 1}}}}`, ""},
+		{`{"o": {"a": {"b": {"c": {"d": 1}}}}}`, "Parameter 'o.a.b.c' is nested more than 4 levels deep."},
+		{`{"a": [1, 2, 3, 4]}`, "Parameter 'a' has 4 items; at most 3 are accepted."},
+		{`{"a": [[[[1]]]]}`, "Parameter 'a[0][0][0]' is nested more than 4 levels deep."},
+		{`{"o": {"n": 1e999}}`, "Parameter 'o.n' is a number too large to check (number 1e999)."},
+	}
+	for _, tc := range cases {
+		if got := sentences(t, g, tc.input); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.input, got, tc.want)
+		}
+	}
+}

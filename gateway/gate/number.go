@@ -1,0 +1,183 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+)
+
+// maxNumberDigits bounds the digits of an integer the gate spells out for
+// CUE (1e400 is an integer of 401 digits; 1e999999 is refused, not expanded).
+const maxNumberDigits = 400
+
+// number is a JSON number read exactly: ±digits × 10^exp, digits without
+// leading or trailing zeros ("" for zero).
+type number struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// parseNumber reads a JSON number's text. It never allocates more than the
+// text's length, whatever the exponent says.
+func parseNumber(s string) (number, bool) {
+	var n number
+	if strings.HasPrefix(s, "-") {
+		n.neg, s = true, s[1:]
+	}
+	mant, expText, hasExp := strings.Cut(strings.ReplaceAll(s, "E", "e"), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" || !allDigits(intPart) || !allDigits(frac) {
+		return n, false
+	}
+	if hasExp {
+		e, err := strconv.Atoi(strings.TrimPrefix(expText, "+"))
+		if err != nil || expText == "" || e > 1e8 || e < -1e8 {
+			return n, false
+		}
+		n.exp = e
+	}
+	d := strings.TrimLeft(intPart+frac, "0")
+	n.exp -= len(frac)
+	trimmed := strings.TrimRight(d, "0")
+	n.exp += len(d) - len(trimmed)
+	n.digits = trimmed
+	if n.digits == "" {
+		n.neg, n.exp = false, 0
+	}
+	return n, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// integral reports whether n has no fraction (rule S5: 3.0 is an integer).
+func (n number) integral() bool { return n.exp >= 0 }
+
+// tooLarge reports whether n's integer spelling would exceed maxNumberDigits,
+// or its magnitude is beyond what a tool could mean.
+func (n number) tooLarge() bool {
+	return len(n.digits)+n.exp > maxNumberDigits || n.exp < -maxNumberDigits
+}
+
+// key is a canonical spelling, equal for equal numbers (3, 3.0, 30e-1).
+func (n number) key() string {
+	if n.digits == "" {
+		return "0"
+	}
+	s := n.digits + "e" + strconv.Itoa(n.exp)
+	if n.neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// literal is n as a CUE number literal: an int when integral (CUE's int
+// rejects 3.0, the gate does not), else a float.
+func (n number) literal() (string, bool) {
+	if n.digits == "" {
+		return "0", true
+	}
+	sign := ""
+	if n.neg {
+		sign = "-"
+	}
+	if n.integral() {
+		return sign + n.digits + strings.Repeat("0", n.exp), true
+	}
+	return sign + n.digits + "e" + strconv.Itoa(n.exp), false
+}
+
+// numberOf reads a decoded JSON number: json.Number from the wire, or
+// float64/int from a Go caller.
+func numberOf(v any) (number, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		return parseNumber(string(x))
+	case float64:
+		return parseNumber(strconv.FormatFloat(x, 'g', -1, 64))
+	case float32:
+		return parseNumber(strconv.FormatFloat(float64(x), 'g', -1, 32))
+	case int:
+		return parseNumber(strconv.Itoa(x))
+	case int64:
+		return parseNumber(strconv.FormatInt(x, 10))
+	}
+	return number{}, false
+}
+
+// scalar is a concrete JSON scalar of an enum.
+type scalar struct {
+	k kinds // kNull, kBool, kInt|kFrac (number) or kString
+	s string
+	b bool
+}
+
+func scalarOf(v cue.Value) (scalar, bool) {
+	switch v.Kind() {
+	case cue.NullKind:
+		return scalar{k: kNull}, true
+	case cue.BoolKind:
+		b, err := v.Bool()
+		return scalar{k: kBool, b: b}, err == nil
+	case cue.StringKind:
+		s, err := v.String()
+		return scalar{k: kString, s: s}, err == nil
+	case cue.IntKind, cue.FloatKind, cue.NumberKind:
+		// CUE's float 3.0 is not its int 3; keep the kind with the value.
+		n, ok := parseNumber(fmt.Sprint(v))
+		if !ok {
+			return scalar{}, false
+		}
+		k := kFrac
+		if v.Kind() == cue.IntKind {
+			k = kInt
+		}
+		return scalar{k: k, s: n.key()}, true
+	}
+	return scalar{}, false
+}
+
+// matches reports whether the decoded JSON value v equals s.
+func (s scalar) matches(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return s.k == kNull
+	case bool:
+		return s.k == kBool && s.b == x
+	case string:
+		return s.k == kString && s.s == x
+	}
+	n, ok := numberOf(v)
+	if !ok {
+		return false
+	}
+	k := kFrac
+	if n.integral() {
+		k = kInt
+	}
+	return s.k == k && s.s == n.key()
+}
+
+func (s scalar) String() string {
+	switch s.k {
+	case kNull:
+		return "null"
+	case kBool:
+		return strconv.FormatBool(s.b)
+	case kString:
+		return strconv.Quote(s.s)
+	}
+	n, _ := parseNumber(s.s)
+	l, _ := n.literal()
+	return l
+}

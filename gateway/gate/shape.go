@@ -1,0 +1,390 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+)
+
+// kinds is a set of JSON kinds a node accepts. Integers and fractional
+// numbers are apart because CUE's int and float are (rule S5: 3.0 is an int).
+type kinds uint8
+
+const (
+	kNull kinds = 1 << iota
+	kBool
+	kInt
+	kFrac
+	kString
+	kObject
+	kArray
+	kAll = kNull | kBool | kInt | kFrac | kString | kObject | kArray
+)
+
+// node is the shape of one schema value, derived once from CUE: what the
+// gate checks itself. What it cannot model it marks with cue, and a value
+// that passes the shape then goes through CUE's Unify+Validate.
+type node struct {
+	kinds kinds
+	// enum, when not nil, lists the only scalar values allowed.
+	enum []scalar
+	// Object shape.
+	fields map[string]*field
+	names  []string // declared names, sorted, for suggestions
+	closed bool
+	// extra is the schema of undeclared names in an open object ([string]: T); nil is any.
+	extra *node
+	// patterned: names may be allowed or constrained by regular expressions;
+	// the shape leaves undeclared names to CUE.
+	patterned bool
+	// elem is the schema of every array element; nil is any.
+	elem *node
+	// cue: the schema says more here than the shape models (bounds,
+	// patterns, validators, struct disjunctions).
+	cue bool
+	// text is the schema in CUE syntax, for sentences.
+	text string
+}
+
+type field struct {
+	node     *node
+	required bool
+	// dflt: a regular field whose schema supplies the value when absent.
+	dflt bool
+}
+
+// maxCompileDepth stops the walk of recursive definitions (#T: {sub?: #T});
+// deeper levels are left to CUE.
+const maxCompileDepth = 24
+
+type compiler struct {
+	basics map[kinds]cue.Value
+	ctx    *cue.Context
+	probe  cue.Value
+}
+
+func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	n := &node{text: text(v)}
+	if depth > maxCompileDepth {
+		n.kinds, n.cue = kAll, true
+		return n, nil
+	}
+	k := v.IncompleteKind()
+	n.kinds = kindsOf(k)
+	if k&cue.BytesKind != 0 {
+		// JSON has no bytes; CUE decides.
+		n.cue = true
+	}
+	op, args := v.Expr()
+	switch {
+	case k&^(cue.StructKind|cue.ListKind) == k && k != cue.BottomKind:
+		// Scalars only.
+		if v.IsConcrete() {
+			s, ok := scalarOf(v)
+			if !ok {
+				n.cue = true
+				return n, nil
+			}
+			n.enum = []scalar{s}
+			return n, nil
+		}
+		if op == cue.OrOp {
+			enum := make([]scalar, 0, len(args))
+			for _, a := range args {
+				s, ok := scalarOf(a)
+				if !ok || !a.IsConcrete() {
+					enum = nil
+					break
+				}
+				enum = append(enum, s)
+			}
+			if enum != nil {
+				n.enum = enum
+				return n, nil
+			}
+		}
+		n.cue = !c.isBasic(v, n.kinds)
+		return n, nil
+	case k == cue.StructKind:
+		if op != cue.NoOp {
+			n.cue = true // struct.MinFields(1) & {...}, disjunctions of structs
+		}
+		return n, c.object(v, n, depth)
+	case k == cue.ListKind:
+		if op != cue.NoOp {
+			n.cue = true
+		}
+		return n, c.list(v, n, depth)
+	case k == cue.TopKind:
+		n.cue = !c.isBasic(v, kAll)
+		return n, nil
+	default:
+		// A mix of structs or lists with other kinds: the shape checks the kind only.
+		n.cue = true
+		return n, nil
+	}
+}
+
+func (c *compiler) object(v cue.Value, n *node, depth int) error {
+	n.closed = c.closed(v)
+	n.fields = map[string]*field{}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		sel := it.Selector()
+		if !sel.IsString() {
+			continue
+		}
+		name := sel.Unquoted()
+		fn, err := c.compile(it.Value(), depth+1)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		f := &field{node: fn}
+		switch sel.ConstraintType() {
+		case cue.RequiredConstraint:
+			f.required = true
+		case cue.OptionalConstraint:
+		default:
+			// A regular field: present in every instance; absent input is
+			// fine only when the schema supplies a value.
+			f.dflt = true
+			f.required = !suppliesValue(it.Value())
+		}
+		n.fields[name] = f
+		n.names = append(n.names, name)
+		if fn.cue {
+			n.cue = true
+		}
+	}
+	slices.Sort(n.names)
+	if extra := v.LookupPath(cue.MakePath(cue.AnyString)); extra.Exists() && !n.closed {
+		en, err := c.compile(extra, depth+1)
+		if err != nil {
+			return err
+		}
+		if en.kinds != kAll || en.cue {
+			n.extra = en
+		}
+		if en.cue {
+			n.cue = true
+		}
+	}
+	if hasPatterns(v) {
+		n.patterned, n.cue = true, true
+	}
+	return nil
+}
+
+func (c *compiler) list(v cue.Value, n *node, depth int) error {
+	// A fixed or prefixed list ([int, string]) or the empty list is left to CUE.
+	e := v.LookupPath(cue.MakePath(cue.AnyIndex))
+	if v.LookupPath(cue.MakePath(cue.Index(0))).Exists() || !e.Exists() {
+		n.cue = true
+		return nil
+	}
+	en, err := c.compile(e, depth+1)
+	if err != nil {
+		return err
+	}
+	if en.kinds != kAll || en.cue || en.enum != nil {
+		n.elem = en
+	}
+	if en.cue {
+		n.cue = true
+	}
+	return nil
+}
+
+// isBasic reports whether v is exactly the basic type of its kinds, with
+// no constraint of its author (>=1, =~"x"): the shape then says all.
+func (c *compiler) isBasic(v cue.Value, ks kinds) bool {
+	b, ok := c.basics[ks]
+	if !ok {
+		b = c.ctx.CompileString(basicSource(ks))
+		c.basics[ks] = b
+	}
+	if b.Err() != nil {
+		return false
+	}
+	return b.Subsume(v) == nil && v.Subsume(b) == nil
+}
+
+func basicSource(ks kinds) string {
+	if ks == kAll {
+		return "_"
+	}
+	var alts []string
+	add := func(k kinds, s string) {
+		if ks&k != 0 {
+			alts = append(alts, s)
+		}
+	}
+	if ks&(kInt|kFrac) == kInt|kFrac {
+		alts = append(alts, "number")
+	} else {
+		add(kInt, "int")
+		add(kFrac, "float")
+	}
+	add(kNull, "null")
+	add(kBool, "bool")
+	add(kString, "string")
+	add(kObject, "{...}")
+	add(kArray, "[...]")
+	return strings.Join(alts, " | ")
+}
+
+func kindsOf(k cue.Kind) kinds {
+	var ks kinds
+	if k&cue.NullKind != 0 {
+		ks |= kNull
+	}
+	if k&cue.BoolKind != 0 {
+		ks |= kBool
+	}
+	if k&cue.IntKind != 0 {
+		ks |= kInt
+	}
+	if k&cue.FloatKind != 0 {
+		ks |= kFrac
+	}
+	if k&cue.StringKind != 0 {
+		ks |= kString
+	}
+	if k&cue.StructKind != 0 {
+		ks |= kObject
+	}
+	if k&cue.ListKind != 0 {
+		ks |= kArray
+	}
+	return ks
+}
+
+// suppliesValue reports whether a regular field's schema gives a value when
+// the input has none: a default, a concrete value, or a struct whose own
+// fields are all satisfied without input.
+func suppliesValue(v cue.Value) bool {
+	if _, ok := v.Default(); ok {
+		return true
+	}
+	if v.IsConcrete() && v.Validate(cue.Concrete(true)) == nil {
+		return true
+	}
+	return false
+}
+
+// closed reports whether v's struct refuses undeclared names. Allows is
+// not reliable for a definition met through an open struct ({...} &
+// #ReadInput says it allows any name, yet CUE refuses one), so ask CUE what
+// it does with one reserved name; only that name is ever interned.
+func (c *compiler) closed(v cue.Value) bool {
+	if !c.probe.Exists() {
+		c.probe = c.ctx.CompileString(`{"gate·probe": _}`)
+	}
+	return v.Unify(c.probe).Err() != nil
+}
+
+// hasPatterns reports whether v's struct has pattern constraints other than
+// [string]: a closed struct with [=~"^x-"]: _ allows names the shape cannot
+// list. Nested structs are their own nodes; definitions that the syntax
+// spells as fields (_#def) are not.
+func hasPatterns(v cue.Value) bool {
+	found := false
+	ast.Walk(v.Syntax(), func(n ast.Node) bool {
+		if found {
+			return false
+		}
+		if f, ok := n.(*ast.Field); ok {
+			switch l := f.Label.(type) {
+			case *ast.ListLit:
+				if len(l.Elts) == 1 {
+					if id, ok := l.Elts[0].(*ast.Ident); ok && id.Name == "string" {
+						return false
+					}
+				}
+				found = true
+			case *ast.Ident:
+				return strings.HasPrefix(l.Name, "#") || strings.HasPrefix(l.Name, "_#")
+			}
+			return false
+		}
+		return true
+	}, nil)
+	return found
+}
+
+// text renders a schema value for a sentence in the gateway's own words,
+// not in CUE's printer output, which changes between releases.
+func text(v cue.Value) string {
+	return clipText(render(v, 0))
+}
+
+func render(v cue.Value, depth int) string {
+	if depth > 8 {
+		return "..."
+	}
+	op, args := v.Expr()
+	switch op {
+	case cue.AndOp:
+		var parts []string
+		for _, a := range args {
+			s := render(a, depth+1)
+			if !slices.Contains(parts, s) {
+				parts = append(parts, s)
+			}
+		}
+		if len(parts) > 1 {
+			parts = slices.DeleteFunc(parts, isKindName)
+		}
+		return strings.Join(parts, " & ")
+	case cue.OrOp:
+		parts := make([]string, len(args))
+		for i, a := range args {
+			parts[i] = render(a, depth+1)
+		}
+		return strings.Join(parts, " | ")
+	case cue.LessThanOp, cue.LessThanEqualOp, cue.GreaterThanOp, cue.GreaterThanEqualOp,
+		cue.NotEqualOp, cue.RegexMatchOp, cue.NotRegexMatchOp:
+		if len(args) == 1 {
+			if s, ok := scalarOf(args[0]); ok {
+				return op.String() + s.String()
+			}
+		}
+	case cue.NoOp:
+		if s, ok := scalarOf(v); ok && v.IsConcrete() {
+			return s.String()
+		}
+		if isKindName(fmt.Sprint(v)) && kindName[v.IncompleteKind()] != "" {
+			return kindName[v.IncompleteKind()]
+		}
+	}
+	return strings.Join(strings.Fields(fmt.Sprint(v)), " ")
+}
+
+var kindName = map[cue.Kind]string{
+	cue.IntKind: "int", cue.FloatKind: "float", cue.NumberKind: "number", cue.StringKind: "string",
+	cue.BoolKind: "bool", cue.NullKind: "null", cue.TopKind: "_", cue.BytesKind: "bytes",
+}
+
+func isKindName(s string) bool {
+	switch s {
+	case "int", "uint", "float", "number", "string", "bool", "null", "_", "bytes":
+		return true
+	}
+	return false
+}
+
+func clipText(s string) string {
+	if len(s) > 120 {
+		s = strings.ToValidUTF8(s[:117], "") + "..."
+	}
+	return s
+}
