@@ -1,0 +1,299 @@
+package allow
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// maxAlternatives bounds the brace expansion of one path pattern, so that a
+// pattern such as {a,b}{a,b}{a,b}... cannot blow up a policy load.
+const maxAlternatives = 256
+
+// globRegexp translates a doublestar path pattern into an RE2 expression
+// that matches exactly the lexically normalized absolute paths that
+// doublestar.Match accepts (rule P4). A differential fuzz test holds the two
+// together. Patterns that are not absolute (or starting with **), that have
+// a trailing slash, or empty, "." or ".." segments are refused: they could
+// never match a normalized subject, and silently never matching would hide
+// the author's mistake.
+func globRegexp(pattern string) (string, error) {
+	if !strings.HasPrefix(pattern, "/") && !strings.HasPrefix(pattern, "**") {
+		return "", fmt.Errorf("the path pattern is relative; write an absolute pattern such as /work/src/** or one starting with ** such as **/*.go")
+	}
+	if strings.ContainsRune(pattern, 0) {
+		return "", fmt.Errorf("the path pattern contains a NUL byte")
+	}
+	if !doublestar.ValidatePattern(pattern) {
+		return "", fmt.Errorf("the path pattern is not a valid glob (an unclosed [ or {, an empty [], or a trailing \\)")
+	}
+	alts, err := expandBraces(pattern, nil)
+	if err != nil {
+		return "", err
+	}
+	res := make([]string, 0, len(alts))
+	seen := map[string]bool{}
+	for _, a := range alts {
+		if a != "/" && (strings.HasSuffix(a, "/") || strings.Contains(a, "//")) {
+			return "", fmt.Errorf("the path pattern %q has an empty segment or a trailing slash, which no normalized path has; write /dir/** for a directory's contents", a)
+		}
+		for _, seg := range strings.Split(a, "/") {
+			if seg == "." || seg == ".." {
+				return "", fmt.Errorf("the path pattern %q has a %q segment, which no normalized path has; write the path without it", a, seg)
+			}
+		}
+		re, err := braceFreeRegexp(a)
+		if err != nil {
+			return "", err
+		}
+		if !seen[re] {
+			seen[re] = true
+			res = append(res, re)
+		}
+	}
+	return "(?s)^(?:" + strings.Join(res, "|") + ")$", nil
+}
+
+// expandBraces expands {a,b} alternatives textually, as doublestar does when
+// it matches, and appends the brace-free patterns to out.
+func expandBraces(p string, out []string) ([]string, error) {
+	open := -1
+	for i := 0; i < len(p) && open < 0; i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			for i++; i < len(p) && p[i] != ']'; i++ {
+				if p[i] == '\\' {
+					i++
+				}
+			}
+		case '{':
+			open = i
+		}
+	}
+	if open < 0 {
+		if len(out) >= maxAlternatives {
+			return nil, fmt.Errorf("the path pattern expands to more than %d alternatives; split it into several entries", maxAlternatives)
+		}
+		return append(out, p), nil
+	}
+	closing := matchedClose(p[open+1:])
+	if closing < 0 {
+		return nil, fmt.Errorf("the path pattern has an unclosed {")
+	}
+	closing += open + 1
+	body, before, after := p[open+1:closing], p[:open], p[closing+1:]
+	var err error
+	for {
+		comma := nextAlt(body)
+		if comma < 0 {
+			break
+		}
+		if out, err = expandBraces(before+body[:comma]+after, out); err != nil {
+			return nil, err
+		}
+		body = body[comma+1:]
+	}
+	return expandBraces(before+body+after, out)
+}
+
+// matchedClose and nextAlt scan like doublestar's indexMatchedClosingAlt and
+// indexNextAlt, so that the expansion splits where its matcher does.
+func matchedClose(s string) int {
+	depth := 1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[':
+			for i++; i < len(s) && s[i] != ']'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		case '{':
+			depth++
+		case '}':
+			if depth--; depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func nextAlt(s string) int {
+	depth := 1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[':
+			for i++; i < len(s) && s[i] != ']'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		case '{':
+			depth++
+		case '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// braceFreeRegexp translates a pattern without braces.
+func braceFreeRegexp(p string) (string, error) {
+	var b strings.Builder
+	rs := []rune(p)
+	startOfSegment := true
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch r {
+		case '*':
+			if i+1 < len(rs) && rs[i+1] == '*' {
+				i++
+				if startOfSegment {
+					if i+1 == len(rs) {
+						// A trailing /** matches the directory itself and
+						// anything below it; a lone ** matches anything.
+						s := b.String()
+						if strings.HasSuffix(s, "/") {
+							b.Reset()
+							b.WriteString(s[:len(s)-1])
+							b.WriteString("(?:/.*)?")
+						} else {
+							b.WriteString(".*")
+						}
+						return b.String(), nil
+					}
+					if rs[i+1] == '/' {
+						i++
+						b.WriteString("(?:[^/]*/)*")
+						startOfSegment = true
+						continue
+					}
+				}
+			}
+			b.WriteString("[^/]*")
+			startOfSegment = false
+		case '?':
+			b.WriteString("[^/]")
+			startOfSegment = false
+		case '[':
+			n, class, err := classRegexp(rs[i+1:])
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(class)
+			i += n
+			startOfSegment = false
+		case '\\':
+			i++
+			if i == len(rs) {
+				return "", fmt.Errorf("the path pattern ends with a lone \\")
+			}
+			r = rs[i]
+			fallthrough
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+			startOfSegment = r == '/'
+		}
+	}
+	return b.String(), nil
+}
+
+// classRegexp translates a character class whose '[' has been consumed; it
+// returns how many runes it used, including the closing ']'. Each range is
+// written out as \x{..} so that no character is special to RE2, and a
+// reversed range matches nothing, as in doublestar.
+func classRegexp(rs []rune) (int, string, error) {
+	i := 0
+	negate := false
+	if i < len(rs) && (rs[i] == '!' || rs[i] == '^') {
+		negate = true
+		i++
+	}
+	var ranges []string
+	last := rune(-1)
+	for ; i < len(rs) && rs[i] != ']'; i++ {
+		r := rs[i]
+		if last >= 0 && r == '-' && i+1 < len(rs) && rs[i+1] != ']' {
+			i++
+			if rs[i] == '\\' {
+				i++
+				if i == len(rs) {
+					break
+				}
+			}
+			hi := rs[i]
+			// The first rune already stands alone, as in doublestar; a
+			// reversed range adds nothing to it.
+			if last <= hi {
+				ranges = append(ranges, fmt.Sprintf(`\x{%x}-\x{%x}`, last, hi))
+			}
+			last = -1
+			continue
+		}
+		if r == '\\' {
+			i++
+			if i == len(rs) {
+				break
+			}
+			r = rs[i]
+		}
+		ranges = append(ranges, fmt.Sprintf(`\x{%x}`, r))
+		last = r
+	}
+	if i >= len(rs) {
+		return 0, "", fmt.Errorf("the path pattern has an unclosed [")
+	}
+	set := strings.Join(ranges, "")
+	switch {
+	case set == "" && negate:
+		return i + 1, `[\x{0}-\x{10ffff}]`, nil
+	case set == "":
+		return i + 1, nothing, nil
+	case negate:
+		return i + 1, "[^" + set + "]", nil
+	}
+	return i + 1, "[" + set + "]", nil
+}
+
+// nothing is an RE2 expression that matches no string.
+const nothing = `[^\x{0}-\x{10ffff}]`
+
+// pathSubject is the subject of a path tool: the path made absolute against
+// the working directory and lexically normalized, with symbolic links left
+// alone (rule P4). The second result says why there is none (rule P5).
+func pathSubject(v any, workdir string) (string, string) {
+	s, ok := v.(string)
+	switch {
+	case v == nil:
+		return "", "is missing"
+	case !ok:
+		return "", fmt.Sprintf("is a %s, not a string", jsonType(v))
+	case strings.TrimSpace(s) == "":
+		return "", "is blank"
+	case strings.ContainsRune(s, 0):
+		return "", "contains a NUL byte"
+	case !validUTF8(s):
+		return "", "is not valid UTF-8"
+	}
+	if !strings.HasPrefix(s, "/") {
+		if !strings.HasPrefix(workdir, "/") || strings.ContainsRune(workdir, 0) || !validUTF8(workdir) {
+			return "", fmt.Sprintf("is the relative path %q and there is no absolute working directory to resolve it against; give an absolute path", s)
+		}
+		s = workdir + "/" + s
+	}
+	return path.Clean(s), ""
+}
