@@ -1,0 +1,155 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"aimon.dev/gw/tools"
+)
+
+// grepTree is a small tree to search.
+func grepTree(t *testing.T) *tools.Env {
+	t.Helper()
+	env := session(t)
+	write(t, env.Workdir, "a.go", "package a\nfunc Alpha() {}\n// alpha again\n")
+	write(t, env.Workdir, "b.txt", "nothing here\nALPHA loud\n")
+	write(t, env.Workdir, "sub/c.go", "package sub\n")
+	write(t, env.Workdir, "sub/deep/d.go", "var alpha = 1\n")
+	write(t, env.Workdir, "bin.dat", "alpha\x00binary")
+	write(t, env.Workdir, ".git/config", "alpha in git\n")
+	write(t, env.Workdir, "ctx.txt", "1\n2\nhit one\n4\n5\n6\n7\nhit two\n9\nhit three\n11\n")
+	return env
+}
+
+func TestGrep(t *testing.T) {
+	env := grepTree(t)
+	w := env.Workdir
+	p := func(name string) string { return filepath.Join(w, name) }
+	tests := []struct {
+		name  string
+		in    string
+		isErr bool
+		want  string
+		frags []string
+	}{
+		{name: "files by default", in: `{"pattern":"alpha"}`, want: p("a.go") + "\n" + p("sub/deep/d.go")},
+		{name: "ignore case", in: `{"pattern":"alpha","-i":true}`, want: p("a.go") + "\n" + p("b.txt") + "\n" + p("sub/deep/d.go")},
+		{name: "glob on name", in: `{"pattern":"alpha","-i":true,"glob":"*.txt"}`, want: p("b.txt")},
+		{name: "glob with a slash", in: `{"pattern":"package","glob":"sub/**/*.go"}`, want: p("sub/c.go")},
+		{name: "glob alternatives", in: `{"pattern":"(?i)alpha","glob":"*.{txt,dat}"}`, want: p("b.txt")},
+		{name: "path is a directory", in: `{"pattern":"package","path":"sub"}`, want: p("sub/c.go")},
+		{name: "content", in: `{"pattern":"alpha","output_mode":"content"}`,
+			want: p("a.go") + ":// alpha again\n" + p("sub/deep/d.go") + ":var alpha = 1"},
+		{name: "content with line numbers", in: `{"pattern":"alpha","output_mode":"content","-n":true,"path":"a.go"}`, want: "3:// alpha again"},
+		{name: "single file has no prefix", in: `{"pattern":"Alpha","output_mode":"content","path":"a.go"}`, want: "func Alpha() {}"},
+		{name: "count", in: `{"pattern":"(?i)alpha","output_mode":"count"}`,
+			want: p("a.go") + ":2\n" + p("b.txt") + ":1\n" + p("sub/deep/d.go") + ":1"},
+		{name: "count one file", in: `{"pattern":"hit","output_mode":"count","path":"ctx.txt"}`, want: p("ctx.txt") + ":3"},
+		{name: "after context", in: `{"pattern":"hit","output_mode":"content","path":"ctx.txt","-A":1,"-n":true}`,
+			want: "3:hit one\n4-4\n--\n8:hit two\n9-9\n10:hit three\n11-11"},
+		{name: "before context", in: `{"pattern":"hit","output_mode":"content","path":"ctx.txt","-B":2}`,
+			want: "1\n2\nhit one\n--\n6\n7\nhit two\n9\nhit three"},
+		{name: "context both sides", in: `{"pattern":"two","output_mode":"content","path":"ctx.txt","-C":1,"-n":true}`,
+			want: "7-7\n8:hit two\n9-9"},
+		{name: "explicit -A beats -C", in: `{"pattern":"two","output_mode":"content","path":"ctx.txt","-C":2,"-A":0}`,
+			want: "6\n7\nhit two"},
+		{name: "context across files", in: `{"pattern":"package","output_mode":"content","-A":1,"glob":"*.go"}`,
+			want: p("a.go") + ":package a\n" + p("a.go") + "-func Alpha() {}\n--\n" + p("sub/c.go") + ":package sub"},
+		{name: "context ignored outside content", in: `{"pattern":"hit","path":"ctx.txt","-C":3}`, want: p("ctx.txt")},
+		{name: "head limit lines", in: `{"pattern":"hit","output_mode":"content","path":"ctx.txt","head_limit":2}`,
+			want: "hit one\nhit two\n[Results cut at head_limit 2; there are more.]"},
+		{name: "head limit exact", in: `{"pattern":"hit","output_mode":"content","path":"ctx.txt","head_limit":3}`,
+			want: "hit one\nhit two\nhit three"},
+		{name: "head limit files", in: `{"pattern":"(?i)alpha","head_limit":1}`, want: p("a.go") + "\n[Results cut at head_limit 1; there are more.]"},
+		{name: "no match", in: `{"pattern":"zebra"}`, frags: []string{`No matches found for "zebra" in ` + w}},
+		{name: "binary and .git skipped", in: `{"pattern":"binary|in git"}`, frags: []string{"No matches found"}},
+		{name: "explicit binary file skipped", in: `{"pattern":"alpha","path":"bin.dat"}`, frags: []string{"No matches found"}},
+
+		{name: "bad regex", in: `{"pattern":"a(b"}`, isErr: true, frags: []string{`'pattern' "a(b" is not a valid RE2 regular expression`, "missing closing )"}},
+		{name: "perl lookahead", in: `{"pattern":"a(?=b)"}`, isErr: true, frags: []string{"not a valid RE2"}},
+		{name: "bad mode", in: `{"pattern":"a","output_mode":"lines"}`, isErr: true, frags: []string{`'output_mode'`, `got "lines"`}},
+		{name: "negative -A", in: `{"pattern":"a","-A":-1}`, isErr: true, frags: []string{"'-A'", "got -1."}},
+		{name: "negative -B", in: `{"pattern":"a","-B":-2}`, isErr: true, frags: []string{"'-B'", "got -2."}},
+		{name: "negative -C", in: `{"pattern":"a","-C":-3}`, isErr: true, frags: []string{"'-C'", "got -3."}},
+		{name: "zero head limit", in: `{"pattern":"a","head_limit":0}`, isErr: true, frags: []string{"'head_limit'", "got 0."}},
+		{name: "bad glob", in: `{"pattern":"a","glob":"[x"}`, isErr: true, frags: []string{`'glob' "[x" is not a valid glob`}},
+		{name: "empty glob", in: `{"pattern":"a","glob":""}`, isErr: true, frags: []string{"'glob'"}},
+		{name: "missing path", in: `{"pattern":"a","path":"nope"}`, isErr: true, frags: []string{p("nope"), "does not exist"}},
+		{name: "missing pattern", in: `{"path":"."}`, isErr: true, frags: []string{"Missing required parameter 'pattern'."}},
+		{name: "-i not a bool", in: `{"pattern":"a","-i":"yes"}`, isErr: true, frags: []string{`Parameter '-i' must be a boolean, got string "yes".`}},
+		{name: "-A not an integer", in: `{"pattern":"a","-A":1.5}`, isErr: true, frags: []string{"Parameter '-A' must be an integer, got number 1.5."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, env, "Grep", tt.in)
+			wantResult(t, r, tt.isErr, tt.frags...)
+			if tt.want != "" && r.Text != tt.want {
+				t.Errorf("text =\n%s\nwant\n%s", r.Text, tt.want)
+			}
+		})
+	}
+}
+
+func TestGrepLongLinesAndOutputCap(t *testing.T) {
+	env := session(t)
+	write(t, env.Workdir, "long", strings.Repeat("q", 5000)+"needle\n")
+	r := call(t, env, "Grep", `{"pattern":"needle","output_mode":"content","path":"long"}`)
+	wantResult(t, r, false)
+	if r.Text != strings.Repeat("q", MaxLineChars)+"..." {
+		t.Errorf("long match line rendered as %d bytes, want it cut at %d characters", len(r.Text), MaxLineChars)
+	}
+	var b strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&b, "match line %d\n", i)
+	}
+	write(t, env.Workdir, "many", b.String())
+	r = call(t, env, "Grep", `{"pattern":"match","output_mode":"content","path":"many"}`)
+	wantResult(t, r, false, "[Output cut at 30000 bytes")
+	if len(r.Text) > MaxOutput+200 {
+		t.Errorf("output is %d bytes", len(r.Text))
+	}
+}
+
+func TestGrepWithoutWorkdir(t *testing.T) {
+	r := Grep{}.Run(context.Background(), &tools.Env{}, input(t, `{"pattern":"a"}`))
+	wantResult(t, r, true, "no working directory")
+	r = Grep{}.Run(context.Background(), nil, input(t, `{"pattern":"a","path":"rel"}`))
+	wantResult(t, r, true, `"rel"`, "no working directory")
+}
+
+func TestGrepCancelled(t *testing.T) {
+	env := grepTree(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := Grep{}.Run(ctx, env, input(t, `{"pattern":"alpha"}`))
+	wantResult(t, r, true, "cancelled")
+}
+
+// FuzzGrepOptions runs Grep with arbitrary options over a fixed tree: it must
+// never panic, and every error must be a sentence.
+func FuzzGrepOptions(f *testing.F) {
+	f.Add("alpha", "content", "", true, true, 1, 0, 2, 3)
+	f.Add("a(b", "count", "*.go", false, false, -1, -1, -1, 0)
+	f.Add("", "files_with_matches", "{a,b", false, true, 0, 5, 0, 1)
+	f.Add(`\pL+`, "x", "**/*", true, false, 100, 100, 100, 100000)
+	env := &tools.Env{Workdir: f.TempDir(), Files: tools.NewFileSet()}
+	write(f, env.Workdir, "a.go", "package a\nfunc Alpha() {}\n// alpha again\n")
+	write(f, env.Workdir, "sub/b.txt", "1\n2\nhit\n4\n\xff\xfe\n")
+	f.Fuzz(func(t *testing.T, pattern, mode, glob string, i, n bool, a, b, c, head int) {
+		in := tools.Input{"pattern": pattern, "output_mode": mode, "-i": i, "-n": n,
+			"-A": float64(a), "-B": float64(b), "-C": float64(c), "head_limit": float64(head)}
+		if glob != "" {
+			in["glob"] = glob
+		}
+		r := Grep{}.Run(context.Background(), env, in)
+		if r.IsError && !strings.HasSuffix(r.Text, ".") {
+			t.Fatalf("error is not a sentence: %q", r.Text)
+		}
+		if r.Text == "" && !r.IsError {
+			t.Fatalf("empty success")
+		}
+	})
+}
