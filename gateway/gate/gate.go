@@ -193,8 +193,9 @@ func (w *walker) object(n *node, m map[string]any, path string, depth int) {
 		}
 	}
 	var unknown []string
-	for name := range m {
-		if _, ok := n.fields[name]; !ok {
+	for name, v := range m {
+		// A null is missing (rule S4), under any name.
+		if _, ok := n.fields[name]; !ok && v != nil {
 			unknown = append(unknown, name)
 		}
 	}
@@ -207,7 +208,6 @@ func (w *walker) object(n *node, m map[string]any, path string, depth int) {
 		switch {
 		case n.closed && !n.patterned:
 			w.add(tools.Unknown(join(path, name), suggest(name, n.names)))
-		case m[name] == nil:
 		case n.extra != nil:
 			w.value(n.extra, m[name], join(path, name), depth+1)
 		default:

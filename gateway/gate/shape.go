@@ -37,8 +37,9 @@ type node struct {
 	closed bool
 	// extra is the schema of undeclared names in an open object ([string]: T); nil is any.
 	extra *node
-	// patterned: names may be allowed or constrained by regular expressions;
-	// the shape leaves undeclared names to CUE.
+	// patterned: names may be allowed or constrained by regular expressions,
+	// or the object is one of a disjunction; the shape leaves undeclared
+	// names to CUE.
 	patterned bool
 	// elem is the schema of every array element; nil is any.
 	elem *node
@@ -68,7 +69,12 @@ type compiler struct {
 
 func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 	if err := v.Err(); err != nil {
-		return nil, err
+		if depth == 0 {
+			return nil, err
+		}
+		// A recursive optional field (y?: #Sub) reads as a structural
+		// cycle from here; CUE decides when a value arrives.
+		return &node{kinds: kAll, cue: true, patterned: true, text: "its schema"}, nil
 	}
 	n := &node{text: text(v)}
 	if depth > maxCompileDepth {
@@ -112,8 +118,13 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 		n.cue = !c.isBasic(v, n.kinds)
 		return n, nil
 	case k == cue.StructKind:
+		if op == cue.OrOp {
+			// A disjunction of structs: CUE decides, names and all.
+			n.cue, n.patterned = true, true
+			return n, nil
+		}
 		if op != cue.NoOp {
-			n.cue = true // struct.MinFields(1) & {...}, disjunctions of structs
+			n.cue = true // struct.MinFields(1) & {...}
 		}
 		return n, c.object(v, n, depth)
 	case k == cue.ListKind:
@@ -136,7 +147,8 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 	n.fields = map[string]*field{}
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {
-		return err
+		n.cue, n.patterned = true, true
+		return nil
 	}
 	for it.Next() {
 		sel := it.Selector()

@@ -1,0 +1,249 @@
+package gate
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+)
+
+// diffSchemas are the schemas the differential test runs: shapes the gate
+// models itself and shapes it leaves to CUE, side by side.
+const diffSchemas = `
+import "strings"
+
+#Flat: {a!: string, b?: int, c?: bool, d?: number, e?: float}
+#Enum: {mode?: "x" | "y" | 3 | true | null, n?: 1 | 2.5}
+#Nested: {
+	a!: {b!: {c?: int}, d?: [...{e!: string}]}
+	l?: [...[...int]]
+}
+#Open: {a?: int, ...}
+#Map: {[string]: int}
+#MapTyped: {a?: string, [string]: string | int}
+#Pattern: {[=~"^x-"]: int, a?: string}
+#Bounds: {a?: int & >=1 & <=10, b?: string & =~"^/srv/", c?: strings.MinRunes(2), d?: !="no"}
+#Regular: {a: string, b: int | *3, c: "fixed", d?: int}
+#RegularStruct: {s: {x!: int}, t: {y?: int}}
+#Disj: {u?: {k: "a", x!: int} | {k: "b", y!: string}}
+#Kinds: {a?: string | int, b?: null | [...string], c?: _, d?: {...} | string}
+#Prefix: {p?: [int, string], q?: [], r?: [int, ...string]}
+#Def: {a?: #Sub, b?: [...#Sub]}
+#Sub: {x!: int, y?: #Sub}
+#Embed: #Flat & {b?: >=0}
+#Cross: {lo?: int, hi?: int & >=lo}
+`
+
+var diffNames = []string{
+	"a", "b", "c", "d", "e", "mode", "n", "l", "x-1", "x-", "k", "x", "y", "u",
+	"p", "q", "r", "s", "t", "lo", "hi", "file_path", "offset", "limit", "pattern",
+	"output_mode", "-i", "-A", "content", "old_string", "new_string", "edits", "zz",
+}
+
+var diffStrings = []string{"", "x", "y", "a", "b", "no", "/srv/a", "/etc", "10", "3", "content", "count", "é"}
+
+// gen builds a random decoded-JSON value from r, as the wire decoder would.
+type gen struct{ r *rand.Rand }
+
+func (g gen) value(depth int) any {
+	switch n := g.r.IntN(12); {
+	case n == 0:
+		return nil
+	case n == 1:
+		return g.r.IntN(2) == 0
+	case n == 2:
+		return json.Number([]string{"0", "1", "3", "-1", "10", "11", "1e2", "100"}[g.r.IntN(8)])
+	case n == 3:
+		return json.Number([]string{"3.0", "2.5", "3.5", "-0.0", "1e-2", "30e-1", "1e400"}[g.r.IntN(7)])
+	case n <= 6:
+		return diffStrings[g.r.IntN(len(diffStrings))]
+	case n <= 9 && depth < 5:
+		return g.object(depth + 1)
+	case depth < 5:
+		l := g.r.IntN(4)
+		a := make([]any, l)
+		for i := range a {
+			a[i] = g.value(depth + 1)
+		}
+		return a
+	}
+	return "leaf"
+}
+
+// forNode builds a value that mostly follows n, so that valid inputs and
+// near misses are both common.
+func (g gen) forNode(n *node, depth int) any {
+	if n == nil || depth > 6 || g.r.IntN(5) == 0 {
+		return g.value(depth)
+	}
+	if n.enum != nil && g.r.IntN(4) != 0 {
+		s := n.enum[g.r.IntN(len(n.enum))]
+		switch s.k {
+		case kNull:
+			return nil
+		case kBool:
+			return s.b
+		case kString:
+			return s.s
+		}
+		l := s.String()
+		if s.k == kFrac && !strings.ContainsAny(l, ".e") {
+			l += ".5"
+		}
+		return json.Number(l)
+	}
+	switch {
+	case n.kinds&kObject != 0 && (n.fields != nil || g.r.IntN(2) == 0):
+		m := map[string]any{}
+		for _, name := range n.names {
+			if g.r.IntN(10) < 7 {
+				m[name] = g.forNode(n.fields[name].node, depth+1)
+			}
+		}
+		if g.r.IntN(5) == 0 {
+			m[diffNames[g.r.IntN(len(diffNames))]] = g.forNode(n.extra, depth+1)
+		}
+		return m
+	case n.kinds&kArray != 0 && g.r.IntN(3) != 0:
+		a := make([]any, g.r.IntN(4))
+		for i := range a {
+			a[i] = g.forNode(n.elem, depth+1)
+		}
+		return a
+	}
+	return g.value(depth)
+}
+
+func (g gen) object(depth int) map[string]any {
+	m := map[string]any{}
+	for range g.r.IntN(5) {
+		m[diffNames[g.r.IntN(len(diffNames))]] = g.value(depth)
+	}
+	return m
+}
+
+// reference is what the gate promises to equal: CUE's Unify+Validate of the
+// whole input, with the gate's reading of JSON (a null in an object is
+// missing, rule S4; 3.0 is an int, S5) and nothing dropped.
+func reference(schema cue.Value, in map[string]any) error {
+	return schema.Unify(schema.Context().Encode(encode(nil, in))).Validate(cue.Concrete(true))
+}
+
+type diffCase struct {
+	name string
+	gate *Gate
+}
+
+func diffGates(t testing.TB) []diffCase {
+	t.Helper()
+	v := cuecontext.New().CompileString(diffSchemas)
+	if err := v.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var cs []diffCase
+	it, err := v.Fields(cue.Definitions(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+		g, err := Compile(it.Value())
+		if err != nil {
+			t.Fatalf("%s: %v", it.Selector(), err)
+		}
+		cs = append(cs, diffCase{it.Selector().String(), g})
+	}
+	pkg := schemaPackage(t, `narrowed: #Read & {input: file_path: =~"^/srv/", input: limit?: int & >=1}`)
+	for _, p := range []string{"#ReadInput", "#WriteInput", "#EditInput", "#BashInput", "#GrepInput", "#GlobInput", "#EchoInput", "#Read.input", "narrowed.input"} {
+		g, err := Compile(pkg.LookupPath(cue.ParsePath(p)))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		cs = append(cs, diffCase{p, g})
+	}
+	return cs
+}
+
+// limited reports whether a violation is one of the gate's own size limits,
+// which CUE does not have.
+func limited(g *Gate, in map[string]any) bool {
+	for _, v := range g.Check(in) {
+		if strings.Contains(v.Sentence, "at most") || strings.Contains(v.Sentence, "too large to check") || strings.Contains(v.Sentence, "levels deep") {
+			return true
+		}
+	}
+	return false
+}
+
+// agree fails t unless the gate and CUE agree on in, and reports whether in
+// is valid.
+func agree(t *testing.T, c diffCase, in map[string]any) bool {
+	t.Helper()
+	if limited(c.gate, in) {
+		return false
+	}
+	vs := c.gate.Check(in)
+	cueMu.Lock()
+	err := reference(c.gate.schema, in)
+	cueMu.Unlock()
+	if (len(vs) == 0) != (err == nil) {
+		b, _ := json.Marshal(in)
+		t.Errorf("%s: gate and CUE disagree on %s\ngate: %v\nCUE:  %v", c.name, b, vs, err)
+	}
+	return len(vs) == 0
+}
+
+// TestShapeEqualsCUE runs the differential check on a fixed stream of
+// random inputs in every plain test run; FuzzShapeEqualsCUE explores further.
+func TestShapeEqualsCUE(t *testing.T) {
+	cs := diffGates(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	n := 400
+	if testing.Short() {
+		n = 50
+	}
+	valid := map[string]int{}
+	for range n {
+		for _, c := range cs {
+			for _, in := range []map[string]any{gen{r}.object(1), gen{r}.input(c.gate)} {
+				if agree(t, c, in) {
+					valid[c.name]++
+				}
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	// The check is only as good as its inputs: each schema must have met
+	// both valid and invalid ones.
+	for _, c := range cs {
+		if v := valid[c.name]; v == 0 || v == 2*n {
+			t.Errorf("%s: %d of %d random inputs valid; the generator does not exercise it", c.name, v, 2*n)
+		}
+	}
+}
+
+func (g gen) input(gt *Gate) map[string]any {
+	if m, ok := g.forNode(gt.root, 1).(map[string]any); ok {
+		return m
+	}
+	return g.object(1)
+}
+
+func FuzzShapeEqualsCUE(f *testing.F) {
+	for i := range uint64(16) {
+		f.Add(i, i*7+1)
+	}
+	cs := diffGates(f)
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		g := gen{rand.New(rand.NewPCG(s1, s2))}
+		for _, c := range cs {
+			agree(t, c, g.object(1))
+			agree(t, c, g.input(c.gate))
+		}
+	})
+}
+
