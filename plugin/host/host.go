@@ -1,0 +1,357 @@
+// Package host runs out-of-process tools for the gateway over
+// hashicorp/go-plugin (issue 7, rule R4). A Host owns one plugin process per
+// Spec, started when first needed; a crashed or hung process fails its call
+// with an error result and is replaced by a new client on the next call
+// (a go-plugin client cannot be restarted), with backoff after repeated
+// failures. No process outlives the gateway: Close stops them, and on Linux
+// each child has a parent-death signal for when the gateway is killed.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"aimon.dev/gw/plugin/pluginpb"
+)
+
+// Spec is the identity of a plugin process: its command line and the
+// sha256 (hex) its binary must have, "" for no check.
+type Spec struct {
+	Command []string
+	SHA256  string
+}
+
+func (s Spec) key() string { return strings.Join(s.Command, "\x00") + "\x01" + s.SHA256 }
+
+// String is the command line for messages.
+func (s Spec) String() string {
+	q := make([]string, len(s.Command))
+	for i, w := range s.Command {
+		if w == "" || strings.ContainsAny(w, " \t\n\"'\\") {
+			w = strconv.Quote(w)
+		}
+		q[i] = w
+	}
+	return strings.Join(q, " ")
+}
+
+// ToolInfo is a tool as its plugin describes it (rules C1, K1). InputSchema
+// is the raw JSON Schema the plugin declared (rule S3).
+type ToolInfo struct {
+	Name, Description      string
+	InputSchema            []byte
+	Concurrency, Interrupt string
+}
+
+// Option configures a Host.
+type Option func(*Host)
+
+// WithStartTimeout bounds a start: the handshake, and then Describe.
+func WithStartTimeout(d time.Duration) Option { return func(h *Host) { h.startTimeout = d } }
+
+// WithKillTimeout bounds each step of stopping a process: the graceful stop,
+// then the wait after SIGKILL. Stopping never takes longer than twice this.
+func WithKillTimeout(d time.Duration) Option { return func(h *Host) { h.killTimeout = d } }
+
+// WithBackoff sets the delay before a restart after repeated failures: base
+// after the second failure in a row, doubling each time, at most max. The
+// first restart after a failure is immediate.
+func WithBackoff(base, max time.Duration) Option {
+	return func(h *Host) { h.backoffBase, h.backoffMax = base, max }
+}
+
+// Host owns the live plugin processes, keyed by Spec. It is safe for
+// concurrent use.
+type Host struct {
+	log                       *slog.Logger
+	startTimeout, killTimeout time.Duration
+	backoffBase, backoffMax   time.Duration
+
+	mu     sync.Mutex
+	slots  map[string]*slot
+	closed bool
+	stops  sync.WaitGroup // processes being stopped
+}
+
+// New returns a Host that logs to logger, plugin stderr included.
+func New(logger *slog.Logger, opts ...Option) *Host {
+	h := &Host{
+		log:          logger,
+		startTimeout: 20 * time.Second,
+		killTimeout:  3 * time.Second,
+		backoffBase:  time.Second,
+		backoffMax:   time.Minute,
+		slots:        map[string]*slot{},
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// slot is where a Spec's process lives; a process ends and a new one takes
+// its place. All fields are guarded by mu.
+type slot struct {
+	h    *Host
+	spec Spec
+
+	mu       sync.Mutex
+	cur      *proc         // the live process, nil when none
+	starting chan struct{} // closed when the start in progress ends
+	fails    int           // failures in a row: crashes, hangs, failed starts
+	lastErr  error         // why the last start failed
+	retryAt  time.Time     // no start before this, after repeated failures
+	retired  bool          // dropped by Retain or Close: no more calls
+}
+
+// proc is one started plugin process. inflight, dead and retiring are
+// guarded by the slot's mu.
+type proc struct {
+	client *goplugin.Client
+	cmd    *exec.Cmd
+	rpc    pluginpb.ToolsClient
+	tools  []ToolInfo
+	byName map[string]ToolInfo
+
+	inflight int
+	dead     bool // failed or being stopped: takes no new calls
+	retiring bool // stop once inflight reaches zero
+	stopped  bool // a stop was started
+}
+
+var errClosed = errors.New("the gateway is shutting down")
+
+// errRetired is the error of a call whose plugin a reload removed.
+var errRetired = errors.New("the plugin was removed from the policy by a reload")
+
+func (h *Host) slot(s Spec) *slot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := s.key()
+	sl := h.slots[k]
+	if sl == nil {
+		sl = &slot{h: h, spec: Spec{Command: slices.Clone(s.Command), SHA256: s.SHA256}}
+		if h.closed {
+			sl.retired = true
+		} else {
+			h.slots[k] = sl
+		}
+	}
+	return sl
+}
+
+// Describe returns the tools the plugin serves, starting it if needed.
+func (h *Host) Describe(ctx context.Context, s Spec) ([]ToolInfo, error) {
+	sl := h.slot(s)
+	p, err := sl.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sl.release(p, outcomeOK)
+	return slices.Clone(p.tools), nil
+}
+
+// acquire returns the live process with one more call in flight, starting
+// one if there is none. Concurrent callers share one start.
+func (sl *slot) acquire(ctx context.Context) (*proc, error) {
+	sl.mu.Lock()
+	for {
+		if sl.retired {
+			sl.mu.Unlock()
+			if sl.h.isClosed() {
+				return nil, errClosed
+			}
+			return nil, errRetired
+		}
+		if p := sl.cur; p != nil && !p.dead {
+			p.inflight++
+			sl.mu.Unlock()
+			return p, nil
+		}
+		ch := sl.starting
+		if ch == nil {
+			if wait := time.Until(sl.retryAt); sl.fails >= 2 && wait > 0 {
+				err := fmt.Errorf("the plugin %s failed %d times in a row (last: %v); it will not be restarted for another %s",
+					sl.spec, sl.fails, sl.lastErr, wait.Round(time.Second))
+				sl.mu.Unlock()
+				return nil, err
+			}
+			ch = make(chan struct{})
+			sl.starting = ch
+			// A fresh goroutine forks the child: it is never locked to
+			// its OS thread, so that thread lives as long as the
+			// gateway and the parent-death signal only fires when the
+			// gateway dies (see procattr_linux.go).
+			go sl.start(ch)
+		}
+		sl.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		sl.mu.Lock()
+		if p := sl.cur; p == nil || p.dead {
+			err := sl.lastErr
+			sl.mu.Unlock()
+			if err == nil {
+				err = errors.New("the plugin stopped right after it started")
+			}
+			return nil, err
+		}
+	}
+}
+
+func (sl *slot) start(done chan struct{}) {
+	p, err := sl.h.launch(sl.spec)
+	sl.mu.Lock()
+	sl.starting = nil
+	switch {
+	case err != nil:
+		sl.failed(err)
+	case sl.retired:
+		p.dead, p.stopped = true, true
+		sl.h.stops.Add(1)
+		go func() { defer sl.h.stops.Done(); sl.h.stop(p, false) }()
+	default:
+		sl.cur = p
+	}
+	close(done)
+	sl.mu.Unlock()
+}
+
+// failed counts a failure and sets the backoff. sl.mu is held.
+func (sl *slot) failed(err error) {
+	sl.fails++
+	sl.lastErr = err
+	if sl.fails >= 2 {
+		d := sl.h.backoffBase << min(sl.fails-2, 20)
+		if d > sl.h.backoffMax || d <= 0 {
+			d = sl.h.backoffMax
+		}
+		sl.retryAt = time.Now().Add(d)
+	}
+}
+
+type outcome int
+
+const (
+	outcomeOK     outcome = iota // the plugin answered
+	outcomeFailed                // crashed or hung: stop it, count a failure
+)
+
+// release ends a call on p. A failed process is stopped at once (with its
+// other calls); a retiring one once its last call is done. It returns
+// whether this call stopped p, and p's exit status when it did.
+func (sl *slot) release(p *proc, o outcome) (stoppedHere bool, exit string) {
+	sl.mu.Lock()
+	p.inflight--
+	force := false
+	switch {
+	case o == outcomeFailed && !p.dead:
+		p.dead = true
+		if sl.cur == p {
+			sl.cur = nil
+		}
+		sl.failed(errors.New("it crashed or hung during a call"))
+		force = true
+	case o == outcomeOK && sl.cur == p:
+		sl.fails = 0
+	}
+	stop := (force || p.retiring && p.inflight == 0) && !p.stopped
+	if stop {
+		p.stopped, p.dead = true, true
+		sl.h.stops.Add(1)
+	}
+	sl.mu.Unlock()
+	if !stop {
+		return false, ""
+	}
+	defer sl.h.stops.Done()
+	return true, sl.h.stop(p, force)
+}
+
+// Retain keeps the processes of specs and stops every other one once its
+// in-flight calls have finished (rule R3: calls in flight finish under the
+// policy they started with). A later call through a Tool of a dropped spec
+// fails with an error result; a new Tool of it starts a new process.
+func (h *Host) Retain(specs []Spec) {
+	keep := map[string]bool{}
+	for _, s := range specs {
+		keep[s.key()] = true
+	}
+	h.mu.Lock()
+	var drop []*slot
+	for k, sl := range h.slots {
+		if !keep[k] {
+			drop = append(drop, sl)
+			delete(h.slots, k)
+		}
+	}
+	h.mu.Unlock()
+	for _, sl := range drop {
+		sl.retire(false)
+	}
+}
+
+// retire takes sl out of service. Its process stops when its last call is
+// done, or at once when now is set (its calls then fail).
+func (sl *slot) retire(now bool) {
+	sl.mu.Lock()
+	sl.retired = true
+	p := sl.cur
+	sl.cur = nil
+	if p == nil || p.stopped {
+		sl.mu.Unlock()
+		return
+	}
+	p.retiring = true
+	if !now && p.inflight > 0 {
+		sl.mu.Unlock()
+		return
+	}
+	p.stopped, p.dead = true, true
+	sl.h.stops.Add(1)
+	sl.mu.Unlock()
+	go func() { defer sl.h.stops.Done(); sl.h.stop(p, false) }()
+}
+
+// Close stops every process, calls in flight included, and waits for them
+// to end; each stop is bounded in time. Calls after Close fail with an
+// error result.
+func (h *Host) Close() {
+	h.mu.Lock()
+	h.closed = true
+	all := h.slots
+	h.slots = map[string]*slot{}
+	h.mu.Unlock()
+	for _, sl := range all {
+		sl.retire(true)
+	}
+	// A start in progress sees its slot retired and stops what it started.
+	for _, sl := range all {
+		sl.mu.Lock()
+		ch := sl.starting
+		sl.mu.Unlock()
+		if ch != nil {
+			<-ch // bounded by the start timeout
+		}
+	}
+	h.stops.Wait()
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
