@@ -43,12 +43,8 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return cancelled("Edit", ctx)
 	}
 
-	fi, err := os.Stat(path)
-	if err != nil {
-		return openFailure("Edit", path, err)
-	}
-	if fi.IsDir() {
-		return refuse("Edit", "%s is a directory, not a file.", path)
+	if r, ok := regularFile("Edit", path, "Give the path of a file."); !ok {
+		return r
 	}
 	if !wasRead(env, path) {
 		return refuse("Edit", "File %s has not been read in this session. Read it first, then edit it.", path)
@@ -70,7 +66,8 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	} else {
 		text = strings.Replace(text, p.OldString, p.NewString, 1)
 	}
-	if err := os.WriteFile(path, []byte(text), fi.Mode().Perm()); err != nil {
+	// WriteFile keeps the mode of the existing file.
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return writeFailure("Edit", path, err)
 	}
 	return tools.OK("Replaced " + plural(n, "occurrence") + " in " + path + ".")

@@ -84,13 +84,15 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	slog.Debug("Grep", "pattern", p.Pattern, "root", g.root, "mode", g.mode)
 
 	fi, err := os.Stat(g.root)
-	if err != nil {
+	switch {
+	case err != nil:
 		return openFailure("Grep", g.root, err)
-	}
-	if fi.IsDir() {
+	case fi.IsDir():
 		g.many = true
 		err = g.walk(ctx)
-	} else {
+	case !fi.Mode().IsRegular():
+		return refuse("Grep", "%s is not a regular file or a directory (its mode is %v); Grep searches files and directories only.", g.root, fi.Mode().Type())
+	default:
 		err = g.file(ctx, g.root)
 	}
 	switch {

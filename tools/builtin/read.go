@@ -57,16 +57,16 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	slog.Debug("Read", "path", path, "offset", offset, "limit", limit)
 
+	// Stat before opening: opening a FIFO would block, and a device such as
+	// /dev/zero never ends.
+	if r, ok := regularFile("Read", path, "Use Glob to list the files in it."); !ok {
+		return r
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return openFailure("Read", path, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return fail("Read", err, "Could not read %s: %v.", path, err)
-	} else if fi.IsDir() {
-		return refuse("Read", "%s is a directory, not a file. Use Glob to list the files in it.", path)
-	}
 
 	br := bufio.NewReaderSize(f, 64*1024)
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
@@ -151,4 +151,20 @@ func openFailure(tool, path string, err error) tools.Result {
 		return refuse(tool, "Permission denied opening %s.", path)
 	}
 	return fail(tool, err, "Could not open %s: %v.", path, err)
+}
+
+// regularFile checks that path names a regular file (following symbolic
+// links); ok is false with the error result otherwise. onDir is the advice
+// when it is a directory.
+func regularFile(tool, path, onDir string) (tools.Result, bool) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return openFailure(tool, path, err), false
+	case fi.IsDir():
+		return refuse(tool, "%s is a directory, not a file. %s", path, onDir), false
+	case !fi.Mode().IsRegular():
+		return refuse(tool, "%s is not a regular file (its mode is %v); %s works on regular files only.", path, fi.Mode().Type(), tool), false
+	}
+	return tools.Result{}, true
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 
@@ -154,4 +155,27 @@ func FuzzRenderLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A FIFO would block an open and a device may never end: the file tools
+// refuse what is not a regular file, and Grep's walk passes it by.
+func TestNonRegularFilesRefused(t *testing.T) {
+	env := session(t)
+	fifo := filepath.Join(env.Workdir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	env.Files.Add(fifo)
+	for _, tc := range []struct{ tool, in string }{
+		{"Read", `{"file_path":"fifo"}`},
+		{"Read", `{"file_path":"/dev/zero"}`},
+		{"Write", `{"file_path":"fifo","content":"x"}`},
+		{"Edit", `{"file_path":"fifo","old_string":"a","new_string":"b"}`},
+		{"Grep", `{"pattern":"x","path":"fifo"}`},
+	} {
+		r := call(t, env, tc.tool, tc.in)
+		wantResult(t, r, true, "not a regular file")
+	}
+	write(t, env.Workdir, "plain", "x\n")
+	wantResult(t, call(t, env, "Grep", `{"pattern":"x"}`), false, filepath.Join(env.Workdir, "plain"))
 }

@@ -41,6 +41,8 @@ func (Write) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resu
 	switch {
 	case err == nil && fi.IsDir():
 		return refuse("Write", "%s is a directory; give the path of a file.", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return refuse("Write", "%s is not a regular file (its mode is %v); Write replaces regular files only.", path, fi.Mode().Type())
 	case err == nil:
 		if !wasRead(env, path) {
 			return refuse("Write", "File %s already exists and has not been read in this session. Read it first, then write it.", path)
