@@ -1,0 +1,88 @@
+// Command aimon-gw is a tool gateway for LLM agents: it gates, permits and
+// runs the tool calls an agent sends, under policies written in CUE.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) }
+
+// Exit codes: 0 success, 1 a finding (a policy problem, a denied call), 2 a
+// usage or operational error.
+const (
+	exitFinding = 1
+	exitUsage   = 2
+)
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := &cli.App{
+		Name:      "aimon-gw",
+		Usage:     "a tool gateway for LLM agents, with policies in CUE",
+		Reader:    stdin,
+		Writer:    stderr, // help and usage go to standard error: standard output is the protocol's (rule R1)
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Commands: []*cli.Command{
+			serveCommand(stdin, stdout),
+			vetCommand(stdout),
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("aimon-gw: %v; see aimon-gw --help.", err), exitUsage)
+		},
+	}
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := ec.Error(); msg != "" {
+			fmt.Fprintln(stderr, msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintf(stderr, "aimon-gw: %v\n", err)
+	return exitUsage
+}
+
+// logger is the slog logger on standard error at the level given by --log-level.
+func logger(c *cli.Context) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", c.String("log-level")), exitUsage)
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log) // tools log through the default logger
+	return log, nil
+}
+
+// parseChain reads a surface chain: comma-separated references, or a JSON
+// list; the main agent is always its root.
+func parseChain(s string) ([]string, error) {
+	var refs []string
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("--surface is empty; give a chain such as agent,subagent:reviewer")
+	}
+	return refs, nil
+}

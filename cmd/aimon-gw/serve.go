@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/examples/policies"
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/policy"
+)
+
+type serveParams struct {
+	Policy       string // "" for the embedded default
+	Surface      string
+	Workdir      string
+	MaxLineBytes int
+	Stdin        io.Reader
+	Stdout       io.Writer
+	Log          *slog.Logger
+}
+
+func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "serve",
+		Usage:     "answer tool calls from standard input on standard output",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
+			&cli.StringFlag{Name: "surface", Value: "agent", Usage: "default surface chain, e.g. agent,subagent:reviewer"},
+			&cli.StringFlag{Name: "workdir", Usage: "working directory of the tools (default: the current directory)"},
+			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("aimon-gw serve takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
+			}
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			return serve(c.Context, serveParams{
+				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
+				MaxLineBytes: c.Int("max-line-bytes"), Stdin: stdin, Stdout: stdout, Log: log,
+			})
+		},
+	}
+}
+
+// serve runs the gateway until its input ends.
+func serve(ctx context.Context, p serveParams) error {
+	chain, err := parseChain(p.Surface)
+	if err != nil {
+		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	}
+	workdir := p.Workdir
+	if workdir == "" {
+		workdir, _ = os.Getwd()
+	}
+	if workdir, err = filepath.Abs(workdir); err != nil {
+		return cli.Exit(fmt.Sprintf("aimon-gw: --workdir %q: %v.", p.Workdir, err), exitUsage)
+	}
+	if st, err := os.Stat(workdir); err != nil || !st.IsDir() {
+		return cli.Exit(fmt.Sprintf("aimon-gw: --workdir %s is not a directory; give an existing directory.", workdir), exitUsage)
+	}
+	gen, err := loadPolicy(p.Policy)
+	if err != nil {
+		return cli.Exit(err.Error(), exitFinding)
+	}
+	for _, w := range gen.Warnings {
+		p.Log.Warn("policy", "problem", w.String())
+	}
+	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log})
+	if err := gw.Serve(ctx, p.Stdin, p.Stdout); err != nil {
+		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	}
+	return nil
+}
+
+// loadPolicy loads dir, or the embedded default when dir is "".
+func loadPolicy(dir string) (*policy.Generation, error) {
+	if dir == "" {
+		gen, err := policy.LoadFS(policies.Default())
+		if err != nil {
+			return nil, fmt.Errorf("aimon-gw: the embedded default policy does not load; this is a bug:\n%v", err)
+		}
+		return gen, nil
+	}
+	gen, err := policy.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("aimon-gw: the policy in %s does not load:\n%v", dir, err)
+	}
+	return gen, nil
+}

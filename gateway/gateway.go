@@ -1,0 +1,124 @@
+// Package gateway serves tool calls: it decodes the line protocol, finds the
+// tool, gates its input, decides permission and runs it, replying to every
+// call exactly once (rule R2).
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Workdir is the working directory tools run in; "" for none.
+	Workdir string
+	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
+	Chain []string
+	// MaxLineBytes bounds one input line; 0 means 16 MiB.
+	MaxLineBytes int
+	// Logger receives the gateway's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Runner runs a tool that is not a built-in (a plugin); nil means none.
+	Runner Runner
+}
+
+// Runner resolves the implementation of a tool the built-ins do not have.
+type Runner interface {
+	Tool(t *policy.Tool) (tools.Tool, bool)
+}
+
+// Gateway serves one session. Its policy generation can be swapped while it
+// serves; each line is decided under the generation it started with (rule R3).
+type Gateway struct {
+	opts  Options
+	log   *slog.Logger
+	files *tools.FileSet
+	cur   atomic.Pointer[Current]
+}
+
+// Current is the generation in force, with when and in which order it came.
+type Current struct {
+	*policy.Generation
+	Number   int64
+	LoadedAt time.Time
+	pool     chan struct{} // rule K3: shared by every batch of this generation
+}
+
+// New returns a gateway serving gen.
+func New(gen *policy.Generation, opts Options) *Gateway {
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = 16 << 20
+	}
+	if len(opts.Chain) == 0 {
+		opts.Chain = []string{"agent"}
+	}
+	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet()}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	g.Swap(gen)
+	return g
+}
+
+// Swap puts gen in force for every line that starts after it returns.
+func (g *Gateway) Swap(gen *policy.Generation) *Current {
+	var n int64 = 1
+	if old := g.cur.Load(); old != nil {
+		n = old.Number + 1
+	}
+	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now(), pool: make(chan struct{}, max(1, gen.Parallel.MaxConcurrency))}
+	g.cur.Store(c)
+	g.log.Info("policy in force", "generation", n, "revision", gen.Revision, "tools", len(gen.Tools))
+	return c
+}
+
+// Current returns the generation in force.
+func (g *Gateway) Current() *Current { return g.cur.Load() }
+
+// env is the context of a call in this session (rule C5).
+func (g *Gateway) env(id string, chain []string) *tools.Env {
+	return &tools.Env{Workdir: g.opts.Workdir, Chain: chain, CallID: id, Files: g.files}
+}
+
+// Handle answers one line. It never fails: a bad line gets an error line.
+func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
+	req, err := decode(line)
+	if err != nil {
+		g.log.Warn("bad line", "error", err)
+		return errorReply("%s.", err)
+	}
+	cur := g.Current()
+	chain := g.opts.Chain
+	if req.Surface != nil {
+		chain = req.Surface
+	}
+	switch {
+	case req.Role != "" || req.hasContent:
+		if req.Role != "assistant" {
+			return errorReply("a message line must have role \"assistant\", not %q: send the model's response as it came.", req.Role)
+		}
+		if req.Content == nil {
+			return errorReply("an assistant message needs a content array of blocks.")
+		}
+		var calls []call
+		for _, b := range req.Content {
+			if b.Type == "tool_use" {
+				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input})
+			}
+		}
+		return marshal(userMessage{Role: "user", Content: g.batch(ctx, cur, chain, calls)})
+	case req.Type == "tool_use":
+		return marshal(g.batch(ctx, cur, chain, []call{{ID: req.ID, Name: req.Name, Input: req.Input}})[0])
+	case req.Type == "list_tools":
+		return g.listTools(cur, chain, req.Format)
+	case req.Type == "":
+		return errorReply("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block or {\"type\":\"list_tools\"}.")
+	default:
+		return errorReply("unknown line type %q: the forms are an assistant message, \"tool_use\" and \"list_tools\".", req.Type)
+	}
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Serve reads lines from r and writes one reply line to w for each, in
+// order, until r ends (PROTOCOL.md, "Framing"). Only replies are written to
+// w (rule R1). It returns nil at the end of input, or the error that stopped
+// reading or writing.
+func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	bw := bufio.NewWriter(w)
+	for {
+		line, err := readLine(br, g.opts.MaxLineBytes)
+		var reply []byte
+		switch {
+		case errors.Is(err, errTooLong):
+			g.log.Warn("line too long", "limit", g.opts.MaxLineBytes)
+			reply = errorReply("the line is longer than the limit of %d bytes and was skipped; send smaller inputs or raise --max-line-bytes.", g.opts.MaxLineBytes)
+		case err == io.EOF && len(line) == 0:
+			return bw.Flush()
+		case err != nil && err != io.EOF:
+			bw.Flush()
+			return fmt.Errorf("reading standard input: %w", err)
+		case len(bytes.TrimSpace(line)) == 0:
+			continue
+		default:
+			reply = g.Handle(ctx, line)
+		}
+		if _, werr := bw.Write(reply); werr != nil {
+			return fmt.Errorf("writing standard output: %w", werr)
+		}
+		if werr := bw.Flush(); werr != nil {
+			return fmt.Errorf("writing standard output: %w", werr)
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+var errTooLong = errors.New("line too long")
+
+// readLine reads one line without its newline. A line over limit is read to
+// its end and dropped, and errTooLong returned, so the next line is intact.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > limit+1 { // +1: the newline itself
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			return nil, errTooLong
+		}
+		return bytes.TrimRight(line, "\r\n"), err
+	}
+}

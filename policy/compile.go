@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"fmt"
+
+	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/gateway/gate"
+)
+
+// compiler turns the unified policy value into a Generation, collecting
+// every problem rather than stopping at the first.
+type compiler struct {
+	def       cue.Value // the shipped schema package
+	schemaDir string
+	errs      Errors
+	warnings  []Diagnostic
+}
+
+func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
+	c.errs = append(c.errs, Diagnostic{Pos: position(v.Pos()), Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *compiler) warn(pos, code, format string, args ...any) {
+	c.warnings = append(c.warnings, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Warning: true})
+}
+
+func (c *compiler) compile(g *Generation, v cue.Value) {
+	g.Validation = str(v.LookupPath(cue.ParsePath("validation")))
+	g.Parallel = Parallel{
+		Enabled:        boolean(v.LookupPath(cue.ParsePath("parallel.enabled"))),
+		MaxConcurrency: integer(v.LookupPath(cue.ParsePath("parallel.maxConcurrency"))),
+		PerBatchMax:    integer(v.LookupPath(cue.ParsePath("parallel.perBatchMax"))),
+	}
+	g.Tools = map[string]*Tool{}
+	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
+	for iter.Next() {
+		if t := c.tool(iter.Selector().Unquoted(), iter.Value(), g.Validation); t != nil {
+			g.Tools[t.Name] = t
+		}
+	}
+	g.Surfaces = map[string]*Surface{}
+	if a := v.LookupPath(cue.ParsePath("agent")); a.Exists() {
+		g.Surfaces["agent"] = c.surface("agent", a)
+	} else {
+		g.Surfaces["agent"] = &Surface{Ref: "agent"}
+	}
+	for _, kind := range []string{"subagent", "skill", "command"} {
+		iter, _ := v.LookupPath(cue.MakePath(cue.Str(kind + "s"))).Fields()
+		for iter.Next() {
+			ref := kind + ":" + iter.Selector().Unquoted()
+			g.Surfaces[ref] = c.surface(ref, iter.Value())
+		}
+	}
+	for _, ref := range g.SurfaceRefs() {
+		c.checkList(g, g.Surfaces[ref])
+	}
+	c.compileLists(g)
+}
+
+func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
+	t := &Tool{Name: name, Pos: position(v.Pos())}
+	if b := v.LookupPath(cue.ParsePath("builtin")); b.Exists() {
+		t.Builtin = str(b)
+		// A policy may narrow a built-in, never widen it: the tool is the
+		// shipped declaration unified with what the policy wrote.
+		canonical := c.def.LookupPath(cue.MakePath(cue.Def(t.Builtin)))
+		v = canonical.Unify(v)
+		// CUE lets a closed struct gain optional and required fields, so
+		// look for parameters the built-in does not declare here.
+		if extra := c.widened(name, t.Builtin, canonical.LookupPath(cue.ParsePath("input")), v.LookupPath(cue.ParsePath("input")), "input"); extra {
+			return nil
+		}
+		if err := v.Validate(); err != nil {
+			before := len(c.errs)
+			c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
+			for i := before; i < len(c.errs); i++ {
+				c.errs[i].Message = fmt.Sprintf("tool %s may narrow the built-in %s, not widen it: %s", name, t.Builtin, c.errs[i].Message)
+			}
+			return nil
+		}
+	}
+	t.Description = str(v.LookupPath(cue.ParsePath("description")))
+	t.Input = v.LookupPath(cue.ParsePath("input"))
+	g, err := gate.Compile(t.Input)
+	if err != nil {
+		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", name, err, name)
+		return nil
+	}
+	t.Gate = g
+	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
+	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
+	t.Validation = mode
+	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
+		t.Validation = str(m)
+	}
+	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
+		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind")))}
+		if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
+			c.fail(s, "P2", "tool %s: the subject field %q is not a parameter of its input; name one of its fields.", name, t.Subject.Field)
+		}
+	}
+	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
+		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
+		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
+			t.Plugin.Tool = str(n)
+		}
+		_ = p.LookupPath(cue.ParsePath("command")).Decode(&t.Plugin.Command)
+	}
+	return t
+}
+
+// widened reports, and returns true for, the fields of got that want does
+// not declare, at any depth.
+func (c *compiler) widened(tool, builtin string, want, got cue.Value, path string) bool {
+	declared := fields(want)
+	found := false
+	iter, err := got.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for iter.Next() {
+		name := iter.Selector().Unquoted()
+		w, ok := declared[name]
+		if !ok {
+			c.fail(iter.Value(), "S2", "tool %s: %s is not a parameter of the built-in %s; a policy may narrow a built-in, never widen it: remove %q.", tool, path+"."+name, builtin, name)
+			found = true
+			continue
+		}
+		if w.IncompleteKind() == cue.StructKind {
+			found = c.widened(tool, builtin, w, iter.Value(), path+"."+name) || found
+		}
+	}
+	return found
+}
+
+// fields maps the names a struct declares, optional and required ones too,
+// to their values. (LookupPath with an optional selector finds any name.)
+func fields(v cue.Value) map[string]cue.Value {
+	m := map[string]cue.Value{}
+	iter, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return m
+	}
+	for iter.Next() {
+		m[iter.Selector().Unquoted()] = iter.Value()
+	}
+	return m
+}
+
+func (c *compiler) surface(ref string, v cue.Value) *Surface {
+	s := &Surface{Ref: ref}
+	list := v.LookupPath(cue.MakePath(cue.Str("allowed-tools")))
+	if !list.Exists() {
+		return s
+	}
+	s.Declared = true
+	iter, _ := list.List()
+	for iter.Next() {
+		s.Entries = append(s.Entries, str(iter.Value()))
+		s.EntryPos = append(s.EntryPos, position(iter.Value().Pos()))
+	}
+	return s
+}
+
+// checkList reports entries that name no tool, and a list that leaves no
+// tool at all (rule P12).
+func (c *compiler) checkList(g *Generation, s *Surface) {
+	if !s.Declared {
+		return
+	}
+	known := 0
+	for i, e := range s.Entries {
+		name := entryName(e)
+		if _, ok := g.Tools[name]; ok {
+			known++
+			continue
+		}
+		msg := fmt.Sprintf("%s allowed-tools entry %q names no tool the policy defines", s.Ref, e)
+		if near := Closest(name, g.Names()); near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
+		} else {
+			msg += fmt.Sprintf("; the tools are %s.", joinNames(g.Names()))
+		}
+		c.warn(s.EntryPos[i], "P12", "%s", msg)
+	}
+	if known == 0 {
+		pos := ""
+		if len(s.EntryPos) > 0 {
+			pos = s.EntryPos[0]
+		}
+		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
+	}
+}
+
+// entryName is the tool name of an allowed-tools entry: Name or Name(pattern).
+func entryName(e string) string {
+	for i, r := range e {
+		if r == '(' {
+			return e[:i]
+		}
+	}
+	return e
+}
+
+func str(v cue.Value) string {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	s, _ := v.String()
+	return s
+}
+
+func integer(v cue.Value) int {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	n, _ := v.Int64()
+	return int(n)
+}
+
+func boolean(v cue.Value) bool {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	b, _ := v.Bool()
+	return b
+}

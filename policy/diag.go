@@ -1,0 +1,195 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+)
+
+// A Diagnostic is one problem found in a policy, at a position in its files.
+type Diagnostic struct {
+	// Pos is file:line:col, or the directory when the problem has no position.
+	Pos string
+	// Code names the kind of problem ("cue", "P7", "P12", ...), for tools that sort or filter.
+	Code string
+	// Message is a sentence that says what is wrong and what to do.
+	Message string
+	// Warning marks a problem that does not stop the policy from loading.
+	Warning bool
+}
+
+func (d Diagnostic) String() string {
+	if d.Pos == "" {
+		return d.Message
+	}
+	return d.Pos + ": " + d.Message
+}
+
+// Errors is every problem that stopped a policy from loading.
+type Errors []Diagnostic
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, d := range e {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// position renders a CUE position as file:line:col, relative to the current
+// directory when that is shorter, as cue vet does.
+func position(p token.Pos) string {
+	if !p.IsValid() {
+		return ""
+	}
+	file := p.Filename()
+	if wd, err := os.Getwd(); err == nil && filepath.IsAbs(file) {
+		if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
+			file = rel
+		}
+	}
+	if file == "" {
+		return fmt.Sprintf("%d:%d", p.Line(), p.Column())
+	}
+	return fmt.Sprintf("%s:%d:%d", file, p.Line(), p.Column())
+}
+
+// fromCUE turns a CUE error into diagnostics, each placed at the first
+// position that lies in the policy rather than in the shipped schema. CUE
+// reports one mistake several times (once per alternative of a disjunction,
+// again for every field derived from the wrong one); one line per source
+// position is kept, and the alternatives are folded into one sentence.
+func fromCUE(err error, schemaDir string) []Diagnostic {
+	type group struct {
+		pos, path string
+		errs      []errors.Error
+	}
+	var groups []*group
+	byPos := map[string]*group{}
+	for _, e := range errors.Errors(err) {
+		format, _ := e.Msg()
+		if strings.Contains(format, "errors in empty disjunction") {
+			continue // a summary of the errors that follow
+		}
+		pos := position(policyPos(e, schemaDir))
+		path := cuePath(e.Path())
+		key := pos
+		if pos == "" {
+			key = "\x00" + path + format
+		}
+		g := byPos[key]
+		if g == nil {
+			g = &group{pos: pos, path: path}
+			byPos[key] = g
+			groups = append(groups, g)
+		}
+		if path == g.path { // errors of other paths here derive from this one
+			g.errs = append(g.errs, e)
+		}
+	}
+	out := make([]Diagnostic, 0, len(groups))
+	for _, g := range groups {
+		msg := message(g.errs)
+		if g.path != "" {
+			msg = g.path + ": " + msg
+		}
+		out = append(out, Diagnostic{Pos: g.pos, Code: "cue", Message: msg})
+	}
+	return out
+}
+
+func policyPos(e errors.Error, schemaDir string) token.Pos {
+	pos := e.Position()
+	var best token.Pos
+	for _, p := range append([]token.Pos{pos}, e.InputPositions()...) {
+		if !p.IsValid() || strings.HasPrefix(p.Filename(), schemaDir) || strings.HasPrefix(p.Filename(), schemaRoot) {
+			continue
+		}
+		if !best.IsValid() || (p.Filename() == best.Filename() && p.Offset() < best.Offset()) {
+			best = p
+		}
+	}
+	if best.IsValid() {
+		return best
+	}
+	return pos
+}
+
+// message renders the errors CUE gave for one place. Conflicts that share
+// the policy's value are the alternatives it failed; they become one sentence.
+func message(errs []errors.Error) string {
+	// The policy's value is the one argument every conflict shares.
+	count := map[string]int{}
+	var pairs [][2]string
+	for _, e := range errs {
+		format, args := e.Msg()
+		if !strings.HasPrefix(format, "conflicting values %s and %s") || len(args) < 2 {
+			return fmt.Sprintf(format, args...)
+		}
+		a, b := fmt.Sprint(args[0]), fmt.Sprint(args[1])
+		pairs = append(pairs, [2]string{a, b})
+		count[a]++
+		if b != a {
+			count[b]++
+		}
+	}
+	var value string
+	for _, p := range pairs[:1] {
+		for _, x := range p {
+			if count[x] == len(pairs) {
+				value = x
+			}
+		}
+	}
+	var alts []string
+	for _, p := range pairs {
+		if p[0] == value {
+			alts = append(alts, p[1])
+		} else {
+			alts = append(alts, p[0])
+		}
+	}
+	if len(alts) == 1 || value == "" {
+		format, args := errs[0].Msg()
+		return fmt.Sprintf(format, args...)
+	}
+	alts = dropCovered(alts)
+	if len(alts) > 2 {
+		return fmt.Sprintf("%s is not allowed here: it must be one of %s", value, strings.Join(alts, ", "))
+	}
+	return fmt.Sprintf("%s is not allowed here: it must be %s", value, strings.Join(alts, " or "))
+}
+
+// dropCovered drops a default such as 4 from "4 or int": the type covers it.
+func dropCovered(alts []string) []string {
+	has := map[string]bool{}
+	for _, a := range alts {
+		has[a] = true
+	}
+	var out []string
+	for _, a := range alts {
+		switch {
+		case strings.HasPrefix(a, `"`) && has["string"]:
+		case len(a) > 0 && (a[0] >= '0' && a[0] <= '9' || a[0] == '-') && (has["int"] || has["number"]):
+		case (a == "true" || a == "false") && has["bool"]:
+		default:
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// cuePath renders an error's path without the #Policy the loader unified with.
+func cuePath(sel []string) string {
+	if len(sel) > 0 && sel[0] == "#Policy" {
+		sel = sel[1:]
+	}
+	return strings.Join(sel, ".")
+}

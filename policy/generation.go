@@ -1,0 +1,122 @@
+package policy
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/gateway/gate"
+	"aimon.dev/gw/policy/allow"
+)
+
+// A Generation is one loaded policy. It is immutable once Load returns it:
+// the gateway swaps whole generations, and nothing reads a half-loaded one.
+type Generation struct {
+	// Revision identifies the policy's files: a prefix of the sha256 over them.
+	Revision string
+	// Tools by name.
+	Tools map[string]*Tool
+	// Surfaces by reference: "agent", "subagent:NAME", "skill:NAME", "command:NAME".
+	Surfaces map[string]*Surface
+	// Parallel holds the batch settings (rules K2, K3).
+	Parallel Parallel
+	// Validation is the policy-wide gate mode (rule S9).
+	Validation string
+	// Warnings are problems that did not stop the load (rule P12); vet reports them.
+	Warnings []Diagnostic
+
+	value  cue.Value
+	lists  map[string]*allow.List // declared lists by surface reference
+	chains allow.Chains           // effective lists, computed once per chain
+}
+
+// A Tool is one tool the policy offers.
+type Tool struct {
+	Name        string
+	Description string
+	// Input is the tool's input schema: closed for built-ins (rule S2).
+	Input cue.Value
+	// Gate checks an input against Input (rule S4).
+	Gate *gate.Gate
+	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
+	JSONSchema json.RawMessage
+	// Concurrency is "sequential" or "concurrent_safe"; Interrupt one of the
+	// four declarations of rule K1.
+	Concurrency string
+	Interrupt   string
+	// Subject is the permission subject (rule P2); nil when the tool has none.
+	Subject *Subject
+	// Validation is the gate mode for this tool: its own or the policy's.
+	Validation string
+	// Builtin names the in-process implementation, or Plugin the
+	// out-of-process one.
+	Builtin string
+	Plugin  *Plugin
+	// Pos is where the policy declares the tool.
+	Pos string
+}
+
+// Subject names the input field that a permission pattern is matched against.
+type Subject struct {
+	Field string
+	Kind  string // "command" or "path"
+}
+
+// Plugin is how to start an out-of-process tool.
+type Plugin struct {
+	Command []string
+	SHA256  string
+	// Tool is the tool's name inside the plugin.
+	Tool string
+}
+
+// A Surface is one place that declares an allow list (rule P8).
+type Surface struct {
+	Ref string
+	// Declared is false when the surface has no allowed-tools: unlimited (rule P11).
+	Declared bool
+	// Entries is the allow list as written, and EntryPos the position of each.
+	Entries  []string
+	EntryPos []string
+}
+
+// Parallel is the policy's batch settings.
+type Parallel struct {
+	Enabled        bool
+	MaxConcurrency int
+	PerBatchMax    int
+}
+
+// Names returns the tool names, sorted.
+func (g *Generation) Names() []string {
+	names := make([]string, 0, len(g.Tools))
+	for n := range g.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SurfaceRefs returns the surface references, sorted with the agent first.
+func (g *Generation) SurfaceRefs() []string {
+	refs := make([]string, 0, len(g.Surfaces))
+	for r := range g.Surfaces {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "agent":
+			return -1
+		case b == "agent":
+			return 1
+		case a < b:
+			return -1
+		}
+		return 1
+	})
+	return refs
+}

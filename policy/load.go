@@ -1,0 +1,208 @@
+// Package policy loads a policy directory written in CUE into an immutable
+// Generation: the compiled tools, surfaces and settings the gateway serves.
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/mod/modfile"
+
+	"aimon.dev/gw/schema"
+)
+
+// One CUE context for the process: values from different contexts cannot be
+// unified, and since v0.17 values are safe for concurrent use.
+var (
+	cueCtx  = cuecontext.New()
+	shipped struct {
+		once sync.Once
+		v    cue.Value
+		err  error
+	}
+)
+
+// schemaRoot is where the shipped schema package is laid out in overlays.
+const schemaRoot = "/aimon-gw.embedded/schema"
+
+func schemaOverlay(dir string, ov map[string]load.Source) {
+	entries, _ := fs.ReadDir(schema.Files, ".")
+	for _, e := range entries {
+		data, _ := fs.ReadFile(schema.Files, e.Name())
+		ov[filepath.Join(dir, e.Name())] = load.FromBytes(data)
+	}
+}
+
+// Schema returns the shipped schema package as a CUE value.
+func Schema() (cue.Value, error) {
+	shipped.once.Do(func() {
+		ov := map[string]load.Source{
+			schemaRoot + "/cue.mod/module.cue": load.FromString(fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", schema.Module)),
+		}
+		schemaOverlay(schemaRoot+"/schema", ov)
+		insts := load.Instances([]string{"./schema"}, &load.Config{Dir: schemaRoot, Overlay: ov})
+		if err := insts[0].Err; err != nil {
+			shipped.err = err
+			return
+		}
+		shipped.v = cueCtx.BuildInstance(insts[0])
+		shipped.err = shipped.v.Err()
+	})
+	return shipped.v, shipped.err
+}
+
+// Load loads the policy in dir: the CUE package there, in a CUE module (a
+// cue.mod directory in dir or above it). Its import of aimon.dev/gw/schema
+// resolves to the schema shipped in this binary. On failure the error is an
+// Errors listing every problem found.
+func Load(dir string) (*Generation, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, Errors{{Pos: dir, Code: "dir", Message: fmt.Sprintf("cannot resolve the policy directory %s: %v.", dir, err)}}
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case err != nil:
+		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory does not exist or cannot be read; pass --policy a directory of .cue files."}}
+	case !st.IsDir():
+		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy path is not a directory; pass --policy a directory of .cue files."}}
+	}
+	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
+	if len(cueFiles) == 0 {
+		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory has no .cue files; write a policy there (see examples/policies/default)."}}
+	}
+	root := moduleRoot(abs)
+	if root == "" {
+		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run `cue mod init` there, or copy cue.mod/ from examples/policies/default."}}
+	}
+	ov := map[string]load.Source{}
+	schemaDir := filepath.Join(root, "schema")
+	if module(root) != schema.Module {
+		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
+		schemaOverlay(schemaDir, ov)
+	}
+	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, os.ReadFile)
+}
+
+// LoadFS loads a policy shipped inside the binary: the .cue files at the top
+// of fsys, laid out as a module of their own.
+func LoadFS(fsys fs.FS) (*Generation, error) {
+	const root = "/aimon-gw.embedded/policy"
+	ov := map[string]load.Source{
+		root + "/cue.mod/module.cue": load.FromString("module: \"aimon.dev/embedded@v0\"\nlanguage: version: \"v0.12.0\"\n"),
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, Errors{{Code: "dir", Message: fmt.Sprintf("cannot read the embedded policy: %v.", err)}}
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		if path.Ext(e.Name()) == ".cue" {
+			data, _ := fs.ReadFile(fsys, e.Name())
+			files[root+"/"+e.Name()] = data
+			ov[root+"/"+e.Name()] = load.FromBytes(data)
+		}
+	}
+	schemaDir := root + "/cue.mod/gen/" + schema.ImportPath
+	schemaOverlay(schemaDir, ov)
+	read := func(name string) ([]byte, error) { return files[name], nil }
+	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, read)
+}
+
+func moduleRoot(dir string) string {
+	for {
+		if st, err := os.Stat(filepath.Join(dir, "cue.mod")); err == nil && st.IsDir() {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func module(root string) string {
+	f := filepath.Join(root, "cue.mod", "module.cue")
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return ""
+	}
+	mf, err := modfile.ParseNonStrict(data, f)
+	if err != nil {
+		return ""
+	}
+	return mf.QualifiedModule()
+}
+
+// build loads, evaluates and compiles one policy; read gives the bytes of a
+// policy file, for the revision.
+func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)) (*Generation, error) {
+	def, err := Schema()
+	if err != nil {
+		return nil, Errors{{Code: "schema", Message: fmt.Sprintf("the shipped schema does not load: %v.", err)}}
+	}
+	insts := load.Instances([]string{"."}, cfg)
+	inst := insts[0]
+	if inst.Err != nil {
+		return nil, Errors(fromCUE(inst.Err, schemaDir))
+	}
+	v := cueCtx.BuildInstance(inst)
+	if err := v.Err(); err != nil {
+		return nil, Errors(fromCUE(err, schemaDir))
+	}
+	v = def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(v)
+	var errs Errors
+	if err := v.Validate(); err != nil {
+		// Compile what can be compiled anyway, so that one load reports
+		// every problem rather than the first layer of them.
+		errs = fromCUE(err, schemaDir)
+	}
+	h := sha256.New()
+	files := slices.Clone(inst.BuildFiles)
+	sort.Slice(files, func(i, j int) bool { return files[i].Filename < files[j].Filename })
+	for _, f := range files {
+		data, err := read(f.Filename)
+		if err != nil {
+			return nil, Errors{{Pos: f.Filename, Code: "dir", Message: fmt.Sprintf("cannot read the policy file: %v.", err)}}
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f.Filename), len(data))
+		h.Write(data)
+	}
+	g := &Generation{Revision: hex.EncodeToString(h.Sum(nil))[:12], value: v}
+	c := compiler{def: def, schemaDir: schemaDir}
+	c.compile(g, v)
+	if errs = merge(errs, c.errs); len(errs) > 0 {
+		return nil, errs
+	}
+	g.Warnings = c.warnings
+	return g, nil
+}
+
+func joinNames(names []string) string { return strings.Join(names, ", ") }
+
+// merge appends more to errs, leaving out what errs already says.
+func merge(errs, more Errors) Errors {
+	seen := map[string]bool{}
+	for _, d := range errs {
+		seen[d.Pos] = true
+	}
+	for _, d := range more {
+		if d.Pos == "" || !seen[d.Pos] {
+			errs = append(errs, d)
+		}
+	}
+	return errs
+}

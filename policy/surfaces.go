@@ -1,0 +1,67 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"aimon.dev/gw/policy/allow"
+)
+
+// compileLists compiles every declared allow list once per generation
+// (rules P1, P7, P10). An entry that cannot be used is reported; it denies.
+func (c *compiler) compileLists(g *Generation) {
+	subjects := map[string]allow.Subject{}
+	for name, t := range g.Tools {
+		var s allow.Subject
+		if t.Subject != nil {
+			s = allow.Subject{Field: t.Subject.Field, Kind: allow.Kind(t.Subject.Kind)}
+		}
+		subjects[name] = s
+	}
+	g.lists = map[string]*allow.List{}
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		if !s.Declared {
+			continue
+		}
+		l, errs := allow.Compile(cueCtx, s.Entries, subjects)
+		g.lists[ref] = l
+		for _, err := range errs {
+			pos := ""
+			var ee *allow.EntryError
+			if errors.As(err, &ee) {
+				for i, e := range s.Entries {
+					if e == ee.Entry {
+						pos = s.EntryPos[i]
+						break
+					}
+				}
+			}
+			c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", ref, err)
+		}
+	}
+}
+
+// Effective returns the effective allow list of a surface chain: the
+// unification of the lists along it (rule P10), computed once per
+// generation. The main agent is always the chain's root. A chain that names
+// a surface the policy does not declare, or that leaves no tool, is refused
+// with a sentence (rule P11).
+func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
+	if len(chain) == 0 || chain[0] != "agent" {
+		chain = append([]string{"agent"}, chain...)
+	}
+	lists := make([]*allow.List, len(chain))
+	for i, ref := range chain {
+		if _, ok := g.Surfaces[ref]; !ok {
+			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s. The tool was not executed.", ref, joinNames(g.SurfaceRefs()))
+		}
+		lists[i] = g.lists[ref]
+	}
+	e, err := g.chains.Get(strings.Join(chain, "\x00"), lists...)
+	if err != nil {
+		return nil, fmt.Errorf("The run on %s is refused: %v. The tool was not executed.", strings.Join(chain, " > "), err)
+	}
+	return e, nil
+}
