@@ -113,6 +113,12 @@ func (g gen) forNode(n *node, depth int) any {
 			a[i] = g.forNode(n.elem, depth+1)
 		}
 		return a
+	case n.kinds&kString != 0 && g.r.IntN(4) != 0:
+		return diffStrings[g.r.IntN(len(diffStrings))]
+	case n.kinds&kInt != 0 && g.r.IntN(4) != 0:
+		return json.Number([]string{"0", "1", "3", "-1", "10", "11", "3.0"}[g.r.IntN(7)])
+	case n.kinds&kBool != 0 && g.r.IntN(4) != 0:
+		return g.r.IntN(2) == 0
 	}
 	return g.value(depth)
 }
@@ -246,4 +252,3 @@ func FuzzShapeEqualsCUE(f *testing.F) {
 		}
 	})
 }
-

@@ -123,22 +123,68 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 			n.cue, n.patterned = true, true
 			return n, nil
 		}
+		err := c.object(v, n, depth)
 		if op != cue.NoOp {
-			n.cue = true // struct.MinFields(1) & {...}
+			// struct.MinFields(1) & {...}, #In & {a?: =~"x"}: CUE decides,
+			// and sees every name the struct does not refuse.
+			n.cue = true
+			n.patterned = n.patterned || !n.closed
 		}
-		return n, c.object(v, n, depth)
+		return n, err
 	case k == cue.ListKind:
 		if op != cue.NoOp {
 			n.cue = true
 		}
 		return n, c.list(v, n, depth)
-	case k == cue.TopKind:
-		n.cue = !c.isBasic(v, kAll)
+	case k == cue.TopKind && c.isBasic(v, kAll):
 		return n, nil
 	default:
-		// A mix of structs or lists with other kinds: the shape checks the kind only.
-		n.cue = true
+		// A mix of kinds: string | {a?: int}, or what JSON Schema without a
+		// type reads as (null | bool | number | string | [...] | {...}).
+		c.mixed(v, n, op, args, depth)
 		return n, nil
+	}
+}
+
+// mixed reads a disjunction of basic scalar kinds with at most one struct
+// and one list; anything else is left to CUE, names and all.
+func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, depth int) {
+	opaque := func() { n.cue, n.patterned, n.fields, n.names, n.elem, n.extra = true, true, nil, nil, nil, nil }
+	if op != cue.OrOp {
+		opaque()
+		return
+	}
+	var obj, list *cue.Value
+	for _, a := range args {
+		switch ak := a.IncompleteKind(); {
+		case ak == cue.StructKind && obj == nil:
+			obj = &a
+		case ak == cue.ListKind && list == nil:
+			list = &a
+		case ak&^(cue.StructKind|cue.ListKind) == ak && !a.IsConcrete() && c.isBasic(a, kindsOf(ak)):
+		default:
+			opaque()
+			return
+		}
+	}
+	if obj != nil {
+		if op, _ := obj.Expr(); op != cue.NoOp {
+			opaque()
+			return
+		}
+		if err := c.object(*obj, n, depth); err != nil {
+			opaque()
+			return
+		}
+	}
+	if list != nil {
+		if op, _ := list.Expr(); op != cue.NoOp {
+			opaque()
+			return
+		}
+		if err := c.list(*list, n, depth); err != nil {
+			opaque()
+		}
 	}
 }
 
