@@ -69,7 +69,11 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if ctx.Err() != nil {
 		return cancelled("Bash", ctx)
 	}
-	slog.Debug("Bash", "command", p.Command, "timeout_ms", ms, "dir", workdir(env))
+	desc := ""
+	if p.Description != nil {
+		desc = *p.Description
+	}
+	slog.Debug("Bash", "command", p.Command, "description", desc, "timeout_ms", ms, "dir", workdir(env))
 
 	if wd := workdir(env); wd != "" {
 		if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {

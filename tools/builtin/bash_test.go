@@ -161,3 +161,13 @@ func TestBashCancelledBeforeStart(t *testing.T) {
 		t.Error("the command ran although the call was cancelled")
 	}
 }
+
+// A child that leaves the process group (setsid) cannot be killed with it; it
+// still must not hold the call open through the output pipe it inherited.
+func TestBashEscapedChildDoesNotHoldTheCall(t *testing.T) {
+	env := session(t)
+	r := call(t, env, "Bash", `{"command":"setsid bash -c 'echo $$ > child.tmp; mv child.tmp child.pid; exec sleep 300' & while [ ! -s child.pid ]; do sleep 0.01; done; echo done"}`)
+	pid := readPid(t, filepath.Join(env.Workdir, "child.pid"))
+	syscall.Kill(pid, syscall.SIGKILL)
+	wantResult(t, r, false, "done\nExit code: 0")
+}

@@ -140,6 +140,8 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 	if p.Before != nil {
 		g.before = *p.Before
 	}
+	// More lines of context than the output can hold would only fill memory.
+	g.before, g.after = min(g.before, MaxOutput), min(g.after, MaxOutput)
 	if p.HeadLimit != nil {
 		if *p.HeadLimit < 1 {
 			return nil, refuse("Grep", "Parameter 'head_limit' must be 1 or more, got %d.", *p.HeadLimit), false
@@ -183,20 +185,26 @@ func unprefix(err error) string {
 
 // walk searches every regular file under root that passes the glob.
 func (g *grep) walk(ctx context.Context) error {
-	return filepath.WalkDir(g.root, func(path string, d fs.DirEntry, err error) error {
+	root := g.root
+	if fi, err := os.Lstat(root); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// WalkDir does not follow a symbolic link at the root; a trailing
+		// slash makes it, and Join cleans the slash out of the paths below.
+		root += string(filepath.Separator)
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
 			// An unreadable directory or file is skipped, not fatal.
 			slog.Debug("Grep skips", "path", path, "cause", err)
-			if d != nil && d.IsDir() && path != g.root {
+			if d != nil && d.IsDir() && path != root {
 				return fs.SkipDir
 			}
 			return nil
 		}
 		if d.IsDir() {
-			if path != g.root && skipDirs[d.Name()] {
+			if path != root && skipDirs[d.Name()] {
 				return fs.SkipDir
 			}
 			return nil
@@ -305,7 +313,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 			if len(ring) == g.before {
 				ring = append(ring[:0], ring[1:]...)
 			}
-			ring = append(ring, line)
+			ring = append(ring, cutLine(line))
 		}
 	}
 	if g.mode == ModeCount && count > 0 {

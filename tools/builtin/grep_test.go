@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,4 +153,31 @@ func FuzzGrepOptions(f *testing.F) {
 			t.Fatalf("empty success")
 		}
 	})
+}
+
+func TestGrepSymlinkedRoot(t *testing.T) {
+	env := grepTree(t)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(env.Workdir, "sub"), link); err != nil {
+		t.Skip(err)
+	}
+	r := call(t, env, "Grep", `{"pattern":"alpha","path":`+js(link)+`}`)
+	wantResult(t, r, false)
+	if want := filepath.Join(link, "deep/d.go"); r.Text != want {
+		t.Errorf("text = %q, want %q", r.Text, want)
+	}
+	r = call(t, env, "Grep", `{"pattern":"alpha","path":`+js(link)+`,"glob":"deep/*.go"}`)
+	if want := filepath.Join(link, "deep/d.go"); r.Text != want {
+		t.Errorf("with a glob: text = %q, want %q", r.Text, want)
+	}
+}
+
+// A huge -B is bounded by the output, not taken as a count of lines to keep.
+func TestGrepHugeContext(t *testing.T) {
+	env := grepTree(t)
+	r := call(t, env, "Grep", `{"pattern":"two","output_mode":"content","path":"ctx.txt","-B":1000000000000}`)
+	wantResult(t, r, false)
+	if want := "1\n2\nhit one\n4\n5\n6\n7\nhit two"; r.Text != want {
+		t.Errorf("text = %q, want %q", r.Text, want)
+	}
 }
