@@ -76,7 +76,11 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	slog.Debug("Bash", "command", p.Command, "description", desc, "timeout_ms", ms, "dir", workdir(env))
 
 	if wd := workdir(env); wd != "" {
-		if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {
+		fi, err := os.Stat(wd)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s is not a directory", wd)
+		}
+		if err != nil {
 			return fail("Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
 		}
 	}

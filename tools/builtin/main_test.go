@@ -3,12 +3,16 @@ package builtin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"aimon.dev/gw/tools"
 )
 
 // TestMain keeps the tools' warnings out of the test output; TestC7Logs
@@ -80,4 +84,56 @@ func TestK1ConcurrentSafeToolsInParallel(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// No input makes a built-in panic or succeed silently (rule C2): a nil or
+// empty input and a nil Env are answered with an error sentence.
+func TestC2NilAndEmptyInputs(t *testing.T) {
+	for _, name := range Names() {
+		tool, _ := Lookup(name)
+		for _, in := range []map[string]any{nil, {}} {
+			r := tool.Run(context.Background(), nil, in)
+			if !r.IsError || !strings.HasPrefix(r.Text, "Missing required parameter") {
+				t.Errorf("%s with input %v: %+v", name, in, r)
+			}
+		}
+	}
+	if _, ok := Lookup("read"); ok {
+		t.Error("Lookup is case-insensitive; tool names are exact")
+	}
+}
+
+// FuzzReadOnlyTools feeds arbitrary JSON to the tools that change nothing
+// (Bash, Write and Edit would act on what the fuzzer invents): no panic, and
+// an error is always a sentence.
+func FuzzReadOnlyTools(f *testing.F) {
+	f.Add(`{"file_path":"a.go","offset":2,"limit":1}`)
+	f.Add(`{"pattern":"**/*.go","path":"."}`)
+	f.Add(`{"pattern":"al(pha","-C":"3","output_mode":"count"}`)
+	f.Add(`{"message":"x","times":1e3}`)
+	f.Add(`{"file_path":["a"],"offset":{},"pattern":null}`)
+	dir := f.TempDir()
+	write(f, dir, "a.go", "package a\nfunc Alpha() {}\n")
+	write(f, dir, "sub/b.txt", "alpha\n")
+	f.Fuzz(func(t *testing.T, js string) {
+		dec := json.NewDecoder(strings.NewReader(js))
+		dec.UseNumber()
+		var in map[string]any
+		if dec.Decode(&in) != nil {
+			t.Skip()
+		}
+		for _, k := range []string{"file_path", "path"} {
+			if s, ok := in[k].(string); ok && (filepath.IsAbs(s) || strings.Contains(s, "..")) {
+				t.Skip() // stay inside the tree
+			}
+		}
+		env := &tools.Env{Workdir: dir, Files: tools.NewFileSet()}
+		for _, name := range []string{"Read", "Grep", "Glob", "Echo"} {
+			tool, _ := Lookup(name)
+			r := tool.Run(context.Background(), env, in)
+			if r.IsError && !strings.HasSuffix(r.Text, ".") {
+				t.Errorf("%s: error is not a sentence: %q", name, r.Text)
+			}
+		}
+	})
 }
