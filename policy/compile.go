@@ -60,6 +60,9 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 
 func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	t := &Tool{Name: name, Pos: position(v.Pos())}
+	if v.Validate() != nil {
+		return nil // the policy-wide validation has reported it
+	}
 	if b := v.LookupPath(cue.ParsePath("builtin")); b.Exists() {
 		t.Builtin = str(b)
 		// A policy may narrow a built-in, never widen it: the tool is the
@@ -88,6 +91,10 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 		return nil
 	}
 	t.Gate = g
+	if t.JSONSchema, err = gate.ExportJSONSchema(t.Input); err != nil {
+		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", name, err)
+		return nil
+	}
 	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
 	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
 	t.Validation = mode

@@ -66,71 +66,77 @@ func position(p token.Pos) string {
 // position is kept, and the alternatives are folded into one sentence.
 func fromCUE(err error, schemaDir string) []Diagnostic {
 	type group struct {
-		pos, path string
-		errs      []errors.Error
+		path string
+		errs []errors.Error
+		pos  map[string]int // policy positions, by how many errors name them
 	}
 	var groups []*group
-	byPos := map[string]*group{}
+	byPath := map[string]*group{}
 	for _, e := range errors.Errors(err) {
 		format, _ := e.Msg()
 		if strings.Contains(format, "errors in empty disjunction") {
 			continue // a summary of the errors that follow
 		}
-		pos := position(policyPos(e, schemaDir))
 		path := cuePath(e.Path())
-		key := pos
-		if pos == "" {
-			key = "\x00" + path + format
-		}
-		g := byPos[key]
+		g := byPath[path]
 		if g == nil {
-			g = &group{pos: pos, path: path}
-			byPos[key] = g
+			g = &group{path: path, pos: map[string]int{}}
+			byPath[path] = g
 			groups = append(groups, g)
 		}
-		if path == g.path { // errors of other paths here derive from this one
-			g.errs = append(g.errs, e)
+		g.errs = append(g.errs, e)
+		for _, p := range policyPositions(e, schemaDir) {
+			g.pos[position(p)]++
 		}
 	}
 	out := make([]Diagnostic, 0, len(groups))
+	seen := map[string]bool{}
 	for _, g := range groups {
+		// The place every error of the group names is the policy's value.
+		pos, n := "", 0
+		for p, c := range g.pos {
+			if c > n || c == n && p > pos {
+				pos, n = p, c
+			}
+		}
+		if pos != "" && seen[pos] {
+			continue // derived from an error already reported here
+		}
+		seen[pos] = true
 		msg := message(g.errs)
 		if g.path != "" {
 			msg = g.path + ": " + msg
 		}
-		out = append(out, Diagnostic{Pos: g.pos, Code: "cue", Message: msg})
+		out = append(out, Diagnostic{Pos: pos, Code: "cue", Message: msg})
 	}
 	return out
 }
 
-func policyPos(e errors.Error, schemaDir string) token.Pos {
-	pos := e.Position()
-	var best token.Pos
-	for _, p := range append([]token.Pos{pos}, e.InputPositions()...) {
-		if !p.IsValid() || strings.HasPrefix(p.Filename(), schemaDir) || strings.HasPrefix(p.Filename(), schemaRoot) {
-			continue
-		}
-		if !best.IsValid() || (p.Filename() == best.Filename() && p.Offset() < best.Offset()) {
-			best = p
+// policyPositions are the positions of an error that lie in the policy
+// rather than in the shipped schema.
+func policyPositions(e errors.Error, schemaDir string) []token.Pos {
+	var out []token.Pos
+	for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
+		if p.IsValid() && !strings.HasPrefix(p.Filename(), schemaDir) && !strings.HasPrefix(p.Filename(), schemaRoot) {
+			out = append(out, p)
 		}
 	}
-	if best.IsValid() {
-		return best
-	}
-	return pos
+	return out
 }
 
 // message renders the errors CUE gave for one place. Conflicts that share
 // the policy's value are the alternatives it failed; they become one sentence.
 func message(errs []errors.Error) string {
 	// The policy's value is the one argument every conflict shares.
+	for _, e := range errs {
+		if format, args := e.Msg(); !strings.HasPrefix(format, "conflicting values %s and %s") || len(args) < 2 {
+			return fmt.Sprintf(format, args...) // a bound or a closedness error says more than a conflict
+		}
+	}
 	count := map[string]int{}
 	var pairs [][2]string
 	for _, e := range errs {
-		format, args := e.Msg()
-		if !strings.HasPrefix(format, "conflicting values %s and %s") || len(args) < 2 {
-			return fmt.Sprintf(format, args...)
-		}
+		_, args := e.Msg()
 		a, b := fmt.Sprint(args[0]), fmt.Sprint(args[1])
 		pairs = append(pairs, [2]string{a, b})
 		count[a]++
@@ -192,4 +198,29 @@ func cuePath(sel []string) string {
 		sel = sel[1:]
 	}
 	return strings.Join(sel, ".")
+}
+
+// sortDiagnostics orders diagnostics by file, line and column.
+func sortDiagnostics(ds []Diagnostic) {
+	key := func(d Diagnostic) (string, int, int) {
+		file, line, col := d.Pos, 0, 0
+		if i := strings.LastIndexByte(file, ':'); i > 0 {
+			if j := strings.LastIndexByte(file[:i], ':'); j > 0 {
+				fmt.Sscanf(file[j+1:], "%d:%d", &line, &col)
+				file = file[:j]
+			}
+		}
+		return file, line, col
+	}
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
+		fa, la, ca := key(a)
+		fb, lb, cb := key(b)
+		if c := strings.Compare(fa, fb); c != 0 {
+			return c
+		}
+		if la != lb {
+			return la - lb
+		}
+		return ca - cb
+	})
 }

@@ -159,11 +159,8 @@ func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)
 	if inst.Err != nil {
 		return nil, Errors(fromCUE(inst.Err, schemaDir))
 	}
-	v := cueCtx.BuildInstance(inst)
-	if err := v.Err(); err != nil {
-		return nil, Errors(fromCUE(err, schemaDir))
-	}
-	v = def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(v)
+	// v.Err would give only the first error; Validate gives them all.
+	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(cueCtx.BuildInstance(inst))
 	var errs Errors
 	if err := v.Validate(); err != nil {
 		// Compile what can be compiled anyway, so that one load reports
@@ -185,8 +182,10 @@ func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)
 	c := compiler{def: def, schemaDir: schemaDir}
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
+		sortDiagnostics(errs)
 		return nil, errs
 	}
+	sortDiagnostics(c.warnings)
 	g.Warnings = c.warnings
 	return g, nil
 }
