@@ -12,6 +12,8 @@ import (
 	"cuelang.org/go/cue"
 	cuejson "cuelang.org/go/encoding/json"
 	"cuelang.org/go/encoding/jsonschema"
+
+	"aimon.dev/gw/tools"
 )
 
 // ExportJSONSchema renders a tool's input schema as one self-contained JSON
@@ -77,6 +79,10 @@ func (x *exporter) schema(v cue.Value, depth int) map[string]any {
 			s["enum"] = enum
 			return s
 		}
+		if ts := plainTypes(args); ts != nil {
+			s["type"] = ts
+			return s
+		}
 		var alts []any
 		for _, a := range args {
 			alts = append(alts, x.schema(a, depth+1))
@@ -87,13 +93,7 @@ func (x *exporter) schema(v cue.Value, depth int) map[string]any {
 	if t := jsonTypes(kindsOf(k)); t != nil {
 		s["type"] = t
 	}
-	if op == cue.AndOp {
-		for _, a := range args {
-			bound(s, a)
-		}
-	} else {
-		bound(s, v)
-	}
+	bounds(s, v, 0)
 	if k == cue.StructKind {
 		x.object(s, v, depth)
 	}
@@ -154,9 +154,37 @@ func (x *exporter) object(s map[string]any, v cue.Value, depth int) {
 	}
 }
 
-// bound adds the JSON Schema form of one CUE bound or regular expression.
-func bound(s map[string]any, v cue.Value) {
+// plainTypes reads a disjunction of plain kinds (string | null) as a list of
+// JSON Schema types, or returns nil.
+func plainTypes(args []cue.Value) []string {
+	var ts []string
+	for _, a := range args {
+		switch {
+		case a.IsConcrete() && a.Kind() == cue.NullKind:
+			ts = append(ts, "null")
+		case !a.IsConcrete() && isKindName(fmt.Sprint(a)):
+			t, ok := jsonTypes(kindsOf(a.IncompleteKind())).(string)
+			if !ok {
+				return nil
+			}
+			ts = append(ts, t)
+		default:
+			return nil
+		}
+	}
+	return ts
+}
+
+// bounds adds the JSON Schema form of the CUE bounds and regular
+// expressions in v's conjunction.
+func bounds(s map[string]any, v cue.Value, depth int) {
 	op, args := v.Expr()
+	if op == cue.AndOp && depth < 8 {
+		for _, a := range args {
+			bounds(s, a, depth+1)
+		}
+		return
+	}
 	if len(args) != 1 {
 		return
 	}
@@ -268,10 +296,17 @@ func ImportJSONSchema(ctx *cue.Context, data []byte) (cue.Value, error) {
 	if d.More() {
 		return cue.Value{}, fmt.Errorf("the tool's input schema has data after its end")
 	}
-	top, ok := simplify(raw, 0).(map[string]any)
-	if !ok {
-		// true or {}: any object.
-		top = map[string]any{}
+	var top map[string]any
+	switch raw.(type) {
+	case map[string]any:
+		top = simplify(raw, 0).(map[string]any)
+	case bool:
+		if raw == false {
+			return cue.Value{}, fmt.Errorf("the tool's input schema is false: it admits no input")
+		}
+		top = map[string]any{} // any object
+	default:
+		return cue.Value{}, fmt.Errorf("the tool's input schema must be a JSON object, got %s", tools.Describe(raw))
 	}
 	// No type at the top is fine: only objects reach the gate.
 	switch t := top["type"].(type) {

@@ -6,7 +6,7 @@ func suggest(name string, declared []string) string {
 	best, bestD := "", -1
 	for _, d := range declared {
 		dist := distance(name, d)
-		if dist > closeEnough(d) {
+		if dist > closeEnough(d) || dist >= len([]rune(d)) {
 			continue
 		}
 		if bestD < 0 || dist < bestD {
@@ -17,7 +17,8 @@ func suggest(name string, declared []string) string {
 }
 
 // closeEnough is the largest distance at which a typo of d is still a typo:
-// a third of its length, at least one, at most three.
+// a third of its length, at least one, at most three; and never all of d
+// ("b" is not a typo of "a").
 func closeEnough(d string) int {
 	return max(1, min(3, len([]rune(d))/3))
 }
