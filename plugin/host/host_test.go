@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"aimon.dev/gw/examples/plugins/wordcount"
+	"aimon.dev/gw/plugin"
 	"aimon.dev/gw/tools"
 )
 
@@ -574,4 +576,42 @@ func TestR4NoPluginOutlivesKilledGateway(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("plugin %d outlives its SIGKILLed gateway", pid)
+}
+
+// A stopped (SIGSTOP) plugin never answers go-plugin's graceful shutdown;
+// stopping it must still end, by SIGKILL after the kill timeout.
+func TestR4KillIsBounded(t *testing.T) {
+	h, _ := newHost(t, WithKillTimeout(200*time.Millisecond))
+	spec := Spec{Command: []string{misbehaveBin}}
+	pid := contextPid(t, h, spec)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if alive(pid) {
+		t.Errorf("stopped plugin %d outlives Close", pid)
+	}
+}
+
+// The cost of one plugin call against one in-process call of the same tool.
+func BenchmarkCallPlugin(b *testing.B) {
+	h := New(slog.New(slog.DiscardHandler))
+	defer h.Close()
+	benchmarkCall(b, h.Tool(Spec{Command: []string{wordcountBin}}, "WordCount", 0))
+}
+
+func BenchmarkCallInProcess(b *testing.B) {
+	benchmarkCall(b, plugin.InProcess(wordcount.Tool(slog.New(slog.DiscardHandler))))
+}
+
+func benchmarkCall(b *testing.B, tl tools.Tool) {
+	env := &tools.Env{Workdir: "/tmp", Chain: []string{"agent"}, CallID: "toolu_1"}
+	in := tools.Input{"text": "the quick brown fox\njumps over the lazy dog\n"}
+	if res := tl.Run(context.Background(), env, in); res.IsError || res.Text != "2 9 44" {
+		b.Fatalf("WordCount = %+v", res)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		tl.Run(context.Background(), env, in)
+	}
 }

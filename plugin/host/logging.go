@@ -140,17 +140,22 @@ func (w *lineLog) Write(b []byte) (int, error) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
-			w.buf = append(w.buf, b...)
-			if len(w.buf) >= maxLine {
+			i = len(b)
+		}
+		for i > 0 {
+			k := min(i, maxLine-len(w.buf))
+			w.buf = append(w.buf, b[:k]...)
+			b, i = b[k:], i-k
+			if len(w.buf) == maxLine {
 				w.emit(w.buf)
 				w.buf = w.buf[:0]
 			}
-			break
 		}
-		w.buf = append(w.buf, b[:i]...)
-		w.emit(w.buf)
-		w.buf = w.buf[:0]
-		b = b[i+1:]
+		if len(b) > 0 { // b[0] is the newline
+			w.emit(w.buf)
+			w.buf = w.buf[:0]
+			b = b[1:]
+		}
 	}
 	return n, nil
 }
