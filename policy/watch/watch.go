@@ -1,0 +1,284 @@
+// Package watch reloads a policy directory while the gateway serves (rule R3):
+// it watches the directory tree with fsnotify, waits for a burst of changes
+// to settle, loads the whole policy, and hands a sound one to the caller to
+// swap in atomically. A broken edit, or a directory that vanished, leaves the
+// last good generation in force and is logged with file:line:col.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"aimon.dev/gw/policy"
+)
+
+// Options configure a Watcher. The zero value is ready to use.
+type Options struct {
+	// Debounce is how long the tree must be quiet before a reload; 0 means
+	// 50ms. A burst that never settles is loaded after at most
+	// max(1s, 20×Debounce), and again when it ends.
+	Debounce time.Duration
+	// Poll is how often a missing policy directory (or a missing parent of
+	// it) is looked for; 0 means 1s. Events find it sooner when they can.
+	Poll time.Duration
+	// Logger receives the reload logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Load loads a policy directory; nil means policy.Load with no options
+	// (pass a closure to give it some, such as policy.WithPlugins).
+	Load func(dir string) (*policy.Generation, error)
+}
+
+// Status is where the watcher stands, for the gateway's status line.
+type Status struct {
+	// Generation counts the generations put in force: 1 is the one New loaded.
+	Generation int64 `json:"generation"`
+	// Revision is the revision of the generation in force.
+	Revision string `json:"revision"`
+	// LoadedAt is when the generation in force was loaded.
+	LoadedAt time.Time `json:"loaded_at"`
+	// LastError is why the newest reload was rejected, one problem a line
+	// (file:line:col: message); "" when the newest reload went in force.
+	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when that reload was rejected; zero when LastError is "".
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// A Watcher keeps a policy directory's newest sound generation in force.
+type Watcher struct {
+	dir     string // absolute and clean
+	modRoot string // the CUE module root: dir or an ancestor; "" when none was found
+	swap    func(*policy.Generation)
+	load    func(string) (*policy.Generation, error)
+	log     *slog.Logger
+
+	debounce, maxWait, poll time.Duration
+
+	fs     *fsnotify.Watcher
+	reload chan struct{}
+	once   sync.Once
+
+	// Owned by New and then by Run's goroutine.
+	tree    map[string]bool // directories watched with everything below them
+	flat    map[string]bool // ancestors watched for their own .cue files and for dir itself
+	present bool            // dir exists and its tree is watched
+	warned  map[string]bool // directories that could not be watched, logged once
+
+	mu     sync.Mutex
+	status Status
+	hooks  []func(Status)
+}
+
+// New watches dir and loads the policy in it. The load happens after the
+// watches are in place, so no edit falls between the two. If the policy does
+// not load, New returns the error (a policy.Errors for a policy.Load) and
+// nothing is watched. Call Run to follow changes; swap is called from Run with
+// each sound new generation, and must make it current atomically (for
+// example gateway.Swap, which stores an atomic.Pointer).
+func New(dir string, swap func(*policy.Generation), opts Options) (*Watcher, error) {
+	if swap == nil {
+		return nil, errors.New("watch.New needs a swap function to hand new generations to")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve the policy directory %q: %w", dir, err)
+	}
+	w := &Watcher{
+		dir: abs, modRoot: moduleRoot(abs), swap: swap, load: opts.Load, log: opts.Logger,
+		debounce: opts.Debounce, poll: opts.Poll,
+		reload: make(chan struct{}, 1),
+		tree:   map[string]bool{}, flat: map[string]bool{}, warned: map[string]bool{},
+	}
+	if w.load == nil {
+		w.load = func(dir string) (*policy.Generation, error) { return policy.Load(dir) }
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	if w.debounce <= 0 {
+		w.debounce = 50 * time.Millisecond
+	}
+	w.maxWait = max(time.Second, 20*w.debounce)
+	if w.poll <= 0 {
+		w.poll = time.Second
+	}
+	if w.fs, err = fsnotify.NewWatcher(); err != nil {
+		return nil, fmt.Errorf("cannot watch the policy directory %s for changes: %w; raise fs.inotify.max_user_instances or serve without reloads", abs, err)
+	}
+	w.ensure()
+	gen, err := w.load(abs)
+	if err != nil {
+		w.fs.Close()
+		return nil, err
+	}
+	w.status = Status{Generation: 1, Revision: gen.Revision, LoadedAt: time.Now()}
+	w.logWarnings(gen)
+	return w, nil
+}
+
+// Status returns where the watcher stands.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+// OnReload calls f with the new status after every reload, sound or not,
+// from Run's goroutine; when f runs, a sound generation is already in force.
+// f must not block for long: the next reload waits for it.
+func (w *Watcher) OnReload(f func(Status)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hooks = append(w.hooks, f)
+}
+
+// Reload asks for a reload, as on SIGHUP: it is debounced together with any
+// pending changes, and also looks again for directories to watch. It never
+// blocks.
+func (w *Watcher) Reload() {
+	select {
+	case w.reload <- struct{}{}:
+	default: // one is already pending
+	}
+}
+
+// Close stops watching. Run closes the watcher itself when its context ends;
+// Close is for a watcher that is never run.
+func (w *Watcher) Close() error {
+	var err error
+	w.once.Do(func() { err = w.fs.Close() })
+	return err
+}
+
+// Run follows changes until ctx ends. It survives the policy directory
+// vanishing: the last good generation stays, and the directory is watched for
+// again until it comes back. It returns nil when ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer w.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	poll := time.NewTicker(w.poll)
+	defer poll.Stop()
+	var first time.Time // when the pending burst began; zero when none is pending
+	schedule := func() {
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		timer.Reset(min(w.debounce, max(0, w.maxWait-now.Sub(first))))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				return errors.New("the policy watcher stopped: fsnotify closed its event channel")
+			}
+			if w.handle(ev) {
+				schedule()
+			}
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				return errors.New("the policy watcher stopped: fsnotify closed its error channel")
+			}
+			// An overflow loses events: look at everything again.
+			w.log.Warn("policy watch", "error", err)
+			w.rescan()
+			schedule()
+		case <-w.reload:
+			w.rescan()
+			schedule()
+		case <-poll.C:
+			if w.missing() && w.ensure() {
+				schedule()
+			}
+		case <-timer.C:
+			first = time.Time{}
+			w.reloadNow()
+		}
+	}
+}
+
+// reloadNow loads the whole policy and puts it in force if it is sound.
+func (w *Watcher) reloadNow() {
+	start := time.Now()
+	gen, err := w.load(w.dir)
+	took := time.Since(start)
+	if err == nil {
+		w.swap(gen) // in force before anyone can see the new status
+	}
+	w.mu.Lock()
+	old := w.status
+	if err == nil {
+		w.status = Status{Generation: old.Generation + 1, Revision: gen.Revision, LoadedAt: time.Now()}
+	} else {
+		w.status.LastError = errorText(err)
+		w.status.LastErrorAt = time.Now()
+	}
+	st, hooks := w.status, w.hooks
+	w.mu.Unlock()
+
+	if err == nil {
+		w.log.Info("policy reloaded", "generation", st.Generation, "revision", st.Revision,
+			"tools", len(gen.Tools), "surfaces", len(gen.Surfaces), "took", took.Round(time.Microsecond))
+		w.logWarnings(gen)
+	} else {
+		w.logRejected(err, old)
+	}
+	for _, f := range hooks {
+		f(st)
+	}
+}
+
+// errorText is err's text, never empty: an empty LastError would read as
+// "the newest edit loaded".
+func errorText(err error) string {
+	if s := strings.TrimSpace(err.Error()); s != "" {
+		return s
+	}
+	return fmt.Sprintf("the policy does not load, and the loader gave no reason (%T); run aimon-gw vet on the directory.", err)
+}
+
+func (w *Watcher) logWarnings(gen *policy.Generation) {
+	for _, d := range gen.Warnings {
+		w.log.Warn("policy problem", "at", d.Pos, "code", d.Code, "problem", d.Message)
+	}
+}
+
+// logRejected logs a rejected reload: a summary, then every problem on a
+// line of its own with its file:line:col.
+func (w *Watcher) logRejected(err error, inForce Status) {
+	var errs policy.Errors
+	if !errors.As(err, &errs) {
+		errs = policy.Errors{{Pos: w.dir, Message: err.Error()}}
+	}
+	w.log.Warn("policy reload rejected; the last good policy stays in force: fix the problems below and save again",
+		"dir", w.dir, "problems", len(errs), "generation", inForce.Generation, "revision", inForce.Revision)
+	for _, d := range errs {
+		w.log.Warn("policy problem", "at", d.Pos, "code", d.Code, "problem", d.Message)
+	}
+}
+
+// editorTemp reports whether base names a file editors write beside the one
+// being edited (swap, backup, lock and probe files), which is never policy.
+func editorTemp(base string) bool {
+	switch {
+	case base == "4913", // vim's probe for a writable directory
+		strings.HasSuffix(base, "~"),
+		strings.HasPrefix(base, ".#"), // emacs lock
+		len(base) > 1 && strings.HasPrefix(base, "#") && strings.HasSuffix(base, "#"), // emacs autosave
+		strings.HasPrefix(base, ".") && (strings.HasSuffix(base, ".swp") || strings.HasSuffix(base, ".swo") || strings.HasSuffix(base, ".swx")),
+		strings.HasSuffix(base, "___jb_tmp___"), strings.HasSuffix(base, "___jb_old___"):
+		return true
+	}
+	return false
+}
