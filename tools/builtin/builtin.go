@@ -147,15 +147,8 @@ func quote(s string) string {
 
 // cutLine shortens a line to MaxLineChars characters, marking the cut with "...".
 func cutLine(line string) string {
-	if len(line) <= MaxLineChars {
-		return line
-	}
-	n := 0
-	for i := range line {
-		if n == MaxLineChars {
-			return line[:i] + "..."
-		}
-		n++
+	if cut, ok := cutAt([]byte(line)); ok {
+		return line[:cut] + "..."
 	}
 	return line
 }

@@ -256,12 +256,14 @@ func (g *grep) file(ctx context.Context, path string) error {
 		ring    []string // the last g.before lines
 		after   int      // context lines still to print after a match
 		printed int      // number of the last line printed, 0 for none
+		scratch []byte   // reused line buffer
 	)
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		line, err := readLine(br, maxGrepLine)
+		raw, err := readLine(br, scratch[:0], maxGrepLine)
+		scratch = raw
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -273,7 +275,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 			break
 		}
 		n++
-		hit := g.re.MatchString(line)
+		hit := g.re.Match(raw)
 		if hit {
 			count++
 			g.matched = true
@@ -294,18 +296,18 @@ func (g *grep) file(ctx context.Context, path string) error {
 				}
 			}
 			for i, l := range ring {
-				if err := g.emit(g.format(path, n-len(ring)+i, '-', l)); err != nil {
+				if err := g.emit(g.format(path, n-len(ring)+i, '-', []byte(l))); err != nil {
 					return err
 				}
 			}
 			ring = ring[:0]
-			if err := g.emit(g.format(path, n, ':', line)); err != nil {
+			if err := g.emit(g.format(path, n, ':', raw)); err != nil {
 				return err
 			}
 			printed, after = n, g.after
 		case after > 0:
 			after--
-			if err := g.emit(g.format(path, n, '-', line)); err != nil {
+			if err := g.emit(g.format(path, n, '-', raw)); err != nil {
 				return err
 			}
 			printed = n
@@ -313,7 +315,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 			if len(ring) == g.before {
 				ring = append(ring[:0], ring[1:]...)
 			}
-			ring = append(ring, cutLine(line))
+			ring = append(ring, cutLine(string(raw)))
 		}
 	}
 	if g.mode == ModeCount && count > 0 {
@@ -324,7 +326,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 
 // format renders one content line: path, line number, text, ripgrep style
 // (':' after a match's prefix, '-' after a context line's).
-func (g *grep) format(path string, n int, sep byte, line string) string {
+func (g *grep) format(path string, n int, sep byte, line []byte) string {
 	var b strings.Builder
 	if g.many {
 		b.WriteString(path)
@@ -333,7 +335,12 @@ func (g *grep) format(path string, n int, sep byte, line string) string {
 	if g.lineNums {
 		fmt.Fprintf(&b, "%d%c", n, sep)
 	}
-	b.WriteString(cutLine(line))
+	if cut, ok := cutAt(line); ok {
+		b.Write(line[:cut])
+		b.WriteString("...")
+	} else {
+		b.Write(line)
+	}
 	b.WriteByte('\n')
 	return b.String()
 }

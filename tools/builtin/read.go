@@ -10,7 +10,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strings"
+	"strconv"
+	"unicode/utf8"
 
 	"aimon.dev/gw/tools"
 )
@@ -92,15 +93,16 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 // renderLines numbers lines offset..offset+limit-1 of r like cat -n, cutting
 // long lines, and returns them with the number of lines it saw.
 func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (string, int, error) {
-	var b strings.Builder
+	var out, scratch []byte
 	n := 0
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return "", n, ctx.Err()
 		}
-		line, err := readLine(r, 4*MaxLineChars+4)
+		line, err := readLine(r, scratch[:0], 4*MaxLineChars+4)
+		scratch = line
 		if errors.Is(err, io.EOF) {
-			return b.String(), n, nil
+			return string(out), n, nil
 		}
 		if err != nil {
 			return "", n, err
@@ -110,17 +112,52 @@ func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (strin
 			continue
 		}
 		if n >= offset+limit {
-			return b.String(), n, nil
+			return string(out), n, nil
 		}
-		fmt.Fprintf(&b, "%6d→%s\n", n, cutLine(line))
+		out = appendNumbered(out, n, line)
 	}
 }
 
-// readLine returns the next line without its line ending, keeping at most
-// keep bytes of it so that one huge line cannot exhaust memory. It returns
-// io.EOF only when no line is left.
-func readLine(r *bufio.Reader, keep int) (string, error) {
-	var buf []byte
+// appendNumbered appends one line as cat -n shows it: the number right-aligned
+// in six columns ("%6d→"), the line, cut at MaxLineChars characters.
+func appendNumbered(out []byte, n int, line []byte) []byte {
+	var num [20]byte
+	digits := strconv.AppendInt(num[:0], int64(n), 10)
+	for range 6 - len(digits) {
+		out = append(out, ' ')
+	}
+	out = append(out, digits...)
+	out = append(out, "→"...)
+	if cut, ok := cutAt(line); ok {
+		out = append(out, line[:cut]...)
+		out = append(out, "..."...)
+	} else {
+		out = append(out, line...)
+	}
+	return append(out, '\n')
+}
+
+// cutAt is the byte index where a line longer than MaxLineChars characters
+// is cut; ok is false when it is short enough.
+func cutAt(line []byte) (int, bool) {
+	if len(line) <= MaxLineChars {
+		return 0, false
+	}
+	i := 0
+	for range MaxLineChars {
+		_, size := utf8.DecodeRune(line[i:])
+		i += size
+		if i >= len(line) {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// readLine appends the next line to buf without its line ending, keeping at
+// most keep bytes of it so that one huge line cannot exhaust memory. It
+// returns io.EOF only when no line is left.
+func readLine(r *bufio.Reader, buf []byte, keep int) ([]byte, error) {
 	got := false
 	for {
 		chunk, err := r.ReadSlice('\n')
@@ -130,14 +167,13 @@ func readLine(r *bufio.Reader, keep int) (string, error) {
 		}
 		switch {
 		case err == nil:
-			buf = bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
-			return string(buf), nil
+			return bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r")), nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && got:
-			return string(bytes.TrimSuffix(buf, []byte("\r"))), nil
+			return bytes.TrimSuffix(buf, []byte("\r")), nil
 		default:
-			return "", err
+			return buf, err
 		}
 	}
 }

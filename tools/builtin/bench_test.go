@@ -1,0 +1,101 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"aimon.dev/gw/tools"
+)
+
+// benchTree is 50 files of 400 lines, one line in ten holding "needle".
+func benchTree(b *testing.B) *tools.Env {
+	b.Helper()
+	env := &tools.Env{Workdir: b.TempDir(), Files: tools.NewFileSet()}
+	var sb strings.Builder
+	for i := range 400 {
+		if i%10 == 0 {
+			fmt.Fprintf(&sb, "line %d with a needle in it\n", i)
+		} else {
+			fmt.Fprintf(&sb, "line %d is ordinary text of some length, like code\n", i)
+		}
+	}
+	for i := range 50 {
+		write(b, env.Workdir, fmt.Sprintf("d%d/f%d.txt", i%5, i), sb.String())
+	}
+	return env
+}
+
+// BenchmarkRead reads a 2000-line file; BenchmarkReadBaseline is os.ReadFile
+// of the same file, the floor Read's numbering and cutting add to.
+func BenchmarkRead(b *testing.B) {
+	env := benchTree(b)
+	write(b, env.Workdir, "big.txt", strings.Repeat("some ordinary line of text\n", 2000))
+	in := input(b, `{"file_path":"big.txt"}`)
+	for b.Loop() {
+		if r := (Read{}).Run(context.Background(), env, in); r.IsError {
+			b.Fatal(r.Text)
+		}
+	}
+}
+
+func BenchmarkReadBaseline(b *testing.B) {
+	env := benchTree(b)
+	p := write(b, env.Workdir, "big.txt", strings.Repeat("some ordinary line of text\n", 2000))
+	for b.Loop() {
+		if _, err := os.ReadFile(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGrep searches the tree in content mode; BenchmarkGrepBaseline
+// walks the same files with os.ReadFile and a regexp over each line.
+func BenchmarkGrep(b *testing.B) {
+	env := benchTree(b)
+	in := input(b, `{"pattern":"need+le","output_mode":"content","-n":true}`)
+	for b.Loop() {
+		if r := (Grep{}).Run(context.Background(), env, in); r.IsError {
+			b.Fatal(r.Text)
+		}
+	}
+}
+
+func BenchmarkGrepBaseline(b *testing.B) {
+	env := benchTree(b)
+	re := regexp.MustCompile("need+le")
+	for b.Loop() {
+		n := 0
+		filepath.Walk(env.Workdir, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.IsDir() {
+				return nil
+			}
+			data, _ := os.ReadFile(p)
+			for line := range bytes.Lines(data) {
+				if re.Match(line) {
+					n++
+				}
+			}
+			return nil
+		})
+		if n == 0 {
+			b.Fatal("no match")
+		}
+	}
+}
+
+// BenchmarkGlob lists the tree newest first.
+func BenchmarkGlob(b *testing.B) {
+	env := benchTree(b)
+	in := input(b, `{"pattern":"**/*.txt"}`)
+	for b.Loop() {
+		if r := (Glob{}).Run(context.Background(), env, in); r.IsError {
+			b.Fatal(r.Text)
+		}
+	}
+}
