@@ -313,8 +313,9 @@ func (g *grep) file(ctx context.Context, path string) error {
 			printed = n
 		case g.before > 0:
 			if len(ring) == g.before {
-				ring = append(ring[:0], ring[1:]...)
+				ring = ring[1:] // append reallocates in time, so this stays amortized O(1)
 			}
+			// Kept already cut: cutting again at print time changes nothing.
 			ring = append(ring, cutLine(string(raw)))
 		}
 	}

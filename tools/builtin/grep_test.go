@@ -102,6 +102,11 @@ func TestGrepLongLinesAndOutputCap(t *testing.T) {
 	if r.Text != strings.Repeat("q", MaxLineChars)+"..." {
 		t.Errorf("long match line rendered as %d bytes, want it cut at %d characters", len(r.Text), MaxLineChars)
 	}
+	write(t, env.Workdir, "ctxlong", strings.Repeat("é", 3000)+"\nneedle\n"+strings.Repeat("z", 2001)+"\n")
+	r = call(t, env, "Grep", `{"pattern":"needle","output_mode":"content","path":"ctxlong","-C":1}`)
+	if want := strings.Repeat("é", MaxLineChars) + "...\nneedle\n" + strings.Repeat("z", MaxLineChars) + "..."; r.Text != want {
+		t.Errorf("context lines not cut at %d characters: %d bytes", MaxLineChars, len(r.Text))
+	}
 	var b strings.Builder
 	for i := range 5000 {
 		fmt.Fprintf(&b, "match line %d\n", i)
