@@ -5,6 +5,16 @@
 // (a go-plugin client cannot be restarted), with backoff after repeated
 // failures. No process outlives the gateway: Close stops them, and on Linux
 // each child has a parent-death signal for when the gateway is killed.
+//
+// Choices:
+//   - The process is started by a go-plugin RunnerFunc (runner.go), not by
+//     ClientConfig.Cmd: go-plugin hands Cmd the gateway's stdin, which is the
+//     agent's protocol stream (rule R1). The checksum is still go-plugin's
+//     SecureConfig, checked by the host with a fresh hash before each start.
+//   - Plugin stderr reaches slog through ClientConfig.Stderr, never through
+//     go-plugin's stderr parser, which panics on some JSON lines (logging.go).
+//   - Every stop is bounded (Host.stop); go-plugin's global Managed and
+//     CleanupClients are not used.
 package host
 
 import (

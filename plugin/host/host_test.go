@@ -219,7 +219,7 @@ func TestR4UnknownToolInPlugin(t *testing.T) {
 	if !res.IsError {
 		t.Fatal("a tool the plugin does not serve ran")
 	}
-	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Hang, Noise, Panic", "plugin.tool")
+	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Hang, Noise, Panic, Stdin", "plugin.tool")
 }
 
 func TestR4CrashMidCallThenRestart(t *testing.T) {
@@ -559,6 +559,14 @@ func TestR4NoPluginOutlivesKilledGateway(t *testing.T) {
 		t.Fatalf("helper printed %q: %v %v", line, err, perr)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// A killed gateway cannot remove the plugin's socket directory.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
+		for kv := range strings.SplitSeq(string(env), "\x00") {
+			if dir, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok && dir != "" {
+				t.Cleanup(func() { os.RemoveAll(dir) })
+			}
+		}
+	}
 	if !alive(pid) {
 		t.Fatalf("plugin %d is not running before the gateway is killed", pid)
 	}
@@ -613,5 +621,25 @@ func benchmarkCall(b *testing.B, tl tools.Tool) {
 	b.ResetTimer()
 	for b.Loop() {
 		tl.Run(context.Background(), env, in)
+	}
+}
+
+// The gateway's stdin is the agent's protocol stream: a plugin must not
+// share it (go-plugin's own runner would hand it over).
+func TestR1PluginDoesNotShareStdin(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	old := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = old }()
+
+	h, _ := newHost(t)
+	res := run(t, h.Tool(Spec{Command: []string{misbehaveBin}}, "Stdin", 0), nil)
+	if res.IsError || res.Text != "/dev/null" {
+		t.Errorf("the plugin's stdin is %+v; want /dev/null", res)
 	}
 }

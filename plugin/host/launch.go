@@ -30,15 +30,10 @@ func (h *Host) launch(s Spec) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the plugin %s cannot be started: %v; install the plugin binary or fix plugin.command in the policy", s, unwrapExec(err))
 	}
-	var secure *goplugin.SecureConfig
 	if s.SHA256 != "" {
-		sum, err := hex.DecodeString(s.SHA256)
-		if err != nil || len(sum) != sha256.Size {
-			return nil, fmt.Errorf("the plugin %s has sha256 %q, which is not 64 hex digits; fix plugin.sha256 in the policy", s, s.SHA256)
+		if err := checkSum(s, path); err != nil {
+			return nil, err
 		}
-		// go-plugin never resets the hash it checks with: a fresh one
-		// for every start.
-		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 
 	log := h.log.With("command", s.String())
@@ -47,8 +42,7 @@ func (h *Host) launch(s Spec) (*proc, error) {
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		Plugins:          goplugin.PluginSet{plugin.Name: &plugin.GRPC{}},
-		Cmd:              cmd,
-		SecureConfig:     secure,
+		RunnerFunc:       newRunner(cmd),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		StartTimeout:     h.startTimeout,
 		Logger:           newHCLog(log),
@@ -61,7 +55,7 @@ func (h *Host) launch(s Spec) (*proc, error) {
 	rpc, err := client.Client()
 	if err != nil {
 		h.stop(p, true)
-		return nil, startError(s, path, err)
+		return nil, startError(s, err)
 	}
 	raw, err := rpc.Dispense(plugin.Name)
 	if err != nil {
@@ -105,22 +99,37 @@ func unwrapExec(err error) error {
 	return err
 }
 
+// checkSum checks the binary at path against s.SHA256 with go-plugin's
+// SecureConfig. go-plugin never resets the hash it checks with, so each
+// start gets a fresh one.
+func checkSum(s Spec, path string) error {
+	sum, err := hex.DecodeString(s.SHA256)
+	if err != nil || len(sum) != sha256.Size {
+		return fmt.Errorf("the plugin %s has sha256 %q, which is not 64 hex digits; fix plugin.sha256 in the policy", s, s.SHA256)
+	}
+	secure := &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	ok, err := secure.Check(path)
+	if err != nil {
+		return fmt.Errorf("the plugin binary %s could not be checked against plugin.sha256 (%v); it was not started", path, err)
+	}
+	if ok {
+		return nil
+	}
+	got := "unknown"
+	if f, err := os.Open(path); err == nil {
+		hs := sha256.New()
+		if _, err := io.Copy(hs, f); err == nil {
+			got = hex.EncodeToString(hs.Sum(nil))
+		}
+		f.Close()
+	}
+	return fmt.Errorf("the plugin binary %s has sha256 %s, but the policy declares %s; it was not started. Install the binary the policy names, or update plugin.sha256 if the new binary is trusted", path, got, s.SHA256)
+}
+
 // startError turns go-plugin's start errors into sentences.
-func startError(s Spec, path string, err error) error {
+func startError(s Spec, err error) error {
 	msg := err.Error()
 	switch {
-	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		got := "unknown"
-		if f, err := os.Open(path); err == nil {
-			hs := sha256.New()
-			if _, err := io.Copy(hs, f); err == nil {
-				got = hex.EncodeToString(hs.Sum(nil))
-			}
-			f.Close()
-		}
-		return fmt.Errorf("the plugin binary %s has sha256 %s, but the policy declares %s; it was not started. Install the binary the policy names, or update plugin.sha256 if the new binary is trusted", path, got, s.SHA256)
-	case strings.HasPrefix(msg, "error verifying checksum"):
-		return fmt.Errorf("the plugin binary %s could not be checked against plugin.sha256 (%v); it was not started", path, err)
 	case strings.Contains(msg, "plugin exited before we could connect"),
 		strings.Contains(msg, "Failed to read any lines from plugin's stdout"):
 		return fmt.Errorf("the plugin %s exited before it finished starting; see its stderr in the log, and check that plugin.command names an aimon-gw plugin", s)

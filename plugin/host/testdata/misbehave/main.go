@@ -109,6 +109,18 @@ func serveTools() {
 			},
 		},
 		plugin.Tool{
+			Name:        "Stdin",
+			Description: "Says what its standard input is.",
+			InputSchema: object,
+			Run: func(context.Context, plugin.Request) plugin.Result {
+				target, err := os.Readlink("/proc/self/fd/0")
+				if err != nil {
+					return plugin.Text(err.Error())
+				}
+				return plugin.Text(target)
+			},
+		},
+		plugin.Tool{
 			Name:        "Panic",
 			Description: "Panics.",
 			InputSchema: object,
