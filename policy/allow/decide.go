@@ -187,8 +187,9 @@ func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string
 			Reason: fmt.Sprintf("%s is not allowed: its %s field %s %s, and on this surface %s is limited to %s. Call it with %s set to a %s those patterns allow.", r.tool, kind, field, why, r.tool, r.allowedText(), field, kind)}
 	}
 	if r.allows(e, subj) {
-		return Decision{Allowed: true, Rule: ruleOf(kind), Entries: r.matching(subj),
-			Reason: fmt.Sprintf("%s %s %s is allowed by %s.", r.tool, kind, quoteSubject(raw, subj), strings.Join(r.matching(subj), " and "))}
+		by := r.matching(subj)
+		return Decision{Allowed: true, Rule: ruleOf(kind), Entries: by,
+			Reason: fmt.Sprintf("%s %s %s is allowed by %s.", r.tool, kind, quoteSubject(raw, subj), strings.Join(by, " and "))}
 	}
 	d := Decision{Rule: ruleOf(kind), Entries: r.raws(func(in entryInfo) bool { return in.HasPattern })}
 	d.Reason = fmt.Sprintf("%s %s %s is not allowed on this surface: allowed are %s.", r.tool, kind, quoteSubject(raw, subj), r.allowedText())

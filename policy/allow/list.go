@@ -83,7 +83,7 @@ func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*
 // infos, the errors of patterns that cannot be used and each entry's own
 // matcher.
 func (l *List) constrain(tool string, infos []entryInfo) string {
-	sub := l.subjects[tool]
+	sub, known := l.subjects[tool]
 	var kindAlts, ruleAlts []string
 	patterned := false
 	for i := range infos {
@@ -105,9 +105,17 @@ func (l *List) constrain(tool string, infos []entryInfo) string {
 				alt = "=~" + cueString(re)
 			}
 		default:
-			if sub.Rule == nil {
+			switch {
+			case !known:
+				err = fmt.Errorf("%s is not a tool this policy defines, so its pattern cannot be checked; check the name", tool)
+			case sub.Rule == nil:
 				err = fmt.Errorf("%s has neither a permission subject nor its own rule, so a pattern cannot be checked and denies every call; write %s alone or declare subject in the tool's policy", tool, tool)
 			}
+		}
+		if err != nil && sub.Rule != nil {
+			// The tool's own rule may still read the pattern; it decides
+			// the calls that have no subject.
+			alt, err = "", nil
 		}
 		if err != nil {
 			in.err = &EntryError{Entry: in.Raw, Reason: err.Error()}

@@ -30,6 +30,9 @@ func globRegexp(pattern string) (string, error) {
 	if !doublestar.ValidatePattern(pattern) {
 		return "", fmt.Errorf("the path pattern is not a valid glob (an unclosed [ or {, an empty [], or a trailing \\)")
 	}
+	if starBeforeBrace(pattern) {
+		return "", fmt.Errorf("the path pattern has * right before {, which is ambiguous; write the alternatives in full, such as /a/{*.go,*.cue} instead of /a/*{.go,.cue}")
+	}
 	alts, err := expandBraces(pattern, nil)
 	if err != nil {
 		return "", err
@@ -101,6 +104,29 @@ func expandBraces(p string, out []string) ([]string, error) {
 	return expandBraces(before+body+after, out)
 }
 
+// starBeforeBrace reports an unescaped * right before a {. doublestar
+// decides what a star is before it expands the braces that follow it, so
+// such a pattern would not mean what its expansion says.
+func starBeforeBrace(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			for i++; i < len(p) && p[i] != ']'; i++ {
+				if p[i] == '\\' {
+					i++
+				}
+			}
+		case '*':
+			if i+1 < len(p) && p[i+1] == '{' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // matchedClose and nextAlt scan like doublestar's indexMatchedClosingAlt and
 // indexNextAlt, so that the expansion splits where its matcher does.
 func matchedClose(s string) int {
@@ -151,65 +177,119 @@ func nextAlt(s string) int {
 	return -1
 }
 
-// braceFreeRegexp translates a pattern without braces.
+// token is one step of doublestar's matcher over a brace-free pattern.
+type token struct {
+	raw  string // the pattern text it came from
+	re   string // what it matches
+	reNE string // what it matches when it consumes at least one character
+}
+
+// braceFreeRegexp translates a pattern without braces. doublestar walks the
+// name and the pattern together; once the name is used up, the rest of the
+// pattern matches only if it is one of a few zero-length forms (*, **, /**,
+// and so on), even where each of its tokens could match nothing. So the
+// expression is a choice over where the name ends: a prefix of the tokens
+// whose last one consumes a character, followed by a zero-length rest.
 func braceFreeRegexp(p string) (string, error) {
-	var b strings.Builder
+	toks, err := tokenize(p)
+	if err != nil {
+		return "", err
+	}
+	var alts []string
+	rest := ""
+	for k := len(toks); k >= 0; k-- {
+		if k < len(toks) {
+			rest = toks[k].raw + rest
+		}
+		if !zeroLength(rest) {
+			continue
+		}
+		if k == 0 {
+			alts = append(alts, "") // only the empty name
+			continue
+		}
+		var b strings.Builder
+		for _, t := range toks[:k-1] {
+			b.WriteString(t.re)
+		}
+		if last := toks[k-1].reNE; last != "" {
+			b.WriteString(last)
+			alts = append(alts, b.String())
+		}
+	}
+	if len(alts) == 0 {
+		return nothing, nil
+	}
+	return strings.Join(alts, "|"), nil
+}
+
+// zeroLength mirrors doublestar's isZeroLengthPattern for brace-free rests.
+func zeroLength(rest string) bool {
+	switch rest {
+	case "", "*", "**", "/**", "**/", "/**/":
+		return true
+	}
+	return false
+}
+
+// tokenize splits a brace-free pattern the way doublestar's matcher steps
+// through it.
+func tokenize(p string) ([]token, error) {
+	var toks []token
 	rs := []rune(p)
 	startOfSegment := true
+	star := token{re: "[^/]*", reNE: "[^/]+"}
 	for i := 0; i < len(rs); i++ {
 		r := rs[i]
 		switch r {
 		case '*':
+			t := star
+			t.raw = "*"
 			if i+1 < len(rs) && rs[i+1] == '*' {
 				i++
+				t.raw = "**"
 				if startOfSegment {
 					if i+1 == len(rs) {
-						// A trailing /** matches the directory itself and
-						// anything below it; a lone ** matches anything.
-						s := b.String()
-						if strings.HasSuffix(s, "/") {
-							b.Reset()
-							b.WriteString(s[:len(s)-1])
-							b.WriteString("(?:/.*)?")
-						} else {
-							b.WriteString(".*")
-						}
-						return b.String(), nil
+						// A trailing segment ** takes whatever is left.
+						toks = append(toks, token{raw: "**", re: ".*", reNE: ".+"})
+						continue
 					}
 					if rs[i+1] == '/' {
 						i++
-						b.WriteString("(?:[^/]*/)*")
+						toks = append(toks, token{raw: "**/", re: "(?:[^/]*/)*", reNE: "(?:[^/]*/)+"})
 						startOfSegment = true
 						continue
 					}
 				}
 			}
-			b.WriteString("[^/]*")
+			toks = append(toks, t)
 			startOfSegment = false
 		case '?':
-			b.WriteString("[^/]")
+			toks = append(toks, token{raw: "?", re: "[^/]", reNE: "[^/]"})
 			startOfSegment = false
 		case '[':
 			n, class, err := classRegexp(rs[i+1:])
 			if err != nil {
-				return "", err
+				return nil, err
 			}
-			b.WriteString(class)
+			toks = append(toks, token{raw: string(rs[i : i+n+1]), re: class, reNE: class})
 			i += n
 			startOfSegment = false
 		case '\\':
 			i++
 			if i == len(rs) {
-				return "", fmt.Errorf("the path pattern ends with a lone \\")
+				return nil, fmt.Errorf("the path pattern ends with a lone \\")
 			}
-			r = rs[i]
-			fallthrough
+			q := regexp.QuoteMeta(string(rs[i]))
+			toks = append(toks, token{raw: string(rs[i-1 : i+1]), re: q, reNE: q})
+			startOfSegment = rs[i] == '/'
 		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
+			q := regexp.QuoteMeta(string(r))
+			toks = append(toks, token{raw: string(r), re: q, reNE: q})
 			startOfSegment = r == '/'
 		}
 	}
-	return b.String(), nil
+	return toks, nil
 }
 
 // classRegexp translates a character class whose '[' has been consumed; it
