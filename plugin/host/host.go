@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -89,8 +90,8 @@ type Host struct {
 
 	mu     sync.Mutex
 	slots  map[string]*slot
+	live   map[*proc]*slot // every started process until it has stopped
 	closed bool
-	stops  sync.WaitGroup // processes being stopped
 }
 
 // New returns a Host that logs to logger, plugin stderr included.
@@ -102,6 +103,7 @@ func New(logger *slog.Logger, opts ...Option) *Host {
 		backoffBase:  time.Second,
 		backoffMax:   time.Minute,
 		slots:        map[string]*slot{},
+		live:         map[*proc]*slot{},
 	}
 	for _, o := range opts {
 		o(h)
@@ -137,6 +139,8 @@ type proc struct {
 	dead     bool // failed or being stopped: takes no new calls
 	retiring bool // stop once inflight reaches zero
 	stopped  bool // a stop was started
+
+	done chan struct{} // closed when the process has been stopped
 }
 
 var errClosed = errors.New("the gateway is shutting down")
@@ -224,6 +228,11 @@ func (sl *slot) acquire(ctx context.Context) (*proc, error) {
 
 func (sl *slot) start(done chan struct{}) {
 	p, err := sl.h.launch(sl.spec)
+	if err == nil {
+		sl.h.mu.Lock()
+		sl.h.live[p] = sl
+		sl.h.mu.Unlock()
+	}
 	sl.mu.Lock()
 	sl.starting = nil
 	switch {
@@ -231,8 +240,7 @@ func (sl *slot) start(done chan struct{}) {
 		sl.failed(err)
 	case sl.retired:
 		p.dead, p.stopped = true, true
-		sl.h.stops.Add(1)
-		go func() { defer sl.h.stops.Done(); sl.h.stop(p, false) }()
+		go sl.h.stop(p, false)
 	default:
 		sl.cur = p
 	}
@@ -281,13 +289,11 @@ func (sl *slot) release(p *proc, o outcome) (stoppedHere bool, exit string) {
 	stop := (force || p.retiring && p.inflight == 0) && !p.stopped
 	if stop {
 		p.stopped, p.dead = true, true
-		sl.h.stops.Add(1)
 	}
 	sl.mu.Unlock()
 	if !stop {
 		return false, ""
 	}
-	defer sl.h.stops.Done()
 	return true, sl.h.stop(p, force)
 }
 
@@ -331,9 +337,8 @@ func (sl *slot) retire(now bool) {
 		return
 	}
 	p.stopped, p.dead = true, true
-	sl.h.stops.Add(1)
 	sl.mu.Unlock()
-	go func() { defer sl.h.stops.Done(); sl.h.stop(p, false) }()
+	go sl.h.stop(p, false)
 }
 
 // Close stops every process, calls in flight included, and waits for them
@@ -357,7 +362,23 @@ func (h *Host) Close() {
 			<-ch // bounded by the start timeout
 		}
 	}
-	h.stops.Wait()
+	// Every process still there: those above, and those that an earlier
+	// Retain left to finish their calls.
+	h.mu.Lock()
+	live := maps.Clone(h.live)
+	h.mu.Unlock()
+	for p, sl := range live {
+		sl.mu.Lock()
+		stop := !p.stopped
+		p.stopped, p.dead = true, true
+		sl.mu.Unlock()
+		if stop {
+			go h.stop(p, false)
+		}
+	}
+	for p := range live {
+		<-p.done
+	}
 }
 
 func (h *Host) isClosed() bool {

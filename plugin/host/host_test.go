@@ -512,8 +512,9 @@ func TestR4RetainStopsIdlePlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := pidOf(h, spec)
+	p := h.slots[spec.key()].cur
 	h.Retain(nil)
-	h.stops.Wait()
+	<-p.done
 	if alive(pid) {
 		t.Errorf("idle dropped plugin %d still runs", pid)
 	}
@@ -641,5 +642,25 @@ func TestR1PluginDoesNotShareStdin(t *testing.T) {
 	res := run(t, h.Tool(Spec{Command: []string{misbehaveBin}}, "Stdin", 0), nil)
 	if res.IsError || res.Text != "/dev/null" {
 		t.Errorf("the plugin's stdin is %+v; want /dev/null", res)
+	}
+}
+
+// A process that Retain left to finish its calls is still the host's to
+// stop at Close.
+func TestR4CloseStopsRetiringPlugin(t *testing.T) {
+	h, _ := newHost(t)
+	spec := Spec{Command: []string{misbehaveBin}}
+	pid := contextPid(t, h, spec)
+	_, result := block(t, h, context.Background(), spec)
+	h.Retain(nil)
+	if !alive(pid) {
+		t.Fatal("Retain stopped a plugin with a call in flight")
+	}
+	h.Close()
+	if alive(pid) {
+		t.Errorf("retiring plugin %d outlives Close", pid)
+	}
+	if res := <-result; !res.IsError {
+		t.Errorf("the call in flight at Close = %+v", res)
 	}
 }

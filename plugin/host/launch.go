@@ -50,7 +50,7 @@ func (h *Host) launch(s Spec) (*proc, error) {
 		SyncStdout:       newLineLog(log, slog.LevelWarn, "plugin wrote to stdout (it should log to stderr)"),
 		SyncStderr:       newLineLog(log, slog.LevelInfo, "plugin stderr"),
 	})
-	p := &proc{client: client, cmd: cmd}
+	p := &proc{client: client, cmd: cmd, done: make(chan struct{})}
 
 	rpc, err := client.Client()
 	if err != nil {
@@ -162,8 +162,14 @@ func (p *proc) pid() int {
 // graceful stop (go-plugin's Kill closes the connection and waits up to 2s)
 // gets killTimeout, then the process group is killed and Kill gets another
 // killTimeout. force skips the graceful part, for a process that crashed or
-// hangs.
+// hangs. It is called once per process.
 func (h *Host) stop(p *proc, force bool) (exit string) {
+	defer func() {
+		h.mu.Lock()
+		delete(h.live, p)
+		h.mu.Unlock()
+		close(p.done)
+	}()
 	if force {
 		p.signal()
 	}
