@@ -13,7 +13,10 @@ import (
 // diffSchemas are the schemas the differential test runs: shapes the gate
 // models itself and shapes it leaves to CUE, side by side.
 const diffSchemas = `
-import "strings"
+import (
+	"strings"
+	"struct"
+)
 
 #Flat: {a!: string, b?: int, c?: bool, d?: number, e?: float}
 #Enum: {mode?: "x" | "y" | 3 | true | null, n?: 1 | 2.5}
@@ -29,21 +32,26 @@ import "strings"
 #Regular: {a: string, b: int | *3, c: "fixed", d?: int}
 #RegularStruct: {s: {x!: int}, t: {y?: int}}
 #Disj: {u?: {k: "a", x!: int} | {k: "b", y!: string}}
-#Kinds: {a?: string | int, b?: null | [...string], c?: _, d?: {...} | string}
+#Kinds: {a?: string | int, b?: null | [...string], c?: _, d?: {...} | string, e?: bytes, f?: bytes | string}
 #Prefix: {p?: [int, string], q?: [], r?: [int, ...string]}
 #Def: {a?: #Sub, b?: [...#Sub]}
 #Sub: {x!: int, y?: #Sub}
 #Embed: #Flat & {b?: >=0}
 #Cross: {lo?: int, hi?: int & >=lo}
+#NumBounds: {a?: number & >-1.5 & <2.5, b?: int & <5.5 & >=-3, c?: float & >=0.25, d?: uint, e?: >=10 & <=1e2}
+#Regexes: {a?: =~"^[a-c]" & !~"b$", b?: string & =~"é", c?: =~"^(x|y)$" | =~"^/"}
+#StrBound: {a?: string & >="b"}
+#MapAnd: {a?: {[string]: int} & {x?: int}}
+#Validator: {a?: struct.MinFields(1) & {x?: int}}
 `
 
 var diffNames = []string{
 	"a", "b", "c", "d", "e", "mode", "n", "l", "x-1", "x-", "k", "x", "y", "u",
-	"p", "q", "r", "s", "t", "lo", "hi", "file_path", "offset", "limit", "pattern",
+	"p", "q", "r", "s", "t", "lo", "hi", "é", "file_path", "offset", "limit", "pattern",
 	"output_mode", "-i", "-A", "content", "old_string", "new_string", "edits", "zz",
 }
 
-var diffStrings = []string{"", "x", "y", "a", "b", "no", "/srv/a", "/etc", "10", "3", "content", "count", "é"}
+var diffStrings = []string{"", "x", "y", "a", "b", "ab", "cb", "c", "no", "/srv/a", "/etc", "10", "3", "content", "count", "é"}
 
 // gen builds a random decoded-JSON value from r, as the wire decoder would.
 type gen struct{ r *rand.Rand }
@@ -55,9 +63,9 @@ func (g gen) value(depth int) any {
 	case n == 1:
 		return g.r.IntN(2) == 0
 	case n == 2:
-		return json.Number([]string{"0", "1", "3", "-1", "10", "11", "1e2", "100"}[g.r.IntN(8)])
+		return json.Number([]string{"0", "1", "3", "-1", "-3", "-4", "5", "6", "10", "11", "1e2", "100", "101"}[g.r.IntN(13)])
 	case n == 3:
-		return json.Number([]string{"3.0", "2.5", "3.5", "-0.0", "1e-2", "30e-1", "1e400"}[g.r.IntN(7)])
+		return json.Number([]string{"3.0", "2.5", "3.5", "-0.0", "1e-2", "30e-1", "1e400", "-1.5", "-1.4", "0.25", "0.2500", "2.49", "5.5", "1.0e1"}[g.r.IntN(14)])
 	case n <= 6:
 		return diffStrings[g.r.IntN(len(diffStrings))]
 	case n <= 9 && depth < 5:
@@ -116,7 +124,7 @@ func (g gen) forNode(n *node, depth int) any {
 	case n.kinds&kString != 0 && g.r.IntN(4) != 0:
 		return diffStrings[g.r.IntN(len(diffStrings))]
 	case n.kinds&kInt != 0 && g.r.IntN(4) != 0:
-		return json.Number([]string{"0", "1", "3", "-1", "10", "11", "3.0"}[g.r.IntN(7)])
+		return json.Number([]string{"0", "1", "3", "-1", "-3", "-4", "5", "6", "10", "11", "3.0", "100", "101", "1e2"}[g.r.IntN(14)])
 	case n.kinds&kBool != 0 && g.r.IntN(4) != 0:
 		return g.r.IntN(2) == 0
 	}
@@ -251,4 +259,45 @@ func FuzzShapeEqualsCUE(f *testing.F) {
 			agree(t, c, g.input(c.gate))
 		}
 	})
+}
+
+// The shape must carry the common schemas alone, CUE only the unusual:
+// this pins which is which, for speed and for the interning of names.
+func TestShapeCoversCommonSchemas(t *testing.T) {
+	byName := map[string]*Gate{}
+	for _, c := range diffGates(t) {
+		byName[c.name] = c.gate
+	}
+	for name, wantCUE := range map[string]bool{
+		"#Flat": false, "#Enum": false, "#Nested": false, "#Open": false, "#Map": false, "#MapTyped": false,
+		"#NumBounds": false, "#Regexes": true, "#Embed": false, "#Kinds": false,
+		"#ReadInput": false, "#GrepInput": false, "#EditInput": false, "#Read.input": false, "narrowed.input": false,
+		"#MapAnd": false, "#Pattern": true, "#Disj": true, "#Cross": true, "#StrBound": true, "#Validator": true, "#Prefix": true, "#Def": true,
+	} {
+		g, ok := byName[name]
+		if !ok {
+			t.Errorf("no schema %s", name)
+			continue
+		}
+		if g.root.cue != wantCUE {
+			t.Errorf("%s: goes through CUE = %v, want %v", name, g.root.cue, wantCUE)
+		}
+	}
+}
+
+func TestCompareNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"1", "1.0", 0}, {"1", "2", -1}, {"-1", "1", -1}, {"0", "-0.0", 0}, {"-2", "-1.5", -1},
+		{"10", "9.99", 1}, {"1e2", "100", 0}, {"0.25", "0.2500", 0}, {"0.3", "0.25", 1}, {"-0.3", "-0.25", -1},
+		{"123", "1.23e2", 0}, {"1e400", "1e399", 1}, {"0", "1e-400", -1},
+	} {
+		a, _ := parseNumber(tc.a)
+		b, _ := parseNumber(tc.b)
+		if got := compare(a, b); got != tc.want {
+			t.Errorf("compare(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
 }

@@ -15,6 +15,7 @@ package gate
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -91,7 +92,7 @@ func (g *Gate) Schema() cue.Value { return g.schema }
 // number is not a number (S11).
 func (g *Gate) Check(in map[string]any) []tools.Violation {
 	w := walker{lim: g.lim}
-	w.object(g.root, in, "", 1)
+	w.object(g.root, in, &loc{}, 1)
 	if len(w.vs) > 0 || !g.root.cue {
 		return w.vs
 	}
@@ -112,37 +113,58 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-func (w *walker) value(n *node, v any, path string, depth int) {
+// loc is where the walker is, spelt only for a violation: most inputs
+// have none, and building every path would cost more than the check.
+type loc struct {
+	parent *loc
+	name   string
+	index  int // an array index when name is "" and parent is not nil
+}
+
+func (l *loc) String() string {
+	if l == nil || l.parent == nil {
+		return ""
+	}
+	p := l.parent.String()
+	if l.name == "" {
+		return p + "[" + strconv.Itoa(l.index) + "]"
+	}
+	return join(p, l.name)
+}
+
+func (l *loc) field(name string) loc { return loc{parent: l, name: name} }
+
+func (w *walker) value(n *node, v any, at *loc, depth int) {
 	k, num, ok := kindOf(v)
 	if !ok {
-		w.add(tools.WrongType(path, want(n.kinds), v))
+		w.add(tools.WrongType(at.String(), want(n.kinds), v))
 		return
 	}
 	if n.kinds&k == 0 {
-		w.add(tools.WrongType(path, want(n.kinds), v))
+		w.add(tools.WrongType(at.String(), want(n.kinds), v))
 		return
 	}
 	switch x := v.(type) {
 	case string:
 		if len(x) > w.lim.MaxString {
-			w.add(tools.Limit(path, fmt.Sprintf("is a string of %d bytes; at most %d are accepted", len(x), w.lim.MaxString)))
+			w.add(tools.Limit(at.String(), fmt.Sprintf("is a string of %d bytes; at most %d are accepted", len(x), w.lim.MaxString)))
 			return
 		}
 	case map[string]any:
-		if w.tooDeep(path, depth) {
+		if w.tooDeep(at, depth) {
 			return
 		}
-		w.object(n, x, path, depth)
+		w.object(n, x, at, depth)
 		return
 	case []any:
-		if w.tooDeep(path, depth) {
+		if w.tooDeep(at, depth) {
 			return
 		}
-		w.array(n, x, path, depth)
+		w.array(n, x, at, depth)
 		return
 	}
 	if k&(kInt|kFrac) != 0 && num.tooLarge() {
-		w.add(tools.Limit(path, fmt.Sprintf("is a number too large to check (%s)", tools.Describe(v))))
+		w.add(tools.Limit(at.String(), fmt.Sprintf("is a number too large to check (%s)", tools.Describe(v))))
 		return
 	}
 	if n.enum != nil && !slices.ContainsFunc(n.enum, func(s scalar) bool { return s.matches(v) }) {
@@ -150,23 +172,27 @@ func (w *walker) value(n *node, v any, path string, depth int) {
 		for i, s := range n.enum {
 			allowed[i] = s.String()
 		}
-		w.add(tools.OneOf(path, allowed, v))
+		w.add(tools.OneOf(at.String(), allowed, v))
+		return
+	}
+	if n.checks != nil && !holds(n.checks, v) {
+		w.add(tools.Unsatisfied(at.String(), n.text, v))
 	}
 }
 
 // tooDeep reports, once, an object or array at a depth beyond the limit;
 // the input object itself is at depth 1.
-func (w *walker) tooDeep(path string, depth int) bool {
+func (w *walker) tooDeep(at *loc, depth int) bool {
 	if depth <= w.lim.MaxDepth {
 		return false
 	}
-	w.add(tools.Limit(path, fmt.Sprintf("is nested more than %d levels deep", w.lim.MaxDepth)))
+	w.add(tools.Limit(at.String(), fmt.Sprintf("is nested more than %d levels deep", w.lim.MaxDepth)))
 	return true
 }
 
-func (w *walker) object(n *node, m map[string]any, path string, depth int) {
+func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 	if len(m) > w.lim.MaxKeys {
-		w.add(tools.Limit(path, fmt.Sprintf("has %d names; at most %d are accepted", len(m), w.lim.MaxKeys)))
+		w.add(tools.Limit(at.String(), fmt.Sprintf("has %d names; at most %d are accepted", len(m), w.lim.MaxKeys)))
 		return
 	}
 	for _, name := range n.names {
@@ -174,11 +200,12 @@ func (w *walker) object(n *node, m map[string]any, path string, depth int) {
 		v, ok := m[name]
 		if !ok || v == nil {
 			if f.required {
-				w.add(tools.Missing(join(path, name)))
+				w.add(tools.Missing(join(at.String(), name)))
 			}
 			continue
 		}
-		w.value(f.node, v, join(path, name), depth+1)
+		child := at.field(name)
+		w.value(f.node, v, &child, depth+1)
 	}
 	if len(m) == len(n.names) && n.fields != nil {
 		all := true
@@ -202,28 +229,30 @@ func (w *walker) object(n *node, m map[string]any, path string, depth int) {
 	slices.Sort(unknown)
 	for _, name := range unknown {
 		if len(name) > w.lim.MaxKeyLen {
-			w.add(tools.Limit(join(path, clip(name)), fmt.Sprintf("is a name of %d bytes; at most %d are accepted", len(name), w.lim.MaxKeyLen)))
+			w.add(tools.Limit(join(at.String(), clip(name)), fmt.Sprintf("is a name of %d bytes; at most %d are accepted", len(name), w.lim.MaxKeyLen)))
 			continue
 		}
+		child := at.field(name)
 		switch {
 		case n.closed && !n.patterned:
-			w.add(tools.Unknown(join(path, name), suggest(name, n.names)))
+			w.add(tools.Unknown(join(at.String(), name), suggest(name, n.names)))
 		case n.extra != nil:
-			w.value(n.extra, m[name], join(path, name), depth+1)
+			w.value(n.extra, m[name], &child, depth+1)
 		default:
 			// Any value; still bounded.
-			w.value(anyNode, m[name], join(path, name), depth+1)
+			w.value(anyNode, m[name], &child, depth+1)
 		}
 	}
 }
 
-func (w *walker) array(n *node, a []any, path string, depth int) {
+func (w *walker) array(n *node, a []any, at *loc, depth int) {
 	if len(a) > w.lim.MaxItems {
-		w.add(tools.Limit(path, fmt.Sprintf("has %d items; at most %d are accepted", len(a), w.lim.MaxItems)))
+		w.add(tools.Limit(at.String(), fmt.Sprintf("has %d items; at most %d are accepted", len(a), w.lim.MaxItems)))
 		return
 	}
 	for i, e := range a {
-		p := fmt.Sprintf("%s[%d]", path, i)
+		child := loc{parent: at, index: i}
+		p := &child
 		if n.elem == nil {
 			// Any value; still bounded.
 			w.value(anyNode, e, p, depth+1)

@@ -164,8 +164,8 @@ func TestS7AuthorConstraintsEnforced(t *testing.T) {
 		{`{"file_path": "/srv/a", "limit": 500}`, `Parameter 'limit' must satisfy >=1 & <=100, got number 500.`},
 		{`{"file_path": "/etc/a", "limit": 0}`, `Parameter 'file_path' must satisfy =~"^/srv/", got string "/etc/a".` + "\n" +
 			`Parameter 'limit' must satisfy >=1 & <=100, got number 0.`},
-		// The shape speaks first; CUE's constraints only after it passes.
-		{`{"file_path": "/etc/a", "limt": 0}`, "Unknown parameter 'limt'. Did you mean 'limit'?"},
+		// Bounds and regular expressions are checked with the rest, all at once.
+		{`{"file_path": "/etc/a", "limt": 0}`, `Parameter 'file_path' must satisfy =~"^/srv/", got string "/etc/a".` + "\nUnknown parameter 'limt'. Did you mean 'limit'?"},
 	}
 	for _, tc := range cases {
 		if got := sentences(t, g, tc.input); got != tc.want {
@@ -206,6 +206,39 @@ func TestLimits(t *testing.T) {
 	for _, tc := range cases {
 		if got := sentences(t, g, tc.input); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.input, got, tc.want)
+		}
+	}
+}
+
+func TestParseNumber(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		ok       bool
+		integral bool
+		key      string
+	}{
+		{"0", true, true, "0"},
+		{"-0.0", true, true, "0"},
+		{"3", true, true, "3e0"},
+		{"3.0", true, true, "3e0"},
+		{"30e-1", true, true, "3e0"},
+		{"300", true, true, "3e2"},
+		{"1E2", true, true, "1e2"},
+		{"1e+2", true, true, "1e2"},
+		{"-2.50", true, false, "-25e-1"},
+		{"0.001", true, false, "1e-3"},
+		{"1e400", true, true, "1e400"},
+		{"", false, false, ""},
+		{"-", false, false, ""},
+		{"1e", false, false, ""},
+		{".5", false, false, ""},
+		{"1.2.3", false, false, ""},
+		{"0x10", false, false, ""},
+		{"1e999999999", false, false, ""},
+	} {
+		n, ok := parseNumber(tc.in)
+		if ok != tc.ok || (ok && (n.integral() != tc.integral || n.key() != tc.key)) {
+			t.Errorf("parseNumber(%q) = %+v, %v; want ok=%v integral=%v key=%s", tc.in, n, ok, tc.ok, tc.integral, tc.key)
 		}
 	}
 }

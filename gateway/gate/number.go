@@ -28,7 +28,10 @@ func parseNumber(s string) (number, bool) {
 	if strings.HasPrefix(s, "-") {
 		n.neg, s = true, s[1:]
 	}
-	mant, expText, hasExp := strings.Cut(strings.ReplaceAll(s, "E", "e"), "e")
+	mant, expText, hasExp := s, "", false
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expText, hasExp = s[:i], s[i+1:], true
+	}
 	intPart, frac, _ := strings.Cut(mant, ".")
 	if intPart == "" || !allDigits(intPart) || !allDigits(frac) {
 		return n, false
@@ -39,6 +42,17 @@ func parseNumber(s string) (number, bool) {
 			return n, false
 		}
 		n.exp = e
+	}
+	if frac == "" {
+		// An integer: no concatenation needed.
+		d := strings.TrimLeft(intPart, "0")
+		trimmed := strings.TrimRight(d, "0")
+		n.exp += len(d) - len(trimmed)
+		n.digits = trimmed
+		if n.digits == "" {
+			n.neg, n.exp = false, 0
+		}
+		return n, true
 	}
 	d := strings.TrimLeft(intPart+frac, "0")
 	n.exp -= len(frac)

@@ -48,6 +48,9 @@ type node struct {
 	cue bool
 	// text is the schema in CUE syntax, for sentences.
 	text string
+	// checks are the author's bounds and regular expressions on a scalar,
+	// checked in Go; when some constraint is not one of these, cue is set.
+	checks []check
 }
 
 type field struct {
@@ -83,10 +86,6 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 	}
 	k := v.IncompleteKind()
 	n.kinds = kindsOf(k)
-	if k&cue.BytesKind != 0 {
-		// JSON has no bytes; CUE decides.
-		n.cue = true
-	}
 	op, args := v.Expr()
 	switch {
 	case k&^(cue.StructKind|cue.ListKind) == k && k != cue.BottomKind:
@@ -115,7 +114,12 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 				return n, nil
 			}
 		}
-		n.cue = !c.isBasic(v, n.kinds)
+		if n.kinds == 0 {
+			return n, nil // bytes: no JSON value is one
+		}
+		if !c.isBasic(v, n.kinds) {
+			n.checks, n.cue = c.constraints(v)
+		}
 		return n, nil
 	case k == cue.StructKind:
 		if op == cue.OrOp {
@@ -124,7 +128,7 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 			return n, nil
 		}
 		err := c.object(v, n, depth)
-		if op != cue.NoOp {
+		if op != cue.NoOp && !plainStruct(v, 0) {
 			// struct.MinFields(1) & {...}, #In & {a?: =~"x"}: CUE decides,
 			// and sees every name the struct does not refuse.
 			n.cue = true
@@ -161,6 +165,7 @@ func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, dept
 			obj = &a
 		case ak == cue.ListKind && list == nil:
 			list = &a
+		case ak == cue.NullKind:
 		case ak&^(cue.StructKind|cue.ListKind) == ak && !a.IsConcrete() && c.isBasic(a, kindsOf(ak)):
 		default:
 			opaque()
@@ -273,7 +278,16 @@ func (c *compiler) isBasic(v cue.Value, ks kinds) bool {
 	if b.Err() != nil {
 		return false
 	}
-	return b.Subsume(v) == nil && v.Subsume(b) == nil
+	// v's values are all of kinds ks, so v is exactly the basic type when
+	// it admits all of it. (b.Subsume(v) would say no for any optional or
+	// required field: the field's flag counts.)
+	if v.Subsume(b) == nil {
+		return true
+	}
+	// A pattern constraint's value ([string]: _) does not subsume; its
+	// spelling is then the only witness.
+	op, _ := v.Expr()
+	return op == cue.NoOp && !v.IsConcrete() && fmt.Sprint(v) == basicSource(ks)
 }
 
 func basicSource(ks kinds) string {
@@ -434,7 +448,7 @@ var kindName = map[cue.Kind]string{
 
 func isKindName(s string) bool {
 	switch s {
-	case "int", "uint", "float", "number", "string", "bool", "null", "_", "bytes":
+	case "int", "float", "number", "string", "bool", "null", "_", "bytes":
 		return true
 	}
 	return false
@@ -445,4 +459,32 @@ func clipText(s string) string {
 		s = strings.ToValidUTF8(s[:117], "") + "..."
 	}
 	return s
+}
+
+// plainStruct reports whether v is a conjunction of struct literals and
+// references to them, with no validator (struct.MinFields) or disjunction:
+// the evaluated fields and closedness then say all there is.
+func plainStruct(v cue.Value, depth int) bool {
+	if depth > 16 {
+		return false
+	}
+	op, args := v.Expr()
+	switch op {
+	case cue.NoOp:
+		return v.IncompleteKind() == cue.StructKind
+	case cue.AndOp:
+		for _, a := range args {
+			if !plainStruct(a, depth+1) {
+				return false
+			}
+		}
+		return true
+	case cue.SelectorOp:
+		root, path := v.ReferencePath()
+		if !root.Exists() {
+			return false
+		}
+		return plainStruct(root.LookupPath(path), depth+1)
+	}
+	return false
 }
