@@ -83,7 +83,7 @@ func Chain(lists ...*List) (*Effective, error) {
 		}
 	}
 	if len(e.names) == 0 {
-		return nil, fmt.Errorf("%w: the allowed-tools lists along this surface chain have no tool in common, so the run is refused; give the surface entries its caller also allows (%s)", ErrNoTool, describeLists(ls))
+		return nil, fmt.Errorf("%w: the allowed-tools lists along this surface chain have no tool in common (%s); give each surface entries that its callers also allow", ErrNoTool, describeLists(ls))
 	}
 	return e, nil
 }

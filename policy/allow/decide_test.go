@@ -264,7 +264,7 @@ func TestP11NoToolLeftIsRefused(t *testing.T) {
 		{{"Nope"}, {"Nope"}}, // only unknown tools
 	} {
 		_, err := Chain(compile(t, c[0]...), compile(t, c[1]...))
-		if !errors.Is(err, ErrNoTool) || !strings.Contains(err.Error(), "refused") {
+		if !errors.Is(err, ErrNoTool) || !strings.Contains(err.Error(), "no tool in common") {
 			t.Errorf("%q within %q: err = %v, want ErrNoTool", c[1], c[0], err)
 		}
 	}
@@ -414,4 +414,25 @@ func TestDecideConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// FuzzDecide: whatever the tool name, input and working directory, Decide
+// answers without panicking, and a denial always has a reason.
+func FuzzDecide(f *testing.F) {
+	e := chain(f, []string{"Bash(git:*)", "Read(/tmp/**)", "Grep", "Browser(click:)", "Echo"}, []string{"Bash", "Read", "Grep(/w/**)", "Browser", "Echo", "Write(/w/*)"})
+	f.Add("Bash", "command", "git log", "/w")
+	f.Add("Read", "file_path", "../x", "")
+	f.Add("Browser", "action", "click", "/")
+	f.Add("Nope", "x", "\x00", "rel")
+	f.Fuzz(func(t *testing.T, tool, field, value, workdir string) {
+		for _, v := range []any{value, json.Number(value), []any{value}, map[string]any{field: value}, nil} {
+			d := e.Decide(tool, map[string]any{field: v, "action": value, "url": value}, workdir)
+			if !d.Allowed && (d.Reason == "" || d.Rule == "") {
+				t.Fatalf("%s %s=%v: denial without reason: %+v", tool, field, v, d)
+			}
+			if d.Allowed && !e.Listed(tool) {
+				t.Fatalf("%s allowed but not listed", tool)
+			}
+		}
+	})
 }
