@@ -351,7 +351,15 @@ func TestR4Checksum(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _ := newHost(t)
-			_, err := h.Describe(context.Background(), Spec{Command: []string{misbehaveBin}, SHA256: tc.sha})
+			spec := Spec{Command: []string{misbehaveBin}, SHA256: tc.sha}
+			path, verr := Verify(spec)
+			_, err := h.Describe(context.Background(), spec)
+			if (verr == nil) != (err == nil) || verr != nil && verr.Error() != err.Error() {
+				t.Errorf("Verify = %v; a start says %v", verr, err)
+			}
+			if verr == nil && path != misbehaveBin {
+				t.Errorf("Verify = %q", path)
+			}
 			if tc.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -381,12 +389,19 @@ func TestR4ChecksumFreshHashPerStart(t *testing.T) {
 }
 
 func TestR4MissingBinary(t *testing.T) {
-	for _, cmd := range [][]string{{"/nonexistent/plugin"}, {"aimon-gw-no-such-plugin"}, {""}, nil} {
+	notExec := filepath.Join(t.TempDir(), "plugin")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"/nonexistent/plugin"}, {"aimon-gw-no-such-plugin"}, {notExec}, {""}, nil} {
 		t.Run(fmt.Sprint(cmd), func(t *testing.T) {
 			h, _ := newHost(t)
 			_, err := h.Describe(context.Background(), Spec{Command: cmd})
 			if err == nil {
 				t.Fatal("started")
+			}
+			if _, verr := Verify(Spec{Command: cmd}); verr == nil || verr.Error() != err.Error() {
+				t.Errorf("Verify = %v; a start says %v", verr, err)
 			}
 			if len(cmd) > 0 && cmd[0] != "" {
 				mustContain(t, "error", err.Error(), cmd[0], "cannot be started", "install the plugin binary or fix plugin.command")
@@ -401,9 +416,12 @@ func TestR4BackoffAfterRepeatedCrashes(t *testing.T) {
 	h, _ := newHost(t, WithBackoff(time.Hour, time.Hour))
 	spec := Spec{Command: []string{misbehaveBin}}
 	crash := h.Tool(spec, "Crash", 0)
-	for i := range 2 {
+	for i, want := range []string{
+		"the plugin will be restarted for the next call",
+		"after 2 failures in a row the plugin will not be restarted for 1h0m0s",
+	} {
 		res := run(t, crash, nil)
-		mustContain(t, fmt.Sprintf("crash %d", i), res.Text, "exited during the call")
+		mustContain(t, fmt.Sprintf("crash %d", i), res.Text, "exited during the call", want)
 	}
 	res := run(t, h.Tool(spec, "Context", 0), nil)
 	if !res.IsError {
@@ -663,4 +681,15 @@ func TestR4CloseStopsRetiringPlugin(t *testing.T) {
 	if res := <-result; !res.IsError {
 		t.Errorf("the call in flight at Close = %+v", res)
 	}
+}
+
+// A start that takes longer than the call's deadline fails the call; the
+// start goes on for later calls, bounded by its own timeout.
+func TestR4SlowStartFailsTheCall(t *testing.T) {
+	h, _ := newHost(t, WithStartTimeout(time.Second))
+	res := run(t, h.Tool(Spec{Command: []string{misbehaveBin, "describe-hang"}}, "X", 100*time.Millisecond), nil)
+	if !res.IsError {
+		t.Fatalf("Run = %+v", res)
+	}
+	mustContain(t, "result", res.Text, "The plugin of X did not start within the call's deadline of 100ms")
 }

@@ -20,20 +20,32 @@ import (
 	"aimon.dev/gw/plugin/pluginpb"
 )
 
-// launch starts the plugin of s and asks it what it serves. Every error is
-// a sentence naming the command and what to do.
-func (h *Host) launch(s Spec) (*proc, error) {
+// Verify checks what can be checked of s without starting it: the binary
+// exists and is executable, and has the declared sha256. It returns the
+// binary's path. vet and the policy loader use it to report a missing or
+// altered plugin without starting one; every start checks again.
+func Verify(s Spec) (path string, err error) {
 	if len(s.Command) == 0 || s.Command[0] == "" {
-		return nil, errors.New("a plugin has an empty command; give plugin.command in the policy")
+		return "", errors.New("a plugin has an empty command; give plugin.command in the policy")
 	}
-	path, err := exec.LookPath(s.Command[0])
+	path, err = exec.LookPath(s.Command[0])
 	if err != nil {
-		return nil, fmt.Errorf("the plugin %s cannot be started: %v; install the plugin binary or fix plugin.command in the policy", s, unwrapExec(err))
+		return "", fmt.Errorf("the plugin %s cannot be started: %v; install the plugin binary or fix plugin.command in the policy", s, unwrapExec(err))
 	}
 	if s.SHA256 != "" {
 		if err := checkSum(s, path); err != nil {
-			return nil, err
+			return "", err
 		}
+	}
+	return path, nil
+}
+
+// launch starts the plugin of s and asks it what it serves. Every error is
+// a sentence naming the command and what to do.
+func (h *Host) launch(s Spec) (*proc, error) {
+	path, err := Verify(s)
+	if err != nil {
+		return nil, err
 	}
 
 	log := h.log.With("command", s.String())
@@ -94,7 +106,10 @@ func (h *Host) launch(s Spec) (*proc, error) {
 func unwrapExec(err error) error {
 	var ee *exec.Error
 	if errors.As(err, &ee) {
-		return fmt.Errorf("%s: %w", ee.Name, ee.Err)
+		if errors.Is(ee.Err, exec.ErrNotFound) {
+			return fmt.Errorf("%s: %w", ee.Name, ee.Err)
+		}
+		return ee.Err
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,11 @@ type tool struct {
 const outcomeNeutral outcome = -1 // the call ended without a verdict on the plugin
 
 func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools.Result {
+	// The deadline is the tool's, or the caller's when that comes first.
+	budget := t.timeout
+	if dl, ok := parent.Deadline(); ok && time.Until(dl) < budget {
+		budget = time.Until(dl).Round(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
 
@@ -46,7 +52,7 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		case errors.Is(parent.Err(), context.Canceled):
 			return tools.Failure(err, "The call to %s was cancelled before its plugin started.", t.name)
 		case ctx.Err() != nil:
-			return tools.Failure(err, "The plugin of %s did not start within the call's deadline of %s; the tool was not executed. Try again later.", t.name, t.timeout)
+			return tools.Failure(err, "The plugin of %s did not start within the call's deadline of %s; the tool was not executed. Try again later.", t.name, budget)
 		}
 		return tools.Failure(err, "The tool %s is not available: %s. The tool was not executed.", t.name, sentence(err))
 	}
@@ -88,7 +94,7 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		return tools.Failure(err, "The call to %s was cancelled.", t.name)
 	case ctx.Err() != nil:
 		t.sl.release(p, outcomeFailed)
-		return tools.Failure(err, "The tool %s did not finish within %s; its plugin process was killed and will be restarted for the next call. The call may have done part of its work.", t.name, t.timeout)
+		return tools.Failure(err, "The tool %s did not finish within %s; its plugin process was killed, and %s. The call may have done part of its work.", t.name, budget, t.sl.restartHint())
 	case code == codes.Unavailable || code == codes.Canceled || p.client.Exited():
 		if t.sl.h.isClosed() {
 			t.sl.release(p, outcomeNeutral)
@@ -99,7 +105,7 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		if exit != "" {
 			how = " (" + exit + ")"
 		}
-		return tools.Failure(err, "The plugin process serving %s exited during the call%s; the call failed, and the plugin will be restarted for the next call.", t.name, how)
+		return tools.Failure(err, "The plugin process serving %s exited during the call%s; the call failed, and %s.", t.name, how, t.sl.restartHint())
 	}
 	// The plugin answered with an error status of its own.
 	t.sl.release(p, outcomeNeutral)
@@ -109,4 +115,14 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 // sentence makes an error's text the middle of a sentence.
 func sentence(err error) string {
 	return strings.TrimSuffix(err.Error(), ".")
+}
+
+// restartHint says when the plugin will be started again.
+func (sl *slot) restartHint() string {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if wait := time.Until(sl.retryAt); sl.fails >= 2 && wait > 0 {
+		return fmt.Sprintf("after %d failures in a row the plugin will not be restarted for %s", sl.fails, wait.Round(time.Second))
+	}
+	return "the plugin will be restarted for the next call"
 }
