@@ -266,6 +266,7 @@ type outcome int
 const (
 	outcomeOK     outcome = iota // the plugin answered
 	outcomeFailed                // crashed or hung: stop it, count a failure
+	outcomeKill                  // interrupted by killing (K1 externally_terminated)
 )
 
 // release ends a call on p. A failed process is stopped at once (with its
@@ -282,6 +283,12 @@ func (sl *slot) release(p *proc, o outcome) (stoppedHere bool, exit string) {
 			sl.cur = nil
 		}
 		sl.failed(errors.New("it crashed or hung during a call"))
+		force = true
+	case o == outcomeKill && !p.dead:
+		p.dead = true
+		if sl.cur == p {
+			sl.cur = nil
+		}
 		force = true
 	case o == outcomeOK && sl.cur == p:
 		sl.fails = 0

@@ -219,7 +219,7 @@ func TestR4UnknownToolInPlugin(t *testing.T) {
 	if !res.IsError {
 		t.Fatal("a tool the plugin does not serve ran")
 	}
-	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Hang, Noise, Panic, Stdin", "plugin.tool")
+	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Hang, Noise, Panic, Stdin, Stuck", "plugin.tool")
 }
 
 func TestR4CrashMidCallThenRestart(t *testing.T) {
@@ -692,4 +692,31 @@ func TestR4SlowStartFailsTheCall(t *testing.T) {
 		t.Fatalf("Run = %+v", res)
 	}
 	mustContain(t, "result", res.Text, "The plugin of X did not start within the call's deadline of 100ms")
+}
+
+// A cancelled call of an externally_terminated tool kills the process
+// (rule K1); the next call gets a new one, with no failure counted.
+func TestK1CancelKillsExternallyTerminatedTool(t *testing.T) {
+	h, _ := newHost(t, WithBackoff(time.Hour, time.Hour))
+	spec := Spec{Command: []string{misbehaveBin}}
+	for i := range 3 {
+		pid := contextPid(t, h, spec)
+		ctx, cancel := context.WithCancel(context.Background())
+		result := make(chan tools.Result, 1)
+		go func() { result <- h.Tool(spec, "Stuck", 0).Run(ctx, nil, nil) }()
+		sl := h.slot(spec)
+		for n := 0; n == 0; time.Sleep(time.Millisecond) {
+			sl.mu.Lock()
+			if sl.cur != nil {
+				n = sl.cur.inflight
+			}
+			sl.mu.Unlock()
+		}
+		cancel()
+		res := <-result
+		mustContain(t, fmt.Sprintf("cancel %d", i), res.Text, "The call to Stuck was cancelled; its plugin process was killed")
+		if alive(pid) {
+			t.Errorf("plugin %d survives the cancellation of an externally_terminated call", pid)
+		}
+	}
 }

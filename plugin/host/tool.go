@@ -56,7 +56,8 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		}
 		return tools.Failure(err, "The tool %s is not available: %s. The tool was not executed.", t.name, sentence(err))
 	}
-	if _, ok := p.byName[t.name]; !ok {
+	info, ok := p.byName[t.name]
+	if !ok {
 		t.sl.release(p, outcomeOK)
 		names := make([]string, len(p.tools))
 		for i, ti := range p.tools {
@@ -87,6 +88,10 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 
 	code := status.Code(err)
 	switch {
+	case errors.Is(parent.Err(), context.Canceled) && info.Interrupt == tools.ExternallyTerminated:
+		// The tool is interrupted by killing its process (rule K1).
+		t.sl.release(p, outcomeKill)
+		return tools.Failure(err, "The call to %s was cancelled; its plugin process was killed and will be restarted for the next call.", t.name)
 	case errors.Is(parent.Err(), context.Canceled):
 		// The cancellation reached the plugin through gRPC; the process
 		// stays.

@@ -121,6 +121,15 @@ func serveTools() {
 			},
 		},
 		plugin.Tool{
+			Name:        "Stuck",
+			Description: "Never returns; it is interrupted by killing its process.",
+			InputSchema: object,
+			Interrupt:   "externally_terminated",
+			Run: func(context.Context, plugin.Request) plugin.Result {
+				select {}
+			},
+		},
+		plugin.Tool{
 			Name:        "Panic",
 			Description: "Panics.",
 			InputSchema: object,
