@@ -152,8 +152,9 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 	}
 	cm := w.cueMod()
 	if !within(name, w.dir) && (cm == "" || (name != cm && !within(name, cm))) {
-		// A file beside an ancestor of dir: only its .cue files are policy.
-		return w.flat[filepath.Dir(name)] && filepath.Ext(base) == ".cue"
+		// A file beside an ancestor of dir: its .cue files are policy when
+		// the ancestor is in the module.
+		return w.flat[filepath.Dir(name)] && filepath.Ext(base) == ".cue" && w.inModule(filepath.Dir(name))
 	}
 	if gone {
 		if w.tree[name] {
@@ -192,6 +193,11 @@ func (w *Watcher) policyFile(name string) bool {
 	}
 	cm := filepath.Join(w.modRoot, "cue.mod")
 	return name == cm || within(name, cm)
+}
+
+// inModule reports whether directory d lies in dir's CUE module.
+func (w *Watcher) inModule(d string) bool {
+	return w.modRoot != "" && (d == w.modRoot || within(d, w.modRoot))
 }
 
 // ancestors lists the directories from dir's parent up to the module root.
