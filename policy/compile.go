@@ -11,6 +11,8 @@ import (
 // compiler turns the unified policy value into a Generation, collecting
 // every problem rather than stopping at the first.
 type compiler struct {
+	opts      options
+	dir       string    // the policy directory; "" for an embedded policy
 	def       cue.Value // the shipped schema package
 	schemaDir string
 	errs      Errors
@@ -85,6 +87,18 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	}
 	t.Description = str(v.LookupPath(cue.ParsePath("description")))
 	t.Input = v.LookupPath(cue.ParsePath("input"))
+	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
+	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
+	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
+		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
+		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
+			t.Plugin.Tool = str(n)
+		}
+		_ = p.LookupPath(cue.ParsePath("command")).Decode(&t.Plugin.Command)
+		if !c.plugin(t, v) {
+			return nil
+		}
+	}
 	g, err := gate.Compile(t.Input)
 	if err != nil {
 		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", name, err, name)
@@ -95,8 +109,6 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", name, err)
 		return nil
 	}
-	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
-	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
 	t.Validation = mode
 	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
 		t.Validation = str(m)
@@ -106,13 +118,6 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 		if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
 			c.fail(s, "P2", "tool %s: the subject field %q is not a parameter of its input; name one of its fields.", name, t.Subject.Field)
 		}
-	}
-	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
-		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
-		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
-			t.Plugin.Tool = str(n)
-		}
-		_ = p.LookupPath(cue.ParsePath("command")).Decode(&t.Plugin.Command)
 	}
 	return t
 }

@@ -8,6 +8,7 @@ import (
 	"cuelang.org/go/cue"
 
 	"aimon.dev/gw/gateway/gate"
+	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy/allow"
 )
 
@@ -70,6 +71,9 @@ type Plugin struct {
 	SHA256  string
 	// Tool is the tool's name inside the plugin.
 	Tool string
+	// Spec identifies the plugin process: the command, its binary resolved
+	// against the policy directory.
+	Spec host.Spec
 }
 
 // A Surface is one place that declares an allow list (rule P8).

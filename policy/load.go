@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -67,7 +68,7 @@ func Schema() (cue.Value, error) {
 // cue.mod directory in dir or above it). Its import of aimon.dev/gw/schema
 // resolves to the schema shipped in this binary. On failure the error is an
 // Errors listing every problem found.
-func Load(dir string) (*Generation, error) {
+func Load(dir string, opts ...Option) (*Generation, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, Errors{{Pos: dir, Code: "dir", Message: fmt.Sprintf("cannot resolve the policy directory %s: %v.", dir, err)}}
@@ -93,7 +94,7 @@ func Load(dir string) (*Generation, error) {
 		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
 		schemaOverlay(schemaDir, ov)
 	}
-	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, os.ReadFile)
+	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, os.ReadFile, newCompiler(abs, opts))
 }
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top
@@ -118,7 +119,15 @@ func LoadFS(fsys fs.FS) (*Generation, error) {
 	schemaDir := root + "/cue.mod/gen/" + schema.ImportPath
 	schemaOverlay(schemaDir, ov)
 	read := func(name string) ([]byte, error) { return files[name], nil }
-	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, read)
+	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, read, newCompiler("", nil))
+}
+
+func newCompiler(dir string, opts []Option) *compiler {
+	c := &compiler{dir: dir, opts: options{describeTimeout: 30 * time.Second}}
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	return c
 }
 
 func moduleRoot(dir string) string {
@@ -149,7 +158,7 @@ func module(root string) string {
 
 // build loads, evaluates and compiles one policy; read gives the bytes of a
 // policy file, for the revision.
-func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)) (*Generation, error) {
+func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error), c *compiler) (*Generation, error) {
 	def, err := Schema()
 	if err != nil {
 		return nil, Errors{{Code: "schema", Message: fmt.Sprintf("the shipped schema does not load: %v.", err)}}
@@ -179,7 +188,7 @@ func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)
 		h.Write(data)
 	}
 	g := &Generation{Revision: hex.EncodeToString(h.Sum(nil))[:12], value: v}
-	c := compiler{def: def, schemaDir: schemaDir}
+	c.def, c.schemaDir = def, schemaDir
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
 		sortDiagnostics(errs)

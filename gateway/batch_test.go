@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/tools"
+)
+
+// gauge counts the calls running at once and the most that ever did.
+type gauge struct {
+	now, peak atomic.Int64
+}
+
+func (g *gauge) enter() {
+	n := g.now.Add(1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (g *gauge) leave() { g.now.Add(-1) }
+
+// barrier is a tool that returns only once n calls have entered it, or
+// fails when its context ends first: a batch of n barrier calls completes
+// only if all n ran at the same time.
+func barrier(n int64, g *gauge) tools.Tool {
+	var arrived atomic.Int64
+	var once sync.Once
+	all := make(chan struct{})
+	return tools.Func(func(ctx context.Context, _ *tools.Env, _ tools.Input) tools.Result {
+		g.enter()
+		defer g.leave()
+		if arrived.Add(1) >= n {
+			once.Do(func() { close(all) })
+		}
+		select {
+		case <-all:
+			return tools.OK("met")
+		case <-ctx.Done():
+			return tools.Errorf("cancelled before %d calls met", n)
+		}
+	})
+}
+
+// tracked is a tool that records overlap and yields, so that calls that
+// may overlap get the chance to.
+func tracked(g *gauge) tools.Tool {
+	return tools.Func(func(ctx context.Context, _ *tools.Env, _ tools.Input) tools.Result {
+		g.enter()
+		defer g.leave()
+		for range 50 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		return tools.OK("done")
+	})
+}
+
+func batchLine(names ...string) string {
+	var blocks []string
+	for i, n := range names {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":%q,"input":{"i":%d}}`, i, n, i))
+	}
+	return `{"role":"assistant","content":[` + strings.Join(blocks, ",") + `]}`
+}
+
+func contents(t *testing.T, r map[string]any) []string {
+	t.Helper()
+	var out []string
+	for _, b := range r["content"].([]any) {
+		m := b.(map[string]any)
+		out = append(out, fmt.Sprintf("%s:%v:%v", m["tool_use_id"], m["is_error"], m["content"]))
+	}
+	return out
+}
+
+const parallelPolicy = `
+tools: Echo: schema.#Echo
+tools: Par: plugin: command: ["par"]
+tools: SeqTool: plugin: command: ["seq"]
+parallel: {enabled: true, maxConcurrency: 8}
+`
+
+func withTimeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestK2BatchRunsInParallel(t *testing.T) {
+	var g gauge
+	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": barrier(4, &g), "SeqTool": tracked(&g)})
+	r := gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par", "Par")))
+	if strings.Count(string(r), `"content":"met"`) != 4 {
+		t.Fatalf("four concurrent-safe calls must all run at once: %s", r)
+	}
+}
+
+func TestK2OneSequentialCallMakesTheBatchSequential(t *testing.T) {
+	var g gauge
+	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+	gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "SeqTool", "Par")))
+	if p := g.peak.Load(); p != 1 {
+		t.Errorf("%d calls overlapped in a batch with a sequential tool", p)
+	}
+}
+
+func TestK2UnknownOrDisabledIsSequential(t *testing.T) {
+	tests := []struct{ name, policy, line string }{
+		{"unknown tool", parallelPolicy, batchLine("Par", "Nope", "Par")},
+		{"not allowed", parallelPolicy + `agent: "allowed-tools": ["Par", "SeqTool"]` + "\n", batchLine("Par", "Echo", "Par")},
+		{"disabled", strings.Replace(parallelPolicy, "enabled: true", "enabled: false", 1), batchLine("Par", "Par", "Par")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g gauge
+			gw, _ := newGateway(t, tt.policy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+			gw.Handle(withTimeout(t), []byte(tt.line))
+			if p := g.peak.Load(); p != 1 {
+				t.Errorf("%d calls overlapped", p)
+			}
+		})
+	}
+}
+
+func TestK3PerBatchMax(t *testing.T) {
+	var g gauge
+	policy := strings.Replace(parallelPolicy, "maxConcurrency: 8", "maxConcurrency: 8, perBatchMax: 2", 1)
+	gw, _ := newGateway(t, policy, fakePlugins{"Par": barrier(2, &g), "SeqTool": tracked(&g)})
+	r := gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par", "Par", "Par", "Par")))
+	if strings.Count(string(r), `"content":"met"`) != 6 || g.peak.Load() != 2 {
+		t.Errorf("peak %d, want exactly perBatchMax 2; reply %s", g.peak.Load(), r)
+	}
+}
+
+func TestK3GlobalPoolSharedByBatches(t *testing.T) {
+	var g gauge
+	policy := strings.Replace(parallelPolicy, "maxConcurrency: 8", "maxConcurrency: 3", 1)
+	gw, _ := newGateway(t, policy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par")))
+		}()
+	}
+	wg.Wait()
+	if p := g.peak.Load(); p > 3 {
+		t.Errorf("%d calls ran at once across batches; the pool is 3", p)
+	}
+}
+
+func TestK4ResultsInCallOrder(t *testing.T) {
+	// Call i finishes only after call i+1 has: completion is in reverse order.
+	const n = 5
+	done := make([]chan struct{}, n+1)
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	close(done[n])
+	rev := tools.Func(func(ctx context.Context, _ *tools.Env, in tools.Input) tools.Result {
+		var i int
+		fmt.Sscan(fmt.Sprint(in["i"]), &i)
+		select {
+		case <-done[i+1]:
+		case <-ctx.Done():
+			return tools.Errorf("cancelled")
+		}
+		close(done[i])
+		return tools.OK(fmt.Sprint(i))
+	})
+	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": rev, "SeqTool": rev})
+	r := handle(t, gw, batchLine("Par", "Par", "Par", "Par", "Par"))
+	got := strings.Join(contents(t, r), " ")
+	if got != "c0:false:0 c1:false:1 c2:false:2 c3:false:3 c4:false:4" {
+		t.Errorf("results %s, want call order", got)
+	}
+}
+
+func TestBatchCancelStopsCooperativeTools(t *testing.T) {
+	var g gauge
+	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": barrier(100, &g), "SeqTool": tracked(&g)})
+	ctx, cancel := context.WithCancel(context.Background())
+	reply := make(chan []byte)
+	go func() { reply <- gw.Handle(ctx, []byte(batchLine("Par", "Par", "Par"))) }()
+	for g.now.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case r := <-reply:
+		if strings.Count(string(r), "cancelled before") != 3 {
+			t.Errorf("every cooperative call must stop with its own result: %s", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the batch did not stop after cancellation")
+	}
+}
+
+// BenchmarkParallelBatch runs a batch of 8 calls that each take 5ms with
+// maxConcurrency 8, and reports its wall time as a ratio to one call
+// (target ≤ 1.25).
+func BenchmarkParallelBatch(b *testing.B) {
+	const d = 5 * time.Millisecond
+	sleep := tools.Func(func(ctx context.Context, _ *tools.Env, _ tools.Input) tools.Result {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		return tools.OK("")
+	})
+	t := &testing.T{}
+	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": sleep, "SeqTool": sleep})
+	one := []byte(batchLine("Par"))
+	eight := []byte(batchLine("Par", "Par", "Par", "Par", "Par", "Par", "Par", "Par"))
+	ctx := context.Background()
+	var single, batch time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		gw.Handle(ctx, one)
+		t1 := time.Now()
+		gw.Handle(ctx, eight)
+		single += t1.Sub(t0)
+		batch += time.Since(t1)
+	}
+	b.ReportMetric(float64(batch)/float64(single), "batch/call")
+}
