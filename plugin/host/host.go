@@ -215,7 +215,7 @@ func (sl *slot) acquire(ctx context.Context) (*proc, error) {
 			return nil, ctx.Err()
 		}
 		sl.mu.Lock()
-		if p := sl.cur; p == nil || p.dead {
+		if p := sl.cur; !sl.retired && (p == nil || p.dead) {
 			err := sl.lastErr
 			sl.mu.Unlock()
 			if err == nil {
