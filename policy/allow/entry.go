@@ -5,7 +5,32 @@
 // optional field per tool, whose value constrains the call's permission
 // subject. The effective list of a chain is the unification of its lists, so
 // a child can never be wider than its caller; a call is decided against that
-// one value.
+// one value. For speed, Chain derives Go matchers from the unified value's
+// expression (never from the entries), and falls back to CUE unification
+// for any constraint it does not recognise; a fuzz test holds the two equal.
+//
+// The field values:
+//
+//	Bash(git:*), Bash(ls)  !~"[;|&`$><()\n\r\x00]" & ("git" | =~"^git " | "ls")
+//	Read(/tmp/**)          =~"(?s)^(?:/tmp/.+|/tmp/|/tmp)$"
+//	Read                   _ (only when no Read entry has a pattern: P6)
+//	Browser(click:)        {"click:": true} (a Ruler's answer per pattern)
+//
+// Choices where the rules are silent:
+//
+//   - A path pattern must be absolute or start with **; a relative pattern,
+//     or one with an empty, "." or ".." segment or a trailing slash, could
+//     never match a normalized subject and is a bad pattern (P7). So is a *
+//     right before a {, which doublestar reads differently from its
+//     expansion.
+//   - A subject field that is absent, null, blank or not a string is no
+//     subject (P5), also for Grep and Glob whose path defaults to the working
+//     directory: under path patterns the model must name the path.
+//   - A command or path that is not valid UTF-8 is no subject.
+//   - A pattern whose tool is unknown to the policy denies, like a pattern
+//     for a tool without subject or rule (P7).
+//   - A tool with a subject and its own Ruler is judged on its subject; the
+//     Ruler decides only calls without one, over the same patterns.
 package allow
 
 import (

@@ -16,11 +16,17 @@ func cueAllows(e *Effective, tool, subj string) bool {
 // TestDerivedMatcherIsUsed: command and path constraints, unified along a
 // chain, compile to matchers, so that decisions do not unify per call.
 func TestDerivedMatcherIsUsed(t *testing.T) {
-	e := chain(t, []string{"Bash(git:*)", "Bash(ls)", "Read(/a/**)", "Read(/b/*.go)", "Write(/x/[!.]*)"}, []string{"Bash(git log:*)", "Read(/a/b/**)", "Read", "Write"})
-	for _, tool := range []string{"Bash", "Read", "Write"} {
-		if e.rules[tool].m == nil {
-			t.Errorf("%s: no matcher derived from %v", tool, e.rules[tool].field)
+	e := chain(t, []string{"Bash(git:*)", "Bash(ls)", "Read(/a/**)", "Read(/b/*.go)", "Write(/x/[!./]*)"}, []string{"Bash(git log:*)", "Read(/a/b/**)", "Read", "Write"})
+	three := chain(t, []string{"Bash(git:*)", "Read(/a/**)"}, []string{"Bash", "Read(/a/b/**)"}, []string{"Bash(git log:*)", "Read(/a/b/c/*)"})
+	for _, e := range []*Effective{e, three} {
+		for tool, r := range e.rules {
+			if r.m == nil {
+				t.Errorf("%s: no matcher derived from %v", tool, r.field)
+			}
 		}
+	}
+	if three.rules["Bash"].m.match("git status") || !three.rules["Bash"].m.match("git log") {
+		t.Errorf("the derived matcher lost a level of the chain")
 	}
 }
 
@@ -39,7 +45,7 @@ func FuzzDerivedAgreesWithCUE(f *testing.F) {
 		}
 		l1, _ := Compile(testCtx, []string{"Bash(" + p1 + ")", "Read(" + p1 + ")", "Write", "Write(" + p2 + ")"}, testSubjects)
 		l2, _ := Compile(testCtx, []string{"Bash(" + p2 + ")", "Bash", "Read(" + p2 + ")", "Write"}, testSubjects)
-		for _, ls := range [][]*List{{l1}, {l2}, {l1, l2}} {
+		for _, ls := range [][]*List{{l1}, {l2}, {l1, l2}, {l2, l1, l2}} {
 			e, err := Chain(ls...)
 			if err != nil {
 				t.Fatal(err)

@@ -337,16 +337,17 @@ func classRegexp(rs []rune) (int, string, error) {
 	if i >= len(rs) {
 		return 0, "", fmt.Errorf("the path pattern has an unclosed [")
 	}
-	set := strings.Join(ranges, "")
-	switch {
-	case set == "" && negate:
-		return i + 1, `[\x{0}-\x{10ffff}]`, nil
-	case set == "":
-		return i + 1, nothing, nil
-	case negate:
-		return i + 1, "[^" + set + "]", nil
+	class := "[" + strings.Join(ranges, "") + "]"
+	if negate {
+		class = "[^" + class[1:]
 	}
-	return i + 1, "[" + set + "]", nil
+	// doublestar keeps one backtrack point per kind of star, which misses
+	// matches when a class takes a separator (/**[!a]** on /b/a); a class
+	// that can match / would make the translation disagree with it.
+	if re, err := regexp.Compile(class); err != nil || re.MatchString("/") {
+		return 0, "", fmt.Errorf("the character class %q in the path pattern can match /, which a class may not; leave / out, or add it to a negated class as in [!a/]", "["+string(rs[:i+1]))
+	}
+	return i + 1, class, nil
 }
 
 // nothing is an RE2 expression that matches no string.
