@@ -6,6 +6,10 @@
 // failures. No process outlives the gateway: Close stops them, and on Linux
 // each child has a parent-death signal for when the gateway is killed.
 //
+// Use: at load and in vet, Verify each plugin (binary present, checksum)
+// and Describe it to import its schemas; make a Tool for each policy tool;
+// after a reload is swapped in, Retain the new policy's specs; Close at exit.
+//
 // Choices:
 //   - The process is started by a go-plugin RunnerFunc (runner.go), not by
 //     ClientConfig.Cmd: go-plugin hands Cmd the gateway's stdin, which is the
