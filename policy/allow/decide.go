@@ -40,9 +40,11 @@ type toolRule struct {
 // unlimited. It is an error, wrapping ErrNoTool, when the lists have no
 // known tool in common (P11), and when they come from different contexts.
 func Chain(lists ...*List) (*Effective, error) {
+	// Unification is idempotent: a list met twice along a chain (a skill
+	// that calls itself) binds once.
 	var ls []*List
 	for _, l := range lists {
-		if l != nil {
+		if l != nil && !slices.Contains(ls, l) {
 			ls = append(ls, l)
 		}
 	}
@@ -343,8 +345,13 @@ func quoteSubject(raw any, subj string) string {
 	return fmt.Sprintf("%q", subj)
 }
 
+// maxChains bounds a Chains cache: chains come from callers, and a chain
+// can be made arbitrarily deep. Past the bound, chains are computed per call.
+var maxChains = 4096
+
 // Chains caches the effective list of each surface chain of one policy
-// generation, computed once and reused (P10). Safe for concurrent use.
+// generation, computed once and reused (P10). Safe for concurrent use; the
+// zero value is ready.
 type Chains struct {
 	mu sync.Mutex
 	m  map[string]chainResult
@@ -368,6 +375,8 @@ func (c *Chains) Get(key string, lists ...*List) (*Effective, error) {
 	if c.m == nil {
 		c.m = map[string]chainResult{}
 	}
-	c.m[key] = chainResult{e, err}
+	if len(c.m) < maxChains {
+		c.m[key] = chainResult{e, err}
+	}
 	return e, err
 }

@@ -268,6 +268,12 @@ func TestP11NoToolLeftIsRefused(t *testing.T) {
 			t.Errorf("%q within %q: err = %v, want ErrNoTool", c[1], c[0], err)
 		}
 	}
+	// The same list twice binds once.
+	l := compile(t, "Bash(git:*)")
+	e := mustChain(t, l, l, l)
+	if d := e.Decide("Bash", map[string]any{"command": "git log"}, ""); !d.Allowed || !slices.Equal(d.Entries, []string{"Bash(git:*)"}) {
+		t.Errorf("a repeated list: %+v", d)
+	}
 	if _, err := Chain(compile(t)); !errors.Is(err, ErrNoTool) {
 		t.Errorf("a declared empty list: err = %v, want ErrNoTool", err)
 	}
@@ -376,13 +382,25 @@ func TestDecisionEntries(t *testing.T) {
 // TestChainsCachesOnce: the effective list of a chain is computed once and
 // shared.
 func TestChainsCachesOnce(t *testing.T) {
-	var c Chains
+	c := &Chains{}
 	a, b := compile(t, "Read"), compile(t, "Read", "Write")
 	e1, err1 := c.Get("agent\x00skill:x", a, b)
 	e2, err2 := c.Get("agent\x00skill:x", a, b)
 	if err1 != nil || err2 != nil || e1 != e2 {
 		t.Errorf("not cached: %p %p %v %v", e1, e2, err1, err2)
 	}
+	defer func(n int) { maxChains = n }(maxChains)
+	maxChains = 8
+	for i := 0; i < maxChains+10; i++ {
+		if _, err := c.Get(fmt.Sprint("deep", i), a, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.m) != maxChains {
+		t.Errorf("the cache holds %d chains, want at most %d", len(c.m), maxChains)
+	}
+	var d Chains
+	c = &d
 	_, err := c.Get("agent\x00skill:y", a, compile(t, "Write"))
 	_, again := c.Get("agent\x00skill:y")
 	if !errors.Is(err, ErrNoTool) || err != again {
