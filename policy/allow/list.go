@@ -28,6 +28,7 @@ type List struct {
 type entryInfo struct {
 	Entry
 	err error   // the pattern cannot be used: it denies (P7)
+	idx int     // its place in the list
 	m   matcher // this entry's constraint alone; nil for name-only or bad
 }
 
@@ -39,14 +40,14 @@ type entryInfo struct {
 // of one chain must be compiled with the same ctx.
 func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*List, []error) {
 	l := &List{ctx: ctx, subjects: subjects, tools: map[string][]entryInfo{}}
-	var errs []error
-	for _, raw := range entries {
+	byEntry := make([]error, len(entries)) // errors in the order of the entries
+	for i, raw := range entries {
 		e, err := ParseEntry(raw)
 		if e.Tool == "" {
-			errs = append(errs, err)
+			byEntry[i] = err
 			continue
 		}
-		l.tools[e.Tool] = append(l.tools[e.Tool], entryInfo{Entry: e, err: err})
+		l.tools[e.Tool] = append(l.tools[e.Tool], entryInfo{Entry: e, err: err, idx: i})
 	}
 	for t := range l.tools {
 		l.names = append(l.names, t)
@@ -58,14 +59,18 @@ func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*
 	for _, t := range l.names {
 		infos := l.tools[t]
 		c := l.constrain(t, infos)
-		for i := range infos {
-			if infos[i].err != nil {
-				errs = append(errs, infos[i].err)
-			}
+		for _, in := range infos {
+			byEntry[in.idx] = in.err
 		}
 		fmt.Fprintf(&b, "\t%s?: %s\n", cueString(t), c)
 	}
 	b.WriteString("})\n")
+	var errs []error
+	for _, err := range byEntry {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	l.src = b.String()
 	l.value = ctx.CompileString(l.src, cue.Filename("allowed-tools"))
 	if err := l.value.Err(); err != nil {
