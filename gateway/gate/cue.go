@@ -110,9 +110,12 @@ func encode(n *node, v any) any {
 			if n != nil {
 				if f, ok := n.fields[name]; ok {
 					en = f.node
-				} else if n.extra != nil {
+				} else if n.extra != nil && (n.extra.cue || n.patterned) {
 					en = n.extra
 				} else if !n.closed && !n.patterned {
+					// Undeclared, and either free or fully checked by the
+					// shape: CUE's verdict does not depend on it, and the
+					// name is not interned.
 					continue
 				}
 			}

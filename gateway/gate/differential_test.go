@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -41,6 +42,8 @@ import (
 #NumBounds: {a?: number & >-1.5 & <2.5, b?: int & <5.5 & >=-3, c?: float & >=0.25, d?: uint, e?: >=10 & <=1e2}
 #Regexes: {a?: =~"^[a-c]" & !~"b$", b?: string & =~"é", c?: =~"^(x|y)$" | =~"^/"}
 #StrBound: {a?: string & >="b"}
+#Excl: {a?: string, "b.c"?: int, {[!~"^(a|b\\.c)$"]: int}}
+#ExclCUE: {a?: string & >="b", {[!~"^(a)$"]: int & >=1}}
 #MapAnd: {a?: {[string]: int} & {x?: int}}
 #Validator: {a?: struct.MinFields(1) & {x?: int}}
 `
@@ -146,6 +149,14 @@ func reference(schema cue.Value, in map[string]any) error {
 	return schema.Unify(schema.Context().Encode(encode(nil, in))).Validate(cue.Concrete(true))
 }
 
+// importedSchemas are outside tools' schemas, read as ImportJSONSchema reads them.
+var importedSchemas = []string{
+	`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a"],"additionalProperties":{"type":"integer"}}`,
+	`{"type":"object","properties":{"a":{"type":"string"}},"patternProperties":{"^x-":{"type":"integer"}},"additionalProperties":false}`,
+	`{"properties":{"a":{"properties":{"b":{"type":"string"}}},"c":{"enum":[1,"x",null,{"k":1}]}}}`,
+	`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{"x":{"type":"number"}},"additionalProperties":false}}}}`,
+}
+
 type diffCase struct {
 	name string
 	gate *Gate
@@ -168,6 +179,17 @@ func diffGates(t testing.TB) []diffCase {
 			t.Fatalf("%s: %v", it.Selector(), err)
 		}
 		cs = append(cs, diffCase{it.Selector().String(), g})
+	}
+	for i, js := range importedSchemas {
+		v, err := ImportJSONSchema(cuecontext.New(), []byte(js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		g, err := Compile(v)
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		cs = append(cs, diffCase{fmt.Sprintf("imported[%d]", i), g})
 	}
 	pkg := schemaPackage(t, `narrowed: #Read & {input: file_path: =~"^/srv/", input: limit?: int & >=1}`)
 	for _, p := range []string{"#ReadInput", "#WriteInput", "#EditInput", "#BashInput", "#GrepInput", "#GlobInput", "#EchoInput", "#Read.input", "narrowed.input"} {
@@ -272,7 +294,7 @@ func TestShapeCoversCommonSchemas(t *testing.T) {
 		"#Flat": false, "#Enum": false, "#Nested": false, "#Open": false, "#Map": false, "#MapTyped": false,
 		"#NumBounds": false, "#Regexes": true, "#Embed": false, "#Kinds": false,
 		"#ReadInput": false, "#GrepInput": false, "#EditInput": false, "#Read.input": false, "narrowed.input": false,
-		"#MapAnd": false, "#Pattern": true, "#Disj": true, "#Cross": true, "#StrBound": true, "#Validator": true, "#Prefix": true, "#Def": true,
+		"#Excl": false, "#ExclCUE": true, "imported[0]": false, "imported[3]": false, "#MapAnd": false, "#Pattern": true, "#Disj": true, "#Cross": true, "#StrBound": true, "#Validator": true, "#Prefix": true, "#Def": true,
 	} {
 		g, ok := byName[name]
 		if !ok {

@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -239,6 +241,58 @@ func TestParseNumber(t *testing.T) {
 		n, ok := parseNumber(tc.in)
 		if ok != tc.ok || (ok && (n.integral() != tc.integral || n.key() != tc.key)) {
 			t.Errorf("parseNumber(%q) = %+v, %v; want ok=%v integral=%v key=%s", tc.in, n, ok, tc.ok, tc.integral, tc.key)
+		}
+	}
+}
+
+// Check is called from the batches of many sessions at once (rule K2).
+func TestCheckConcurrent(t *testing.T) {
+	pkg := schemaPackage(t, `cross: #Read & {input: {offset?: int, limit?: int & >=offset}}`)
+	shape := builtinGate(t, "#EditInput")
+	viaCUE, err := Compile(pkg.LookupPath(cueParse("cross.input")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !viaCUE.root.cue {
+		t.Fatal("cross.input should need CUE")
+	}
+	done := make(chan struct{})
+	for i := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := range 50 {
+				in := map[string]any{"file_path": "/a", "offset": json.Number("5"), "limit": json.Number(fmt.Sprint(i + j))}
+				want := i+j < 5
+				if got := len(viaCUE.Check(in)) > 0; got != want {
+					t.Errorf("limit %d: refused=%v, want %v", i+j, got, want)
+				}
+				if vs := shape.Check(map[string]any{"file_path": "/a"}); len(vs) != 2 {
+					t.Errorf("edit: %v", vs)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+}
+
+// A Go caller may pass float64 and int instead of json.Number.
+func TestCheckGoNumbers(t *testing.T) {
+	g := compileCUE(t, `#In: {i?: int & >=1, n?: number}`, "#In")
+	for _, tc := range []struct {
+		in map[string]any
+		ok bool
+	}{
+		{map[string]any{"i": 3, "n": 2.5}, true},
+		{map[string]any{"i": 3.0}, true},
+		{map[string]any{"i": int64(3)}, true},
+		{map[string]any{"i": 3.5}, false},
+		{map[string]any{"i": 0}, false},
+		{map[string]any{"i": uint8(3)}, false}, // not a decoded JSON value
+	} {
+		if got := len(g.Check(tc.in)) == 0; got != tc.ok {
+			t.Errorf("%v: ok=%v, want %v (%v)", tc.in, got, tc.ok, g.Check(tc.in))
 		}
 	}
 }

@@ -2,11 +2,14 @@ package gate
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/token"
 )
 
 // kinds is a set of JSON kinds a node accepts. Integers and fractional
@@ -241,8 +244,20 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 			n.cue = true
 		}
 	}
-	if hasPatterns(v) {
-		n.patterned, n.cue = true, true
+	if pats := patterns(v); len(pats) > 0 {
+		t, ok := c.exclusion(pats, n.names)
+		if !ok || n.closed || n.extra != nil {
+			n.patterned, n.cue = true, true
+			return nil
+		}
+		en, err := c.compile(t, depth+1)
+		if err != nil {
+			return err
+		}
+		n.extra = en
+		if en.cue {
+			n.cue = true
+		}
 	}
 	return nil
 }
@@ -364,16 +379,13 @@ func (c *compiler) closed(v cue.Value) bool {
 	return v.Unify(c.probe).Err() != nil
 }
 
-// hasPatterns reports whether v's struct has pattern constraints other than
-// [string]: a closed struct with [=~"^x-"]: _ allows names the shape cannot
-// list. Nested structs are their own nodes; definitions that the syntax
-// spells as fields (_#def) are not.
-func hasPatterns(v cue.Value) bool {
-	found := false
+// patterns returns v's pattern constraints other than [string]: a closed
+// struct with [=~"^x-"]: _ allows names the shape cannot list. Nested
+// structs are their own nodes; definitions that the syntax spells as
+// fields (_#def) are not.
+func patterns(v cue.Value) []*ast.Field {
+	var found []*ast.Field
 	ast.Walk(v.Syntax(), func(n ast.Node) bool {
-		if found {
-			return false
-		}
 		if f, ok := n.(*ast.Field); ok {
 			switch l := f.Label.(type) {
 			case *ast.ListLit:
@@ -382,7 +394,7 @@ func hasPatterns(v cue.Value) bool {
 						return false
 					}
 				}
-				found = true
+				found = append(found, f)
 			case *ast.Ident:
 				return strings.HasPrefix(l.Name, "#") || strings.HasPrefix(l.Name, "_#")
 			}
@@ -391,6 +403,64 @@ func hasPatterns(v cue.Value) bool {
 		return true
 	}, nil)
 	return found
+}
+
+// exclusion recognizes the one pattern JSON Schema's additionalProperties
+// becomes, [!~"^(a|b)$"]: T with exactly the declared names, and returns T:
+// the schema of undeclared names, which the shape checks itself, so that
+// such names never reach CUE.
+func (c *compiler) exclusion(pats []*ast.Field, declared []string) (cue.Value, bool) {
+	if len(pats) != 1 || len(declared) == 0 {
+		return cue.Value{}, false
+	}
+	l := pats[0].Label.(*ast.ListLit)
+	if len(l.Elts) != 1 {
+		return cue.Value{}, false
+	}
+	u, ok := l.Elts[0].(*ast.UnaryExpr)
+	if !ok || u.Op != token.NMAT {
+		return cue.Value{}, false
+	}
+	lit, ok := u.X.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return cue.Value{}, false
+	}
+	re, err := literal.Unquote(lit.Value)
+	if err != nil || !strings.HasPrefix(re, "^(") || !strings.HasSuffix(re, ")$") {
+		return cue.Value{}, false
+	}
+	alts := splitAlternatives(re[2 : len(re)-2])
+	want := make([]string, len(declared))
+	for i, d := range declared {
+		want[i] = regexp.QuoteMeta(d)
+	}
+	slices.Sort(alts)
+	slices.Sort(want)
+	if !slices.Equal(alts, want) {
+		return cue.Value{}, false
+	}
+	t := c.ctx.BuildExpr(pats[0].Value)
+	if t.Err() != nil {
+		return cue.Value{}, false // it refers to something: CUE decides
+	}
+	return t, true
+}
+
+// splitAlternatives splits a regular expression at its top-level |, minding
+// escapes.
+func splitAlternatives(re string) []string {
+	var alts []string
+	start := 0
+	for i := 0; i < len(re); i++ {
+		switch re[i] {
+		case '\\':
+			i++
+		case '|':
+			alts = append(alts, re[start:i])
+			start = i + 1
+		}
+	}
+	return append(alts, re[start:])
 }
 
 // text renders a schema value for a sentence in the gateway's own words,
@@ -479,6 +549,10 @@ func plainStruct(v cue.Value, depth int) bool {
 			}
 		}
 		return true
+	case cue.CallOp:
+		// close({...}), as JSON Schema's additionalProperties: false reads;
+		// closedness itself is the probe's to find.
+		return len(args) == 2 && fmt.Sprint(args[0]) == "close" && plainStruct(args[1], depth+1)
 	case cue.SelectorOp:
 		root, path := v.ReferencePath()
 		if !root.Exists() {
