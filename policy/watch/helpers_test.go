@@ -181,10 +181,6 @@ func (h *harness) drain() {
 	}
 }
 
-func filepathf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
-
-func toolName(i int) string { return fmt.Sprintf("Tool%03d", i) }
-
 var execLookPath = exec.LookPath
 
 // runIn runs a command in dir, with a clean git environment.

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -158,13 +159,12 @@ func TestR3SaveStyles(t *testing.T) {
 	}
 }
 
-// manyFiles spreads a policy over n files, one tool each; variant changes
-// every file.
+// manyFiles spreads a policy over n files, one subagent each (surfaces load
+// much faster than tools); variant changes every file.
 func manyFiles(n int, variant string) map[string]string {
-	files := map[string]string{"policy.cue": "package policy\n\nagent: {}\n"}
+	files := map[string]string{"policy.cue": source("Echo")}
 	for i := range n {
-		files[filepathf("tool%03d.cue", i)] = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n" +
-			"tools: " + variant + toolName(i) + ": schema.#Echo\n"
+		files[fmt.Sprintf("agent%03d.cue", i)] = fmt.Sprintf("package policy\n\nsubagents: %s%03d: \"allowed-tools\": [\"Echo\"]\n", variant, i)
 	}
 	return files
 }
@@ -178,15 +178,21 @@ func TestR3BurstOfManyFilesGivesOneReload(t *testing.T) {
 	h := start(t, dir, Options{Debounce: 500 * time.Millisecond})
 	next := manyFiles(n, "B")
 	want := revision(t, next)
+	// The burst comes in groups a little apart, as a slow checkout's would:
+	// the pauses shape the burst, they assert nothing.
+	i := 0
 	for name, data := range next {
 		write(t, filepath.Join(dir, name), data)
+		if i++; i%20 == 0 {
+			time.Sleep(30 * time.Millisecond)
+		}
 	}
 	s := h.waitRevision(t, want)
 	if s.Generation != 2 || h.reloads.Load() != 1 {
 		t.Errorf("the burst gave generation %d after %d reloads; want one reload to generation 2", s.Generation, h.reloads.Load())
 	}
-	if got := len(h.cur.Load().Tools); got != n {
-		t.Errorf("%d tools in force; want %d", got, n)
+	if got := len(h.cur.Load().Surfaces); got != n+1 || h.cur.Load().Surfaces["subagent:B000"] == nil {
+		t.Errorf("%d surfaces in force; want the agent and %d B subagents", got, n)
 	}
 }
 
@@ -221,8 +227,8 @@ func TestR3GitCheckout(t *testing.T) {
 	h := start(t, dir, Options{Debounce: 500 * time.Millisecond})
 	run("checkout", "-q", "b")
 	h.waitRevision(t, revision(t, next))
-	if got := len(h.cur.Load().Tools); got != 90 {
-		t.Errorf("%d tools in force after the checkout; want 90", got)
+	if got := len(h.cur.Load().Surfaces); got != 91 || h.cur.Load().Surfaces["subagent:B089"] == nil {
+		t.Errorf("%d surfaces in force after the checkout; want the agent and 90 B subagents", got)
 	}
 	if n := h.reloads.Load(); n != 1 {
 		t.Errorf("the checkout gave %d reloads; want 1", n)
