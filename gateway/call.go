@@ -75,29 +75,80 @@ func listed(cur *Current, eff listedSet) []string {
 	return names
 }
 
-// run gates, decides and executes a prepared call.
-func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
+// Verdict is what the gateway decides about a call before running it.
+type Verdict struct {
+	Allowed bool     `json:"allowed"`
+	Reason  string   `json:"reason"`
+	Rule    string   `json:"rule,omitempty"`
+	Entries []string `json:"entries,omitempty"`
+	// Effective is every entry along the chain that bears on the tool;
+	// absent when no list limits the chain.
+	Effective []string `json:"effective,omitempty"`
+	// Violations are the gate's sentences, whatever the validation mode.
+	Violations []string `json:"violations,omitempty"`
+	// Mode is the tool's validation mode (rule S9).
+	Mode string `json:"validation,omitempty"`
+}
+
+// decide gates a prepared call's input and decides its permission.
+func (g *Gateway) decide(cur *Current, chain []string, p prepared) Verdict {
 	if p.refusal != nil {
-		g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "reason", p.refusal.Content)
-		return *p.refusal
+		return Verdict{Reason: p.refusal.Content, Rule: refusalRule(p)}
 	}
-	log := g.log.With("tool", p.Name, "id", p.ID)
+	v := Verdict{Mode: p.tool.Validation}
 	// The gate (rules S4, S9).
+	var vs []tools.Violation
 	if p.tool.Validation != "off" {
-		if vs := p.tool.Gate.Check(p.input); len(vs) > 0 {
-			if p.tool.Validation == "enforce" {
-				text := tools.Sentences(vs, false)
-				log.Warn("input refused by the gate", "violations", text)
-				return *refuse(p.call, "%s", text)
-			}
-			log.Warn("input breaks the schema; running it (validation: warn)", "violations", tools.Sentences(vs, true))
+		vs = p.tool.Gate.Check(p.input)
+		for _, x := range vs {
+			v.Violations = append(v.Violations, x.Sentence)
 		}
+	}
+	if len(vs) > 0 && p.tool.Validation == "enforce" {
+		v.Reason, v.Rule = tools.Sentences(vs, false), "S9"
+		return v
 	}
 	// Permission (rules P2–P11).
 	eff, _ := cur.Effective(chain)
-	if d := eff.Decide(p.Name, p.input, g.opts.Workdir); !d.Allowed {
-		log.Warn("call denied", "rule", d.Rule, "reason", d.Reason)
-		return *refuse(p.call, "%s", d.Reason)
+	d := eff.Decide(p.Name, p.input, g.opts.Workdir)
+	v.Allowed, v.Reason, v.Rule, v.Entries, v.Effective = d.Allowed, d.Reason, d.Rule, d.Entries, eff.Entries(p.Name)
+	return v
+}
+
+func refusalRule(p prepared) string {
+	switch {
+	case p.tool == nil:
+		return "C1"
+	case p.input == nil:
+		return "R2"
+	}
+	return "P9"
+}
+
+// Check decides a call as serving it would, without running it.
+func (g *Gateway) Check(chain []string, id, name string, input any) Verdict {
+	cur := g.Current()
+	if chain == nil {
+		chain = g.opts.Chain
+	}
+	c := call{ID: id, Name: name, Input: input}
+	v := g.decide(cur, chain, g.prepare(cur, chain, c))
+	if eff, err := cur.Effective(chain); err == nil && v.Effective == nil {
+		v.Effective = eff.Entries(name)
+	}
+	return v
+}
+
+// run decides and executes a prepared call.
+func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
+	log := g.log.With("tool", p.Name, "id", p.ID)
+	v := g.decide(cur, chain, p)
+	if len(v.Violations) > 0 && v.Rule != "S9" {
+		log.Warn("input breaks the schema; running it (validation: warn)", "violations", strings.Join(v.Violations, " "))
+	}
+	if !v.Allowed {
+		log.Warn("call refused", "rule", v.Rule, "reason", v.Reason)
+		return *refuse(p.call, "%s", v.Reason)
 	}
 	impl, ok := g.impl(p.tool)
 	if !ok {

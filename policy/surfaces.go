@@ -61,7 +61,7 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	}
 	e, err := g.chains.Get(strings.Join(chain, "\x00"), lists...)
 	if err != nil {
-		return nil, fmt.Errorf("The run on %s is refused: %v. The tool was not executed.", strings.Join(chain, " > "), err)
+		return nil, fmt.Errorf("The run on %s is refused: %w. The tool was not executed.", strings.Join(chain, " > "), err)
 	}
 	return e, nil
 }

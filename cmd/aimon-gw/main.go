@@ -40,6 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Commands: []*cli.Command{
 			serveCommand(stdin, stdout),
 			vetCommand(stdout),
+			checkCommand(stdin, stdout),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

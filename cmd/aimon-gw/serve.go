@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/examples/policies"
 	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
 )
 
 type serveParams struct {
@@ -58,32 +58,29 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
-	workdir := p.Workdir
-	if workdir == "" {
-		workdir, _ = os.Getwd()
+	workdir, err := resolveWorkdir(p.Workdir)
+	if err != nil {
+		return err
 	}
-	if workdir, err = filepath.Abs(workdir); err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw: --workdir %q: %v.", p.Workdir, err), exitUsage)
-	}
-	if st, err := os.Stat(workdir); err != nil || !st.IsDir() {
-		return cli.Exit(fmt.Sprintf("aimon-gw: --workdir %s is not a directory; give an existing directory.", workdir), exitUsage)
-	}
-	gen, err := loadPolicy(p.Policy)
+	plugins := host.New(p.Log)
+	defer plugins.Close() // no plugin outlives the gateway (rule R4)
+	gen, err := loadPolicy(p.Policy, plugins)
 	if err != nil {
 		return cli.Exit(err.Error(), exitFinding)
 	}
 	for _, w := range gen.Warnings {
 		p.Log.Warn("policy", "problem", w.String())
 	}
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log})
+	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Runner: pluginRunner{plugins}})
 	if err := gw.Serve(ctx, p.Stdin, p.Stdout); err != nil {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
 	return nil
 }
 
-// loadPolicy loads dir, or the embedded default when dir is "".
-func loadPolicy(dir string) (*policy.Generation, error) {
+// loadPolicy loads dir, or the embedded default when dir is "". Plugins,
+// when not nil, start the policy's plugins to learn their schemas.
+func loadPolicy(dir string, plugins *host.Host) (*policy.Generation, error) {
 	if dir == "" {
 		gen, err := policy.LoadFS(policies.Default())
 		if err != nil {
@@ -91,9 +88,25 @@ func loadPolicy(dir string) (*policy.Generation, error) {
 		}
 		return gen, nil
 	}
-	gen, err := policy.Load(dir)
+	var opts []policy.Option
+	if plugins != nil {
+		opts = append(opts, policy.WithPlugins(plugins))
+	}
+	gen, err := policy.Load(dir, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("aimon-gw: the policy in %s does not load:\n%v", dir, err)
 	}
 	return gen, nil
 }
+
+// pluginRunner runs the policy's plugin tools on a host.
+type pluginRunner struct{ h *host.Host }
+
+func (r pluginRunner) Tool(t *policy.Tool) (tools.Tool, bool) {
+	if t.Plugin == nil {
+		return nil, false
+	}
+	return r.h.Tool(t.Plugin.Spec, t.Plugin.Tool, 0), true
+}
+
+var discard = slog.New(slog.DiscardHandler)

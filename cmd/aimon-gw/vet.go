@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy"
 )
 
@@ -32,7 +33,9 @@ func vetCommand(stdout io.Writer) *cli.Command {
 // vet prints every problem of the policy in p.Dir, one per line, and fails
 // with exit code 1 when there is any.
 func vet(p vetParams) error {
-	gen, err := policy.Load(p.Dir)
+	plugins := host.New(discard)
+	defer plugins.Close()
+	gen, err := policy.Load(p.Dir, policy.WithPlugins(plugins))
 	var problems []policy.Diagnostic
 	var errs policy.Errors
 	switch {

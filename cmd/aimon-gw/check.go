@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/plugin/host"
+)
+
+type checkParams struct {
+	Policy  string
+	Surface string
+	Workdir string
+	Call    string // a tool_use block as JSON, or "-" for Stdin
+	Stdin   io.Reader
+	Stdout  io.Writer
+}
+
+func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "check",
+		Usage:     "say whether a call would be allowed, and why, without running it",
+		ArgsUsage: "CALL (a tool_use block as JSON, or - to read it from standard input)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
+			&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
+			&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("aimon-gw check takes one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read it from standard input.", exitUsage)
+			}
+			return check(checkParams{
+				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
+				Call: c.Args().First(), Stdin: stdin, Stdout: stdout,
+			})
+		},
+	}
+}
+
+// checkReply is what check prints: the verdict and what it was about.
+type checkReply struct {
+	Tool    string   `json:"tool"`
+	Surface []string `json:"surface"`
+	gateway.Verdict
+}
+
+// check prints the gateway's verdict on one call as JSON; it exits 0 when
+// the call would be allowed, 1 when it would be refused, 2 on errors.
+func check(p checkParams) error {
+	data := []byte(p.Call)
+	if p.Call == "-" {
+		var err error
+		if data, err = io.ReadAll(p.Stdin); err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw check: reading the call from standard input: %v.", err), exitUsage)
+		}
+	}
+	var call struct {
+		Type  string `json:"type"`
+		ID    string `json:"id"`
+		Name  string `json:"name"`
+		Input any    `json:"input"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&call); err != nil || call.Name == "" {
+		return cli.Exit("aimon-gw check: the call must be a tool_use block as JSON, with at least \"name\" and \"input\": {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}.", exitUsage)
+	}
+	chain, err := parseChain(p.Surface)
+	if err != nil {
+		return cli.Exit("aimon-gw check: "+err.Error()+".", exitUsage)
+	}
+	workdir, err := resolveWorkdir(p.Workdir)
+	if err != nil {
+		return err
+	}
+	plugins := host.New(discard)
+	defer plugins.Close()
+	gen, err := loadPolicy(p.Policy, plugins)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard})
+	if call.ID == "" {
+		call.ID = "check"
+	}
+	v := gw.Check(chain, call.ID, call.Name, call.Input)
+	enc := json.NewEncoder(p.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(checkReply{Tool: call.Name, Surface: chain, Verdict: v}); err != nil {
+		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
+	}
+	if !v.Allowed {
+		return cli.Exit("", exitFinding)
+	}
+	return nil
+}
+
+func resolveWorkdir(dir string) (string, error) {
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", cli.Exit(fmt.Sprintf("aimon-gw: --workdir %q: %v.", dir, err), exitUsage)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", cli.Exit(fmt.Sprintf("aimon-gw: --workdir %s is not a directory; give an existing directory.", abs), exitUsage)
+	}
+	return abs, nil
+}
