@@ -2,7 +2,9 @@ package gate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -40,13 +42,23 @@ func (g *Gate) checkCUE(in map[string]any) []tools.Violation {
 	if len(vs) == 0 {
 		vs = append(vs, tools.Unsatisfied("", g.root.text, in))
 	}
-	return vs
+	// CUE explains a failed disjunction arm by arm; the parameter that
+	// failed is the sentence, not each arm's reason.
+	all := slices.Clone(vs)
+	return slices.DeleteFunc(vs, func(v tools.Violation) bool {
+		for _, o := range all {
+			if o.Path != v.Path && (o.Path == "" || strings.HasPrefix(v.Path, o.Path+".") || strings.HasPrefix(v.Path, o.Path+"[")) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // sentence names the parameter at CUE error path sels, with the schema text
 // of the nearest declared node.
 func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
-	n, path := g.root, ""
+	n, path, text := g.root, "", ""
 	var cur any = in
 	for _, s := range sels {
 		if i, err := strconv.Atoi(s); err == nil {
@@ -54,7 +66,7 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 			if !ok || i < 0 || i >= len(a) {
 				break
 			}
-			path, cur = fmt.Sprintf("%s[%d]", path, i), a[i]
+			path, cur, text = fmt.Sprintf("%s[%d]", path, i), a[i], ""
 			if n != nil {
 				n = n.elem
 			}
@@ -67,9 +79,12 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 		}
 		v, present := m[name]
 		var next *node
+		text = ""
 		if n != nil {
 			if f, ok := n.fields[name]; ok {
 				next = f.node
+			} else if t, ok := n.admitted(name); ok {
+				text = t
 			} else {
 				next = n.extra
 			}
@@ -80,9 +95,11 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 		}
 		cur = v
 	}
-	text := "its schema"
-	if n != nil {
-		text = n.text
+	if text == "" {
+		text = "its schema"
+		if n != nil {
+			text = n.text
+		}
 	}
 	return tools.Unsatisfied(path, text, cur)
 }

@@ -236,6 +236,10 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 		switch {
 		case n.closed && !n.patterned:
 			w.add(tools.Unknown(join(at.String(), name), suggest(name, n.names)))
+		case n.closed && n.allow != nil:
+			if _, ok := n.admitted(name); !ok {
+				w.add(tools.Unknown(join(at.String(), name), suggest(name, n.names)))
+			}
 		case n.extra != nil:
 			w.value(n.extra, m[name], &child, depth+1)
 		default:

@@ -296,3 +296,26 @@ func TestCheckGoNumbers(t *testing.T) {
 		}
 	}
 }
+
+// What CUE finds comes back in the gateway's sentences, not CUE's.
+func TestCUEPathSentences(t *testing.T) {
+	cases := []struct{ def, input, want string }{
+		{"#Pattern", `{"x-a": 1, "a": "s"}`, ""},
+		{"#Pattern", `{"zz": 1, "x-a": 1}`, "Unknown parameter 'zz'."},
+		{"#Pattern", `{"x-a": "s"}`, `Parameter 'x-a' must satisfy int, got string "s".`},
+		{"#Cross", `{"lo": 1, "hi": 5}`, ""},
+		{"#Cross", `{"lo": 5, "hi": 1}`, `Parameter 'hi' must satisfy >=lo, got number 1.`},
+		{"#StrBound", `{"a": "a"}`, `Parameter 'a' must satisfy >="b", got string "a".`},
+		{"#Validator", `{"a": {"x": 1}}`, ""},
+		{"#Validator", `{"a": {}}`, `Parameter 'a' must satisfy struct.MinFields(1) & {}, got an object.`},
+		{"#Disj", `{"u": {"k": "a", "x": 1}}`, ""},
+		{"#Disj", `{"u": {"k": "a", "y": "s"}}`, `Parameter 'u' must satisfy { k: "a" x!: int } | { k: "b" y!: string }, got an object.`},
+		{"#Prefix", `{"p": [1, 2]}`, `Parameter 'p[1]' must satisfy its schema, got number 2.`},
+	}
+	for _, tc := range cases {
+		g := compileCUE(t, diffSchemas, tc.def)
+		if got := sentences(t, g, tc.input); got != tc.want {
+			t.Errorf("%s %s:\ngot  %q\nwant %q", tc.def, tc.input, got, tc.want)
+		}
+	}
+}

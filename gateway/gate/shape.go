@@ -8,6 +8,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/token"
 )
@@ -44,6 +45,10 @@ type node struct {
 	// or the object is one of a disjunction; the shape leaves undeclared
 	// names to CUE.
 	patterned bool
+	// allow, for a closed patterned object, are its patterns when every one
+	// is a plain regular expression: a name none admits is unknown, and the
+	// shape says so before CUE meets the name.
+	allow []allowRule
 	// elem is the schema of every array element; nil is any.
 	elem *node
 	// cue: the schema says more here than the shape models (bounds,
@@ -79,8 +84,14 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 			return nil, err
 		}
 		// A recursive optional field (y?: #Sub) reads as a structural
-		// cycle from here; CUE decides when a value arrives.
-		return &node{kinds: kAll, cue: true, patterned: true, text: "its schema"}, nil
+		// cycle from here, a bound on an optional field (>=lo) as
+		// incomplete, a validator as failing on no fields: CUE decides
+		// when a value arrives.
+		t := text(v)
+		if strings.HasPrefix(t, "_|_") {
+			t = "its schema"
+		}
+		return &node{kinds: kAll, cue: true, patterned: true, text: t}, nil
 	}
 	n := &node{text: text(v)}
 	if depth > maxCompileDepth {
@@ -248,6 +259,7 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 		t, ok := c.exclusion(pats, n.names)
 		if !ok || n.closed || n.extra != nil {
 			n.patterned, n.cue = true, true
+			n.allow = allowRules(pats)
 			return nil
 		}
 		en, err := c.compile(t, depth+1)
@@ -561,4 +573,57 @@ func plainStruct(v cue.Value, depth int) bool {
 		return plainStruct(root.LookupPath(path), depth+1)
 	}
 	return false
+}
+
+// allowRule is one pattern constraint [=~"re"]: T or [!~"re"]: T.
+type allowRule struct {
+	re   *regexp.Regexp
+	neg  bool
+	text string // T, for sentences
+}
+
+func (r allowRule) admits(name string) bool { return r.re.MatchString(name) != r.neg }
+
+// allowRules reads the patterns as allow rules, or returns nil when one of
+// them is not a plain regular expression.
+func allowRules(pats []*ast.Field) []allowRule {
+	var rules []allowRule
+	for _, f := range pats {
+		l := f.Label.(*ast.ListLit)
+		if len(l.Elts) != 1 {
+			return nil
+		}
+		u, ok := l.Elts[0].(*ast.UnaryExpr)
+		if !ok || (u.Op != token.MAT && u.Op != token.NMAT) {
+			return nil
+		}
+		lit, ok := u.X.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return nil
+		}
+		src, err := literal.Unquote(lit.Value)
+		if err != nil {
+			return nil
+		}
+		re, err := regexp.Compile(src)
+		if err != nil {
+			return nil
+		}
+		text := "its schema"
+		if b, err := format.Node(f.Value); err == nil {
+			text = clipText(strings.Join(strings.Fields(string(b)), " "))
+		}
+		rules = append(rules, allowRule{re: re, neg: u.Op == token.NMAT, text: text})
+	}
+	return rules
+}
+
+// admitted reports whether a pattern of n admits name, and its schema text.
+func (n *node) admitted(name string) (string, bool) {
+	for _, r := range n.allow {
+		if r.admits(name) {
+			return r.text, true
+		}
+	}
+	return "", false
 }
