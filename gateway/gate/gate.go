@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"cuelang.org/go/cue"
 
@@ -48,7 +47,9 @@ var DefaultLimits = Limits{
 	MaxItems:  100_000,
 }
 
-// A Gate checks inputs against one schema. It is safe for concurrent use.
+// A Gate checks inputs against one schema. It is safe for concurrent use:
+// CUE values are immutable and their methods may be called concurrently
+// (package cue, v0.17), and the rest is read-only after Compile.
 type Gate struct {
 	schema cue.Value
 	root   *node
@@ -74,9 +75,7 @@ func CompileLimits(schema cue.Value, lim Limits) (*Gate, error) {
 		return nil, fmt.Errorf("the input schema must describe an object, got %v", k)
 	}
 	c := &compiler{ctx: schema.Context(), basics: map[kinds]cue.Value{}}
-	cueMu.Lock()
 	root, err := c.compile(schema, 0)
-	cueMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("the input schema cannot be compiled: %w", err)
 	}
@@ -321,10 +320,6 @@ func want(ks kinds) string {
 	}
 	return strings.Join(alts[:len(alts)-1], ", ") + " or " + alts[len(alts)-1]
 }
-
-// cueMu serializes CUE evaluation: cue.Values of one context are not safe
-// for concurrent use, and the gates of a policy share one.
-var cueMu sync.Mutex
 
 // clip shortens a name for a sentence.
 func clip(s string) string {

@@ -34,10 +34,8 @@ func ExportJSONSchema(schema cue.Value) ([]byte, error) {
 	if schema.IncompleteKind()&cue.StructKind == 0 {
 		return nil, fmt.Errorf("cannot export the input schema as JSON Schema: it must describe an object, got %v", schema.IncompleteKind())
 	}
-	cueMu.Lock()
 	x := exporter{probe: schema.Context().CompileString(`{"gate·probe": _}`)}
 	s := x.schema(schema, 0)
-	cueMu.Unlock()
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	return json.Marshal(s)
 }
@@ -323,8 +321,6 @@ func ImportJSONSchema(ctx *cue.Context, data []byte) (cue.Value, error) {
 	if err != nil {
 		return cue.Value{}, fmt.Errorf("the tool's input schema cannot be read: %w", err)
 	}
-	cueMu.Lock()
-	defer cueMu.Unlock()
 	expr, err := cuejson.Extract("input-schema.json", b)
 	if err != nil {
 		return cue.Value{}, fmt.Errorf("the tool's input schema cannot be read: %w", err)
