@@ -7,7 +7,7 @@ import (
 )
 
 func TestP3CommandWordBoundary(t *testing.T) {
-	e := chain(t, []string{"Bash(git:*)", "Bash(npm install)", "Bash(./gradlew:*)", "Bash(go test:*)"})
+	e := chain(t, []string{"Bash(git:*)", "Bash(npm install)", "Bash(./gradlew:*)", "Bash(go test:*)", "Bash(a:*b)", "Bash(x.y:*)"})
 	for _, c := range []struct {
 		cmd  string
 		want bool
@@ -30,6 +30,12 @@ func TestP3CommandWordBoundary(t *testing.T) {
 		{"go vet", false},
 		{"echo git log", false},
 		{"git:*", false},
+		// Only a trailing :* is a wildcard, and the prefix is literal.
+		{"a:*b", true},
+		{"a:xb", false},
+		{"a b", false},
+		{"x.y z", true},
+		{"xzy z", false},
 	} {
 		d := e.Decide("Bash", map[string]any{"command": c.cmd}, "/w")
 		if d.Allowed != c.want || d.Rule != "P3" {

@@ -11,7 +11,7 @@ import (
 
 // maxAlternatives bounds the brace expansion of one path pattern, so that a
 // pattern such as {a,b}{a,b}{a,b}... cannot blow up a policy load.
-const maxAlternatives = 256
+const maxAlternatives = 64
 
 // globRegexp translates a doublestar path pattern into an RE2 expression
 // that matches exactly the lexically normalized absolute paths that
