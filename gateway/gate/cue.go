@@ -23,13 +23,17 @@ func (g *Gate) checkCUE(in map[string]any) []tools.Violation {
 	if err == nil {
 		return nil
 	}
-	prefix := len(g.schema.Path().Selectors())
+	// Errors are at paths from the root the schema was found in, if any.
+	var prefix []string
+	for _, s := range g.schema.Path().Selectors() {
+		prefix = append(prefix, s.String())
+	}
 	var vs []tools.Violation
 	seen := map[string]bool{}
 	for _, e := range errors.Errors(err) {
 		sels := e.Path()
-		if len(sels) >= prefix {
-			sels = sels[prefix:]
+		if len(sels) >= len(prefix) && slices.Equal(sels[:len(prefix)], prefix) {
+			sels = sels[len(prefix):]
 		}
 		v := g.sentence(in, sels)
 		if !seen[v.Path] {
@@ -45,7 +49,7 @@ func (g *Gate) checkCUE(in map[string]any) []tools.Violation {
 	all := slices.Clone(vs)
 	return slices.DeleteFunc(vs, func(v tools.Violation) bool {
 		for _, o := range all {
-			if o.Path != v.Path && (o.Path == "" || strings.HasPrefix(v.Path, o.Path+".") || strings.HasPrefix(v.Path, o.Path+"[")) {
+			if o.Path != "" && o.Path != v.Path && (strings.HasPrefix(v.Path, o.Path+".") || strings.HasPrefix(v.Path, o.Path+"[")) {
 				return true
 			}
 		}

@@ -3,13 +3,20 @@
 // (S1, S3, S7, S8).
 //
 // A schema is compiled once into a shape (fields, required names, kinds,
-// enums, closedness, element schemas) that the gate checks in Go: every
-// violation at once, in the sentences of package tools, and without handing
-// an unknown name to CUE, which interns every label it meets for the life of
-// the process. Only an input that passes the shape, for a schema whose author
-// wrote constraints the shape does not model (bounds, regular expressions,
-// validators), then goes through CUE's Unify+Validate. The verdict equals
-// CUE's on every input (see FuzzShapeEqualsCUE).
+// enums, closedness, element schemas, numeric bounds and regular
+// expressions) that the gate checks in Go: every violation at once, in the
+// sentences of package tools, and without handing an unknown name to CUE,
+// which interns every label it meets for the life of the process. Only an
+// input that passes the shape, for a schema with constraints the shape does
+// not model (a field bounded by another, string bounds, validators such as
+// struct.MinFields, disjunctions of structs, fixed-length lists), then goes
+// through CUE's Unify+Validate, without the names the shape has already
+// judged. The verdict equals CUE's on every input (TestShapeEqualsCUE,
+// FuzzShapeEqualsCUE).
+//
+// The gate reads JSON as the rules say, and CUE is given the same reading: a
+// null in an object is a missing name (S4), and a number without a fraction
+// is an integer whatever its spelling (S5: 3.0 is an int).
 package gate
 
 import (

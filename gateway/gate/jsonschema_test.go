@@ -211,3 +211,27 @@ func sentencesOf(vs []tools.Violation) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// A policy may narrow an outside tool's schema in CUE; that is its author's
+// declaration, and enforced (rule S7), however the two were unified.
+func TestS7PolicyNarrowsImportedSchema(t *testing.T) {
+	ctx := cueCtx()
+	declared, err := ImportJSONSchema(ctx, []byte(`{"type":"object","properties":{"a":{"type":"string","minLength":5},"o":{"type":"object","properties":{"b":{"type":"string"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ctx.CompileString(`tools: x: input: {a?: string & >="b", o?: b?: >="c"}`).LookupPath(cue.ParsePath("tools.x.input"))
+	want := `Parameter 'a' must satisfy >="b", got string "a".` + "\n" + `Parameter 'o.b' must satisfy >="c", got string "a".`
+	for _, schema := range []cue.Value{declared.Unify(policy), policy.Unify(declared)} {
+		g, err := Compile(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sentences(t, g, `{"a": "a", "o": {"b": "a"}}`); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+		if got := sentences(t, g, `{"a": "bb", "o": {"b": "c"}, "other": 1}`); got != "" {
+			t.Errorf("valid input refused: %s", got)
+		}
+	}
+}
