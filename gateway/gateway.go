@@ -25,6 +25,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Runner runs a tool that is not a built-in (a plugin); nil means none.
 	Runner Runner
+	// LastReload says why the newest policy edit was rejected, and when;
+	// "" when it went in force. Nil when the policy is not reloaded.
+	LastReload func() (problem string, at time.Time)
 }
 
 // Runner resolves the implementation of a tool the built-ins do not have.
@@ -116,9 +119,34 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 		return marshal(g.batch(ctx, cur, chain, []call{{ID: req.ID, Name: req.Name, Input: req.Input}})[0])
 	case req.Type == "list_tools":
 		return g.listTools(cur, chain, req.Format)
+	case req.Type == "status":
+		return g.status(cur)
 	case req.Type == "":
-		return errorReply("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block or {\"type\":\"list_tools\"}.")
+		return errorReply("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block, {\"type\":\"list_tools\"} or {\"type\":\"status\"}.")
 	default:
-		return errorReply("unknown line type %q: the forms are an assistant message, \"tool_use\" and \"list_tools\".", req.Type)
+		return errorReply("unknown line type %q: the forms are an assistant message, \"tool_use\", \"list_tools\" and \"status\".", req.Type)
 	}
+}
+
+// statusReply is the answer to {"type":"status"}: the generation in force
+// and, when the newest policy edit was rejected, why.
+type statusReply struct {
+	Type        string    `json:"type"`
+	Generation  int64     `json:"generation"`
+	Revision    string    `json:"revision"`
+	LoadedAt    time.Time `json:"loaded_at"`
+	Tools       int       `json:"tools"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+func (g *Gateway) status(cur *Current) []byte {
+	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools)}
+	if g.opts.LastReload != nil {
+		r.LastError, r.LastErrorAt = g.opts.LastReload()
+		if r.LastError != "" {
+			r.LastErrorAt = r.LastErrorAt.UTC()
+		}
+	}
+	return marshal(r)
 }
