@@ -232,3 +232,14 @@ skills: shell: "allowed-tools": ["Bash"]
 		t.Errorf("an undeclared surface must be refused, got %v", err)
 	}
 }
+
+func decodeObj(t *testing.T, s string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
