@@ -90,3 +90,16 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	})
 }
+
+// TestP10AllowsIsNotListing pins the caution that decided the design:
+// cue.Value.Allows says yes for a tool the intersection closed off, so
+// Listed looks the field up and checks its error instead.
+func TestP10AllowsIsNotListing(t *testing.T) {
+	e := chain(t, []string{"Read", "Write"}, []string{"Read", "Grep"})
+	if e.Listed("Write") || e.Listed("Grep") || !e.Listed("Read") {
+		t.Errorf("Listed: Write %v Grep %v Read %v", e.Listed("Write"), e.Listed("Grep"), e.Listed("Read"))
+	}
+	if f := e.Value().LookupPath(cue.MakePath(cue.Str("Write").Optional())); f.Err() == nil {
+		t.Errorf("the unified value keeps Write: %v", e.Value())
+	}
+}
