@@ -241,10 +241,10 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 		child := at.field(name)
 		switch {
 		case n.closed && !n.patterned:
-			w.add(tools.Unknown(join(at.String(), name), suggest(name, n.names)))
+			w.unknown(at, name, n.names)
 		case n.closed && n.allow != nil:
 			if _, ok := n.admitted(name); !ok {
-				w.add(tools.Unknown(join(at.String(), name), suggest(name, n.names)))
+				w.unknown(at, name, n.names)
 			}
 		case n.extra != nil:
 			w.value(n.extra, m[name], &child, depth+1)
@@ -253,6 +253,17 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 			w.value(anyNode, m[name], &child, depth+1)
 		}
 	}
+}
+
+// unknown reports an undeclared name (rule S6), suggesting the closest
+// declared one at the same place, spelt as a full path like the name.
+func (w *walker) unknown(at *loc, name string, declared []string) {
+	p := at.String()
+	s := suggest(name, declared)
+	if s != "" {
+		s = join(p, s)
+	}
+	w.add(tools.Unknown(join(p, name), s))
 }
 
 func (w *walker) array(n *node, a []any, at *loc, depth int) {

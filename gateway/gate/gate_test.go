@@ -137,7 +137,7 @@ func TestS4Nested(t *testing.T) {
 	cases := []struct{ input, want string }{
 		{`{"edits": []}`, ""},
 		{`{"edits": [{"old": "a", "opts": {"deep": true}}], "meta": {"tag": "a"}, "tags": ["x"], "open": {"zzz": 1}, "counts": {"a": 1}, "anything": {"q": [1]}}`, ""},
-		{`{"edits": [{"old": "a"}, {"olt": "b"}]}`, "Missing required parameter 'edits[1].old'.\nUnknown parameter 'edits[1].olt'. Did you mean 'old'?"},
+		{`{"edits": [{"old": "a"}, {"olt": "b"}]}`, "Missing required parameter 'edits[1].old'.\nUnknown parameter 'edits[1].olt'. Did you mean 'edits[1].old'?"},
 		{`{"edits": [{"old": "a", "opts": {}}]}`, "Missing required parameter 'edits[0].opts.deep'."},
 		{`{"edits": [{"old": "a", "opts": {"deep": true, "deeper": 1}}]}`, "Unknown parameter 'edits[0].opts.deeper'."},
 		{`{"edits": "x"}`, `Parameter 'edits' must be an array, got string "x".`},
@@ -316,6 +316,29 @@ func TestCUEPathSentences(t *testing.T) {
 		g := compileCUE(t, diffSchemas, tc.def)
 		if got := sentences(t, g, tc.input); got != tc.want {
 			t.Errorf("%s %s:\ngot  %q\nwant %q", tc.def, tc.input, got, tc.want)
+		}
+	}
+}
+
+// Bad input gets a sentence, never a panic or a hang, with the default
+// limits and whatever encoding/json lets through.
+func TestBadInputDefaultLimits(t *testing.T) {
+	g := compileCUE(t, `#In: {s?: string, a?: _, o?: {...}}`, "#In")
+	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
+	many := make([]string, 300)
+	for i := range many {
+		many[i] = fmt.Sprintf("%q: 1", fmt.Sprint("k", i))
+	}
+	cases := []struct{ name, input, want string }{
+		{"deep", `{"a": ` + deep + `}`, "Parameter 'a" + strings.Repeat("[0]", 63) + "' is nested more than 64 levels deep."},
+		{"huge string", `{"s": "` + strings.Repeat("x", 16<<20+1) + `"}`, "Parameter 's' is a string of 16777217 bytes; at most 16777216 are accepted."},
+		{"many names", `{"o": {` + strings.Join(many, ", ") + `}}`, "Parameter 'o' has 300 names; at most 256 are accepted."},
+		{"long name", `{"o": {"` + strings.Repeat("n", 300) + `": 1}}`, "Parameter 'o." + strings.Repeat("n", 40) + "…' is a name of 300 bytes; at most 256 are accepted."},
+		{"huge number", `{"a": 1e999999}`, "Parameter 'a' is a number too large to check (number 1e999999)."},
+	}
+	for _, tc := range cases {
+		if got := sentences(t, g, tc.input); got != tc.want {
+			t.Errorf("%s: got %.200q\nwant %.200q", tc.name, got, tc.want)
 		}
 	}
 }
