@@ -112,11 +112,7 @@ func start(t testing.TB, dir string, opts Options) *harness {
 		t.Fatalf("New(%s): %v", dir, err)
 	}
 	// New loads without swapping: the caller serves what it loaded.
-	g, err := policy.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cur.Store(g)
+	h.cur.Store(w.Initial())
 	h.w = w
 	w.OnReload(func(s Status) {
 		h.reloads.Add(1)

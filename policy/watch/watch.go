@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -61,9 +62,11 @@ type Watcher struct {
 
 	debounce, maxWait, poll time.Duration
 
-	fs     *fsnotify.Watcher
-	reload chan struct{}
-	once   sync.Once
+	fs      *fsnotify.Watcher
+	reload  chan struct{}
+	once    sync.Once
+	running atomic.Bool
+	closed  atomic.Bool
 
 	// Owned by New and then by Run's goroutine.
 	tree    map[string]bool // directories watched with everything below them
@@ -71,13 +74,15 @@ type Watcher struct {
 	present bool            // dir exists and its tree is watched
 	warned  map[string]bool // directories that could not be watched, logged once
 
+	initial *policy.Generation
+
 	mu     sync.Mutex
 	status Status
 	hooks  []func(Status)
 }
 
-// New watches dir and loads the policy in it. The load happens after the
-// watches are in place, so no edit falls between the two. If the policy does
+// New watches dir and loads the policy in it (see Initial). The load happens
+// after the watches are in place, so no edit falls between the two. If the policy does
 // not load, New returns the error (a policy.Errors for a policy.Load) and
 // nothing is watched. Call Run to follow changes; swap is called from Run with
 // each sound new generation, and must make it current atomically (for
@@ -118,10 +123,16 @@ func New(dir string, swap func(*policy.Generation), opts Options) (*Watcher, err
 		w.fs.Close()
 		return nil, err
 	}
+	w.initial = gen
 	w.status = Status{Generation: 1, Revision: gen.Revision, LoadedAt: time.Now()}
 	w.logWarnings(gen)
 	return w, nil
 }
+
+// Initial returns the generation New loaded (generation 1). New does not
+// swap it in: the caller serves it first, for example with gateway.New, and
+// Run swaps in the ones that follow.
+func (w *Watcher) Initial() *policy.Generation { return w.initial }
 
 // Status returns where the watcher stands.
 func (w *Watcher) Status() Status {
@@ -153,14 +164,21 @@ func (w *Watcher) Reload() {
 // Close is for a watcher that is never run.
 func (w *Watcher) Close() error {
 	var err error
-	w.once.Do(func() { err = w.fs.Close() })
+	w.once.Do(func() {
+		w.closed.Store(true)
+		err = w.fs.Close()
+	})
 	return err
 }
 
 // Run follows changes until ctx ends. It survives the policy directory
 // vanishing: the last good generation stays, and the directory is watched for
-// again until it comes back. It returns nil when ctx ends.
+// again until it comes back. It returns nil when ctx ends or Close is called.
+// Run once per watcher.
 func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("the policy watcher is already running; call Run once")
+	}
 	defer w.Close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -181,20 +199,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case ev, ok := <-w.fs.Events:
 			if !ok {
-				return errors.New("the policy watcher stopped: fsnotify closed its event channel")
+				return w.stopped()
 			}
 			if w.handle(ev) {
 				schedule()
 			}
 		case err, ok := <-w.fs.Errors:
 			if !ok {
-				return errors.New("the policy watcher stopped: fsnotify closed its error channel")
+				return w.stopped()
 			}
 			// An overflow loses events: look at everything again.
 			w.log.Warn("policy watch", "error", err)
 			w.rescan()
 			schedule()
 		case <-w.reload:
+			w.log.Debug("policy reload requested", "dir", w.dir)
 			w.rescan()
 			schedule()
 		case <-poll.C:
@@ -206,6 +225,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.reloadNow()
 		}
 	}
+}
+
+// stopped is Run's result when fsnotify's channels close.
+func (w *Watcher) stopped() error {
+	if w.closed.Load() {
+		return nil
+	}
+	return errors.New("the policy watcher stopped: fsnotify closed its channels; restart aimon-gw serve to watch the policy again")
 }
 
 // reloadNow loads the whole policy and puts it in force if it is sound.

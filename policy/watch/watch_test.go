@@ -1,11 +1,13 @@
 package watch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -281,19 +283,20 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 	ways := []struct {
 		name            string
 		remove, restore func(t *testing.T, dir, data string)
+		poll            time.Duration
 	}{
 		{"removed and recreated",
 			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(dir)) },
 			func(t *testing.T, dir, data string) {
 				write(t, filepath.Join(dir, "cue.mod", "module.cue"), moduleFile)
 				write(t, filepath.Join(dir, "policy.cue"), data)
-			}},
+			}, 0},
 		{"renamed away and back",
 			func(t *testing.T, dir, _ string) { must(t, os.Rename(dir, dir+".bak")) },
 			func(t *testing.T, dir, data string) {
 				write(t, filepath.Join(dir+".bak", "policy.cue"), data)
 				must(t, os.Rename(dir+".bak", dir))
-			}},
+			}, 0},
 		{"removed and replaced by a staged copy",
 			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(dir)) },
 			func(t *testing.T, dir, data string) {
@@ -302,12 +305,18 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 				write(t, filepath.Join(staged, "lib", "x.cue"), "package lib\n")
 				write(t, filepath.Join(staged, "policy.cue"), data)
 				must(t, os.Rename(staged, dir))
-			}},
+			}, 0},
+		{"its parent removed and recreated",
+			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(filepath.Dir(dir))) },
+			func(t *testing.T, dir, data string) {
+				write(t, filepath.Join(dir, "cue.mod", "module.cue"), moduleFile)
+				write(t, filepath.Join(dir, "policy.cue"), data)
+			}, 20 * time.Millisecond}, // nothing is left to watch: found by polling
 	}
 	for _, way := range ways {
 		t.Run(way.name, func(t *testing.T) {
 			dir := policyDir(t, map[string]string{"policy.cue": source("Read", "Echo")})
-			h := start(t, dir, Options{})
+			h := start(t, dir, Options{Poll: way.poll})
 			before, inForce := h.w.Status(), h.cur.Load()
 
 			way.remove(t, dir, "")
@@ -444,5 +453,30 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Run runs once, and returns nil when the watcher is closed.
+func TestR3RunOnceAndClose(t *testing.T) {
+	dir := policyDir(t, map[string]string{"policy.cue": source("Echo")})
+	w, err := New(dir, func(*policy.Generation) {}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := w.Initial(); g == nil || g.Revision != w.Status().Revision {
+		t.Fatalf("Initial = %v; want the generation of status %+v", g, w.Status())
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	w.OnReload(func(Status) {})
+	for !w.running.Load() {
+		runtime.Gosched()
+	}
+	if err := w.Run(context.Background()); err == nil {
+		t.Errorf("a second Run succeeded")
+	}
+	w.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Run after Close = %v; want nil", err)
 	}
 }
