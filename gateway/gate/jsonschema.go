@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"slices"
@@ -140,15 +141,41 @@ func (x *exporter) object(s map[string]any, v cue.Value, depth int) {
 	if len(required) > 0 {
 		s["required"] = required
 	}
-	switch {
-	case v.Unify(x.probe).Err() != nil:
+	closed := v.Unify(x.probe).Err() != nil
+	if closed {
 		s["additionalProperties"] = false
-	default:
-		if extra := v.LookupPath(cue.MakePath(cue.AnyString)); extra.Exists() {
-			if es := x.schema(extra, depth+1); len(es) > 0 {
-				s["additionalProperties"] = es
-			}
+	} else if extra := v.LookupPath(cue.MakePath(cue.AnyString)); extra.Exists() {
+		if es := x.schema(extra, depth+1); len(es) > 0 {
+			s["additionalProperties"] = es
 		}
+	}
+	pats := patterns(v)
+	if len(pats) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(props))
+	c := compiler{ctx: v.Context()}
+	if t, ok := c.exclusion(pats, names); ok && !closed {
+		// JSON Schema's own additionalProperties, read back.
+		if es := x.schema(t, depth+1); len(es) > 0 {
+			s["additionalProperties"] = es
+		}
+		return
+	}
+	pp := map[string]any{}
+	for _, r := range allowRules(pats) {
+		if r.neg {
+			return // !~ has no JSON Schema form; leave the names open
+		}
+		t := v.Context().CompileString(r.text)
+		ts := map[string]any{}
+		if t.Err() == nil {
+			ts = x.schema(t, depth+1)
+		}
+		pp[r.re.String()] = ts
+	}
+	if len(pp) > 0 {
+		s["patternProperties"] = pp
 	}
 }
 

@@ -235,3 +235,31 @@ func TestS7PolicyNarrowsImportedSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestS1ExportPatterns(t *testing.T) {
+	v := cueCtx().CompileString(`
+#P: {a?: string, [=~"^x-"]: int}
+`)
+	b, err := ExportJSONSchema(v.LookupPath(cue.ParsePath("#P")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"$schema":"https://json-schema.org/draft/2020-12/schema","additionalProperties":false,"patternProperties":{"^x-":{"type":"integer"}},"properties":{"a":{"type":"string"}},"type":"object"}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	// An outside schema's additionalProperties schema survives the round trip.
+	in := `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"integer"}}`
+	imp, err := ImportJSONSchema(cueCtx(), []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = ExportJSONSchema(imp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `{"$schema":"https://json-schema.org/draft/2020-12/schema","additionalProperties":{"type":"integer"},"properties":{"a":{"type":"string"}},"type":"object"}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+}
