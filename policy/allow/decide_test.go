@@ -454,3 +454,17 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+func TestEffectiveEntries(t *testing.T) {
+	e := chain(t, []string{"Read", "Bash(git:*)"}, []string{"Read(/w/**)", "Bash"})
+	if got := e.Entries("Bash"); !slices.Equal(got, []string{"Bash(git:*)", "Bash"}) {
+		t.Errorf("Entries(Bash) = %q", got)
+	}
+	if got := e.Entries("Write"); got == nil || len(got) != 0 {
+		t.Errorf("Entries(Write) = %#v, want empty", got)
+	}
+	var unlimited *Effective
+	if got := unlimited.Entries("Read"); got != nil {
+		t.Errorf("unlimited Entries = %q", got)
+	}
+}
