@@ -103,3 +103,25 @@ func TestP10AllowsIsNotListing(t *testing.T) {
 		t.Errorf("the unified value keeps Write: %v", e.Value())
 	}
 }
+
+// BenchmarkChain compares computing a chain's effective list with taking
+// it from the per-generation cache, which is why Chains exists.
+func BenchmarkChain(b *testing.B) {
+	agent := compile(b, "Bash(git:*)", "Bash(go test:*)", "Read(/work/**)", "Read(/tmp/**)", "Write(/work/**)", "Grep", "Glob")
+	skill := compile(b, "Bash(git log:*)", "Read(/work/src/**)", "Read", "Grep")
+	b.Run("compute", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Chain(agent, skill); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		var c Chains
+		for b.Loop() {
+			if _, err := c.Get("agent\x00skill:x", agent, skill); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
