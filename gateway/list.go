@@ -39,22 +39,21 @@ func (g *Gateway) listTools(cur *Current, chain []string, format string) []byte 
 	if format != "anthropic" && format != "openai" && format != "mcp" {
 		return errorReply("unknown tool list format %q: use \"anthropic\", \"openai\" or \"mcp\".", format)
 	}
-	eff, err := cur.Effective(chain)
+	defs, err := toolDefs(cur, chain)
 	if err != nil {
 		return errorReply("%s", err)
 	}
 	reply := toolsReply{Type: "tools", Format: format, Tools: []any{}}
-	for _, name := range listed(cur, eff) {
-		t := cur.Tools[name]
+	for _, t := range defs {
 		switch format {
 		case "anthropic":
-			reply.Tools = append(reply.Tools, anthropicTool{t.Name, t.Description, t.JSONSchema})
+			reply.Tools = append(reply.Tools, anthropicTool{t.Name, t.Description, t.InputSchema})
 		case "mcp":
-			reply.Tools = append(reply.Tools, mcpTool{t.Name, t.Description, t.JSONSchema})
+			reply.Tools = append(reply.Tools, mcpTool{t.Name, t.Description, t.InputSchema})
 		case "openai":
 			var o openaiTool
 			o.Type = "function"
-			o.Function.Name, o.Function.Description, o.Function.Parameters = t.Name, t.Description, t.JSONSchema
+			o.Function.Name, o.Function.Description, o.Function.Parameters = t.Name, t.Description, t.InputSchema
 			reply.Tools = append(reply.Tools, o)
 		}
 	}

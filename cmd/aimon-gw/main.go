@@ -41,6 +41,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			serveCommand(stdin, stdout),
 			vetCommand(stdout),
 			checkCommand(stdin, stdout),
+			mcpCommand(stdin, stdout),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
