@@ -135,8 +135,11 @@ func start(t testing.TB, dir string, opts Options) *harness {
 }
 
 // waitFor waits until the watcher's status satisfies ok, and returns it.
+// Statuses reported before the call are stale (an older reload of the same
+// revision must not answer for a new edit) and are dropped first.
 func (h *harness) waitFor(t testing.TB, what string, ok func(Status) bool) Status {
 	t.Helper()
+	h.drain()
 	if s := h.w.Status(); ok(s) {
 		return s
 	}
