@@ -72,7 +72,9 @@ type ToolInfo struct {
 type Option func(*Host)
 
 // WithStartTimeout bounds a start: the handshake, and then Describe.
-func WithStartTimeout(d time.Duration) Option { return func(h *Host) { h.startTimeout = d } }
+func WithStartTimeout(d time.Duration) Option {
+	return func(h *Host) { h.startTimeout, h.describeTimeout = d, d }
+}
 
 // WithKillTimeout bounds each step of stopping a process: the graceful stop,
 // then the wait after SIGKILL. Stopping never takes longer than twice this.
@@ -90,6 +92,7 @@ func WithBackoff(base, max time.Duration) Option {
 type Host struct {
 	log                       *slog.Logger
 	startTimeout, killTimeout time.Duration
+	describeTimeout           time.Duration // the Describe part of a start
 	backoffBase, backoffMax   time.Duration
 
 	mu     sync.Mutex
@@ -101,13 +104,14 @@ type Host struct {
 // New returns a Host that logs to logger, plugin stderr included.
 func New(logger *slog.Logger, opts ...Option) *Host {
 	h := &Host{
-		log:          logger,
-		startTimeout: 20 * time.Second,
-		killTimeout:  3 * time.Second,
-		backoffBase:  time.Second,
-		backoffMax:   time.Minute,
-		slots:        map[string]*slot{},
-		live:         map[*proc]*slot{},
+		log:             logger,
+		startTimeout:    20 * time.Second,
+		describeTimeout: 20 * time.Second,
+		killTimeout:     3 * time.Second,
+		backoffBase:     time.Second,
+		backoffMax:      time.Minute,
+		slots:           map[string]*slot{},
+		live:            map[*proc]*slot{},
 	}
 	for _, o := range opts {
 		o(h)

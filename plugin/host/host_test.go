@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,12 +281,20 @@ func TestR4PluginOutputReachesLog(t *testing.T) {
 	if res.IsError || res.Text != "noisy" {
 		t.Fatalf("Noise = %+v", res)
 	}
-	// Stop the plugin so that everything it wrote has been read.
-	h.Close()
-	mustContain(t, "log", logs.String(),
+	wants := []string{
 		`level=WARN msg="plugin wrote to stdout (it should log to stderr)"`, `line="stdout after serving"`,
 		`line="{\"@message\": 1, \"@level\": 2}"`,
-		`level=WARN msg="noise made"`, "plugin.n=1")
+		`level=WARN msg="noise made"`, "plugin.n=1",
+	}
+	// Plugin output reaches the log asynchronously, through pipes and
+	// go-plugin's stdio stream: wait for it, within reason.
+	for i := 0; i < 1000; i++ {
+		if !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(logs.String(), w) }) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustContain(t, "log", logs.String(), wants...)
 }
 
 func TestR4StdoutBeforeServing(t *testing.T) {
@@ -318,7 +327,8 @@ func TestR4BadDescribe(t *testing.T) {
 		{"exit", "exited before it finished starting"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			h, _ := newHost(t, WithStartTimeout(time.Second))
+			h, _ := newHost(t)
+			h.describeTimeout = time.Second // for describe-hang
 			_, err := h.Describe(context.Background(), Spec{Command: []string{misbehaveBin, tc.mode}})
 			if err == nil {
 				t.Fatal("Describe succeeded")
@@ -608,7 +618,7 @@ func TestR4NoPluginOutlivesKilledGateway(t *testing.T) {
 // A stopped (SIGSTOP) plugin never answers go-plugin's graceful shutdown;
 // stopping it must still end, by SIGKILL after the kill timeout.
 func TestR4KillIsBounded(t *testing.T) {
-	h, _ := newHost(t, WithKillTimeout(200*time.Millisecond))
+	h, _ := newHost(t, WithKillTimeout(time.Second))
 	spec := Spec{Command: []string{misbehaveBin}}
 	pid := contextPid(t, h, spec)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

@@ -76,13 +76,13 @@ func (h *Host) launch(s Spec) (*proc, error) {
 	}
 	p.rpc = raw.(pluginpb.ToolsClient)
 
-	ctx, cancel := context.WithTimeout(context.Background(), h.startTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), h.describeTimeout)
 	defer cancel()
 	resp, err := p.rpc.Describe(ctx, &pluginpb.DescribeRequest{})
 	if err != nil {
 		h.stop(p, true)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("the plugin %s did not answer Describe within %s; it was stopped. Fix the plugin", s, h.startTimeout)
+			return nil, fmt.Errorf("the plugin %s did not answer Describe within %s; it was stopped. Fix the plugin", s, h.describeTimeout)
 		}
 		return nil, fmt.Errorf("the plugin %s failed its Describe call: %v; fix the plugin", s, err)
 	}

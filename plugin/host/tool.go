@@ -87,6 +87,10 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 	}
 
 	code := status.Code(err)
+	// The deadline may have passed before ctx's timer has run: gRPC then
+	// already says DeadlineExceeded while ctx.Err() is still nil.
+	dl, _ := ctx.Deadline()
+	late := ctx.Err() != nil || code == codes.DeadlineExceeded && !time.Now().Before(dl)
 	switch {
 	case errors.Is(parent.Err(), context.Canceled) && info.Interrupt == tools.ExternallyTerminated:
 		// The tool is interrupted by killing its process (rule K1).
@@ -97,7 +101,7 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		// stays.
 		t.sl.release(p, outcomeNeutral)
 		return tools.Failure(err, "The call to %s was cancelled.", t.name)
-	case ctx.Err() != nil:
+	case late:
 		t.sl.release(p, outcomeFailed)
 		return tools.Failure(err, "The tool %s did not finish within %s; its plugin process was killed, and %s. The call may have done part of its work.", t.name, budget, t.sl.restartHint())
 	case code == codes.Unavailable || code == codes.Canceled || p.client.Exited():
