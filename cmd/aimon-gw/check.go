@@ -28,11 +28,7 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "check",
 		Usage:     "say whether a call would be allowed, and why, without running it",
 		ArgsUsage: "CALL (a tool_use block as JSON, or - to read it from standard input)",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
-			&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
-			&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
-		},
+		Flags:     policyFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw check takes one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read it from standard input.", exitUsage)

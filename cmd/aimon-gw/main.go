@@ -88,3 +88,12 @@ func parseChain(s string) ([]string, error) {
 	}
 	return refs, nil
 }
+
+// policyFlags are the flags of every command that acts under a policy.
+func policyFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
+		&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
+		&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
+	}
+}

@@ -32,11 +32,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "mcp",
 		Usage:     "serve the policy's tools to an MCP client over standard input and output",
 		ArgsUsage: " ",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
-			&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain whose allow lists bind the client"},
-			&cli.StringFlag{Name: "workdir", Usage: "working directory of the tools (default: the current directory)"},
-		},
+		Flags:     policyFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw mcp takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)

@@ -30,12 +30,9 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "serve",
 		Usage:     "answer tool calls from standard input on standard output",
 		ArgsUsage: " ",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
-			&cli.StringFlag{Name: "surface", Value: "agent", Usage: "default surface chain, e.g. agent,subagent:reviewer"},
-			&cli.StringFlag{Name: "workdir", Usage: "working directory of the tools (default: the current directory)"},
+		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-		},
+		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw serve takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
