@@ -64,8 +64,6 @@ type node struct {
 type field struct {
 	node     *node
 	required bool
-	// dflt: a regular field whose schema supplies the value when absent.
-	dflt bool
 }
 
 // maxCompileDepth stops the walk of recursive definitions (#T: {sub?: #T});
@@ -95,7 +93,7 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 	}
 	n := &node{text: text(v)}
 	if depth > maxCompileDepth {
-		n.kinds, n.cue = kAll, true
+		n.kinds, n.cue, n.patterned = kAll, true, true
 		return n, nil
 	}
 	k := v.IncompleteKind()
@@ -233,7 +231,6 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 		default:
 			// A regular field: present in every instance; absent input is
 			// fine only when the schema supplies a value.
-			f.dflt = true
 			f.required = !suppliesValue(it.Value())
 		}
 		n.fields[name] = f
