@@ -342,3 +342,22 @@ func TestBadInputDefaultLimits(t *testing.T) {
 		}
 	}
 }
+
+// Below the depth the shape compiles, CUE judges, and sees the whole value.
+func TestDeepSchema(t *testing.T) {
+	const levels = maxCompileDepth + 6
+	src := "#In: " + strings.Repeat("{a?: ", levels) + "{x!: int}" + strings.Repeat("}", levels)
+	g := compileCUE(t, src, "#In")
+	input := func(x string) string {
+		return strings.Repeat(`{"a": `, levels) + `{"x": ` + x + `}` + strings.Repeat("}", levels)
+	}
+	if got := sentences(t, g, input("1")); got != "" {
+		t.Errorf("valid deep input refused: %s", got)
+	}
+	if got := sentences(t, g, input(`"s"`)); got == "" {
+		t.Error("a wrong type below the compiled depth passed")
+	}
+	if got := sentences(t, g, input(`1, "y": 2`)); got == "" {
+		t.Error("an unknown name below the compiled depth passed")
+	}
+}
