@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"cuelang.org/go/cue"
 
@@ -20,7 +21,28 @@ type compiler struct {
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
-	c.errs = append(c.errs, Diagnostic{Pos: position(v.Pos()), Code: code, Message: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, Diagnostic{Pos: c.pos(v, 0), Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// pos is where the policy wrote v: of v's conjuncts, the first that lies
+// outside the shipped schema (v.Pos alone may point into the schema).
+func (c *compiler) pos(v cue.Value, depth int) string {
+	p := v.Pos()
+	if p.IsValid() && !strings.HasPrefix(p.Filename(), c.schemaDir) && !strings.HasPrefix(p.Filename(), schemaRoot) {
+		return position(p)
+	}
+	if depth < 8 {
+		_, args := v.Expr()
+		for _, a := range args {
+			if s := c.pos(a, depth+1); s != "" {
+				return s
+			}
+		}
+	}
+	if depth > 0 {
+		return ""
+	}
+	return position(p)
 }
 
 func (c *compiler) warn(pos, code, format string, args ...any) {

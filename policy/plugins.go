@@ -33,7 +33,8 @@ func WithPlugins(p Plugins) Option { return func(o *options) { o.plugins = p } }
 // plugin completes a plugin tool from what its plugin declares: the schema
 // is imported with rules S3, S7 and S8, and the policy's input narrows it.
 func (c *compiler) plugin(t *Tool, v cue.Value) bool {
-	p := v.LookupPath(cue.ParsePath("plugin"))
+	// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
+	p := v.LookupPath(cue.ParsePath("plugin.command"))
 	if c.opts.plugins == nil {
 		c.fail(p, "R4", "tool %s is served by a plugin, which cannot be started here; load this policy from a directory with aimon-gw serve or vet.", t.Name)
 		return false

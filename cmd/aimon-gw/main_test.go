@@ -2,6 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -14,7 +17,44 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the command's scripts in testdata/script: each is a
-// txtar archive of files, commands and their expected output.
+// txtar archive of files, commands and their expected output. Scripts find
+// the example plugin at $WORK/bin/wordcount.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			bin := filepath.Join(env.WorkDir, "bin")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(wordcount(t), filepath.Join(bin, "wordcount"))
+		},
+	})
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// wordcount builds the example plugin once for all scripts.
+func wordcount(t *testing.T) string {
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "aimon-gw-plugin")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "wordcount")
+		out, err := exec.Command("go", "build", "-o", built.path, "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount").CombinedOutput()
+		if err != nil {
+			built.err = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("building the example plugin: %v", built.err)
+	}
+	return built.path
 }
