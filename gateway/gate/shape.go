@@ -149,10 +149,15 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 		return n, err
 	case k == cue.ListKind:
 		if op != cue.NoOp {
+			// [...int] | [...string], a validator: CUE decides, and sees
+			// the elements whole.
 			n.cue = true
+			return n, nil
 		}
 		return n, c.list(v, n, depth)
-	case k == cue.TopKind && c.isBasic(v, kAll):
+	case k == cue.TopKind && op == cue.NoOp && c.isBasic(v, kAll):
+		// Only _ itself: a disjunction such as {a?: int} | _ admits
+		// everything, yet CUE finds {} ambiguous between its arms.
 		return n, nil
 	default:
 		// A mix of kinds: string | {a?: int}, or what JSON Schema without a
