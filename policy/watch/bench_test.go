@@ -36,24 +36,29 @@ func largePolicy(tools, surfaces int) string {
 }
 
 // BenchmarkR3LoadLarge measures policy.Load of a generated 500-tool,
-// 100-surface policy (target: at most 1s per load).
+// 100-surface policy (target: at most 1s per load), beside a 10-tool one
+// with the same surfaces, which shows what the tools cost.
 func BenchmarkR3LoadLarge(b *testing.B) {
-	dir := policyDir(b, map[string]string{"policy.cue": largePolicy(500, 100)})
-	g, err := policy.Load(dir)
-	if err != nil {
-		b.Fatal(err)
+	for _, size := range []struct{ tools, surfaces int }{{500, 100}, {10, 100}} {
+		b.Run(fmt.Sprintf("%dtools%dsurfaces", size.tools, size.surfaces), func(b *testing.B) {
+			dir := policyDir(b, map[string]string{"policy.cue": largePolicy(size.tools, size.surfaces)})
+			g, err := policy.Load(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(g.Tools) != size.tools || len(g.Surfaces) != size.surfaces+1 {
+				b.Fatalf("the generated policy has %d tools and %d surfaces; want %d and %d", len(g.Tools), len(g.Surfaces), size.tools, size.surfaces+1)
+			}
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := policy.Load(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The machine may be shared: CPU time per load is the steadier figure.
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	}
-	if len(g.Tools) != 500 || len(g.Surfaces) != 101 {
-		b.Fatalf("the generated policy has %d tools and %d surfaces; want 500 and 101", len(g.Tools), len(g.Surfaces))
-	}
-	cpu0 := cpuTime()
-	for b.Loop() {
-		if _, err := policy.Load(dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// The machine may be shared: CPU time per load is the steadier figure.
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkR3WriteToInForce measures the time from a file write to the new

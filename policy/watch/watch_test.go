@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -478,5 +479,25 @@ func TestR3RunOnceAndClose(t *testing.T) {
 	w.Close()
 	if err := <-done; err != nil {
 		t.Errorf("Run after Close = %v; want nil", err)
+	}
+}
+
+// The status line's fields: the error ones only when the newest edit was
+// rejected.
+func TestR3StatusJSON(t *testing.T) {
+	at := time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC)
+	cases := []struct {
+		s    Status
+		want string
+	}{
+		{Status{Generation: 2, Revision: "abc", LoadedAt: at}, `{"generation":2,"revision":"abc","loaded_at":"2026-11-29T23:00:00Z"}`},
+		{Status{Generation: 2, Revision: "abc", LoadedAt: at, LastError: "policy.cue:1:2: bad", LastErrorAt: at},
+			`{"generation":2,"revision":"abc","loaded_at":"2026-11-29T23:00:00Z","last_error":"policy.cue:1:2: bad","last_error_at":"2026-11-29T23:00:00Z"}`},
+	}
+	for _, c := range cases {
+		got, err := json.Marshal(c.s)
+		if err != nil || string(got) != c.want {
+			t.Errorf("json of %+v = %s, %v; want %s", c.s, got, err, c.want)
+		}
 	}
 }
