@@ -415,13 +415,17 @@ func simplify(s any, depth int) any {
 					out[k] = t
 				}
 			case []any:
+				var names []any
 				good := len(t) > 0
 				for _, e := range t {
 					name, ok := e.(string)
 					good = good && ok && jsonTypeNames[name]
+					if !slices.Contains(names, e) {
+						names = append(names, e)
+					}
 				}
 				if good {
-					out[k] = t
+					out[k] = names
 				}
 			}
 		case "properties":
@@ -438,7 +442,7 @@ func simplify(s any, depth int) any {
 			if l, ok := v.([]any); ok {
 				names := []any{}
 				for _, e := range l {
-					if s, ok := e.(string); ok {
+					if s, ok := e.(string); ok && !slices.Contains(names, any(s)) {
 						names = append(names, s)
 					}
 				}

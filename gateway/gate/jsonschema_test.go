@@ -263,3 +263,37 @@ func TestS1ExportPatterns(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
 }
+
+// FuzzImport: no panic on any schema, and an object schema that does not
+// restrict the top level's type is never refused as unusual (rule S8).
+func FuzzImport(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"a":{"type":"string"}},"required":["a","a"]}`,
+		`{"properties":{"a":{"$ref":"#/x","type":["string","string"]}},"additionalProperties":{"enum":[1,{}]}}`,
+		`{"patternProperties":{"(?<=a)":{}},"additionalProperties":false,"items":[{}]}`,
+		`{"properties":{"a":{"properties":{"b":{"required":[1,"c"]}}}},"required":"a"}`,
+		`true`, `{}`, `[]`, `{"type":7}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := ImportJSONSchema(cueCtx(), data)
+		var raw map[string]any
+		if json.Unmarshal(data, &raw) != nil || raw == nil {
+			return
+		}
+		for _, k := range []string{"type", "enum", "const"} {
+			if _, ok := raw[k]; ok {
+				return
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s refused: %v", data, err)
+		}
+		g, err := Compile(v)
+		if err != nil {
+			t.Fatalf("%s imported but does not compile: %v", data, err)
+		}
+		g.Check(map[string]any{"a": "x", "b": json.Number("1"), "c": []any{map[string]any{}}})
+	})
+}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -122,4 +123,92 @@ func checkRandomSchema(t *testing.T, r *rand.Rand, i int) *Gate {
 		agree(t, c, gen{r}.object(1))
 	}
 	return g
+}
+
+// jsonSchemaGen writes random JSON Schemas as outside tools declare them.
+type jsonSchemaGen struct{ r *rand.Rand }
+
+func (g jsonSchemaGen) object(depth int) map[string]any {
+	s := map[string]any{}
+	if g.r.IntN(4) != 0 {
+		s["type"] = "object"
+	}
+	props := map[string]any{}
+	var required []any
+	for range g.r.IntN(4) {
+		name := genNames[g.r.IntN(len(genNames))]
+		props[name] = g.schema(depth + 1)
+		if g.r.IntN(3) == 0 {
+			required = append(required, name)
+		}
+	}
+	if len(props) > 0 {
+		s["properties"] = props
+	}
+	if required != nil {
+		s["required"] = required
+	}
+	switch g.r.IntN(5) {
+	case 0:
+		s["additionalProperties"] = false
+	case 1:
+		s["additionalProperties"] = g.schema(depth + 1)
+	case 2:
+		s["patternProperties"] = map[string]any{"^x-": g.schema(depth + 1)}
+	}
+	return s
+}
+
+func (g jsonSchemaGen) schema(depth int) any {
+	if depth < 3 && g.r.IntN(4) == 0 {
+		return g.object(depth)
+	}
+	switch g.r.IntN(9) {
+	case 0:
+		return map[string]any{"type": "array", "items": g.schema(depth + 1)}
+	case 1:
+		return map[string]any{"enum": []any{"x", "y", 3, nil}}
+	case 2:
+		return map[string]any{"type": []any{"string", "null"}}
+	case 3:
+		return map[string]any{"type": "integer", "minimum": 1}
+	case 4:
+		return map[string]any{"anyOf": []any{map[string]any{"type": "string"}}}
+	case 5:
+		return map[string]any{"const": "fixed"}
+	case 6:
+		return true
+	}
+	return map[string]any{"type": []string{"string", "integer", "number", "boolean", "null"}[g.r.IntN(5)]}
+}
+
+// TestRandomImportedSchemasShapeEqualsCUE: the CUE that ImportJSONSchema
+// makes of random outside schemas is judged by the shape as CUE judges it.
+func TestRandomImportedSchemasShapeEqualsCUE(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	compiled, viaCUE := 0, 0
+	for i := range 150 {
+		js, _ := json.Marshal(jsonSchemaGen{r}.object(0))
+		v, err := ImportJSONSchema(cuecontext.New(), js)
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		g, err := Compile(v)
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		compiled++
+		if g.root.cue {
+			viaCUE++
+		}
+		c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g}
+		for range 40 {
+			agree(t, c, gen{r}.input(g))
+			agree(t, c, gen{r}.object(1))
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	t.Logf("%d random outside schemas, %d of them need CUE", compiled, viaCUE)
 }
