@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,6 +16,7 @@ import (
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy"
+	"aimon.dev/gw/policy/watch"
 	"aimon.dev/gw/tools"
 )
 
@@ -61,14 +66,52 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	plugins := host.New(p.Log)
 	defer plugins.Close() // no plugin outlives the gateway (rule R4)
-	gen, err := loadPolicy(p.Policy, plugins)
-	if err != nil {
-		return cli.Exit(err.Error(), exitFinding)
+	opts := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Runner: pluginRunner{plugins}}
+	var gw *gateway.Gateway
+	if p.Policy == "" {
+		gen, err := loadPolicy("", nil)
+		if err != nil {
+			return cli.Exit(err.Error(), exitFinding)
+		}
+		gw = gateway.New(gen, opts)
+		for _, w := range gen.Warnings {
+			p.Log.Warn("policy", "problem", w.String())
+		}
+	} else {
+		// The policy follows its files (rule R3): a sound edit is swapped in
+		// whole, a broken one leaves the last good generation in force.
+		w, err := watch.New(p.Policy, func(gen *policy.Generation) {
+			gw.Swap(gen)
+			plugins.Retain(gen.Specs()) // dropped plugins stop once their calls finish
+		}, watch.Options{Logger: p.Log, Load: func(dir string) (*policy.Generation, error) {
+			return policy.Load(dir, policy.WithPlugins(plugins))
+		}})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw: the policy in %s does not load:\n%v", p.Policy, err), exitFinding)
+		}
+		opts.LastReload = func() (string, time.Time) {
+			st := w.Status()
+			return st.LastError, st.LastErrorAt
+		}
+		gw = gateway.New(w.Initial(), opts)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go w.Run(ctx)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-hup:
+					p.Log.Info("SIGHUP: reloading the policy")
+					w.Reload()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
 	}
-	for _, w := range gen.Warnings {
-		p.Log.Warn("policy", "problem", w.String())
-	}
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Runner: pluginRunner{plugins}})
 	if err := gw.Serve(ctx, p.Stdin, p.Stdout); err != nil {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}

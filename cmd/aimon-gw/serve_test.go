@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// session drives serve over pipes, one line in and one line out.
+type session struct {
+	t   *testing.T
+	in  *io.PipeWriter
+	out *bufio.Reader
+}
+
+func (s *session) send(line string) map[string]any {
+	s.t.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		s.t.Fatal(err)
+	}
+	reply, err := s.out.ReadString('\n')
+	if err != nil {
+		s.t.Fatalf("no reply to %s: %v", line, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(reply), &m); err != nil {
+		s.t.Fatalf("reply %q: %v", reply, err)
+	}
+	return m
+}
+
+// waitStatus asks for the status until ok accepts it or the deadline passes.
+func (s *session) waitStatus(ok func(map[string]any) bool) map[string]any {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := s.send(`{"type":"status"}`)
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("status never changed as expected; last %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startServe(t *testing.T, policyDir string) *session {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, Stdin: inR, Stdout: outW, Log: discard})
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not end at the end of its input")
+		}
+		cancel()
+	})
+	return &session{t: t, in: inW, out: bufio.NewReader(outR)}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	// Rename into place, as editors and git do.
+	tmp := path + ".tmp~"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const reloadHeader = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Echo: schema.#Echo, Glob: schema.#Glob}\n"
+
+// TestR3ServeFollowsPolicyEdits: a sound edit is in force for the next
+// line, a broken one leaves the last good generation and says why, with
+// file:line:col, and a fix clears it.
+func TestR3ServeFollowsPolicyEdits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	policyFile := filepath.Join(dir, "policy.cue")
+	writeFile(t, policyFile, reloadHeader+`agent: "allowed-tools": ["Echo"]`+"\n")
+	s := startServe(t, dir)
+
+	first := s.send(`{"type":"status"}`)
+	if first["generation"] != 1.0 || first["last_error"] != nil {
+		t.Fatalf("status at start: %v", first)
+	}
+	echo := `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"hi"}}`
+	if r := s.send(echo); r["is_error"] != false {
+		t.Fatalf("Echo before the edit: %v", r)
+	}
+
+	writeFile(t, policyFile, reloadHeader+`agent: "allowed-tools": ["Glob"]`+"\n")
+	st := s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
+	if st["revision"] == first["revision"] {
+		t.Errorf("a new generation must have a new revision: %v", st)
+	}
+	if r := s.send(echo); r["is_error"] != true || !strings.Contains(r["content"].(string), "not allowed") {
+		t.Errorf("Echo after the edit took it away: %v", r)
+	}
+
+	writeFile(t, policyFile, reloadHeader+`agent: allowedTools: ["Echo"]`+"\n")
+	st = s.waitStatus(func(m map[string]any) bool { return m["last_error"] != nil })
+	if st["generation"] != 2.0 || !strings.Contains(st["last_error"].(string), "policy.cue:6:8") {
+		t.Errorf("a broken edit must leave generation 2 in force and say where: %v", st)
+	}
+	if r := s.send(echo); r["is_error"] != true {
+		t.Errorf("the broken edit must not be in force: %v", r)
+	}
+
+	writeFile(t, policyFile, reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]`+"\n")
+	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 3.0 && m["last_error"] == nil })
+	if r := s.send(echo); r["is_error"] != false {
+		t.Errorf("Echo after the fix: %v", r)
+	}
+}
+
+// TestR3SIGHUPReloads: SIGHUP reloads even when no event was seen.
+func TestR3SIGHUPReloads(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader)
+	s := startServe(t, dir)
+	s.send(`{"type":"status"}`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
+}
