@@ -34,7 +34,7 @@ func (g schemaGen) structLit(depth int) string {
 	case 0:
 		b.WriteString("...")
 	case 1:
-		b.WriteString("[string]: " + g.scalar())
+		b.WriteString("[string]: " + g.value(depth+1))
 	case 2:
 		b.WriteString(`[=~"^x-"]: ` + g.scalar())
 	}
@@ -163,7 +163,7 @@ func (g jsonSchemaGen) schema(depth int) any {
 	if depth < 3 && g.r.IntN(4) == 0 {
 		return g.object(depth)
 	}
-	switch g.r.IntN(9) {
+	switch g.r.IntN(10) {
 	case 0:
 		return map[string]any{"type": "array", "items": g.schema(depth + 1)}
 	case 1:
@@ -178,37 +178,67 @@ func (g jsonSchemaGen) schema(depth int) any {
 		return map[string]any{"const": "fixed"}
 	case 6:
 		return true
+	case 7:
+		// What S7 and S8 say the gate lets pass.
+		return []any{
+			map[string]any{"$ref": "#/nope"},
+			map[string]any{"items": []any{map[string]any{}}},
+			map[string]any{"type": []any{"string", "string"}},
+			map[string]any{"type": "string", "format": "email", "pattern": "^a", "maxLength": 2},
+			map[string]any{"patternProperties": map[string]any{"(?<=x)": map[string]any{}}, "additionalProperties": false},
+			map[string]any{"not": map[string]any{}, "if": true, "then": false},
+			map[string]any{"enum": []any{map[string]any{"k": json.Number("1")}, []any{json.Number("1")}, "x"}},
+			map[string]any{"type": "strnig"},
+			map[string]any{"required": []any{"a", "a", 3}, "properties": map[string]any{"a": false}},
+		}[g.r.IntN(9)]
 	}
 	return map[string]any{"type": []string{"string", "integer", "number", "boolean", "null"}[g.r.IntN(5)]}
 }
 
 // TestRandomImportedSchemasShapeEqualsCUE: the CUE that ImportJSONSchema
-// makes of random outside schemas is judged by the shape as CUE judges it.
+// makes of random outside schemas is judged by the shape as CUE judges it,
+// and no such schema is refused (rule S8).
 func TestRandomImportedSchemasShapeEqualsCUE(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	compiled, viaCUE := 0, 0
-	for i := range 150 {
-		js, _ := json.Marshal(jsonSchemaGen{r}.object(0))
-		v, err := ImportJSONSchema(cuecontext.New(), js)
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		g, err := Compile(v)
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		compiled++
-		if g.root.cue {
+	viaCUE := 0
+	const n = 150
+	for i := range n {
+		if checkRandomImported(t, r, i).root.cue {
 			viaCUE++
-		}
-		c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g}
-		for range 40 {
-			agree(t, c, gen{r}.input(g))
-			agree(t, c, gen{r}.object(1))
 		}
 		if t.Failed() {
 			return
 		}
 	}
-	t.Logf("%d random outside schemas, %d of them need CUE", compiled, viaCUE)
+	t.Logf("%d random outside schemas, %d of them need CUE", n, viaCUE)
+	if viaCUE == 0 || viaCUE == n {
+		t.Errorf("%d of %d need CUE: the generator does not exercise both paths", viaCUE, n)
+	}
+}
+
+func FuzzRandomImportedSchemas(f *testing.F) {
+	for i := range uint64(8) {
+		f.Add(i, i+200)
+	}
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		checkRandomImported(t, rand.New(rand.NewPCG(s1, s2)), 0)
+	})
+}
+
+func checkRandomImported(t *testing.T, r *rand.Rand, i int) *Gate {
+	js, _ := json.Marshal(jsonSchemaGen{r}.object(0))
+	v, err := ImportJSONSchema(cuecontext.New(), js)
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	g, err := Compile(v)
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g}
+	for range 40 {
+		agree(t, c, gen{r}.input(g))
+		agree(t, c, gen{r}.object(1))
+	}
+	return g
 }

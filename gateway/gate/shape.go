@@ -61,6 +61,12 @@ type node struct {
 	checks []check
 }
 
+// isAny reports whether n admits every JSON value.
+func (n *node) isAny() bool {
+	return n.kinds == kAll && !n.cue && !n.closed && n.enum == nil && n.checks == nil &&
+		n.fields == nil && n.extra == nil && n.elem == nil
+}
+
 type field struct {
 	node     *node
 	required bool
@@ -250,7 +256,7 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 		if err != nil {
 			return err
 		}
-		if en.kinds != kAll || en.cue {
+		if !en.isAny() {
 			n.extra = en
 		}
 		if en.cue {
@@ -287,7 +293,7 @@ func (c *compiler) list(v cue.Value, n *node, depth int) error {
 	if err != nil {
 		return err
 	}
-	if en.kinds != kAll || en.cue || en.enum != nil {
+	if !en.isAny() {
 		n.elem = en
 	}
 	if en.cue {
