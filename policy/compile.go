@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 
@@ -87,7 +89,12 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	if v.Validate() != nil {
 		return nil // the policy-wide validation has reported it
 	}
-	if b := v.LookupPath(cue.ParsePath("builtin")); b.Exists() {
+	b, p := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin"))
+	if b.Exists() == p.Exists() {
+		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read) or plugin: {command: [...]}.", name)
+		return nil
+	}
+	if b.Exists() {
 		t.Builtin = str(b)
 		// A policy may narrow a built-in, never widen it: the tool is the
 		// shipped declaration unified with what the policy wrote.
@@ -121,14 +128,7 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 			return nil
 		}
 	}
-	g, err := gate.Compile(t.Input)
-	if err != nil {
-		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", name, err, name)
-		return nil
-	}
-	t.Gate = g
-	if t.JSONSchema, err = gate.ExportJSONSchema(t.Input); err != nil {
-		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", name, err)
+	if !c.compileInput(t) {
 		return nil
 	}
 	t.Validation = mode
@@ -142,6 +142,42 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 		}
 	}
 	return t
+}
+
+// shippedInputs holds the gate and JSON Schema of each built-in's input as
+// shipped, compiled once for the process: most policies offer built-ins
+// unchanged, often many times under several names.
+var shippedInputs sync.Map // builtin name → *compiledInput
+
+type compiledInput struct {
+	gate   *gate.Gate
+	schema json.RawMessage
+}
+
+// compileInput derives the tool's gate (rule S4) and JSON Schema (rule S1).
+func (c *compiler) compileInput(t *Tool) bool {
+	shipped := t.Builtin != "" && c.pos(t.Input, 1) == ""
+	if shipped {
+		if ci, ok := shippedInputs.Load(t.Builtin); ok {
+			t.Gate, t.JSONSchema = ci.(*compiledInput).gate, ci.(*compiledInput).schema
+			return true
+		}
+	}
+	g, err := gate.Compile(t.Input)
+	if err != nil {
+		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", t.Name, err, t.Name)
+		return false
+	}
+	js, err := gate.ExportJSONSchema(t.Input)
+	if err != nil {
+		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", t.Name, err)
+		return false
+	}
+	t.Gate, t.JSONSchema = g, js
+	if shipped {
+		shippedInputs.Store(t.Builtin, &compiledInput{g, js})
+	}
+	return true
 }
 
 // widened reports, and returns true for, the fields of got that want does

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"cuelang.org/go/cue"
+	cuebuild "cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/mod/modfile"
 
@@ -94,7 +96,7 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
 		schemaOverlay(schemaDir, ov)
 	}
-	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, os.ReadFile, newCompiler(abs, opts))
+	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler(abs, opts))
 }
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top
@@ -108,18 +110,15 @@ func LoadFS(fsys fs.FS) (*Generation, error) {
 	if err != nil {
 		return nil, Errors{{Code: "dir", Message: fmt.Sprintf("cannot read the embedded policy: %v.", err)}}
 	}
-	files := map[string][]byte{}
 	for _, e := range entries {
 		if path.Ext(e.Name()) == ".cue" {
 			data, _ := fs.ReadFile(fsys, e.Name())
-			files[root+"/"+e.Name()] = data
 			ov[root+"/"+e.Name()] = load.FromBytes(data)
 		}
 	}
 	schemaDir := root + "/cue.mod/gen/" + schema.ImportPath
 	schemaOverlay(schemaDir, ov)
-	read := func(name string) ([]byte, error) { return files[name], nil }
-	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, read, newCompiler("", nil))
+	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler("", nil))
 }
 
 func newCompiler(dir string, opts []Option) *compiler {
@@ -156,9 +155,8 @@ func module(root string) string {
 	return mf.QualifiedModule()
 }
 
-// build loads, evaluates and compiles one policy; read gives the bytes of a
-// policy file, for the revision.
-func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error), c *compiler) (*Generation, error) {
+// build loads, evaluates and compiles one policy.
+func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error) {
 	def, err := Schema()
 	if err != nil {
 		return nil, Errors{{Code: "schema", Message: fmt.Sprintf("the shipped schema does not load: %v.", err)}}
@@ -176,18 +174,11 @@ func build(cfg *load.Config, schemaDir string, read func(string) ([]byte, error)
 		// every problem rather than the first layer of them.
 		errs = fromCUE(err, schemaDir)
 	}
-	h := sha256.New()
-	files := slices.Clone(inst.BuildFiles)
-	sort.Slice(files, func(i, j int) bool { return files[i].Filename < files[j].Filename })
-	for _, f := range files {
-		data, err := read(f.Filename)
-		if err != nil {
-			return nil, Errors{{Pos: f.Filename, Code: "dir", Message: fmt.Sprintf("cannot read the policy file: %v.", err)}}
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f.Filename), len(data))
-		h.Write(data)
+	revision, err := revisionOf(inst, cfg.ModuleRoot)
+	if err != nil {
+		return nil, Errors{{Pos: cfg.Dir, Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
-	g := &Generation{Revision: hex.EncodeToString(h.Sum(nil))[:12], value: v}
+	g := &Generation{Revision: revision, value: v}
 	c.def, c.schemaDir = def, schemaDir
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
@@ -213,4 +204,49 @@ func merge(errs, more Errors) Errors {
 		}
 	}
 	return errs
+}
+
+// revisionOf identifies what a policy was built from: every file CUE parsed
+// for it, its imports' included (a policy may import packages of its own
+// module), as parsed rather than re-read, so the revision always matches
+// what was loaded.
+func revisionOf(inst *cuebuild.Instance, root string) (string, error) {
+	h := sha256.New()
+	seen := map[*cuebuild.Instance]bool{}
+	var walk func(*cuebuild.Instance) error
+	walk = func(i *cuebuild.Instance) error {
+		if seen[i] {
+			return nil
+		}
+		seen[i] = true
+		files := slices.Clone(i.Files)
+		sort.Slice(files, func(a, b int) bool { return files[a].Filename < files[b].Filename })
+		for _, f := range files {
+			src, err := format.Node(f)
+			if err != nil {
+				return err
+			}
+			name := f.Filename
+			if rel, err := filepath.Rel(root, name); err == nil {
+				name = rel
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00", filepath.ToSlash(name), len(src))
+			h.Write(src)
+		}
+		for _, imp := range i.Imports {
+			if err := walk(imp); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(inst); err != nil {
+		return "", err
+	}
+	// The module file decides the language version and dependencies.
+	if data, err := os.ReadFile(filepath.Join(root, "cue.mod", "module.cue")); err == nil {
+		fmt.Fprintf(h, "cue.mod/module.cue\x00%d\x00", len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
