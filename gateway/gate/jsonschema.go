@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/big"
@@ -358,10 +359,15 @@ func ImportJSONSchema(ctx *cue.Context, data []byte) (cue.Value, error) {
 	}
 	v := ctx.BuildFile(f)
 	if err := v.Err(); err != nil {
-		return cue.Value{}, fmt.Errorf("the tool's input schema cannot be read: %w", err)
+		return cue.Value{}, fmt.Errorf("%w: %v", ErrNoInput, err)
 	}
 	return v, nil
 }
+
+// ErrNoInput is the error of an outside schema that contradicts itself, so
+// that no input could satisfy it (a required property whose schema is false
+// under a pattern that also applies): such a tool cannot be called at all.
+var ErrNoInput = errors.New("the tool's input schema admits no input")
 
 // readable are the keywords the gate enforces (S4) or keeps as text.
 var readable = map[string]bool{

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -296,4 +297,11 @@ func FuzzImport(f *testing.F) {
 		}
 		g.Check(map[string]any{"a": "x", "b": json.Number("1"), "c": []any{map[string]any{}}})
 	})
+}
+
+func TestImportContradiction(t *testing.T) {
+	_, err := ImportJSONSchema(cueCtx(), []byte(`{"type":"object","properties":{"x-1":{"type":"object"}},"required":["x-1"],"patternProperties":{"^x-":{"properties":{"a":false},"required":["a"]}}}`))
+	if !errors.Is(err, ErrNoInput) {
+		t.Fatalf("err = %v, want ErrNoInput", err)
+	}
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -203,7 +204,7 @@ func TestRandomImportedSchemasShapeEqualsCUE(t *testing.T) {
 	viaCUE := 0
 	const n = 150
 	for i := range n {
-		if checkRandomImported(t, r, i).root.cue {
+		if g := checkRandomImported(t, r, i); g != nil && g.root.cue {
 			viaCUE++
 		}
 		if t.Failed() {
@@ -228,6 +229,9 @@ func FuzzRandomImportedSchemas(f *testing.F) {
 func checkRandomImported(t *testing.T, r *rand.Rand, i int) *Gate {
 	js, _ := json.Marshal(jsonSchemaGen{r}.object(0))
 	v, err := ImportJSONSchema(cuecontext.New(), js)
+	if errors.Is(err, ErrNoInput) {
+		return nil // contradicts itself: refused, and rightly
+	}
 	if err != nil {
 		t.Fatalf("%s: %v", js, err)
 	}
