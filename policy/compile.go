@@ -89,6 +89,10 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	if v.Validate() != nil {
 		return nil // the policy-wide validation has reported it
 	}
+	if err := v.Err(); err != nil { // an incomplete value, such as an undefined reference
+		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
+		return nil
+	}
 	b, p := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin"))
 	if b.Exists() == p.Exists() {
 		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read) or plugin: {command: [...]}.", name)

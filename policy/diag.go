@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -47,16 +48,21 @@ func position(p token.Pos) string {
 	if !p.IsValid() {
 		return ""
 	}
-	file := p.Filename()
-	if wd, err := os.Getwd(); err == nil && filepath.IsAbs(file) {
-		if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
-			file = rel
-		}
-	}
+	file := relative(p.Filename())
 	if file == "" {
 		return fmt.Sprintf("%d:%d", p.Line(), p.Column())
 	}
 	return fmt.Sprintf("%s:%d:%d", file, p.Line(), p.Column())
+}
+
+// relative is file relative to the current directory when it lies below it.
+func relative(file string) string {
+	if wd, err := os.Getwd(); err == nil && filepath.IsAbs(file) {
+		if rel, err := filepath.Rel(wd, file); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return file
 }
 
 // fromCUE turns a CUE error into diagnostics, each placed at the first
@@ -130,7 +136,7 @@ func message(errs []errors.Error) string {
 	// The policy's value is the one argument every conflict shares.
 	for _, e := range errs {
 		if format, args := e.Msg(); !strings.HasPrefix(format, "conflicting values %s and %s") || len(args) < 2 {
-			return fmt.Sprintf(format, args...) // a bound or a closedness error says more than a conflict
+			return text(e) // a bound or a closedness error says more than a conflict
 		}
 	}
 	count := map[string]int{}
@@ -161,14 +167,29 @@ func message(errs []errors.Error) string {
 		}
 	}
 	if len(alts) == 1 || value == "" {
-		format, args := errs[0].Msg()
-		return fmt.Sprintf(format, args...)
+		return text(errs[0])
 	}
 	alts = dropCovered(alts)
 	if len(alts) > 2 {
 		return fmt.Sprintf("%s is not allowed here: it must be one of %s", value, strings.Join(alts, ", "))
 	}
 	return fmt.Sprintf("%s is not allowed here: it must be %s", value, strings.Join(alts, " or "))
+}
+
+var posRE = regexp.MustCompile(`\S+:\d+:\d+: `)
+
+// text is an error's message without its path and positions. Some errors
+// (a failed import, a module file without a language version) keep their
+// detail out of Msg, so the full text is used when it says more.
+func text(e errors.Error) string {
+	format, args := e.Msg()
+	msg := fmt.Sprintf(format, args...)
+	full := posRE.ReplaceAllString(e.Error(), "")
+	full = strings.TrimPrefix(full, strings.Join(e.Path(), ".")+": ")
+	if strings.Contains(msg, "%!") || len(full) > len(msg) {
+		return full
+	}
+	return msg
 }
 
 // dropCovered drops a default such as 4 from "4 or int": the type covers it.

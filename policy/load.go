@@ -164,7 +164,16 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	insts := load.Instances([]string{"."}, cfg)
 	inst := insts[0]
 	if inst.Err != nil {
-		return nil, Errors(fromCUE(inst.Err, schemaDir))
+		errs := Errors(fromCUE(inst.Err, schemaDir))
+		for i := range errs {
+			if errs[i].Pos == "" && strings.Contains(errs[i].Message, "module.cue") {
+				errs[i].Pos = relative(filepath.Join(cfg.ModuleRoot, "cue.mod", "module.cue"))
+				if strings.Contains(errs[i].Message, "language version") {
+					errs[i].Message += `; add language: version: "v0.12.0" to it`
+				}
+			}
+		}
+		return nil, errs
 	}
 	// v.Err would give only the first error; Validate gives them all.
 	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(cueCtx.BuildInstance(inst))

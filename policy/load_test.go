@@ -279,3 +279,26 @@ func TestRevisionCoversImports(t *testing.T) {
 		t.Errorf("revisions %s and %s for %d and %d tools", a.Revision, b.Revision, len(a.Tools), len(b.Tools))
 	}
 }
+
+func TestLoadModuleAndReferenceProblems(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"no language version", map[string]string{"cue.mod/module.cue": "module: \"example.com/p@v0\"\n", "policy.cue": header + "tools: Echo: schema.#Echo\n"},
+			`cue.mod/module.cue: no language version declared in module.cue; add language: version: "v0.12.0" to it`},
+		{"undefined definition", map[string]string{"policy.cue": header + "tools: Read: schema.#Nope\n"},
+			"policy.cue:5:21: tools.Read: undefined field: #Nope"},
+		{"missing import", map[string]string{"policy.cue": "package policy\n\nimport \"example.com/other/x\"\n\ntools: x.tools\n"},
+			`policy.cue:3:8: example.com/p@v0: import failed: cannot find package "example.com/other/x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(writePolicy(t, tt.files))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
