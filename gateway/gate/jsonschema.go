@@ -361,6 +361,10 @@ func ImportJSONSchema(ctx *cue.Context, data []byte) (cue.Value, error) {
 	if err := v.Err(); err != nil {
 		return cue.Value{}, fmt.Errorf("%w: %v", ErrNoInput, err)
 	}
+	if v.IncompleteKind()&cue.StructKind == 0 {
+		// Its object form contradicts itself; other kinds are no input.
+		return cue.Value{}, fmt.Errorf("%w: no object satisfies it", ErrNoInput)
+	}
 	return v, nil
 }
 
