@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	"cuelang.org/go/cue"
 
@@ -14,12 +13,14 @@ import (
 // compiler turns the unified policy value into a Generation, collecting
 // every problem rather than stopping at the first.
 type compiler struct {
+	ctx       *cue.Context // the generation's own
 	opts      options
 	dir       string    // the policy directory; "" for an embedded policy
 	def       cue.Value // the shipped schema package
 	schemaDir string
 	errs      Errors
 	warnings  []Diagnostic
+	shipped   map[string]compiledInput
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
@@ -148,10 +149,9 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	return t
 }
 
-// shippedInputs holds the gate and JSON Schema of each built-in's input as
-// shipped, compiled once for the process: most policies offer built-ins
-// unchanged, often many times under several names.
-var shippedInputs sync.Map // builtin name → *compiledInput
+// shipped holds, for one load, the gate and JSON Schema of each built-in's
+// input as shipped: most policies offer built-ins unchanged, often many
+// times under several names.
 
 type compiledInput struct {
 	gate   *gate.Gate
@@ -162,8 +162,8 @@ type compiledInput struct {
 func (c *compiler) compileInput(t *Tool) bool {
 	shipped := t.Builtin != "" && c.pos(t.Input, 1) == ""
 	if shipped {
-		if ci, ok := shippedInputs.Load(t.Builtin); ok {
-			t.Gate, t.JSONSchema = ci.(*compiledInput).gate, ci.(*compiledInput).schema
+		if ci, ok := c.shipped[t.Builtin]; ok {
+			t.Gate, t.JSONSchema = ci.gate, ci.schema
 			return true
 		}
 	}
@@ -179,7 +179,10 @@ func (c *compiler) compileInput(t *Tool) bool {
 	}
 	t.Gate, t.JSONSchema = g, js
 	if shipped {
-		shippedInputs.Store(t.Builtin, &compiledInput{g, js})
+		if c.shipped == nil {
+			c.shipped = map[string]compiledInput{}
+		}
+		c.shipped[t.Builtin] = compiledInput{g, js}
 	}
 	return true
 }

@@ -26,16 +26,13 @@ import (
 	"aimon.dev/gw/schema"
 )
 
-// One CUE context for the process: values from different contexts cannot be
-// unified, and since v0.17 values are safe for concurrent use.
-var (
-	cueCtx  = cuecontext.New()
-	shipped struct {
-		once sync.Once
-		v    cue.Value
-		err  error
-	}
-)
+// Each generation is compiled in a CUE context of its own: a context keeps
+// every label and value it ever saw, so a process-wide one would grow with
+// every reload. The shipped schema is parsed once and built per context.
+var shipped struct {
+	once sync.Once
+	inst *cuebuild.Instance
+}
 
 // schemaRoot is where the shipped schema package is laid out in overlays.
 const schemaRoot = "/aimon-gw.embedded/schema"
@@ -48,22 +45,20 @@ func schemaOverlay(dir string, ov map[string]load.Source) {
 	}
 }
 
-// Schema returns the shipped schema package as a CUE value.
-func Schema() (cue.Value, error) {
+// Schema returns the shipped schema package as a CUE value in ctx.
+func Schema(ctx *cue.Context) (cue.Value, error) {
 	shipped.once.Do(func() {
 		ov := map[string]load.Source{
 			schemaRoot + "/cue.mod/module.cue": load.FromString(fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", schema.Module)),
 		}
 		schemaOverlay(schemaRoot+"/schema", ov)
-		insts := load.Instances([]string{"./schema"}, &load.Config{Dir: schemaRoot, Overlay: ov})
-		if err := insts[0].Err; err != nil {
-			shipped.err = err
-			return
-		}
-		shipped.v = cueCtx.BuildInstance(insts[0])
-		shipped.err = shipped.v.Err()
+		shipped.inst = load.Instances([]string{"./schema"}, &load.Config{Dir: schemaRoot, Overlay: ov})[0]
 	})
-	return shipped.v, shipped.err
+	if err := shipped.inst.Err; err != nil {
+		return cue.Value{}, err
+	}
+	v := ctx.BuildInstance(shipped.inst)
+	return v, v.Err()
 }
 
 // Load loads the policy in dir: the CUE package there, in a CUE module (a
@@ -157,7 +152,8 @@ func module(root string) string {
 
 // build loads, evaluates and compiles one policy.
 func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error) {
-	def, err := Schema()
+	c.ctx = cuecontext.New()
+	def, err := Schema(c.ctx)
 	if err != nil {
 		return nil, Errors{{Code: "schema", Message: fmt.Sprintf("the shipped schema does not load: %v.", err)}}
 	}
@@ -176,7 +172,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		return nil, errs
 	}
 	// v.Err would give only the first error; Validate gives them all.
-	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(cueCtx.BuildInstance(inst))
+	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(c.ctx.BuildInstance(inst))
 	var errs Errors
 	if err := v.Validate(); err != nil {
 		// Compile what can be compiled anyway, so that one load reports

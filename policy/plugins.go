@@ -65,7 +65,7 @@ func (c *compiler) plugin(t *Tool, v cue.Value) bool {
 		c.fail(p, "R4", "tool %s: the plugin %s serves %s, not %q; set plugin.tool to one of them.", t.Name, t.Plugin.Spec, joinNames(names), t.Plugin.Tool)
 		return false
 	}
-	declared, err := gate.ImportJSONSchema(cueCtx, info.InputSchema)
+	declared, err := gate.ImportJSONSchema(c.ctx, info.InputSchema)
 	if err != nil {
 		c.fail(p, "S3", "tool %s: the plugin %s declares an input schema that cannot be used: %v.", t.Name, t.Plugin.Spec, err)
 		return false

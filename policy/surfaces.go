@@ -25,7 +25,7 @@ func (c *compiler) compileLists(g *Generation) {
 		if !s.Declared {
 			continue
 		}
-		l, errs := allow.Compile(cueCtx, s.Entries, subjects)
+		l, errs := allow.Compile(c.ctx, s.Entries, subjects)
 		g.lists[ref] = l
 		for _, err := range errs {
 			pos := ""
