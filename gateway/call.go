@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -157,11 +158,16 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 	}
 	log.Debug("running", "input", p.input)
 	r := safeRun(ctx, impl, g.env(p.ID, chain), p.input)
+	// Built-ins log their own failures at the level rule C7 gives; the
+	// gateway logs a panic, and the cause of another tool's failure.
+	var pe *panicError
 	switch {
-	case r.IsError && r.Cause != nil:
+	case r.IsError && r.Cause != nil && (p.tool.Builtin == "" || errors.As(r.Cause, &pe)):
 		log.Error("tool failed", "error", r.Text, "cause", r.Cause)
 	case r.IsError:
-		log.Warn("tool returned an error", "error", r.Text)
+		log.Debug("tool returned an error", "error", r.Text)
+	default:
+		log.Debug("tool returned", "bytes", len(r.Text))
 	}
 	return result{Type: "tool_result", ToolUseID: p.ID, Content: r.Text, IsError: r.IsError}
 }
@@ -176,11 +182,19 @@ func (g *Gateway) impl(t *policy.Tool) (tools.Tool, bool) {
 	return nil, false
 }
 
+// panicError is the cause of a result that a panic produced.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+
 // safeRun runs a tool so that nothing it does escapes (rule C2).
 func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) (r tools.Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			r = tools.Failure(fmt.Errorf("panic: %v\n%s", p, debug.Stack()),
+			r = tools.Failure(&panicError{p, debug.Stack()},
 				"The tool failed unexpectedly and did not finish; the operator has the details in the gateway's log. Try another approach.")
 		}
 	}()
