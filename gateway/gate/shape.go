@@ -51,8 +51,10 @@ type node struct {
 	allow []allowRule
 	// elem is the schema of every array element; nil is any.
 	elem *node
-	// cue: the schema says more here than the shape models (bounds,
-	// patterns, validators, struct disjunctions).
+	// cue: the schema says more here, or below, than the shape models (a
+	// bound that refers to another field, string bounds, patterns,
+	// validators, struct disjunctions); it is set on every ancestor too, so
+	// the root's flag says whether an input needs CUE at all.
 	cue bool
 	// text is the schema in CUE syntax, for sentences.
 	text string
