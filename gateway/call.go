@@ -57,7 +57,7 @@ func (g *Gateway) prepare(cur *Current, chain []string, c call) prepared {
 func unknownTool(name string, cur *Current, eff listedSet) string {
 	names := listed(cur, eff)
 	msg := fmt.Sprintf("Unknown tool '%s'.", name)
-	if near := policy.Closest(name, names); near != "" {
+	if near := tools.Closest(name, names); near != "" {
 		msg += fmt.Sprintf(" Did you mean '%s'?", near)
 	}
 	return msg + fmt.Sprintf(" Available tools: %s.", strings.Join(names, ", "))

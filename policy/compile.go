@@ -8,6 +8,7 @@ import (
 	"cuelang.org/go/cue"
 
 	"aimon.dev/gw/gateway/gate"
+	"aimon.dev/gw/tools"
 )
 
 // compiler turns the unified policy value into a Generation, collecting
@@ -254,7 +255,7 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 			continue
 		}
 		msg := fmt.Sprintf("%s allowed-tools entry %q names no tool the policy defines", s.Ref, e)
-		if near := Closest(name, g.Names()); near != "" {
+		if near := tools.Closest(name, g.Names()); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		} else {
 			msg += fmt.Sprintf("; the tools are %s.", joinNames(g.Names()))

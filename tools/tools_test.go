@@ -149,3 +149,23 @@ func FuzzBind(f *testing.F) {
 		}
 	})
 }
+
+func TestS6Suggestion(t *testing.T) {
+	declared := []string{"file_path", "offset", "limit", "-i", "-n", "output_mode"}
+	for _, tc := range []struct{ name, want string }{
+		{"file_paht", "file_path"},
+		{"filepath", "file_path"},
+		{"FILE_PATH", ""},
+		{"ofset", "offset"},
+		{"limits", "limit"},
+		{"-x", "-i"},
+		{"zzzzzzzz", ""},
+		{"output", ""},
+		{"outputmode", "output_mode"},
+		{"", ""},
+	} {
+		if got := Closest(tc.name, declared); got != tc.want {
+			t.Errorf("Closest(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

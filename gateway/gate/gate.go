@@ -259,7 +259,7 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 // declared one at the same place, spelt as a full path like the name.
 func (w *walker) unknown(at *loc, name string, declared []string) {
 	p := at.String()
-	s := suggest(name, declared)
+	s := tools.Closest(name, declared)
 	if s != "" {
 		s = join(p, s)
 	}

@@ -25,26 +25,6 @@ func TestS6UnknownSentence(t *testing.T) {
 	}
 }
 
-func TestS6Suggestion(t *testing.T) {
-	declared := []string{"file_path", "offset", "limit", "-i", "-n", "output_mode"}
-	for _, tc := range []struct{ name, want string }{
-		{"file_paht", "file_path"},
-		{"filepath", "file_path"},
-		{"FILE_PATH", ""},
-		{"ofset", "offset"},
-		{"limits", "limit"},
-		{"-x", "-i"},
-		{"zzzzzzzz", ""},
-		{"output", ""},
-		{"outputmode", "output_mode"},
-		{"", ""},
-	} {
-		if got := suggest(tc.name, declared); got != tc.want {
-			t.Errorf("suggest(%q) = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestS4(t *testing.T) {
 	read := builtinGate(t, "#ReadInput")
 	grep := builtinGate(t, "#GrepInput")

@@ -1,8 +1,9 @@
-package gate
+package tools
 
-// suggest returns the declared name closest to name by edit distance, or ""
-// when none is close enough to be what was meant (rule S6).
-func suggest(name string, declared []string) string {
+// Closest returns the name in declared closest to name by edit distance, or
+// "" when none is close enough to be what was meant: the suggestion of an
+// unknown parameter (rule S6), tool or allow-list entry.
+func Closest(name string, declared []string) string {
 	best, bestD := "", -1
 	for _, d := range declared {
 		dist := distance(name, d)
