@@ -36,8 +36,9 @@ func toolDefs(cur *Current, chain []string) ([]ToolDef, error) {
 }
 
 // Call runs one call as a line of its own would, and returns its result
-// text and error flag; chain nil means the default chain.
-func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, input any) (string, bool) {
+// text and error flag; input is the call's input as JSON, chain nil means
+// the default chain.
+func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, input json.RawMessage) (string, bool) {
 	if chain == nil {
 		chain = g.opts.Chain
 	}

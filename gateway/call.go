@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
 
+	"aimon.dev/gw/gateway/gate"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/tools"
 	"aimon.dev/gw/tools/builtin"
@@ -45,9 +47,13 @@ func (g *Gateway) prepare(cur *Current, chain []string, c call) prepared {
 		p.refusal = refuse(c, "%s", eff.Decide(c.Name, nil, "").Reason)
 		return p
 	}
-	in, ok := c.Input.(map[string]any)
-	if !ok {
-		p.refusal = refuse(c, "The input of '%s' must be a JSON object of parameters, got %s. The tool was not executed.", c.Name, tools.Describe(c.Input))
+	if len(c.Input) == 0 {
+		p.refusal = refuse(c, "The call to '%s' has no input; send \"input\": a JSON object of parameters. The tool was not executed.", c.Name)
+		return p
+	}
+	in, err := gate.Decode(c.Input, gate.DefaultLimits)
+	if err != nil {
+		p.refusal = refuse(c, "The input of '%s' cannot be used: %s. The tool was not executed.", c.Name, strings.TrimSuffix(err.Error(), "."))
 		return p
 	}
 	p.input = in
@@ -126,8 +132,9 @@ func refusalRule(p prepared) string {
 	return "P9"
 }
 
-// Check decides a call as serving it would, without running it.
-func (g *Gateway) Check(chain []string, id, name string, input any) Verdict {
+// Check decides a call as serving it would, without running it; input is
+// the call's input as JSON.
+func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) Verdict {
 	cur := g.Current()
 	if chain == nil {
 		chain = g.opts.Chain

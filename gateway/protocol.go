@@ -14,9 +14,9 @@ type request struct {
 	Role    string  `json:"role"`
 	Content content `json:"content"`
 	// One call (form 2).
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Input any    `json:"input"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
 	// list_tools (form 3).
 	Format string `json:"format"`
 	// The line's own surface chain, overriding the process default.
@@ -45,17 +45,18 @@ func (c *content) UnmarshalJSON(data []byte) error {
 }
 
 type block struct {
-	Type  string `json:"type"`
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Input any    `json:"input"`
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
 }
 
-// A call is one tool_use, as decoded once from its line.
+// A call is one tool_use. Its input stays raw until gate.Decode reads it
+// once, refusing what encoding/json would let through (a name given twice).
 type call struct {
 	ID    string
 	Name  string
-	Input any
+	Input json.RawMessage
 }
 
 // result is a tool_result block; is_error is always present.

@@ -59,10 +59,10 @@ func check(p checkParams) error {
 		}
 	}
 	var call struct {
-		Type  string `json:"type"`
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		Input any    `json:"input"`
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

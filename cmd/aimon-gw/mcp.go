@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,11 +85,9 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		name := d.Name
 		server.AddTool(&mcp.Tool{Name: name, Description: d.Description, InputSchema: schema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				var input any = map[string]any{}
-				if len(req.Params.Arguments) > 0 {
-					if input, err = decodeArguments(req.Params.Arguments); err != nil {
-						return toolError(err.Error()), nil
-					}
+				input := req.Params.Arguments
+				if len(input) == 0 || string(input) == "null" {
+					input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 				}
 				text, isErr := gw.Call(ctx, chain, "mcp_"+strconv.FormatInt(seq.Add(1), 10), name, input)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr}, nil
@@ -100,20 +97,4 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		return cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
 	}
 	return nil
-}
-
-// decodeArguments decodes a call's arguments as the line protocol does,
-// numbers kept as written (rule S5).
-func decodeArguments(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v; send a JSON object of parameters", err)
-	}
-	return v, nil
-}
-
-func toolError(text string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
 }
