@@ -179,6 +179,9 @@ func (c *compiler) compileInput(t *Tool) bool {
 		return false
 	}
 	t.Gate, t.JSONSchema = g, js
+	if t.Plugin != nil && t.Plugin.declared != nil {
+		t.JSONSchema = t.Plugin.declared
+	}
 	if shipped {
 		if c.shipped == nil {
 			c.shipped = map[string]compiledInput{}

@@ -74,6 +74,8 @@ type Plugin struct {
 	// Spec identifies the plugin process: the command, its binary resolved
 	// against the policy directory.
 	Spec host.Spec
+
+	declared json.RawMessage // the plugin's own schema, when the policy does not narrow it
 }
 
 // A Surface is one place that declares an allow list (rule P8).

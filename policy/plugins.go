@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,11 @@ func (c *compiler) plugin(t *Tool, v cue.Value) bool {
 	if err != nil {
 		c.fail(p, "S3", "tool %s: the plugin %s declares an input schema that cannot be used: %v.", t.Name, t.Plugin.Spec, err)
 		return false
+	}
+	if c.pos(t.Input, 1) == "" {
+		// Not narrowed: models see the schema as the plugin declared it,
+		// range keywords included (the gate does not enforce those, rule S7).
+		t.Plugin.declared = json.RawMessage(info.InputSchema)
 	}
 	t.Input = declared.Unify(t.Input)
 	if err := t.Input.Validate(); err != nil {

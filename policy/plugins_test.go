@@ -60,6 +60,9 @@ tools: Fetch: {
 			t.Errorf("gate(%s) = %q, want %q", in, got, want)
 		}
 	}
+	if strings.Contains(string(f.JSONSchema), "minLength") || !strings.Contains(string(f.JSONSchema), "https") {
+		t.Errorf("a narrowed plugin tool must show the policy's narrowing to models: %s", f.JSONSchema)
+	}
 	if specs := g.Specs(); len(specs) != 1 || specs[0].Command[1] != "--quiet" {
 		t.Errorf("Specs = %v", specs)
 	}
@@ -102,6 +105,9 @@ tools: Fetch: {plugin: command: ["fetch"], concurrency: "sequential"}
 	}
 	if c := g.Tools["Fetch"].Concurrency; c != "sequential" {
 		t.Errorf("the policy narrowed Fetch to sequential, got %s", c)
+	}
+	if s := string(g.Tools["Fetch"].JSONSchema); s != `{"type":"object"}` {
+		t.Errorf("an unnarrowed plugin tool must show its declared schema as is, got %s", s)
 	}
 	d.infos[0].Concurrency = "sequential"
 	g, err = Load(writePolicy(t, map[string]string{"policy.cue": header + `
