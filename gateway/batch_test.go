@@ -218,8 +218,7 @@ func BenchmarkParallelBatch(b *testing.B) {
 		}
 		return tools.OK("")
 	})
-	t := &testing.T{}
-	gw, _ := newGateway(t, parallelPolicy, fakePlugins{"Par": sleep, "SeqTool": sleep})
+	gw, _ := newGateway(b, parallelPolicy, fakePlugins{"Par": sleep, "SeqTool": sleep})
 	one := []byte(batchLine("Par"))
 	eight := []byte(batchLine("Par", "Par", "Par", "Par", "Par", "Par", "Par", "Par"))
 	ctx := context.Background()

@@ -41,7 +41,7 @@ func (f fakePlugins) Tool(t *policy.Tool) (tools.Tool, bool) {
 
 // newGateway loads the policy body and returns a gateway on it whose logs
 // go to the returned buffer.
-func newGateway(t *testing.T, body string, plugins fakePlugins) (*Gateway, *bytes.Buffer) {
+func newGateway(t testing.TB, body string, plugins fakePlugins) (*Gateway, *bytes.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
