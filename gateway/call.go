@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"strings"
 
@@ -117,9 +118,23 @@ func (g *Gateway) decide(cur *Current, chain []string, p prepared) Verdict {
 	}
 	// Permission (rules P2–P11).
 	eff, _ := cur.Effective(chain)
-	d := eff.Decide(p.Name, p.input, g.opts.Workdir)
+	d := eff.Decide(p.Name, subjectInput(p), g.opts.Workdir)
 	v.Allowed, v.Reason, v.Rule, v.Entries, v.Effective = d.Allowed, d.Reason, d.Rule, d.Entries, eff.Entries(p.Name)
 	return v
+}
+
+// subjectInput is the input permission is decided on: where the call leaves
+// out its subject field and the tool declares what that means (Glob and
+// Grep search the working directory), the declared default stands in, so
+// the decision is about what the tool will do (rule P2).
+func subjectInput(p prepared) map[string]any {
+	s := p.tool.Subject
+	if s == nil || s.Default == "" || p.input[s.Field] != nil {
+		return p.input
+	}
+	in := maps.Clone(p.input)
+	in[s.Field] = s.Default
+	return in
 }
 
 func refusalRule(p prepared) string {

@@ -191,3 +191,28 @@ func TestC2PanicBecomesErrorResult(t *testing.T) {
 		t.Error("the gateway must keep serving after a panic")
 	}
 }
+
+// TestP2SubjectDefault: Glob without a path searches the working
+// directory, so it is decided as that directory, not denied for want of a
+// subject (rule P5 still holds for tools with no declared default).
+func TestP2SubjectDefault(t *testing.T) {
+	g, _ := newGateway(t, `
+tools: {Glob: schema.#Glob, Read: schema.#Read}
+agent: "allowed-tools": ["Glob(/nowhere/**)", "Read(/nowhere/**)"]
+`, nil)
+	wd := g.opts.Workdir
+	inside, _ := newGateway(t, `
+tools: {Glob: schema.#Glob, Read: schema.#Read}
+agent: "allowed-tools": ["Glob(`+wd+`)", "Glob(`+wd+`/**)"]
+`, nil)
+	inside.opts.Workdir = wd
+	if r := handle(t, inside, `{"type":"tool_use","id":"a","name":"Glob","input":{"pattern":"*.txt"}}`); r["is_error"] != false {
+		t.Errorf("Glob in the working directory, allowed there: %v", r)
+	}
+	if r := handle(t, g, `{"type":"tool_use","id":"b","name":"Glob","input":{"pattern":"*.txt"}}`); r["is_error"] != true || !strings.Contains(r["content"].(string), wd) {
+		t.Errorf("Glob in a working directory the patterns do not allow must be denied, naming it: %v", r)
+	}
+	if r := handle(t, g, `{"type":"tool_use","id":"c","name":"Read","input":{}}`); r["is_error"] != true {
+		t.Errorf("Read has no default subject: %v", r)
+	}
+}

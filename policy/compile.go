@@ -142,7 +142,8 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 		t.Validation = str(m)
 	}
 	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
-		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind")))}
+		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
+			Default: str(s.LookupPath(cue.ParsePath("default")))}
 		if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
 			c.fail(s, "P2", "tool %s: the subject field %q is not a parameter of its input; name one of its fields.", name, t.Subject.Field)
 		}

@@ -63,6 +63,9 @@ type Tool struct {
 type Subject struct {
 	Field string
 	Kind  string // "command" or "path"
+	// Default stands for the field when a call leaves it out: what the tool
+	// then does ("." for the working directory); "" for none.
+	Default string
 }
 
 // Plugin is how to start an out-of-process tool.

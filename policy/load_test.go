@@ -50,7 +50,7 @@ parallel: {enabled: true, maxConcurrency: 8}
 	}
 	read := g.Tools["Read"]
 	if read.Builtin != "Read" || read.Concurrency != "concurrent_safe" || read.Interrupt != "cooperative" ||
-		read.Subject == nil || *read.Subject != (Subject{"file_path", "path"}) || read.Validation != "warn" {
+		read.Subject == nil || *read.Subject != (Subject{Field: "file_path", Kind: "path"}) || read.Validation != "warn" {
 		t.Errorf("Read compiled as %+v", read)
 	}
 	if g.Tools["Bash"].Validation != "enforce" || g.Tools["Bash"].Concurrency != "sequential" {
