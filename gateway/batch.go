@@ -15,9 +15,9 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 	for i, c := range calls {
 		switch {
 		case c.ID == "":
-			ps[i] = prepared{call: c, refusal: refuse(c, "The tool_use block has no id; give every call a unique id. The tool was not executed.")}
+			ps[i] = prepared{call: c, rule: "R2", refusal: refuse(c, "The tool_use block has no id; give every call a unique id. The tool was not executed.")}
 		case seen[c.ID]:
-			ps[i] = prepared{call: c, refusal: refuse(c, "The id '%s' is used by an earlier call of this batch; give every call a unique id. The tool was not executed.", c.ID)}
+			ps[i] = prepared{call: c, rule: "R2", refusal: refuse(c, "The id '%s' is used by an earlier call of this batch; give every call a unique id. The tool was not executed.", c.ID)}
 		default:
 			ps[i] = g.prepare(cur, chain, c)
 		}

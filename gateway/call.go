@@ -21,8 +21,10 @@ type prepared struct {
 	call
 	tool  *policy.Tool
 	input tools.Input
-	// refusal is set when the call cannot run; its sentence is the result.
+	// refusal is set when the call cannot run; its sentence is the result,
+	// and rule the rule that refused it.
 	refusal *result
+	rule    string
 }
 
 func refuse(c call, format string, args ...any) *result {
@@ -34,27 +36,27 @@ func (g *Gateway) prepare(cur *Current, chain []string, c call) prepared {
 	p := prepared{call: c}
 	eff, err := cur.Effective(chain)
 	if err != nil {
-		p.refusal = refuse(c, "%s", err)
+		p.refusal, p.rule = refuse(c, "%s", err), "P11"
 		return p
 	}
 	t, ok := cur.Tools[c.Name]
 	if !ok {
-		p.refusal = refuse(c, "%s", unknownTool(c.Name, cur, eff))
+		p.refusal, p.rule = refuse(c, "%s", unknownTool(c.Name, cur, eff)), "P9"
 		return p
 	}
 	p.tool = t
 	if !eff.Listed(c.Name) {
 		// Not allowed, a different sentence from unknown (rule P9).
-		p.refusal = refuse(c, "%s", eff.Decide(c.Name, nil, "").Reason)
+		p.refusal, p.rule = refuse(c, "%s", eff.Decide(c.Name, nil, "").Reason), "P9"
 		return p
 	}
 	if len(c.Input) == 0 {
-		p.refusal = refuse(c, "The call to '%s' has no input; send \"input\": a JSON object of parameters. The tool was not executed.", c.Name)
+		p.refusal, p.rule = refuse(c, "The call to '%s' has no input; send \"input\": a JSON object of parameters. The tool was not executed.", c.Name), "R2"
 		return p
 	}
 	in, err := gate.Decode(c.Input, gate.DefaultLimits)
 	if err != nil {
-		p.refusal = refuse(c, "The input of '%s' cannot be used: %s. The tool was not executed.", c.Name, strings.TrimSuffix(err.Error(), "."))
+		p.refusal, p.rule = refuse(c, "The input of '%s' cannot be used: %s. The tool was not executed.", c.Name, strings.TrimSuffix(err.Error(), ".")), "S4"
 		return p
 	}
 	p.input = in
@@ -101,7 +103,7 @@ type Verdict struct {
 // decide gates a prepared call's input and decides its permission.
 func (g *Gateway) decide(cur *Current, chain []string, p prepared) Verdict {
 	if p.refusal != nil {
-		return Verdict{Reason: p.refusal.Content, Rule: refusalRule(p)}
+		return Verdict{Reason: p.refusal.Content, Rule: p.rule}
 	}
 	v := Verdict{Mode: p.tool.Validation}
 	// The gate (rules S4, S9).
@@ -135,16 +137,6 @@ func subjectInput(p prepared) map[string]any {
 	in := maps.Clone(p.input)
 	in[s.Field] = s.Default
 	return in
-}
-
-func refusalRule(p prepared) string {
-	switch {
-	case p.tool == nil:
-		return "C1"
-	case p.input == nil:
-		return "R2"
-	}
-	return "P9"
 }
 
 // Check decides a call as serving it would, without running it; input is
