@@ -148,3 +148,41 @@ func TestR3SIGHUPReloads(t *testing.T) {
 	}
 	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
 }
+
+// pluginPids lists the processes running the binary at path.
+func pluginPids(path string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// TestR4ReloadStopsDroppedPlugin: a policy edit that drops a plugin tool
+// stops its process (issue 7, "Reload"); serve ending stops the rest.
+func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
+	bin := wordcount(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	policyFile := filepath.Join(dir, "policy.cue")
+	writeFile(t, policyFile, reloadHeader+"tools: WordCount: plugin: command: [\""+bin+"\"]\n")
+	s := startServe(t, dir)
+	if r := s.send(`{"type":"tool_use","id":"w","name":"WordCount","input":{"text":"a b"}}`); r["is_error"] != false {
+		t.Fatalf("WordCount: %v", r)
+	}
+	if len(pluginPids(bin)) == 0 {
+		t.Fatal("no plugin process after a call")
+	}
+	writeFile(t, policyFile, reloadHeader)
+	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pluginPids(bin)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped plugin still runs: %v", pluginPids(bin))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
