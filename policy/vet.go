@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"aimon.dev/gw/policy/allow"
@@ -21,7 +22,9 @@ func Vet(g *Generation) []Diagnostic {
 		if _, err := g.Effective([]string{"agent", ref}); errors.Is(err, allow.ErrNoTool) && !hasNoTool(ds, s) {
 			ds = append(ds, Diagnostic{Pos: s.EntryPos[0], Code: "P11", Warning: true,
 				Message: ref + " allowed-tools has no tool in common with the main agent's, so every run on it is refused; allow it a tool the agent may use."})
+			continue
 		}
+		ds = append(ds, disjointCommands(g, s)...)
 	}
 	sortDiagnostics(ds)
 	return ds
@@ -35,4 +38,62 @@ func hasNoTool(ds []Diagnostic, s *Surface) bool {
 		}
 	}
 	return false
+}
+
+// disjointCommands reports the command tools a child surface allows only by
+// patterns that meet none of the main agent's patterns for the tool: every
+// such call on the child is refused (rule P10).
+func disjointCommands(g *Generation, child *Surface) []Diagnostic {
+	agent := g.Surfaces["agent"]
+	if !agent.Declared {
+		return nil
+	}
+	patterns := func(s *Surface, tool string) (ps []string, pos string, nameOnly bool) {
+		for i, e := range s.Entries {
+			ent, err := allow.ParseEntry(e)
+			if err != nil || ent.Tool != tool {
+				continue
+			}
+			if !ent.HasPattern {
+				return nil, "", true
+			}
+			if pos == "" {
+				pos = s.EntryPos[i]
+			}
+			ps = append(ps, ent.Pattern)
+		}
+		return ps, pos, false
+	}
+	var ds []Diagnostic
+	for _, name := range g.Names() {
+		t := g.Tools[name]
+		if t.Subject == nil || t.Subject.Kind != "command" {
+			continue
+		}
+		mine, pos, free := patterns(child, name)
+		theirs, _, theirsFree := patterns(&Surface{Entries: agent.Entries, EntryPos: agent.EntryPos}, name)
+		if free || theirsFree || len(mine) == 0 || len(theirs) == 0 {
+			continue
+		}
+		meet := false
+		for _, a := range theirs {
+			for _, b := range mine {
+				meet = meet || allow.CommandPatternsMeet(a, b)
+			}
+		}
+		if !meet {
+			ds = append(ds, Diagnostic{Pos: pos, Code: "P10", Warning: true, Message: fmt.Sprintf(
+				"%s allows %s only as %s, which has nothing in common with the main agent's %s, so every %s call on it is refused; give it a pattern within the agent's.",
+				child.Ref, name, entries(name, mine), entries(name, theirs), name)})
+		}
+	}
+	return ds
+}
+
+func entries(tool string, patterns []string) string {
+	out := make([]string, len(patterns))
+	for i, p := range patterns {
+		out[i] = tool + "(" + p + ")"
+	}
+	return strings.Join(out, ", ")
 }
