@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/plugin/host"
 )
 
 type mcpParams struct {
@@ -64,37 +64,67 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	plugins := host.New(p.Log)
-	defer plugins.Close()
-	gen, err := loadPolicy(p.Policy, plugins)
-	if err != nil {
-		return cli.Exit(err.Error(), exitFinding)
-	}
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Runner: pluginRunner{plugins}})
 	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: "v0"}, &mcp.ServerOptions{Logger: p.Log})
-	defs, err := gw.Tools(chain)
+	tools := &mcpTools{server: server, chain: chain, log: p.Log, listed: map[string]bool{}}
+	gw, stop, err := startGateway(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}, tools.sync)
 	if err != nil {
-		return cli.Exit("aimon-gw: "+err.Error(), exitFinding)
+		return err
 	}
-	var seq atomic.Int64
+	defer stop()
+	tools.sync(gw)
+	if err := server.Run(ctx, p.Transport); err != nil && ctx.Err() == nil {
+		return cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
+	}
+	return nil
+}
+
+// mcpTools keeps the MCP server's tool list equal to the surface's in the
+// generation in force; a reload that changes it notifies the client.
+type mcpTools struct {
+	server *mcp.Server
+	chain  []string
+	log    *slog.Logger
+	seq    atomic.Int64
+
+	mu     sync.Mutex
+	listed map[string]bool
+}
+
+func (m *mcpTools) sync(gw *gateway.Gateway) {
+	defs, err := gw.Tools(m.chain)
+	if err != nil {
+		m.log.Warn("mcp: the surface has no tools under this policy", "error", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := map[string]bool{}
 	for _, d := range defs {
 		var schema map[string]any
-		if err := json.Unmarshal(d.InputSchema, &schema); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw: the schema of %s is not JSON: %v.", d.Name, err), exitUsage)
+		if err := json.Unmarshal(d.InputSchema, &schema); err != nil || schema == nil {
+			m.log.Error("mcp: a tool's schema is not a JSON object; leaving the tool out", "tool", d.Name, "error", err)
+			continue
 		}
+		schema["type"] = "object" // every input is an object; MCP requires it be said
 		name := d.Name
-		server.AddTool(&mcp.Tool{Name: name, Description: d.Description, InputSchema: schema},
+		now[name] = true
+		m.server.AddTool(&mcp.Tool{Name: name, Description: d.Description, InputSchema: schema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				input := req.Params.Arguments
 				if len(input) == 0 || string(input) == "null" {
 					input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 				}
-				text, isErr := gw.Call(ctx, chain, "mcp_"+strconv.FormatInt(seq.Add(1), 10), name, input)
+				text, isErr := gw.Call(ctx, m.chain, "mcp_"+strconv.FormatInt(m.seq.Add(1), 10), name, input)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr}, nil
 			})
 	}
-	if err := server.Run(ctx, p.Transport); err != nil && ctx.Err() == nil {
-		return cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
+	var gone []string
+	for name := range m.listed {
+		if !now[name] {
+			gone = append(gone, name)
+		}
 	}
-	return nil
+	if len(gone) > 0 {
+		m.server.RemoveTools(gone...)
+	}
+	m.listed = now
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,49 @@ func TestMCPServesTheSurfacesTools(t *testing.T) {
 		if res.IsError != tt.isError || !strings.Contains(text, tt.text) {
 			t.Errorf("%s: got %q (isError %v), want %q (isError %v)", tt.name, text, res.IsError, tt.text, tt.isError)
 		}
+	}
+	session.Close()
+	cancel()
+	<-done
+}
+
+// TestMCPFollowsPolicyEdits: the MCP tool list follows a policy edit
+// (rule R3) without a new session.
+func TestMCPFollowsPolicyEdits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]`+"\n")
+	serverT, clientT := mcp.NewInMemoryTransports()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: t.TempDir(), Transport: serverT, Log: discard})
+	}()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() string {
+		list, err := session.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, tool := range list.Tools {
+			ns = append(ns, tool.Name)
+		}
+		return strings.Join(ns, ",")
+	}
+	if got := names(); got != "Echo,Glob" {
+		t.Fatalf("tools at start: %s", got)
+	}
+	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader+`agent: "allowed-tools": ["Glob"]`+"\n")
+	for names() != "Glob" {
+		if ctx.Err() != nil {
+			t.Fatalf("the tool list never followed the edit: %s", names())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	session.Close()
 	cancel()
