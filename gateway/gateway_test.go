@@ -216,3 +216,32 @@ agent: "allowed-tools": ["Glob(`+wd+`)", "Glob(`+wd+`/**)"]
 		t.Errorf("Read has no default subject: %v", r)
 	}
 }
+
+// FuzzHandle: whatever a line holds, the gateway answers it with exactly
+// one JSON line and keeps serving (rules R1, R2, C2).
+func FuzzHandle(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"tool_use","id":"a","name":"Echo","input":{"message":"m","times":2}}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Glob","input":{"pattern":"*"}},{"type":"tool_use","id":"b","name":"Echo","input":{"message":"x"}}]}`,
+		`{"type":"list_tools","format":"openai","surface":["agent","subagent:narrow"]}`,
+		`{"type":"status"}`, `{"type":"tool_use","id":"a","name":"Echo","input":{"message":"a","message":"b"}}`,
+		`{"type":"tool_use","id":"a","name":"Read","input":{"file_path":"/dev/zero"}}`, `[`, `""`,
+	} {
+		f.Add([]byte(s))
+	}
+	g, _ := newGateway(f, `
+tools: {Echo: schema.#Echo & {input: times?: <=100}, Glob: schema.#Glob, Read: schema.#Read}
+subagents: narrow: "allowed-tools": ["Glob(/tmp/**)"]
+parallel: enabled: true
+`, nil)
+	f.Fuzz(func(t *testing.T, line []byte) {
+		out := g.Handle(context.Background(), line)
+		if len(out) == 0 || out[len(out)-1] != '\n' || bytes.Count(out, []byte("\n")) != 1 {
+			t.Fatalf("reply to %q is not one line: %q", line, out)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("reply to %q is not JSON: %v", line, err)
+		}
+	})
+}
