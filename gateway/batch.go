@@ -46,11 +46,11 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 				return
 			}
 			defer func() { <-perBatch }()
-			if !acquire(ctx, cur.pool) {
+			if !g.pool.acquire(ctx) {
 				out[i] = *refuse(p.call, "The batch was cancelled before this call ran. The tool was not executed.")
 				return
 			}
-			defer func() { <-cur.pool }()
+			defer g.pool.release()
 			out[i] = g.run(ctx, cur, chain, p)
 		}()
 	}

@@ -233,3 +233,44 @@ func BenchmarkParallelBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(batch)/float64(single), "batch/call")
 }
+
+// TestK3OnePoolAcrossReloads: batches under an old and a new generation
+// share one pool; a reload resizes it instead of adding a second.
+func TestK3OnePoolAcrossReloads(t *testing.T) {
+	var g gauge
+	policy := strings.Replace(parallelPolicy, "maxConcurrency: 8", "maxConcurrency: 2", 1)
+	gw, _ := newGateway(t, policy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par")))
+		}()
+		if i == 2 {
+			gw.Swap(gw.Current().Generation) // a reload mid-flight
+		}
+	}
+	wg.Wait()
+	if p := g.peak.Load(); p > 2 {
+		t.Errorf("%d calls ran at once across a reload; the pool is 2", p)
+	}
+}
+
+func TestPoolResizeWakesWaiters(t *testing.T) {
+	p := newPool(1)
+	if !p.acquire(context.Background()) {
+		t.Fatal("first acquire")
+	}
+	got := make(chan bool)
+	go func() { got <- p.acquire(withTimeout(t)) }()
+	p.resize(2)
+	if !<-got {
+		t.Error("a waiter must get the slot a resize adds")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p.acquire(ctx) {
+		t.Error("acquire on a full pool with a cancelled context must fail")
+	}
+}

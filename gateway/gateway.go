@@ -41,6 +41,7 @@ type Gateway struct {
 	opts  Options
 	log   *slog.Logger
 	files *tools.FileSet
+	pool  *pool // rule K3: one for the gateway, sized by the generation in force
 	cur   atomic.Pointer[Current]
 }
 
@@ -49,7 +50,6 @@ type Current struct {
 	*policy.Generation
 	Number   int64
 	LoadedAt time.Time
-	pool     chan struct{} // rule K3: shared by every batch of this generation
 }
 
 // New returns a gateway serving gen.
@@ -60,7 +60,7 @@ func New(gen *policy.Generation, opts Options) *Gateway {
 	if len(opts.Chain) == 0 {
 		opts.Chain = []string{"agent"}
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet()}
+	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet(), pool: newPool(gen.Parallel.MaxConcurrency)}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -74,7 +74,8 @@ func (g *Gateway) Swap(gen *policy.Generation) *Current {
 	if old := g.cur.Load(); old != nil {
 		n = old.Number + 1
 	}
-	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now(), pool: make(chan struct{}, max(1, gen.Parallel.MaxConcurrency))}
+	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
+	g.pool.resize(gen.Parallel.MaxConcurrency)
 	g.cur.Store(c)
 	g.log.Info("policy in force", "generation", n, "revision", gen.Revision, "tools", len(gen.Tools))
 	return c
