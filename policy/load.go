@@ -96,7 +96,7 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top
 // of fsys, laid out as a module of their own.
-func LoadFS(fsys fs.FS) (*Generation, error) {
+func LoadFS(fsys fs.FS, opts ...Option) (*Generation, error) {
 	const root = "/aimon-gw.embedded/policy"
 	ov := map[string]load.Source{
 		root + "/cue.mod/module.cue": load.FromString("module: \"aimon.dev/embedded@v0\"\nlanguage: version: \"v0.12.0\"\n"),
@@ -113,7 +113,7 @@ func LoadFS(fsys fs.FS) (*Generation, error) {
 	}
 	schemaDir := root + "/cue.mod/gen/" + schema.ImportPath
 	schemaOverlay(schemaDir, ov)
-	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler("", nil))
+	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler("", opts))
 }
 
 func newCompiler(dir string, opts []Option) *compiler {

@@ -302,3 +302,33 @@ func TestLoadModuleAndReferenceProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestP4WorkdirRelativePatterns: "./" path patterns resolve against the
+// working directory the load is given; without one they match nothing.
+func TestP4WorkdirRelativePatterns(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read, Bash: schema.#Bash}
+agent: "allowed-tools": ["Read(./src/**)", "Bash(./run.sh)"]
+`})
+	g, err := Load(dir, WithWorkdir("/w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := g.Effective(nil)
+	for path, want := range map[string]bool{"/w/src/a.go": true, "src/a.go": true, "/w/other": false, "/src/a.go": false} {
+		if got := e.Decide("Read", map[string]any{"file_path": path}, "/w").Allowed; got != want {
+			t.Errorf("Read %s: allowed %v", path, got)
+		}
+	}
+	if !e.Decide("Bash", map[string]any{"command": "./run.sh"}, "/w").Allowed {
+		t.Error("a command pattern is not a path: ./run.sh must stay as written")
+	}
+	g, err = Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ = g.Effective(nil)
+	if e.Decide("Read", map[string]any{"file_path": "/src/a.go"}, "/").Allowed {
+		t.Error("without a working directory a relative pattern must match nothing")
+	}
+}

@@ -25,7 +25,12 @@ type Option func(*options)
 type options struct {
 	plugins         Plugins
 	describeTimeout time.Duration
+	workdir         string
 }
+
+// WithWorkdir is the working directory that path patterns written relative
+// to it ("./src/**", ".") resolve against. Without it they match nothing.
+func WithWorkdir(dir string) Option { return func(o *options) { o.workdir = dir } }
 
 // WithPlugins lets the load start the policy's plugins to learn their
 // tools' schemas. Without it, a policy with a plugin tool does not load.

@@ -25,13 +25,14 @@ func (c *compiler) compileLists(g *Generation) {
 		if !s.Declared {
 			continue
 		}
-		l, errs := allow.Compile(c.ctx, s.Entries, subjects)
+		entries := c.resolveEntries(s.Entries, subjects)
+		l, errs := allow.Compile(c.ctx, entries, subjects)
 		g.lists[ref] = l
 		for _, err := range errs {
 			pos := ""
 			var ee *allow.EntryError
 			if errors.As(err, &ee) {
-				for i, e := range s.Entries {
+				for i, e := range entries {
 					if e == ee.Entry {
 						pos = s.EntryPos[i]
 						break
@@ -64,4 +65,35 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 		return nil, fmt.Errorf("The run on %s is refused: %w. The tool was not executed.", strings.Join(chain, " > "), err)
 	}
 	return e, nil
+}
+
+// unknownWorkdir stands for the working directory when a load is given none
+// (vet): a relative pattern then matches nothing rather than everything.
+const unknownWorkdir = "/nonexistent/aimon-gw/workdir"
+
+// resolveEntries rewrites path patterns written relative to the working
+// directory ("./src/**", ".") as absolute ones (rule P4), so that a policy
+// can say "under the working directory" without knowing where that is.
+func (c *compiler) resolveEntries(entries []string, subjects map[string]allow.Subject) []string {
+	out := make([]string, len(entries))
+	for i, raw := range entries {
+		out[i] = raw
+		e, err := allow.ParseEntry(raw)
+		if err != nil || !e.HasPattern || subjects[e.Tool].Kind != allow.Path {
+			continue
+		}
+		if e.Pattern != "." && !strings.HasPrefix(e.Pattern, "./") {
+			continue
+		}
+		wd := c.opts.workdir
+		if wd == "" {
+			wd = unknownWorkdir
+		}
+		abs := strings.TrimSuffix(wd, "/") + strings.TrimPrefix(e.Pattern, ".")
+		if abs == "" {
+			abs = "/"
+		}
+		out[i] = e.Tool + "(" + abs + ")"
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/policy"
 )
 
 type checkParams struct {
@@ -79,7 +80,7 @@ func check(p checkParams) error {
 	}
 	plugins := host.New(discard)
 	defer plugins.Close()
-	gen, err := loadPolicy(p.Policy, plugins)
+	gen, err := loadPolicy(p.Policy, policy.WithPlugins(plugins), policy.WithWorkdir(workdir))
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}

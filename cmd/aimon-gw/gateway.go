@@ -29,7 +29,7 @@ func startGateway(ctx context.Context, dir string, opts gateway.Options, onSwap 
 	plugins := host.New(opts.Logger)
 	opts.Runner = pluginRunner{plugins}
 	if dir == "" {
-		gen, err := loadPolicy("", nil)
+		gen, err := loadPolicy("", policy.WithWorkdir(opts.Workdir))
 		if err != nil {
 			plugins.Close()
 			return nil, nil, cli.Exit(err.Error(), exitFinding)
@@ -46,7 +46,7 @@ func startGateway(ctx context.Context, dir string, opts gateway.Options, onSwap 
 			onSwap(gw)
 		}
 	}, watch.Options{Logger: opts.Logger, Load: func(dir string) (*policy.Generation, error) {
-		return policy.Load(dir, policy.WithPlugins(plugins))
+		return policy.Load(dir, policy.WithPlugins(plugins), policy.WithWorkdir(opts.Workdir))
 	}})
 	if err != nil {
 		plugins.Close()
@@ -79,19 +79,14 @@ func startGateway(ctx context.Context, dir string, opts gateway.Options, onSwap 
 	}, nil
 }
 
-// loadPolicy loads dir, or the embedded default when dir is "". Plugins,
-// when not nil, start the policy's plugins to learn their schemas.
-func loadPolicy(dir string, plugins *host.Host) (*policy.Generation, error) {
+// loadPolicy loads dir, or the embedded default when dir is "".
+func loadPolicy(dir string, opts ...policy.Option) (*policy.Generation, error) {
 	if dir == "" {
-		gen, err := policy.LoadFS(policies.Default())
+		gen, err := policy.LoadFS(policies.Default(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("aimon-gw: the embedded default policy does not load; this is a bug:\n%v", err)
 		}
 		return gen, nil
-	}
-	var opts []policy.Option
-	if plugins != nil {
-		opts = append(opts, policy.WithPlugins(plugins))
 	}
 	gen, err := policy.Load(dir, opts...)
 	if err != nil {
