@@ -1,38 +1,23 @@
 package builtin
 
 import (
-	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 
-	"aimon.dev/gw/schema"
+	"aimon.dev/gw/policy"
 )
 
-// schemaValue builds the embedded CUE package aimon.dev/gw/schema.
+// schemaValue is the shipped schema package, built the way the policy
+// loader builds it, so the test checks the schema the gateway uses.
 func schemaValue(t *testing.T) cue.Value {
 	t.Helper()
-	inst := build.NewContext().NewInstance("", nil)
-	names, err := fs.Glob(schema.Files, "*.cue")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no CUE files embedded in schema: %v", err)
-	}
-	for _, name := range names {
-		src, err := fs.ReadFile(schema.Files, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := inst.AddFile(name, src); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	v := cuecontext.New().BuildInstance(inst)
-	if err := v.Err(); err != nil {
+	v, err := policy.Schema(cuecontext.New())
+	if err != nil {
 		t.Fatalf("schema does not build: %v", err)
 	}
 	return v
