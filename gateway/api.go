@@ -19,7 +19,9 @@ func (g *Gateway) Tools(chain []string) ([]ToolDef, error) {
 	if chain == nil {
 		chain = g.opts.Chain
 	}
-	return toolDefs(g.Current(), chain)
+	cur := g.enter()
+	defer cur.Exit()
+	return toolDefs(cur, chain)
 }
 
 func toolDefs(cur *Current, chain []string) ([]ToolDef, error) {
@@ -42,6 +44,8 @@ func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, inp
 	if chain == nil {
 		chain = g.opts.Chain
 	}
-	r := g.batch(ctx, g.Current(), chain, []call{{ID: id, Name: name, Input: input}})[0]
+	cur := g.enter()
+	defer cur.Exit()
+	r := g.batch(ctx, cur, chain, []call{{ID: id, Name: name, Input: input}})[0]
 	return r.Content, r.IsError
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/tools"
 )
 
@@ -12,14 +13,17 @@ import (
 func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls []call) []result {
 	ps := make([]prepared, len(calls))
 	seen := map[string]bool{}
+	eff, chainErr := cur.Effective(chain) // once per batch
 	for i, c := range calls {
 		switch {
 		case c.ID == "":
-			ps[i] = prepared{call: c, rule: "R2", refusal: refuse(c, "The tool_use block has no id; give every call a unique id. The tool was not executed.")}
+			ps[i] = prepared{call: c}
+			ps[i].refuse(rule.Refused(rule.R2, noID()))
 		case seen[c.ID]:
-			ps[i] = prepared{call: c, rule: "R2", refusal: refuse(c, "The id '%s' is used by an earlier call of this batch; give every call a unique id. The tool was not executed.", c.ID)}
+			ps[i] = prepared{call: c}
+			ps[i].refuse(rule.Refused(rule.R2, duplicateID(c.ID)))
 		default:
-			ps[i] = g.prepare(cur, chain, c)
+			ps[i] = prepare(cur, eff, chainErr, c)
 		}
 		seen[c.ID] = true
 	}
@@ -27,7 +31,7 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 	if !parallel(cur, ps) {
 		for i, p := range ps {
 			if ctx.Err() != nil {
-				out[i] = *refuse(p.call, "The batch was cancelled before this call ran. The tool was not executed.")
+				out[i] = errorResult(p.ID, cancelledBeforeRun())
 				continue
 			}
 			out[i] = g.run(ctx, cur, chain, p)
@@ -42,12 +46,12 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 		go func() {
 			defer wg.Done()
 			if !acquire(ctx, perBatch) {
-				out[i] = *refuse(p.call, "The batch was cancelled before this call ran. The tool was not executed.")
+				out[i] = errorResult(p.ID, cancelledBeforeRun())
 				return
 			}
 			defer func() { <-perBatch }()
 			if !g.pool.acquire(ctx) {
-				out[i] = *refuse(p.call, "The batch was cancelled before this call ran. The tool was not executed.")
+				out[i] = errorResult(p.ID, cancelledBeforeRun())
 				return
 			}
 			defer g.pool.release()
@@ -75,7 +79,7 @@ func parallel(cur *Current, ps []prepared) bool {
 		return false
 	}
 	for _, p := range ps {
-		if p.refusal != nil || !tools.MayRunInParallel(p.tool.Concurrency, p.tool.Interrupt) {
+		if p.refused != nil || !tools.MayRunInParallel(p.tool.Concurrency, p.tool.Interrupt) {
 			return false
 		}
 	}

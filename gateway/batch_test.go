@@ -144,7 +144,8 @@ func TestK3PerBatchMax(t *testing.T) {
 func TestK3GlobalPoolSharedByBatches(t *testing.T) {
 	var g gauge
 	policy := strings.Replace(parallelPolicy, "maxConcurrency: 8", "maxConcurrency: 3", 1)
-	gw, _ := newGateway(t, policy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+	plugins := fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)}
+	gw, _ := newGateway(t, policy, plugins)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -239,7 +240,8 @@ func BenchmarkParallelBatch(b *testing.B) {
 func TestK3OnePoolAcrossReloads(t *testing.T) {
 	var g gauge
 	policy := strings.Replace(parallelPolicy, "maxConcurrency: 8", "maxConcurrency: 2", 1)
-	gw, _ := newGateway(t, policy, fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)})
+	plugins := fakePlugins{"Par": tracked(&g), "SeqTool": tracked(&g)}
+	gw, _ := newGateway(t, policy, plugins)
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)
@@ -248,7 +250,7 @@ func TestK3OnePoolAcrossReloads(t *testing.T) {
 			gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par")))
 		}()
 		if i == 2 {
-			gw.Swap(gw.Current().Generation) // a reload mid-flight
+			gw.Swap(provisioned(t, gw.Current().Generation.Generation, plugins)) // a reload mid-flight
 		}
 	}
 	wg.Wait()

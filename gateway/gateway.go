@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/tools"
 )
 
@@ -23,16 +23,9 @@ type Options struct {
 	MaxLineBytes int
 	// Logger receives the gateway's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Runner runs a tool that is not a built-in (a plugin); nil means none.
-	Runner Runner
 	// LastReload says why the newest policy edit was rejected, and when;
 	// "" when it went in force. Nil when the policy is not reloaded.
 	LastReload func() (problem string, at time.Time)
-}
-
-// Runner resolves the implementation of a tool the built-ins do not have.
-type Runner interface {
-	Tool(t *policy.Tool) (tools.Tool, bool)
 }
 
 // Gateway serves one session. Its policy generation can be swapped while it
@@ -47,13 +40,14 @@ type Gateway struct {
 
 // Current is the generation in force, with when and in which order it came.
 type Current struct {
-	*policy.Generation
+	*provision.Generation
 	Number   int64
 	LoadedAt time.Time
 }
 
-// New returns a gateway serving gen.
-func New(gen *policy.Generation, opts Options) *Gateway {
+// New returns a gateway serving gen, which it owns from then on: a Swap
+// retires it, and so does Close.
+func New(gen *provision.Generation, opts Options) *Gateway {
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = 16 << 20
 	}
@@ -68,15 +62,21 @@ func New(gen *policy.Generation, opts Options) *Gateway {
 	return g
 }
 
-// Swap puts gen in force for every line that starts after it returns.
-func (g *Gateway) Swap(gen *policy.Generation) *Current {
+// Swap puts gen in force for every line that starts after it returns, and
+// retires the generation it replaces: that one releases what it alone held
+// once its calls in flight have finished (rule R3).
+func (g *Gateway) Swap(gen *provision.Generation) *Current {
 	var n int64 = 1
-	if old := g.cur.Load(); old != nil {
+	old := g.cur.Load()
+	if old != nil {
 		n = old.Number + 1
 	}
 	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
 	g.pool.resize(gen.Parallel.MaxConcurrency)
 	g.cur.Store(c)
+	if old != nil && old.Generation != gen {
+		old.Retire()
+	}
 	g.log.Info("policy in force", "generation", n, "revision", gen.Revision, "tools", len(gen.Tools))
 	return c
 }
@@ -84,9 +84,24 @@ func (g *Gateway) Swap(gen *policy.Generation) *Current {
 // Current returns the generation in force.
 func (g *Gateway) Current() *Current { return g.cur.Load() }
 
+// enter returns the generation in force with a call entered in it; the
+// caller exits it when the line is answered.
+func (g *Gateway) enter() *Current {
+	for {
+		c := g.cur.Load()
+		if c.Enter() {
+			return c
+		}
+	}
+}
+
+// Close retires the generation in force; it releases what it holds once
+// the calls in flight have finished.
+func (g *Gateway) Close() { g.cur.Load().Retire() }
+
 // env is the context of a call in this session (rule C5).
 func (g *Gateway) env(id string, chain []string) *tools.Env {
-	return &tools.Env{Workdir: g.opts.Workdir, Chain: chain, CallID: id, Files: g.files}
+	return &tools.Env{Workdir: g.opts.Workdir, Chain: chain, CallID: id, Files: g.files, Log: g.log}
 }
 
 // Handle answers one line. It never fails: a bad line gets an error line.
@@ -96,7 +111,8 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 		g.log.Warn("bad line", "error", err)
 		return errorReply("%s.", err)
 	}
-	cur := g.Current()
+	cur := g.enter()
+	defer cur.Exit()
 	chain := g.opts.Chain
 	if req.Surface != nil {
 		chain = req.Surface

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,9 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/tools"
+	"aimon.dev/gw/tools/builtin"
 )
 
 const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"
@@ -22,21 +24,38 @@ const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"
 // runs them in process, so the gateway's batching can be observed.
 type fakePlugins map[string]tools.Tool
 
-func (f fakePlugins) Describe(_ context.Context, s host.Spec) ([]host.ToolInfo, error) {
-	var infos []host.ToolInfo
-	for name := range f {
-		conc, intr := "concurrent_safe", "cooperative"
-		if strings.HasPrefix(name, "Seq") {
-			conc = "sequential"
-		}
-		infos = append(infos, host.ToolInfo{Name: name, InputSchema: []byte(`{"type":"object","properties":{"i":{"type":"integer"}}}`), Concurrency: conc, Interrupt: intr})
+// Bind binds a plugin tool to the test tool of its name, declared as a
+// plugin would declare it; a name starting with Seq is sequential.
+func (f fakePlugins) Bind(_ context.Context, t *policy.Tool) (provision.Binding, error) {
+	impl, ok := f[t.Plugin.Tool]
+	if !ok {
+		return provision.Binding{}, fmt.Errorf("no test tool %s", t.Plugin.Tool)
 	}
-	return infos, nil
+	conc, intr := "concurrent_safe", "cooperative"
+	if strings.HasPrefix(t.Plugin.Tool, "Seq") {
+		conc = "sequential"
+	}
+	return provision.Binding{Tool: impl, Declared: &policy.Declared{
+		InputSchema: []byte(`{"type":"object","properties":{"i":{"type":"integer"}}}`), Concurrency: conc, Interrupt: intr}}, nil
 }
 
-func (f fakePlugins) Tool(t *policy.Tool) (tools.Tool, bool) {
-	impl, ok := f[t.Plugin.Tool]
-	return impl, ok
+// registry is the built-ins and, when given, the fake plugins.
+func registry(plugins fakePlugins) provision.Registry {
+	r := provision.Registry{"builtin": provision.Builtins(builtin.Lookup)}
+	if plugins != nil {
+		r["plugin"] = plugins
+	}
+	return r
+}
+
+// provisioned provisions a loaded generation for a test.
+func provisioned(t testing.TB, gen *policy.Generation, plugins fakePlugins) *provision.Generation {
+	t.Helper()
+	pg, err := registry(plugins).Provision(context.Background(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg
 }
 
 // newGateway loads the policy body and returns a gateway on it whose logs
@@ -47,11 +66,7 @@ func newGateway(t testing.TB, body string, plugins fakePlugins) (*Gateway, *byte
 	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
 	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(header+body), 0o644)
-	var opts []policy.Option
-	if plugins != nil {
-		opts = append(opts, policy.WithPlugins(plugins))
-	}
-	gen, err := policy.Load(dir, opts...)
+	gen, err := policy.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +74,7 @@ func newGateway(t testing.TB, body string, plugins fakePlugins) (*Gateway, *byte
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := Options{Workdir: t.TempDir(), Logger: log}
-	if plugins != nil {
-		o.Runner = plugins
-	}
-	return New(gen, o), &logs
+	return New(provisioned(t, gen, plugins), o), &logs
 }
 
 type lockedWriter struct {
@@ -244,4 +256,19 @@ parallel: enabled: true
 			t.Fatalf("reply to %q is not JSON: %v", line, err)
 		}
 	})
+}
+
+// TestP11ListingSaysNoExecution: a listing for a surface the policy does not
+// declare says so, and never that a tool was not executed (no tool was
+// called); a call on it does.
+func TestP11ListingSaysNoExecution(t *testing.T) {
+	gw, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
+	list := string(gw.Handle(context.Background(), []byte(`{"type":"list_tools","surface":["agent","skill:ghost"]}`)))
+	if !strings.Contains(list, `not declared`) || strings.Contains(list, "not executed") {
+		t.Errorf("list_tools on an undeclared surface = %s", list)
+	}
+	run := string(gw.Handle(context.Background(), []byte(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"x"},"surface":["agent","skill:ghost"]}`)))
+	if !strings.Contains(run, `not declared`) || !strings.Contains(run, "The tool was not executed.") {
+		t.Errorf("a call on an undeclared surface = %s", run)
+	}
 }

@@ -3,11 +3,14 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 
-	"aimon.dev/gw/gateway/gate"
+	"aimon.dev/gw/internal/gate"
+	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/tools"
 )
 
@@ -30,7 +33,7 @@ func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
 
 // pos is where the policy wrote v: of v's conjuncts, the first that lies
 // outside the shipped schema (v.Pos alone may point into the schema).
-func (c *compiler) pos(v cue.Value, depth int) string {
+func (c *compiler) pos(v cue.Value, depth int) Position {
 	p := v.Pos()
 	if p.IsValid() && !strings.HasPrefix(p.Filename(), c.schemaDir) && !strings.HasPrefix(p.Filename(), schemaRoot) {
 		return position(p)
@@ -38,23 +41,23 @@ func (c *compiler) pos(v cue.Value, depth int) string {
 	if depth < 8 {
 		_, args := v.Expr()
 		for _, a := range args {
-			if s := c.pos(a, depth+1); s != "" {
+			if s := c.pos(a, depth+1); s.IsValid() {
 				return s
 			}
 		}
 	}
 	if depth > 0 {
-		return ""
+		return Position{}
 	}
 	return position(p)
 }
 
-func (c *compiler) warn(pos, code, format string, args ...any) {
+func (c *compiler) warn(pos Position, code, format string, args ...any) {
 	c.warnings = append(c.warnings, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Warning: true})
 }
 
 func (c *compiler) compile(g *Generation, v cue.Value) {
-	g.Validation = str(v.LookupPath(cue.ParsePath("validation")))
+	g.Validation = rule.Mode(str(v.LookupPath(cue.ParsePath("validation"))))
 	g.Parallel = Parallel{
 		Enabled:        boolean(v.LookupPath(cue.ParsePath("parallel.enabled"))),
 		MaxConcurrency: integer(v.LookupPath(cue.ParsePath("parallel.maxConcurrency"))),
@@ -86,7 +89,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	c.compileLists(g)
 }
 
-func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
+func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 	t := &Tool{Name: name, Pos: position(v.Pos())}
 	if v.Validate() != nil {
 		return nil // the policy-wide validation has reported it
@@ -124,31 +127,58 @@ func (c *compiler) tool(name string, v cue.Value, mode string) *Tool {
 	t.Input = v.LookupPath(cue.ParsePath("input"))
 	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
 	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
+	t.Validation = mode
+	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
+		t.Validation = rule.Mode(str(m))
+	}
+	if d := v.LookupPath(cue.ParsePath("timeout")); d.Exists() {
+		var err error
+		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
+			c.fail(d, string(rule.R4), "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", name, str(d))
+			return nil
+		}
+	}
+	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
+		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
+			Default: str(s.LookupPath(cue.ParsePath("default")))}
+		t.subjectPos = c.pos(s, 0)
+	}
 	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
 		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
 		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
 			t.Plugin.Tool = str(n)
 		}
-		_ = p.LookupPath(cue.ParsePath("command")).Decode(&t.Plugin.Command)
-		if !c.plugin(t, v) {
-			return nil
+		cmd := p.LookupPath(cue.ParsePath("command"))
+		_ = cmd.Decode(&t.Plugin.Command)
+		if len(t.Plugin.Command) > 0 && c.dir != "" {
+			// A relative binary is the policy repository's own.
+			if bin := t.Plugin.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+				t.Plugin.Command[0] = filepath.Join(c.dir, bin)
+			}
 		}
+		// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
+		t.ImplPos = c.pos(cmd, 0)
+		// The plugin declares the input; provisioning completes the tool.
+		t.value, t.pending = v, true
+		return t
 	}
-	if !c.compileInput(t) {
+	t.ImplPos = c.pos(v, 0)
+	if !c.compileInput(t) || !c.checkSubject(t) {
 		return nil
 	}
-	t.Validation = mode
-	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
-		t.Validation = str(m)
-	}
-	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
-		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
-			Default: str(s.LookupPath(cue.ParsePath("default")))}
-		if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
-			c.fail(s, "P2", "tool %s: the subject field %q is not a parameter of its input; name one of its fields.", name, t.Subject.Field)
-		}
-	}
 	return t
+}
+
+// checkSubject reports a subject field that is not a parameter (rule P2).
+func (c *compiler) checkSubject(t *Tool) bool {
+	if t.Subject == nil {
+		return true
+	}
+	if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
+		c.errs = append(c.errs, Diagnostic{Pos: t.subjectPos, Code: "P2", Message: fmt.Sprintf("tool %s: the subject field %q is not a parameter of its input; name one of its fields.", t.Name, t.Subject.Field)})
+		return false
+	}
+	return true
 }
 
 // shipped holds, for one load, the gate and JSON Schema of each built-in's
@@ -162,7 +192,7 @@ type compiledInput struct {
 
 // compileInput derives the tool's gate (rule S4) and JSON Schema (rule S1).
 func (c *compiler) compileInput(t *Tool) bool {
-	shipped := t.Builtin != "" && c.pos(t.Input, 1) == ""
+	shipped := t.Builtin != "" && !c.pos(t.Input, 1).IsValid()
 	if shipped {
 		if ci, ok := c.shipped[t.Builtin]; ok {
 			t.Gate, t.JSONSchema = ci.gate, ci.schema
@@ -180,8 +210,8 @@ func (c *compiler) compileInput(t *Tool) bool {
 		return false
 	}
 	t.Gate, t.JSONSchema = g, js
-	if t.Plugin != nil && t.Plugin.declared != nil {
-		t.JSONSchema = t.Plugin.declared
+	if t.declared != nil {
+		t.JSONSchema = t.declared
 	}
 	if shipped {
 		if c.shipped == nil {
@@ -267,7 +297,7 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 		c.warn(s.EntryPos[i], "P12", "%s", msg)
 	}
 	if known == 0 {
-		pos := ""
+		pos := Position{}
 		if len(s.EntryPos) > 0 {
 			pos = s.EntryPos[0]
 		}

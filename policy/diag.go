@@ -12,10 +12,43 @@ import (
 	"cuelang.org/go/cue/token"
 )
 
+// A Position is a place in a policy's files: a file, and a line and column
+// in it (1-based; 0 when the problem is about the whole file or directory).
+type Position struct {
+	File      string
+	Line, Col int
+}
+
+// IsValid reports whether p names a place.
+func (p Position) IsValid() bool { return p.File != "" || p.Line > 0 }
+
+// String renders p as file:line:col, file alone without a line.
+func (p Position) String() string {
+	switch {
+	case p.Line == 0:
+		return p.File
+	case p.File == "":
+		return fmt.Sprintf("%d:%d", p.Line, p.Col)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Compare orders positions by file, line and column.
+func (p Position) Compare(q Position) int {
+	if c := strings.Compare(p.File, q.File); c != 0 {
+		return c
+	}
+	if p.Line != q.Line {
+		return p.Line - q.Line
+	}
+	return p.Col - q.Col
+}
+
 // A Diagnostic is one problem found in a policy, at a position in its files.
 type Diagnostic struct {
-	// Pos is file:line:col, or the directory when the problem has no position.
-	Pos string
+	// Pos is where: file:line:col, or the directory alone when the problem
+	// has no place in a file.
+	Pos Position
 	// Code names the kind of problem ("cue", "P7", "P12", ...), for tools that sort or filter.
 	Code string
 	// Message is a sentence that says what is wrong and what to do.
@@ -25,10 +58,10 @@ type Diagnostic struct {
 }
 
 func (d Diagnostic) String() string {
-	if d.Pos == "" {
+	if !d.Pos.IsValid() {
 		return d.Message
 	}
-	return d.Pos + ": " + d.Message
+	return d.Pos.String() + ": " + d.Message
 }
 
 // Errors is every problem that stopped a policy from loading.
@@ -44,16 +77,15 @@ func (e Errors) Error() string {
 
 // position renders a CUE position as file:line:col, relative to the current
 // directory when that is shorter, as cue vet does.
-func position(p token.Pos) string {
+func position(p token.Pos) Position {
 	if !p.IsValid() {
-		return ""
+		return Position{}
 	}
-	file := relative(p.Filename())
-	if file == "" {
-		return fmt.Sprintf("%d:%d", p.Line(), p.Column())
-	}
-	return fmt.Sprintf("%s:%d:%d", file, p.Line(), p.Column())
+	return Position{File: relative(p.Filename()), Line: p.Line(), Col: p.Column()}
 }
+
+// dirPos is the position of a problem with a directory as a whole.
+func dirPos(dir string) Position { return Position{File: dir} }
 
 // relative is file relative to the current directory when it lies below it.
 func relative(file string) string {
@@ -74,7 +106,7 @@ func fromCUE(err error, schemaDir string) []Diagnostic {
 	type group struct {
 		path string
 		errs []errors.Error
-		pos  map[string]int // policy positions, by how many errors name them
+		pos  map[Position]int // policy positions, by how many errors name them
 	}
 	var groups []*group
 	byPath := map[string]*group{}
@@ -86,7 +118,7 @@ func fromCUE(err error, schemaDir string) []Diagnostic {
 		path := cuePath(e.Path())
 		g := byPath[path]
 		if g == nil {
-			g = &group{path: path, pos: map[string]int{}}
+			g = &group{path: path, pos: map[Position]int{}}
 			byPath[path] = g
 			groups = append(groups, g)
 		}
@@ -96,16 +128,16 @@ func fromCUE(err error, schemaDir string) []Diagnostic {
 		}
 	}
 	out := make([]Diagnostic, 0, len(groups))
-	seen := map[string]bool{}
+	seen := map[Position]bool{}
 	for _, g := range groups {
 		// The place every error of the group names is the policy's value.
-		pos, n := "", 0
+		pos, n := Position{}, 0
 		for p, c := range g.pos {
-			if c > n || c == n && p > pos {
+			if c > n || c == n && p.String() > pos.String() {
 				pos, n = p, c
 			}
 		}
-		if pos != "" && seen[pos] {
+		if pos.IsValid() && seen[pos] {
 			continue // derived from an error already reported here
 		}
 		seen[pos] = true
@@ -223,25 +255,5 @@ func cuePath(sel []string) string {
 
 // sortDiagnostics orders diagnostics by file, line and column.
 func sortDiagnostics(ds []Diagnostic) {
-	key := func(d Diagnostic) (string, int, int) {
-		file, line, col := d.Pos, 0, 0
-		if i := strings.LastIndexByte(file, ':'); i > 0 {
-			if j := strings.LastIndexByte(file[:i], ':'); j > 0 {
-				fmt.Sscanf(file[j+1:], "%d:%d", &line, &col)
-				file = file[:j]
-			}
-		}
-		return file, line, col
-	}
-	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
-		fa, la, ca := key(a)
-		fb, lb, cb := key(b)
-		if c := strings.Compare(fa, fb); c != 0 {
-			return c
-		}
-		if la != lb {
-			return la - lb
-		}
-		return ca - cb
-	})
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int { return a.Pos.Compare(b.Pos) })
 }

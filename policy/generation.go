@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"time"
 
 	"cuelang.org/go/cue"
 
-	"aimon.dev/gw/gateway/gate"
-	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/internal/gate"
+	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/policy/allow"
 )
 
@@ -24,13 +25,14 @@ type Generation struct {
 	// Parallel holds the batch settings (rules K2, K3).
 	Parallel Parallel
 	// Validation is the policy-wide gate mode (rule S9).
-	Validation string
+	Validation rule.Mode
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 
 	value  cue.Value
 	lists  map[string]*allow.List // declared lists by surface reference
-	chains allow.Chains           // effective lists, computed once per chain
+	chains *allow.Chains          // effective lists, computed once per chain
+	comp   *compiler              // what Complete compiles with
 }
 
 // A Tool is one tool the policy offers.
@@ -50,14 +52,35 @@ type Tool struct {
 	// Subject is the permission subject (rule P2); nil when the tool has none.
 	Subject *Subject
 	// Validation is the gate mode for this tool: its own or the policy's.
-	Validation string
+	Validation rule.Mode
+	// Timeout bounds one call of an out-of-process tool; 0 for the
+	// implementation's default.
+	Timeout time.Duration
 	// Builtin names the in-process implementation, or Plugin the
 	// out-of-process one.
 	Builtin string
 	Plugin  *Plugin
-	// Pos is where the policy declares the tool.
-	Pos string
+	// Pos is where the policy declares the tool, and ImplPos where it names
+	// the implementation (the builtin, the plugin's command).
+	Pos, ImplPos Position
+
+	subjectPos Position
+	value      cue.Value       // the tool as the policy wrote it, for Complete
+	pending    bool            // its implementation must declare its input (Complete)
+	declared   json.RawMessage // the implementation's own schema, when the policy does not narrow it
 }
+
+// Kind is the kind of the tool's implementation: "builtin" or "plugin".
+func (t *Tool) Kind() string {
+	if t.Plugin != nil {
+		return "plugin"
+	}
+	return "builtin"
+}
+
+// Pending reports whether the tool waits for its implementation to declare
+// its input (see Generation.Complete); such a tool cannot be served.
+func (t *Tool) Pending() bool { return t.pending }
 
 // Subject names the input field that a permission pattern is matched against.
 type Subject struct {
@@ -70,15 +93,12 @@ type Subject struct {
 
 // Plugin is how to start an out-of-process tool.
 type Plugin struct {
+	// Command starts the plugin; a relative binary is resolved against the
+	// policy directory.
 	Command []string
 	SHA256  string
 	// Tool is the tool's name inside the plugin.
 	Tool string
-	// Spec identifies the plugin process: the command, its binary resolved
-	// against the policy directory.
-	Spec host.Spec
-
-	declared json.RawMessage // the plugin's own schema, when the policy does not narrow it
 }
 
 // A Surface is one place that declares an allow list (rule P8).
@@ -88,7 +108,7 @@ type Surface struct {
 	Declared bool
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
-	EntryPos []string
+	EntryPos []Position
 }
 
 // Parallel is the policy's batch settings.

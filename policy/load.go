@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"cuelang.org/go/cue"
 	cuebuild "cuelang.org/go/cue/build"
@@ -23,6 +22,7 @@ import (
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/mod/modfile"
 
+	"aimon.dev/gw/policy/allow"
 	"aimon.dev/gw/schema"
 )
 
@@ -68,22 +68,22 @@ func Schema(ctx *cue.Context) (cue.Value, error) {
 func Load(dir string, opts ...Option) (*Generation, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, Errors{{Pos: dir, Code: "dir", Message: fmt.Sprintf("cannot resolve the policy directory %s: %v.", dir, err)}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: fmt.Sprintf("cannot resolve the policy directory %s: %v.", dir, err)}}
 	}
 	st, err := os.Stat(abs)
 	switch {
 	case err != nil:
-		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory does not exist or cannot be read; pass --policy a directory of .cue files."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory does not exist or cannot be read; pass --policy a directory of .cue files."}}
 	case !st.IsDir():
-		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy path is not a directory; pass --policy a directory of .cue files."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy path is not a directory; pass --policy a directory of .cue files."}}
 	}
 	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
 	if len(cueFiles) == 0 {
-		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory has no .cue files; write a policy there (see examples/policies/default)."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue files; write a policy there (see examples/policies/default)."}}
 	}
 	root := moduleRoot(abs)
 	if root == "" {
-		return nil, Errors{{Pos: dir, Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run `cue mod init` there, or copy cue.mod/ from examples/policies/default."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run `cue mod init` there, or copy cue.mod/ from examples/policies/default."}}
 	}
 	ov := map[string]load.Source{}
 	schemaDir := filepath.Join(root, "schema")
@@ -117,7 +117,7 @@ func LoadFS(fsys fs.FS, opts ...Option) (*Generation, error) {
 }
 
 func newCompiler(dir string, opts []Option) *compiler {
-	c := &compiler{dir: dir, opts: options{describeTimeout: 30 * time.Second}}
+	c := &compiler{dir: dir}
 	for _, o := range opts {
 		o(&c.opts)
 	}
@@ -162,8 +162,8 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if inst.Err != nil {
 		errs := Errors(fromCUE(inst.Err, schemaDir))
 		for i := range errs {
-			if errs[i].Pos == "" && strings.Contains(errs[i].Message, "module.cue") {
-				errs[i].Pos = relative(filepath.Join(cfg.ModuleRoot, "cue.mod", "module.cue"))
+			if !errs[i].Pos.IsValid() && strings.Contains(errs[i].Message, "module.cue") {
+				errs[i].Pos = dirPos(relative(filepath.Join(cfg.ModuleRoot, "cue.mod", "module.cue")))
 				if strings.Contains(errs[i].Message, "language version") {
 					errs[i].Message += `; add language: version: "v0.12.0" to it`
 				}
@@ -181,9 +181,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	}
 	revision, err := revisionOf(inst, cfg.ModuleRoot)
 	if err != nil {
-		return nil, Errors{{Pos: cfg.Dir, Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
+		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
-	g := &Generation{Revision: revision, value: v}
+	g := &Generation{Revision: revision, value: v, chains: &allow.Chains{}, comp: c}
 	c.def, c.schemaDir = def, schemaDir
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
@@ -199,12 +199,12 @@ func joinNames(names []string) string { return strings.Join(names, ", ") }
 
 // merge appends more to errs, leaving out what errs already says.
 func merge(errs, more Errors) Errors {
-	seen := map[string]bool{}
+	seen := map[Position]bool{}
 	for _, d := range errs {
 		seen[d.Pos] = true
 	}
 	for _, d := range more {
-		if d.Pos == "" || !seen[d.Pos] {
+		if !d.Pos.IsValid() || !seen[d.Pos] {
 			errs = append(errs, d)
 		}
 	}

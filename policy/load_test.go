@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"aimon.dev/gw/examples/policies"
+	"aimon.dev/gw/internal/defaultpolicy"
 )
 
 // writePolicy lays out a policy module in a temporary directory.
@@ -82,7 +82,7 @@ parallel: {enabled: true, maxConcurrency: 8}
 }
 
 func TestLoadEmbeddedDefault(t *testing.T) {
-	g, err := LoadFS(policies.Default())
+	g, err := LoadFS(defaultpolicy.FS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestLoadEmbeddedDefault(t *testing.T) {
 		}
 	}
 	// The same files on disk load to the same tools.
-	disk, err := Load("../examples/policies/default")
+	disk, err := Load("../internal/defaultpolicy")
 	if err != nil {
 		t.Fatal(err)
 	}

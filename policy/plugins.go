@@ -1,103 +1,107 @@
 package policy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"strings"
-	"time"
+	"maps"
 
 	"cuelang.org/go/cue"
 
-	"aimon.dev/gw/gateway/gate"
-	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/internal/gate"
 )
-
-// Plugins describes out-of-process tools; *host.Host is one.
-type Plugins interface {
-	Describe(ctx context.Context, s host.Spec) ([]host.ToolInfo, error)
-}
 
 // An Option changes how a policy loads.
 type Option func(*options)
 
 type options struct {
-	plugins         Plugins
-	describeTimeout time.Duration
-	workdir         string
+	workdir string
 }
 
 // WithWorkdir is the working directory that path patterns written relative
 // to it ("./src/**", ".") resolve against. Without it they match nothing.
 func WithWorkdir(dir string) Option { return func(o *options) { o.workdir = dir } }
 
-// WithPlugins lets the load start the policy's plugins to learn their
-// tools' schemas. Without it, a policy with a plugin tool does not load.
-func WithPlugins(p Plugins) Option { return func(o *options) { o.plugins = p } }
+// Declared is what an implementation says of one of its tools: a plugin's
+// (rules C1, K1). InputSchema is JSON Schema as declared (rule S3).
+type Declared struct {
+	Description            string
+	InputSchema            []byte
+	Concurrency, Interrupt string
+}
 
-// plugin completes a plugin tool from what its plugin declares: the schema
-// is imported with rules S3, S7 and S8, and the policy's input narrows it.
-func (c *compiler) plugin(t *Tool, v cue.Value) bool {
-	// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
-	p := v.LookupPath(cue.ParsePath("plugin.command"))
-	if c.opts.plugins == nil {
-		c.fail(p, "R4", "tool %s is served by a plugin, which cannot be started here; load this policy from a directory with aimon-gw serve or vet.", t.Name)
-		return false
-	}
-	if len(t.Plugin.Command) > 0 && c.dir != "" {
-		// A relative binary is the policy repository's own.
-		if bin := t.Plugin.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
-			t.Plugin.Command[0] = filepath.Join(c.dir, bin)
+// Pending returns the tools whose implementation must declare their input
+// before the generation can serve, sorted by name.
+func (g *Generation) Pending() []*Tool {
+	var out []*Tool
+	for _, n := range g.Names() {
+		if t := g.Tools[n]; t.pending {
+			out = append(out, t)
 		}
 	}
-	t.Plugin.Spec = host.Spec{Command: t.Plugin.Command, SHA256: t.Plugin.SHA256}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.describeTimeout)
-	defer cancel()
-	infos, err := c.opts.plugins.Describe(ctx, t.Plugin.Spec)
-	if err != nil {
-		c.fail(p, "R4", "tool %s: %v", t.Name, err)
-		return false
-	}
-	var info *host.ToolInfo
-	var names []string
-	for i := range infos {
-		names = append(names, infos[i].Name)
-		if infos[i].Name == t.Plugin.Tool {
-			info = &infos[i]
+	return out
+}
+
+// Complete returns a new generation whose pending tools are completed from
+// what their implementations declared, by tool name: each declared schema is
+// imported with rules S3, S7 and S8, and the policy's input narrows it. g
+// itself is not changed. A tool left out of decls, or whose declaration
+// cannot be used, is an error at the place the policy names it.
+func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
+	c := *g.comp
+	c.errs, c.warnings, c.shipped = nil, nil, nil
+	out := *g
+	out.Tools = maps.Clone(g.Tools)
+	for _, pt := range g.Pending() {
+		d, ok := decls[pt.Name]
+		if !ok {
+			c.errs = append(c.errs, Diagnostic{Pos: pt.ImplPos, Code: "R4", Message: fmt.Sprintf("tool %s: its implementation declared nothing; this is a bug in the gateway.", pt.Name)})
+			continue
+		}
+		t := *pt
+		if c.declare(&t, d) && c.compileInput(&t) && c.checkSubject(&t) {
+			t.pending, t.value = false, cue.Value{}
+			out.Tools[t.Name] = &t
 		}
 	}
-	if info == nil {
-		c.fail(p, "R4", "tool %s: the plugin %s serves %s, not %q; set plugin.tool to one of them.", t.Name, t.Plugin.Spec, joinNames(names), t.Plugin.Tool)
+	if len(c.errs) > 0 {
+		sortDiagnostics(c.errs)
+		return nil, c.errs
+	}
+	return &out, nil
+}
+
+// declare completes a plugin tool from what its plugin declares.
+func (c *compiler) declare(t *Tool, d Declared) bool {
+	fail := func(code, format string, args ...any) bool {
+		c.errs = append(c.errs, Diagnostic{Pos: t.ImplPos, Code: code, Message: fmt.Sprintf(format, args...)})
 		return false
 	}
-	declared, err := gate.ImportJSONSchema(c.ctx, info.InputSchema)
+	declared, err := gate.ImportJSONSchema(c.ctx, d.InputSchema)
 	if err != nil {
-		c.fail(p, "S3", "tool %s: the plugin %s declares an input schema that cannot be used: %v.", t.Name, t.Plugin.Spec, err)
-		return false
+		return fail("S3", "tool %s: its implementation declares an input schema that cannot be used: %v.", t.Name, err)
 	}
-	if c.pos(t.Input, 1) == "" {
+	if !c.pos(t.Input, 1).IsValid() {
 		// Not narrowed: models see the schema as the plugin declared it,
 		// range keywords included (the gate does not enforce those, rule S7).
-		t.Plugin.declared = json.RawMessage(info.InputSchema)
+		t.declared = json.RawMessage(d.InputSchema)
 	}
 	t.Input = declared.Unify(t.Input)
 	if err := t.Input.Validate(); err != nil {
-		for _, d := range fromCUE(err, c.schemaDir) {
-			d.Message = fmt.Sprintf("tool %s: the policy's input does not narrow the plugin's schema: %s", t.Name, d.Message)
-			c.errs = append(c.errs, d)
+		for _, dg := range fromCUE(err, c.schemaDir) {
+			dg.Message = fmt.Sprintf("tool %s: the policy's input does not narrow the plugin's schema: %s", t.Name, dg.Message)
+			c.errs = append(c.errs, dg)
 		}
 		return false
 	}
 	if t.Description == "" {
-		t.Description = info.Description
+		t.Description = d.Description
 	}
 	// The policy may narrow the plugin's declarations, never widen them.
-	if isDefault(v.LookupPath(cue.ParsePath("concurrency"))) || info.Concurrency != "concurrent_safe" {
-		t.Concurrency = info.Concurrency
+	if isDefault(t.value.LookupPath(cue.ParsePath("concurrency"))) || d.Concurrency != "concurrent_safe" {
+		t.Concurrency = d.Concurrency
 	}
-	if isDefault(v.LookupPath(cue.ParsePath("interrupt"))) {
-		t.Interrupt = info.Interrupt
+	if isDefault(t.value.LookupPath(cue.ParsePath("interrupt"))) {
+		t.Interrupt = d.Interrupt
 	}
 	return true
 }
@@ -106,15 +110,4 @@ func (c *compiler) plugin(t *Tool, v cue.Value) bool {
 func isDefault(v cue.Value) bool {
 	_, ok := v.Default()
 	return ok
-}
-
-// Specs returns the plugins the generation uses, for a host to keep.
-func (g *Generation) Specs() []host.Spec {
-	var specs []host.Spec
-	for _, n := range g.Names() {
-		if p := g.Tools[n].Plugin; p != nil {
-			specs = append(specs, p.Spec)
-		}
-	}
-	return specs
 }

@@ -1,30 +1,37 @@
 package policy
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
-
-	"aimon.dev/gw/plugin/host"
 )
 
-// describer answers Describe from a table, as a plugin host would.
-type describer struct {
-	infos []host.ToolInfo
-	err   error
-	seen  []host.Spec
-}
-
-func (d *describer) Describe(_ context.Context, s host.Spec) ([]host.ToolInfo, error) {
-	d.seen = append(d.seen, s)
-	return d.infos, d.err
+// loadComplete loads a policy, checks that its plugin tools wait for their
+// declarations, and completes them with decls, as provisioning does.
+func loadComplete(t *testing.T, dir string, decls map[string]Declared) (*Generation, error) {
+	t.Helper()
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range g.Pending() {
+		if pt.Gate != nil {
+			t.Errorf("pending tool %s already has a gate", pt.Name)
+		}
+	}
+	c, err := g.Complete(decls)
+	if err == nil && len(c.Pending()) > 0 {
+		t.Errorf("Complete left pending tools")
+	}
+	if err == nil && len(g.Pending()) == 0 {
+		t.Errorf("Complete changed the loaded generation")
+	}
+	return c, err
 }
 
 const fetchSchema = `{"type":"object","properties":{"url":{"type":"string","minLength":3},"depth":{"type":"integer"}},"required":["url"],"additionalProperties":false}`
 
 func TestPluginToolFromDescribe(t *testing.T) {
-	d := &describer{infos: []host.ToolInfo{{Name: "fetch", Description: "Fetches a page.", InputSchema: []byte(fetchSchema), Concurrency: "concurrent_safe", Interrupt: "cooperative"}}}
+	d := map[string]Declared{"Fetch": {Description: "Fetches a page.", InputSchema: []byte(fetchSchema), Concurrency: "concurrent_safe", Interrupt: "cooperative"}}
 	dir := writePolicy(t, map[string]string{"policy.cue": header + `
 tools: Echo: schema.#Echo
 tools: Fetch: {
@@ -32,7 +39,7 @@ tools: Fetch: {
 	input: url: =~"^https://"
 }
 `})
-	g, err := Load(dir, WithPlugins(d))
+	g, err := loadComplete(t, dir, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +47,7 @@ tools: Fetch: {
 	if f.Description != "Fetches a page." || f.Concurrency != "concurrent_safe" || f.Interrupt != "cooperative" {
 		t.Errorf("the plugin's declarations were not taken: %+v", f)
 	}
-	if got := d.seen[0].Command[0]; got != dir+"/bin/fetch" {
+	if got := f.Plugin.Command[0]; got != dir+"/bin/fetch" {
 		t.Errorf("a relative plugin binary must resolve against the policy directory, got %s", got)
 	}
 	// S3: closed where the plugin says so; the policy's narrowing is enforced.
@@ -63,43 +70,37 @@ tools: Fetch: {
 	if strings.Contains(string(f.JSONSchema), "minLength") || !strings.Contains(string(f.JSONSchema), "https") {
 		t.Errorf("a narrowed plugin tool must show the policy's narrowing to models: %s", f.JSONSchema)
 	}
-	if specs := g.Specs(); len(specs) != 1 || specs[0].Command[1] != "--quiet" {
-		t.Errorf("Specs = %v", specs)
+	if f.Plugin.Command[1] != "--quiet" || f.Plugin.Tool != "fetch" {
+		t.Errorf("Plugin = %+v", f.Plugin)
 	}
 }
 
 func TestPluginProblemsAreLoadErrors(t *testing.T) {
 	body := header + "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n"
 	tests := []struct {
-		name string
-		d    Plugins
-		want string
+		note  string
+		decls map[string]Declared
+		want  string
 	}{
-		{"no plugins here", nil, "cannot be started here"},
-		{"missing binary", &describer{err: errors.New("the plugin binary fetch was not found")}, "tool Fetch: the plugin binary fetch was not found"},
-		{"tool not served", &describer{infos: []host.ToolInfo{{Name: "other", InputSchema: []byte(`{}`)}}}, `serves other, not "Fetch"`},
-		{"bad schema", &describer{infos: []host.ToolInfo{{Name: "Fetch", InputSchema: []byte(`{"type":"string"}`)}}}, "declares an input schema that cannot be used"},
+		{"nothing declared", nil, "declared nothing"},
+		{"bad schema", map[string]Declared{"Fetch": {InputSchema: []byte(`{"type":"string"}`)}}, "declares an input schema that cannot be used"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var opts []Option
-			if tt.d != nil {
-				opts = append(opts, WithPlugins(tt.d))
-			}
-			_, err := Load(writePolicy(t, map[string]string{"policy.cue": body}), opts...)
+		t.Run(tt.note, func(t *testing.T) {
+			_, err := loadComplete(t, writePolicy(t, map[string]string{"policy.cue": body}), tt.decls)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "policy.cue:") {
-				t.Errorf("Load = %v, want a positioned error containing %q", err, tt.want)
+				t.Errorf("Complete = %v, want a positioned error containing %q", err, tt.want)
 			}
 		})
 	}
 }
 
 func TestPluginPolicyNarrowsConcurrency(t *testing.T) {
-	d := &describer{infos: []host.ToolInfo{{Name: "Fetch", InputSchema: []byte(`{"type":"object"}`), Concurrency: "concurrent_safe", Interrupt: "cooperative"}}}
-	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+	d := map[string]Declared{"Fetch": {InputSchema: []byte(`{"type":"object"}`), Concurrency: "concurrent_safe", Interrupt: "cooperative"}}
+	g, err := loadComplete(t, writePolicy(t, map[string]string{"policy.cue": header + `
 tools: Echo: schema.#Echo
 tools: Fetch: {plugin: command: ["fetch"], concurrency: "sequential"}
-`}), WithPlugins(d))
+`}), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +110,11 @@ tools: Fetch: {plugin: command: ["fetch"], concurrency: "sequential"}
 	if s := string(g.Tools["Fetch"].JSONSchema); s != `{"type":"object"}` {
 		t.Errorf("an unnarrowed plugin tool must show its declared schema as is, got %s", s)
 	}
-	d.infos[0].Concurrency = "sequential"
-	g, err = Load(writePolicy(t, map[string]string{"policy.cue": header + `
+	d["Fetch"] = Declared{InputSchema: []byte(`{"type":"object"}`), Concurrency: "sequential", Interrupt: "cooperative"}
+	g, err = loadComplete(t, writePolicy(t, map[string]string{"policy.cue": header + `
 tools: Echo: schema.#Echo
 tools: Fetch: {plugin: command: ["fetch"], concurrency: "concurrent_safe"}
-`}), WithPlugins(d))
+`}), d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func (c *compiler) compileLists(g *Generation) {
 		l, errs := allow.Compile(c.ctx, entries, subjects)
 		g.lists[ref] = l
 		for _, err := range errs {
-			pos := ""
+			pos := Position{}
 			var ee *allow.EntryError
 			if errors.As(err, &ee) {
 				for i, e := range entries {
@@ -56,13 +56,13 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	lists := make([]*allow.List, len(chain))
 	for i, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
-			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s. The tool was not executed.", ref, joinNames(g.SurfaceRefs()))
+			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
 		}
 		lists[i] = g.lists[ref]
 	}
 	e, err := g.chains.Get(strings.Join(chain, "\x00"), lists...)
 	if err != nil {
-		return nil, fmt.Errorf("The run on %s is refused: %w. The tool was not executed.", strings.Join(chain, " > "), err)
+		return nil, fmt.Errorf("The run on %s is refused: %w.", strings.Join(chain, " > "), err)
 	}
 	return e, nil
 }

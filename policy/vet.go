@@ -48,16 +48,16 @@ func disjointCommands(g *Generation, child *Surface) []Diagnostic {
 	if !agent.Declared {
 		return nil
 	}
-	patterns := func(s *Surface, tool string) (ps []string, pos string, nameOnly bool) {
+	patterns := func(s *Surface, tool string) (ps []string, pos Position, nameOnly bool) {
 		for i, e := range s.Entries {
 			ent, err := allow.ParseEntry(e)
 			if err != nil || ent.Tool != tool {
 				continue
 			}
 			if !ent.HasPattern {
-				return nil, "", true
+				return nil, Position{}, true
 			}
-			if pos == "" {
+			if !pos.IsValid() {
 				pos = s.EntryPos[i]
 			}
 			ps = append(ps, ent.Pattern)

@@ -5,6 +5,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,7 +63,20 @@ type Env struct {
 	CallID string
 	// Files is the set of files read so far in this session (rule C6).
 	Files *FileSet
+	// Log is the gateway's logger, for the tool's own logs (rule C7); nil
+	// means none.
+	Log *slog.Logger
 }
+
+// Logger returns the call's logger, one that discards when it has none.
+func (e *Env) Logger() *slog.Logger {
+	if e == nil || e.Log == nil {
+		return discard
+	}
+	return e.Log
+}
+
+var discard = slog.New(slog.DiscardHandler)
 
 // Invoker is the kind of the innermost surface: agent, subagent, skill or command.
 func (e *Env) Invoker() string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,8 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/plugin/host"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/rule"
 )
 
 type checkParams struct {
@@ -46,7 +47,7 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 type checkReply struct {
 	Tool    string   `json:"tool"`
 	Surface []string `json:"surface"`
-	gateway.Verdict
+	rule.Decision
 }
 
 // check prints the gateway's verdict on one call as JSON; it exits 0 when
@@ -78,12 +79,11 @@ func check(p checkParams) error {
 	if err != nil {
 		return err
 	}
-	plugins := host.New(discard)
-	defer plugins.Close()
-	gen, err := loadPolicy(p.Policy, policy.WithPlugins(plugins), policy.WithWorkdir(workdir))
+	gen, closeGen, err := reload.Once(context.Background(), p.Policy, workdir, discard)
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
 	}
+	defer closeGen()
 	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard})
 	if call.ID == "" {
 		call.ID = "check"
@@ -92,7 +92,7 @@ func check(p checkParams) error {
 	enc := json.NewEncoder(p.Stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(checkReply{Tool: call.Name, Surface: chain, Verdict: v}); err != nil {
+	if err := enc.Encode(checkReply{Tool: call.Name, Surface: chain, Decision: v}); err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
 	}
 	if !v.Allowed {

@@ -69,10 +69,11 @@ func logger(c *cli.Context) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", c.String("log-level")), exitUsage)
 	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(log) // tools log through the default logger
-	return log, nil
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
 }
+
+// discard is the logger of commands whose output is their answer.
+var discard = slog.New(slog.DiscardHandler)
 
 // parseChain reads a surface chain: comma-separated references, or a JSON
 // list; the main agent is always its root.

@@ -66,12 +66,12 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: "v0"}, &mcp.ServerOptions{Logger: p.Log})
 	tools := &mcpTools{server: server, chain: chain, log: p.Log, listed: map[string]bool{}}
-	gw, stop, err := startGateway(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}, tools.sync)
+	rt, err := start(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}, tools.sync)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	tools.sync(gw)
+	defer rt.Close()
+	tools.sync(rt.Gateway())
 	if err := server.Run(ctx, p.Transport); err != nil && ctx.Err() == nil {
 		return cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/reload"
 )
 
 type serveParams struct {
@@ -55,13 +56,31 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	gw, stop, err := startGateway(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log}, nil)
+	rt, err := start(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log}, nil)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	if err := gw.Serve(ctx, p.Stdin, p.Stdout); err != nil {
+	defer rt.Close()
+	if err := rt.Gateway().Serve(ctx, p.Stdin, p.Stdout); err != nil {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
 	return nil
+}
+
+// start starts the runtime of serve and mcp; a policy that does not load
+// is a finding.
+func start(ctx context.Context, dir string, opts gateway.Options, onSwap func(*gateway.Gateway)) (*reload.Runtime, error) {
+	rt, err := reload.Start(ctx, reload.Options{Dir: dir, Gateway: opts, OnSwap: onSwap})
+	if err != nil {
+		return nil, cli.Exit(loadProblem(dir, err), exitFinding)
+	}
+	return rt, nil
+}
+
+// loadProblem is the sentence for a policy that does not load.
+func loadProblem(dir string, err error) string {
+	if dir == "" {
+		return fmt.Sprintf("aimon-gw: %v", err)
+	}
+	return fmt.Sprintf("aimon-gw: the policy in %s does not load:\n%v", dir, err)
 }

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/internal/reload"
 	"aimon.dev/gw/policy"
 )
 
@@ -33,9 +34,10 @@ func vetCommand(stdout io.Writer) *cli.Command {
 // vet prints every problem of the policy in p.Dir, one per line, and fails
 // with exit code 1 when there is any.
 func vet(p vetParams) error {
-	plugins := host.New(discard)
-	defer plugins.Close()
-	gen, err := policy.Load(p.Dir, policy.WithPlugins(plugins))
+	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", discard)
+	if err == nil {
+		defer closeGen()
+	}
 	var problems []policy.Diagnostic
 	var errs policy.Errors
 	switch {
@@ -44,7 +46,7 @@ func vet(p vetParams) error {
 	case err != nil:
 		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v", err), exitUsage)
 	default:
-		problems = policy.Vet(gen)
+		problems = policy.Vet(gen.Generation)
 	}
 	for _, d := range problems {
 		fmt.Fprintln(p.Stdout, d.String())

@@ -6,9 +6,13 @@
 // failures. No process outlives the gateway: Close stops them, and on Linux
 // each child has a parent-death signal for when the gateway is killed.
 //
-// Use: at load and in vet, Verify each plugin (binary present, checksum)
-// and Describe it to import its schemas; make a Tool for each policy tool;
-// after a reload is swapped in, Retain the new policy's specs; Close at exit.
+// Use: each policy generation that needs a plugin Acquires a Lease on it,
+// Describes it through the lease to import its schemas and makes a Tool of
+// the lease for each policy tool; it Releases the lease when it is retired.
+// Consecutive generations that hold a lease on the same Spec share one
+// process; the last Release stops it once its calls have finished. A
+// released slot never starts again, so no call can start a process that
+// no generation owns. Close at exit.
 //
 // Choices:
 //   - The process is started by a go-plugin RunnerFunc (runner.go), not by
@@ -131,7 +135,8 @@ type slot struct {
 	fails    int           // failures in a row: crashes, hangs, failed starts
 	lastErr  error         // why the last start failed
 	retryAt  time.Time     // no start before this, after repeated failures
-	retired  bool          // dropped by Retain or Close: no more calls
+	retired  bool          // released by its last lease, or closed: no more calls
+	refs     int           // leases held on the slot (guarded by Host.mu)
 }
 
 // proc is one started plugin process. inflight, dead and retiring are
@@ -156,7 +161,16 @@ var errClosed = errors.New("the gateway is shutting down")
 // errRetired is the error of a call whose plugin a reload removed.
 var errRetired = errors.New("the plugin was removed from the policy by a reload")
 
-func (h *Host) slot(s Spec) *slot {
+// A Lease is one owner's hold on the process of a Spec (a policy
+// generation's). It is safe for concurrent use.
+type Lease struct {
+	sl   *slot
+	once sync.Once
+}
+
+// Acquire returns a lease on the process of s, sharing the process with
+// every other lease on the same Spec. The process starts when first needed.
+func (h *Host) Acquire(s Spec) *Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := s.key()
@@ -169,12 +183,36 @@ func (h *Host) slot(s Spec) *slot {
 			h.slots[k] = sl
 		}
 	}
-	return sl
+	sl.refs++
+	return &Lease{sl: sl}
 }
 
+// Release gives the lease up. The last release of a Spec retires its slot:
+// the process stops once its calls in flight have finished, and calls made
+// later through the lease's tools fail with an error result. Release is
+// idempotent.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		h := l.sl.h
+		h.mu.Lock()
+		l.sl.refs--
+		last := l.sl.refs == 0
+		if last && h.slots[l.sl.spec.key()] == l.sl {
+			delete(h.slots, l.sl.spec.key())
+		}
+		h.mu.Unlock()
+		if last {
+			l.sl.retire(false)
+		}
+	})
+}
+
+// Spec is what the lease holds.
+func (l *Lease) Spec() Spec { return l.sl.spec }
+
 // Describe returns the tools the plugin serves, starting it if needed.
-func (h *Host) Describe(ctx context.Context, s Spec) ([]ToolInfo, error) {
-	sl := h.slot(s)
+func (l *Lease) Describe(ctx context.Context) ([]ToolInfo, error) {
+	sl := l.sl
 	p, err := sl.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -312,29 +350,6 @@ func (sl *slot) release(p *proc, o outcome) (stoppedHere bool, exit string) {
 	return true, sl.h.stop(p, force)
 }
 
-// Retain keeps the processes of specs and stops every other one once its
-// in-flight calls have finished (rule R3: calls in flight finish under the
-// policy they started with). A later call through a Tool of a dropped spec
-// fails with an error result; a new Tool of it starts a new process.
-func (h *Host) Retain(specs []Spec) {
-	keep := map[string]bool{}
-	for _, s := range specs {
-		keep[s.key()] = true
-	}
-	h.mu.Lock()
-	var drop []*slot
-	for k, sl := range h.slots {
-		if !keep[k] {
-			drop = append(drop, sl)
-			delete(h.slots, k)
-		}
-	}
-	h.mu.Unlock()
-	for _, sl := range drop {
-		sl.retire(false)
-	}
-}
-
 // retire takes sl out of service. Its process stops when its last call is
 // done, or at once when now is set (its calls then fail).
 func (sl *slot) retire(now bool) {
@@ -378,7 +393,7 @@ func (h *Host) Close() {
 		}
 	}
 	// Every process still there: those above, and those that an earlier
-	// Retain left to finish their calls.
+	// a last Release left to finish their calls.
 	h.mu.Lock()
 	live := maps.Clone(h.live)
 	h.mu.Unlock()

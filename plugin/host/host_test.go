@@ -462,7 +462,7 @@ func block(t *testing.T, h *Host, ctx context.Context, spec Spec) (release func(
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "release")
 	ch := make(chan tools.Result, 1)
-	sl := h.slot(spec)
+	sl := h.lease(spec).sl
 	go func() { ch <- h.Tool(spec, "Block", 0).Run(ctx, nil, tools.Input{"file": file}) }()
 	for {
 		sl.mu.Lock()
@@ -714,7 +714,7 @@ func TestK1CancelKillsExternallyTerminatedTool(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		result := make(chan tools.Result, 1)
 		go func() { result <- h.Tool(spec, "Stuck", 0).Run(ctx, nil, nil) }()
-		sl := h.slot(spec)
+		sl := h.lease(spec).sl
 		for n := 0; n == 0; time.Sleep(time.Millisecond) {
 			sl.mu.Lock()
 			if sl.cur != nil {

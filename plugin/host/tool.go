@@ -19,14 +19,16 @@ import (
 // DefaultTimeout is a call's deadline when Tool is given none.
 const DefaultTimeout = 2 * time.Minute
 
-// Tool returns the tool name served by the plugin of s, as a tools.Tool
+// Tool returns the tool name served by the lease's plugin, as a tools.Tool
 // whose calls have the given deadline (DefaultTimeout when not positive).
-// The plugin starts on the first call. Run never fails outward (rule C2).
-func (h *Host) Tool(s Spec, name string, timeout time.Duration) tools.Tool {
+// The plugin starts on the first call; once the lease is released, calls
+// fail with an error result and start nothing. Run never fails outward
+// (rule C2).
+func (l *Lease) Tool(name string, timeout time.Duration) tools.Tool {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &tool{sl: h.slot(s), name: name, timeout: timeout}
+	return &tool{sl: l.sl, name: name, timeout: timeout}
 }
 
 type tool struct {

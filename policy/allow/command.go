@@ -44,7 +44,7 @@ func commandSubject(v any) (string, string) {
 	case v == nil:
 		return "", "is missing"
 	case !ok:
-		return "", fmt.Sprintf("is a %s, not a string", jsonType(v))
+		return "", notString(v)
 	case strings.TrimSpace(s) == "":
 		return "", "is blank"
 	case !validUTF8(s):

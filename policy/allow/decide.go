@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/internal/rule"
 )
 
 // ErrNoTool is wrapped by Chain's error when the lists along a chain leave
@@ -135,30 +137,26 @@ func (e *Effective) Value() cue.Value {
 	return e.value
 }
 
-// Decision is the outcome of one call.
-type Decision struct {
-	Allowed bool
-	Reason  string   // a sentence naming the tool and subject
-	Rule    string   // the rule that decided, e.g. "P6"
-	Entries []string // the entries that decided
-}
+// Decision is the outcome of one call: the lattice fills Allowed, Reason
+// (a sentence naming the tool and subject), Rule and Entries.
+type Decision = rule.Decision
 
 // Decide decides a call of tool with the raw decoded input in, relative
 // paths resolving against workdir. It never fails and never panics: what
 // cannot be decided is denied with a reason.
 func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decision {
 	if e.Unlimited() {
-		return Decision{Allowed: true, Rule: "P11", Reason: fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", tool)}
+		return Decision{Allowed: true, Rule: rule.P11, Reason: fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", tool)}
 	}
 	r, ok := e.rules[tool]
 	if !ok {
-		return Decision{Rule: "P9", Reason: fmt.Sprintf("%s is not allowed on this surface: it has no entry in allowed-tools. Allowed tools are %s.", tool, e.toolList())}
+		return Decision{Rule: rule.P9, Reason: fmt.Sprintf("%s is not allowed on this surface: it has no entry in allowed-tools. Allowed tools are %s.", tool, e.toolList())}
 	}
 	if r.top {
-		return Decision{Allowed: true, Rule: "P6", Reason: fmt.Sprintf("%s is allowed by name.", tool), Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
+		return Decision{Allowed: true, Rule: rule.P6, Reason: fmt.Sprintf("%s is allowed by name.", tool), Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
 	}
 	if bad := r.deniesAll(); bad != nil {
-		return Decision{Rule: "P7", Reason: fmt.Sprintf("%s is not allowed on this surface: its only patterns cannot be used, so every call is denied (%s).", tool, strings.Join(bad, "; ")), Entries: r.raws(nil)}
+		return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: its only patterns cannot be used, so every call is denied (%s).", tool, strings.Join(bad, "; ")), Entries: r.raws(nil)}
 	}
 	switch r.subject.Kind {
 	case Command, Path:
@@ -169,7 +167,7 @@ func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decis
 	}
 	// Unreachable: a pattern for a tool without subject or rule is bad, so
 	// deniesAll answered. Deny anyway.
-	return Decision{Rule: "P7", Reason: fmt.Sprintf("%s is not allowed on this surface: it has patterns but neither a subject nor its own rule.", tool), Entries: r.raws(nil)}
+	return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: it has patterns but neither a subject nor its own rule.", tool), Entries: r.raws(nil)}
 }
 
 func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string) Decision {
@@ -185,7 +183,7 @@ func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string
 		if r.subject.Rule != nil {
 			return r.decideRule(e, in, workdir, why)
 		}
-		return Decision{Rule: "P5", Entries: r.raws(func(in entryInfo) bool { return in.HasPattern }),
+		return Decision{Rule: rule.P5, Entries: r.raws(func(in entryInfo) bool { return in.HasPattern }),
 			Reason: fmt.Sprintf("%s is not allowed: its %s field %s %s, and on this surface %s is limited to %s. Call it with %s set to a %s those patterns allow.", r.tool, kind, field, why, r.tool, r.allowedText(), field, kind)}
 	}
 	if r.allows(e, subj) {
@@ -232,7 +230,7 @@ func (r *toolRule) decideRule(e *Effective, in map[string]any, workdir, why stri
 				}
 			}
 		}
-		return Decision{Allowed: true, Rule: "P2", Entries: by, Reason: fmt.Sprintf("%s call is allowed by its own rule under %s.", r.tool, strings.Join(by, " and "))}
+		return Decision{Allowed: true, Rule: rule.P2, Entries: by, Reason: fmt.Sprintf("%s call is allowed by its own rule under %s.", r.tool, strings.Join(by, " and "))}
 	}
 	reason := fmt.Sprintf("%s call is not allowed on this surface: its own rule admits it under none of %s", r.tool, r.allowedText())
 	if why != "" {
@@ -241,7 +239,7 @@ func (r *toolRule) decideRule(e *Effective, in map[string]any, workdir, why stri
 	if len(errs) > 0 {
 		reason += " (" + strings.Join(errs, "; ") + ")"
 	}
-	return Decision{Rule: "P2", Entries: entries, Reason: reason + "."}
+	return Decision{Rule: rule.P2, Entries: entries, Reason: reason + "."}
 }
 
 // safeAllow calls a Ruler, turning a panic into a denial (C2).
@@ -330,11 +328,11 @@ func (e *Effective) toolList() string {
 	return strings.Join(e.names, ", ")
 }
 
-func ruleOf(k Kind) string {
+func ruleOf(k Kind) rule.ID {
 	if k == Command {
-		return "P3"
+		return rule.P3
 	}
-	return "P4"
+	return rule.P4
 }
 
 // quoteSubject shows the subject as given and, when it differs, as resolved.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"cuelang.org/go/cue/cuecontext"
+
+	"aimon.dev/gw/internal/rule"
 )
 
 // TestP5NoSubjectDenies: without a subject a patterned tool is denied, and
@@ -27,8 +29,8 @@ func TestP5NoSubjectDenies(t *testing.T) {
 		{"Read", "/tmp", map[string]any{"file_path": nil}, "is missing"},
 		{"Read", "/tmp", map[string]any{"file_path": json.Number("3")}, "is a number"},
 		{"Read", "/tmp", map[string]any{"file_path": true}, "is a boolean"},
-		{"Read", "/tmp", map[string]any{"file_path": []any{"/tmp/x"}}, "is a array"},
-		{"Read", "/tmp", map[string]any{"file_path": map[string]any{"path": "/tmp/x"}}, "is a object"},
+		{"Read", "/tmp", map[string]any{"file_path": []any{"/tmp/x"}}, "is an array"},
+		{"Read", "/tmp", map[string]any{"file_path": map[string]any{"path": "/tmp/x"}}, "is an object"},
 		{"Read", "/tmp", map[string]any{"file_path": ""}, "is blank"},
 		{"Read", "/tmp", map[string]any{"file_path": "/tmp/a\x00b"}, "NUL"},
 		{"Read", "/tmp", nil, "is missing"},
@@ -354,12 +356,12 @@ func TestP2SubjectFirst(t *testing.T) {
 	for _, c := range []struct {
 		in   map[string]any
 		want bool
-		rule string
+		rule rule.ID
 	}{
-		{map[string]any{"path": "/data/x"}, true, "P4"},
-		{map[string]any{"path": "/etc/x", "action": "get", "url": "https://ok.x"}, false, "P4"},
-		{map[string]any{"action": "get", "url": "https://ok.x"}, true, "P2"},
-		{map[string]any{"action": "get", "url": "https://bad.x"}, false, "P2"},
+		{map[string]any{"path": "/data/x"}, true, rule.P4},
+		{map[string]any{"path": "/etc/x", "action": "get", "url": "https://ok.x"}, false, rule.P4},
+		{map[string]any{"action": "get", "url": "https://ok.x"}, true, rule.P2},
+		{map[string]any{"action": "get", "url": "https://bad.x"}, false, rule.P2},
 	} {
 		if d := e.Decide("Fetch", c.in, ""); d.Allowed != c.want || d.Rule != c.rule {
 			t.Errorf("Fetch %v: %+v, want allowed=%v by %s", c.in, d, c.want, c.rule)

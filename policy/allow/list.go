@@ -222,3 +222,14 @@ func jsonType(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// notString says what a subject field holds instead of a string: "is an
+// array, not a string".
+func notString(v any) string {
+	t := jsonType(v)
+	article := "a"
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		article = "an"
+	}
+	return fmt.Sprintf("is %s %s, not a string", article, t)
+}

@@ -362,7 +362,7 @@ func pathSubject(v any, workdir string) (string, string) {
 	case v == nil:
 		return "", "is missing"
 	case !ok:
-		return "", fmt.Sprintf("is a %s, not a string", jsonType(v))
+		return "", notString(v)
 	case strings.TrimSpace(s) == "":
 		return "", "is blank"
 	case strings.ContainsRune(s, 0):

@@ -17,7 +17,7 @@ import (
 // SIGHUP reloads, and Status answers the status line.
 func Example() {
 	var cur atomic.Pointer[policy.Generation] // the gateway's Swap does this
-	w, err := watch.New("policies/main", func(g *policy.Generation) { cur.Store(g) }, watch.Options{Logger: slog.Default()})
+	w, err := watch.New("policies/main", func(g *policy.Generation) error { cur.Store(g); return nil }, watch.Options{Logger: slog.Default()})
 	if err != nil {
 		slog.Error("the policy does not load", "problems", err) // every problem, file:line:col
 		return

@@ -107,7 +107,7 @@ func start(t testing.TB, dir string, opts Options) *harness {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	w, err := New(dir, func(g *policy.Generation) { h.cur.Store(g) }, opts)
+	w, err := New(dir, func(g *policy.Generation) error { h.cur.Store(g); return nil }, opts)
 	if err != nil {
 		t.Fatalf("New(%s): %v", dir, err)
 	}

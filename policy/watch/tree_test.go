@@ -15,7 +15,7 @@ import (
 // idle returns a watcher that is not run, so that a test can feed it events.
 func idle(t testing.TB, dir string) *Watcher {
 	t.Helper()
-	w, err := New(dir, func(*policy.Generation) {}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := New(dir, func(*policy.Generation) error { return nil }, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

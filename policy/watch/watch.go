@@ -56,7 +56,7 @@ type Status struct {
 type Watcher struct {
 	dir     string // absolute and clean
 	modRoot string // the CUE module root: dir or an ancestor; "" when none was found
-	swap    func(*policy.Generation)
+	swap    func(*policy.Generation) error
 	load    func(string) (*policy.Generation, error)
 	log     *slog.Logger
 
@@ -86,8 +86,10 @@ type Watcher struct {
 // not load, New returns the error (a policy.Errors for a policy.Load) and
 // nothing is watched. Call Run to follow changes; swap is called from Run with
 // each sound new generation, and must make it current atomically (for
-// example gateway.Swap, which stores an atomic.Pointer).
-func New(dir string, swap func(*policy.Generation), opts Options) (*Watcher, error) {
+// example gateway.Swap, which stores an atomic.Pointer), or return why it
+// cannot (a tool that cannot be provisioned): the reload is then rejected
+// as a broken edit is, and the generation in force stays.
+func New(dir string, swap func(*policy.Generation) error, opts Options) (*Watcher, error) {
 	if swap == nil {
 		return nil, errors.New("watch.New needs a swap function to hand new generations to")
 	}
@@ -239,10 +241,10 @@ func (w *Watcher) stopped() error {
 func (w *Watcher) reloadNow() {
 	start := time.Now()
 	gen, err := w.load(w.dir)
-	took := time.Since(start)
 	if err == nil {
-		w.swap(gen) // in force before anyone can see the new status
+		err = w.swap(gen) // in force before anyone can see the new status
 	}
+	took := time.Since(start)
 	w.mu.Lock()
 	old := w.status
 	if err == nil {
@@ -277,7 +279,7 @@ func errorText(err error) string {
 
 func (w *Watcher) logWarnings(gen *policy.Generation) {
 	for _, d := range gen.Warnings {
-		w.log.Warn("policy problem", "at", d.Pos, "code", d.Code, "problem", d.Message)
+		w.log.Warn("policy problem", "at", d.Pos.String(), "code", d.Code, "problem", d.Message)
 	}
 }
 
@@ -286,12 +288,12 @@ func (w *Watcher) logWarnings(gen *policy.Generation) {
 func (w *Watcher) logRejected(err error, inForce Status) {
 	var errs policy.Errors
 	if !errors.As(err, &errs) {
-		errs = policy.Errors{{Pos: w.dir, Message: err.Error()}}
+		errs = policy.Errors{{Pos: policy.Position{File: w.dir}, Message: err.Error()}}
 	}
 	w.log.Warn("policy reload rejected; the last good policy stays in force: fix the problems below and save again",
 		"dir", w.dir, "problems", len(errs), "generation", inForce.Generation, "revision", inForce.Revision)
 	for _, d := range errs {
-		w.log.Warn("policy problem", "at", d.Pos, "code", d.Code, "problem", d.Message)
+		w.log.Warn("policy problem", "at", d.Pos.String(), "code", d.Code, "problem", d.Message)
 	}
 }
 

@@ -419,7 +419,7 @@ func TestR3NewRejectsBrokenPolicy(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w, err := New(c.dir(t), func(*policy.Generation) { t.Error("swap called for a broken policy") }, Options{})
+			w, err := New(c.dir(t), func(*policy.Generation) error { t.Error("swap called for a broken policy"); return nil }, Options{})
 			var errs policy.Errors
 			if w != nil || !errors.As(err, &errs) || !strings.Contains(err.Error(), c.where) {
 				t.Fatalf("New = %v, %v; want a policy.Errors naming %q", w, err, c.where)
@@ -460,7 +460,7 @@ func must(t *testing.T, err error) {
 // Run runs once, and returns nil when the watcher is closed.
 func TestR3RunOnceAndClose(t *testing.T) {
 	dir := policyDir(t, map[string]string{"policy.cue": source("Echo")})
-	w, err := New(dir, func(*policy.Generation) {}, Options{})
+	w, err := New(dir, func(*policy.Generation) error { return nil }, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,36 +44,36 @@ type Bash struct{}
 // Run runs the command.
 func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p BashInput
-	if r, ok := bind("Bash", in, &p); !ok {
+	if r, ok := bind(env, "Bash", in, &p); !ok {
 		return r
 	}
 	if strings.TrimSpace(p.Command) == "" {
-		return refuse("Bash", "Parameter 'command' must not be empty; give a command line to run.")
+		return refuse(env, "Bash", "Parameter 'command' must not be empty; give a command line to run.")
 	}
 	if strings.IndexByte(p.Command, 0) >= 0 {
-		return refuse("Bash", "Parameter 'command' contains a NUL byte, which a command line cannot hold: %s.", quote(p.Command))
+		return refuse(env, "Bash", "Parameter 'command' contains a NUL byte, which a command line cannot hold: %s.", quote(p.Command))
 	}
 	ms := DefaultBashTimeout
 	if p.Timeout != nil {
 		ms = *p.Timeout
 	}
 	if ms < 1 {
-		return refuse("Bash", "Parameter 'timeout' must be a positive number of milliseconds (at most %d), got %d.", MaxBashTimeout, ms)
+		return refuse(env, "Bash", "Parameter 'timeout' must be a positive number of milliseconds (at most %d), got %d.", MaxBashTimeout, ms)
 	}
 	var notes []string
 	if ms > MaxBashTimeout {
 		notes = append(notes, fmt.Sprintf("The timeout %d ms was lowered to the maximum, %d ms.", ms, MaxBashTimeout))
-		slog.Warn("Bash timeout clamped", "timeout", ms, "max", MaxBashTimeout)
+		env.Logger().Warn("Bash timeout clamped", "timeout", ms, "max", MaxBashTimeout)
 		ms = MaxBashTimeout
 	}
 	if ctx.Err() != nil {
-		return cancelled("Bash", ctx)
+		return cancelled(env, "Bash", ctx)
 	}
 	desc := ""
 	if p.Description != nil {
 		desc = *p.Description
 	}
-	slog.Debug("Bash", "command", p.Command, "description", desc, "timeout_ms", ms, "dir", workdir(env))
+	env.Logger().Debug("Bash", "command", p.Command, "description", desc, "timeout_ms", ms, "dir", workdir(env))
 
 	if wd := workdir(env); wd != "" {
 		fi, err := os.Stat(wd)
@@ -81,12 +81,15 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			err = fmt.Errorf("%s is not a directory", wd)
 		}
 		if err != nil {
-			return fail("Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
+			return fail(env, "Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
 		}
 	}
 	run, err := start(p.Command, workdir(env))
+	if run != nil {
+		run.log = env.Logger()
+	}
 	if err != nil {
-		return fail("Bash", err, "Could not start bash in %s: %v.", dirName(workdir(env)), err)
+		return fail(env, "Bash", err, "Could not start bash in %s: %v.", dirName(workdir(env)), err)
 	}
 	why := run.wait(ctx, time.Duration(ms)*time.Millisecond)
 
@@ -131,6 +134,7 @@ const (
 
 // running is a started command and the capture of its output.
 type running struct {
+	log            *slog.Logger
 	cmd            *exec.Cmd
 	outR, errR     *os.File
 	stdout, stderr capped
@@ -199,7 +203,7 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) stop {
 	select {
 	case <-drained:
 	case <-time.After(drainGrace):
-		slog.Warn("Bash output still open after the command was killed; a process left its group", "pid", r.cmd.Process.Pid)
+		r.log.Warn("Bash output still open after the command was killed; a process left its group", "pid", r.cmd.Process.Pid)
 		r.outR.SetReadDeadline(time.Now())
 		r.errR.SetReadDeadline(time.Now())
 		<-drained
@@ -212,7 +216,7 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) stop {
 func (r *running) killGroup() {
 	err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
-		slog.Error("Bash could not kill the process group", "pgid", r.cmd.Process.Pid, "cause", err)
+		r.log.Error("Bash could not kill the process group", "pgid", r.cmd.Process.Pid, "cause", err)
 	}
 }
 

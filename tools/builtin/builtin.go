@@ -7,7 +7,6 @@ package builtin
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,30 +57,30 @@ const MaxOutput = 30000
 
 // bind fills dst from in; ok is false with the error result when the input
 // breaks its schema (the same sentences as the gate, rule S10).
-func bind(tool string, in tools.Input, dst any) (tools.Result, bool) {
+func bind(env *tools.Env, tool string, in tools.Input, dst any) (tools.Result, bool) {
 	if vs := tools.Bind(in, dst); len(vs) > 0 {
-		return refuse(tool, "%s", tools.Sentences(vs, false)), false
+		return refuse(env, tool, "%s", tools.Sentences(vs, false)), false
 	}
 	return tools.Result{}, true
 }
 
 // refuse is an error result for bad input from the model, logged at warn (rule C7).
-func refuse(tool, format string, args ...any) tools.Result {
+func refuse(env *tools.Env, tool, format string, args ...any) tools.Result {
 	r := tools.Errorf(format, args...)
-	slog.Warn("tool refused input", "tool", tool, "reason", r.Text)
+	env.Logger().Warn("tool refused input", "tool", tool, "reason", r.Text)
 	return r
 }
 
 // fail is an error result for an unexpected failure, logged at error with its cause (rule C7).
-func fail(tool string, cause error, format string, args ...any) tools.Result {
+func fail(env *tools.Env, tool string, cause error, format string, args ...any) tools.Result {
 	r := tools.Failure(cause, format, args...)
-	slog.Error("tool failed", "tool", tool, "reason", r.Text, "cause", cause)
+	env.Logger().Error("tool failed", "tool", tool, "reason", r.Text, "cause", cause)
 	return r
 }
 
 // cancelled is the result of a call whose context ended before it finished.
-func cancelled(tool string, ctx context.Context) tools.Result {
-	slog.Debug("tool cancelled", "tool", tool, "cause", context.Cause(ctx))
+func cancelled(env *tools.Env, tool string, ctx context.Context) tools.Result {
+	env.Logger().Debug("tool cancelled", "tool", tool, "cause", context.Cause(ctx))
 	return tools.Errorf("The %s call was cancelled before it finished.", tool)
 }
 

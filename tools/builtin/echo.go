@@ -20,9 +20,9 @@ const MaxEcho = 1 << 20
 type Echo struct{}
 
 // Run repeats the message.
-func (Echo) Run(_ context.Context, _ *tools.Env, in tools.Input) tools.Result {
+func (Echo) Run(_ context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p EchoInput
-	if r, ok := bind("Echo", in, &p); !ok {
+	if r, ok := bind(env, "Echo", in, &p); !ok {
 		return r
 	}
 	times := 1
@@ -30,10 +30,10 @@ func (Echo) Run(_ context.Context, _ *tools.Env, in tools.Input) tools.Result {
 		times = *p.Times
 	}
 	if times < 0 {
-		return refuse("Echo", "Parameter 'times' must be 0 or more, got %d.", times)
+		return refuse(env, "Echo", "Parameter 'times' must be 0 or more, got %d.", times)
 	}
 	if len(p.Message) > 0 && times > MaxEcho/len(p.Message) {
-		return refuse("Echo", "Parameter 'times' %d would make the reply longer than %d bytes; use a smaller number.", times, MaxEcho)
+		return refuse(env, "Echo", "Parameter 'times' %d would make the reply longer than %d bytes; use a smaller number.", times, MaxEcho)
 	}
 	return tools.OK(strings.Repeat(p.Message, times))
 }

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -24,42 +23,42 @@ type Edit struct{}
 // Run edits the file.
 func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p EditInput
-	if r, ok := bind("Edit", in, &p); !ok {
+	if r, ok := bind(env, "Edit", in, &p); !ok {
 		return r
 	}
 	all := p.ReplaceAll != nil && *p.ReplaceAll
 	path, err := resolve(env, "file_path", p.FilePath)
 	if err != nil {
-		return refuse("Edit", "%s", err)
+		return refuse(env, "Edit", "%s", err)
 	}
 	switch {
 	case p.OldString == "":
-		return refuse("Edit", "Parameter 'old_string' must not be empty; to write a whole file, use Write.")
+		return refuse(env, "Edit", "Parameter 'old_string' must not be empty; to write a whole file, use Write.")
 	case p.OldString == p.NewString:
-		return refuse("Edit", "Parameters 'old_string' and 'new_string' are the same (%s), so the edit would change nothing.", quote(p.OldString))
+		return refuse(env, "Edit", "Parameters 'old_string' and 'new_string' are the same (%s), so the edit would change nothing.", quote(p.OldString))
 	}
-	slog.Debug("Edit", "path", path, "replace_all", all)
+	env.Logger().Debug("Edit", "path", path, "replace_all", all)
 	if ctx.Err() != nil {
-		return cancelled("Edit", ctx)
+		return cancelled(env, "Edit", ctx)
 	}
 
-	if r, ok := regularFile("Edit", path, "Give the path of a file."); !ok {
+	if r, ok := regularFile(env, "Edit", path, "Give the path of a file."); !ok {
 		return r
 	}
 	if !wasRead(env, path) {
-		return refuse("Edit", "File %s has not been read in this session. Read it first, then edit it.", path)
+		return refuse(env, "Edit", "File %s has not been read in this session. Read it first, then edit it.", path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return openFailure("Edit", path, err)
+		return openFailure(env, "Edit", path, err)
 	}
 	text := string(data)
 	n := strings.Count(text, p.OldString)
 	switch {
 	case n == 0:
-		return refuse("Edit", "old_string %s was not found in %s. Read the file again and copy the text exactly, including whitespace.", quote(p.OldString), path)
+		return refuse(env, "Edit", "old_string %s was not found in %s. Read the file again and copy the text exactly, including whitespace.", quote(p.OldString), path)
 	case n > 1 && !all:
-		return refuse("Edit", "old_string %s occurs %d times in %s. Add surrounding lines to make it unique, or set replace_all to true.", quote(p.OldString), n, path)
+		return refuse(env, "Edit", "old_string %s occurs %d times in %s. Add surrounding lines to make it unique, or set replace_all to true.", quote(p.OldString), n, path)
 	}
 	if all {
 		text = strings.ReplaceAll(text, p.OldString, p.NewString)
@@ -68,7 +67,7 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	// WriteFile keeps the mode of the existing file.
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		return writeFailure("Edit", path, err)
+		return writeFailure(env, "Edit", path, err)
 	}
 	return tools.OK("Replaced " + plural(n, "occurrence") + " in " + path + ".")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -33,20 +32,20 @@ type Glob struct{}
 // Run finds the files.
 func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p GlobInput
-	if r, ok := bind("Glob", in, &p); !ok {
+	if r, ok := bind(env, "Glob", in, &p); !ok {
 		return r
 	}
 	pattern := filepath.ToSlash(p.Pattern)
 	switch {
 	case pattern == "":
-		return refuse("Glob", "Parameter 'pattern' must not be empty; use for example **/*.go.")
+		return refuse(env, "Glob", "Parameter 'pattern' must not be empty; use for example **/*.go.")
 	case strings.HasPrefix(pattern, "/"):
 		// The permission subject is path, so the pattern may not leave it (rule P4).
-		return refuse("Glob", "Parameter 'pattern' %s is absolute; give the directory as 'path' and a pattern relative to it.", quote(p.Pattern))
+		return refuse(env, "Glob", "Parameter 'pattern' %s is absolute; give the directory as 'path' and a pattern relative to it.", quote(p.Pattern))
 	case slices.Contains(strings.Split(pattern, "/"), ".."):
-		return refuse("Glob", "Parameter 'pattern' %s climbs out of the directory with '..'; give the directory as 'path' instead.", quote(p.Pattern))
+		return refuse(env, "Glob", "Parameter 'pattern' %s climbs out of the directory with '..'; give the directory as 'path' instead.", quote(p.Pattern))
 	case !doublestar.ValidatePattern(pattern):
-		return refuse("Glob", "Parameter 'pattern' %s is not a valid glob; use for example **/*.go or src/*.{ts,tsx}.", quote(p.Pattern))
+		return refuse(env, "Glob", "Parameter 'pattern' %s is not a valid glob; use for example **/*.go or src/*.{ts,tsx}.", quote(p.Pattern))
 	}
 	pattern = path.Clean(pattern)
 
@@ -58,16 +57,16 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		err = fmt.Errorf("Parameter 'path' was not given and there is no working directory to search; give an absolute path.")
 	}
 	if err != nil {
-		return refuse("Glob", "%s", err)
+		return refuse(env, "Glob", "%s", err)
 	}
 	fi, err := os.Stat(root)
 	if err != nil {
-		return openFailure("Glob", root, err)
+		return openFailure(env, "Glob", root, err)
 	}
 	if !fi.IsDir() {
-		return refuse("Glob", "%s is a file, not a directory; give a directory as 'path'.", root)
+		return refuse(env, "Glob", "%s is a file, not a directory; give a directory as 'path'.", root)
 	}
-	slog.Debug("Glob", "pattern", pattern, "root", root)
+	env.Logger().Debug("Glob", "pattern", pattern, "root", root)
 
 	type hit struct {
 		path string
@@ -87,10 +86,10 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return nil
 	}, doublestar.WithFilesOnly(), doublestar.WithNoFollow())
 	if ctx.Err() != nil {
-		return cancelled("Glob", ctx)
+		return cancelled(env, "Glob", ctx)
 	}
 	if err != nil {
-		return fail("Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
+		return fail(env, "Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
 	}
 	if len(hits) == 0 {
 		return tools.OK(fmt.Sprintf("No files found for %s in %s.", quote(p.Pattern), root))

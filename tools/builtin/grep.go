@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,6 +52,7 @@ type Grep struct{}
 
 // grep is one validated search.
 type grep struct {
+	env           *tools.Env
 	re            *regexp.Regexp
 	root          string
 	many          bool // searching a directory: prefix lines with the file
@@ -74,32 +74,32 @@ var errStop = errors.New("grep output full")
 // Run searches.
 func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p GrepInput
-	if r, ok := bind("Grep", in, &p); !ok {
+	if r, ok := bind(env, "Grep", in, &p); !ok {
 		return r
 	}
 	g, r, ok := newGrep(env, &p)
 	if !ok {
 		return r
 	}
-	slog.Debug("Grep", "pattern", p.Pattern, "root", g.root, "mode", g.mode)
+	env.Logger().Debug("Grep", "pattern", p.Pattern, "root", g.root, "mode", g.mode)
 
 	fi, err := os.Stat(g.root)
 	switch {
 	case err != nil:
-		return openFailure("Grep", g.root, err)
+		return openFailure(env, "Grep", g.root, err)
 	case fi.IsDir():
 		g.many = true
 		err = g.walk(ctx)
 	case !fi.Mode().IsRegular():
-		return refuse("Grep", "%s is not a regular file or a directory (its mode is %v); Grep searches files and directories only.", g.root, fi.Mode().Type())
+		return refuse(env, "Grep", "%s is not a regular file or a directory (its mode is %v); Grep searches files and directories only.", g.root, fi.Mode().Type())
 	default:
 		err = g.file(ctx, g.root)
 	}
 	switch {
 	case ctx.Err() != nil:
-		return cancelled("Grep", ctx)
+		return cancelled(env, "Grep", ctx)
 	case err != nil && !errors.Is(err, errStop):
-		return fail("Grep", err, "Could not search %s: %v.", g.root, err)
+		return fail(env, "Grep", err, "Could not search %s: %v.", g.root, err)
 	case !g.matched:
 		return tools.OK(fmt.Sprintf("No matches found for %s in %s.", quote(p.Pattern), g.root))
 	}
@@ -112,14 +112,14 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 // newGrep checks the parameters that the schema cannot (range, syntax) and
 // the ones the gate may have let through in warn mode (the mode's enum).
 func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
-	g := &grep{mode: ModeFiles}
+	g := &grep{mode: ModeFiles, env: env}
 	if p.OutputMode != nil {
 		g.mode = *p.OutputMode
 	}
 	switch g.mode {
 	case ModeContent, ModeFiles, ModeCount:
 	default:
-		return nil, refuse("Grep", "Parameter 'output_mode' must be one of \"content\", \"files_with_matches\" or \"count\", got %s.", quote(g.mode)), false
+		return nil, refuse(env, "Grep", "Parameter 'output_mode' must be one of \"content\", \"files_with_matches\" or \"count\", got %s.", quote(g.mode)), false
 	}
 	for _, c := range []struct {
 		name string
@@ -127,7 +127,7 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 		dst  *int
 	}{{"-A", p.After, &g.after}, {"-B", p.Before, &g.before}, {"-C", p.Context, nil}} {
 		if c.v != nil && *c.v < 0 {
-			return nil, refuse("Grep", "Parameter '%s' must be 0 or more lines, got %d.", c.name, *c.v), false
+			return nil, refuse(env, "Grep", "Parameter '%s' must be 0 or more lines, got %d.", c.name, *c.v), false
 		}
 	}
 	// -C sets both sides; an explicit -A or -B wins for its side, as in ripgrep.
@@ -144,7 +144,7 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 	g.before, g.after = min(g.before, MaxOutput), min(g.after, MaxOutput)
 	if p.HeadLimit != nil {
 		if *p.HeadLimit < 1 {
-			return nil, refuse("Grep", "Parameter 'head_limit' must be 1 or more, got %d.", *p.HeadLimit), false
+			return nil, refuse(env, "Grep", "Parameter 'head_limit' must be 1 or more, got %d.", *p.HeadLimit), false
 		}
 		g.limit = *p.HeadLimit
 	}
@@ -156,14 +156,14 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, refuse("Grep", "Parameter 'pattern' %s is not a valid RE2 regular expression: %v.", quote(p.Pattern), unprefix(err)), false
+		return nil, refuse(env, "Grep", "Parameter 'pattern' %s is not a valid RE2 regular expression: %v.", quote(p.Pattern), unprefix(err)), false
 	}
 	g.re = re
 
 	if p.Glob != nil {
 		g.glob = filepath.ToSlash(*p.Glob)
 		if g.glob == "" || !doublestar.ValidatePattern(g.glob) {
-			return nil, refuse("Grep", "Parameter 'glob' %s is not a valid glob; use for example *.go or **/*.{ts,tsx}.", quote(*p.Glob)), false
+			return nil, refuse(env, "Grep", "Parameter 'glob' %s is not a valid glob; use for example *.go or **/*.{ts,tsx}.", quote(*p.Glob)), false
 		}
 	}
 
@@ -173,7 +173,7 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 		err = errors.New("Parameter 'path' was not given and there is no working directory to search; give an absolute path.")
 	}
 	if err != nil {
-		return nil, refuse("Grep", "%s", err), false
+		return nil, refuse(env, "Grep", "%s", err), false
 	}
 	return g, tools.Result{}, true
 }
@@ -197,7 +197,7 @@ func (g *grep) walk(ctx context.Context) error {
 		}
 		if err != nil {
 			// An unreadable directory or file is skipped, not fatal.
-			slog.Debug("Grep skips", "path", path, "cause", err)
+			g.env.Logger().Debug("Grep skips", "path", path, "cause", err)
 			if d != nil && d.IsDir() && path != root {
 				return fs.SkipDir
 			}
@@ -240,13 +240,13 @@ func (g *grep) file(ctx context.Context, path string) error {
 		if !g.many {
 			return err
 		}
-		slog.Debug("Grep skips", "path", path, "cause", err)
+		g.env.Logger().Debug("Grep skips", "path", path, "cause", err)
 		return nil
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64*1024)
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
-		slog.Debug("Grep skips a binary file", "path", path)
+		g.env.Logger().Debug("Grep skips a binary file", "path", path)
 		return nil
 	}
 
@@ -271,7 +271,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 			if !g.many {
 				return err
 			}
-			slog.Debug("Grep skips", "path", path, "cause", err)
+			g.env.Logger().Debug("Grep skips", "path", path, "cause", err)
 			break
 		}
 		n++

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,22 +14,13 @@ import (
 	"aimon.dev/gw/tools"
 )
 
-// TestMain keeps the tools' warnings out of the test output; TestC7Logs
-// captures them where they are the point.
-func TestMain(m *testing.M) {
-	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	os.Exit(m.Run())
-}
-
 // TestC7Logs: bad input from the model is a warning; an unexpected failure is
 // an error with its cause; the normal flow is debug.
 func TestC7Logs(t *testing.T) {
 	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	defer slog.SetDefault(old)
-
 	env := session(t)
+	// The tools log through the logger the gateway gives them, never slog.Default.
+	env.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	write(t, env.Workdir, "f", "x\n")
 	tests := []struct {
 		tool, in string
@@ -52,7 +42,7 @@ func TestC7Logs(t *testing.T) {
 	}
 
 	buf.Reset()
-	r := fail("Read", io.ErrUnexpectedEOF, "Could not read %s.", "/x")
+	r := fail(env, "Read", io.ErrUnexpectedEOF, "Could not read %s.", "/x")
 	if !strings.Contains(buf.String(), "level=ERROR") || !strings.Contains(buf.String(), "cause=\"unexpected EOF\"") {
 		t.Errorf("fail logged:\n%s", buf.String())
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"strconv"
 	"unicode/utf8"
@@ -36,7 +35,7 @@ const EmptyFile = "[System Warning: This file is empty]"
 // Run reads the file.
 func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p ReadInput
-	if r, ok := bind("Read", in, &p); !ok {
+	if r, ok := bind(env, "Read", in, &p); !ok {
 		return r
 	}
 	offset, limit := 1, DefaultReadLimit
@@ -47,38 +46,38 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		limit = *p.Limit
 	}
 	if offset < 1 {
-		return refuse("Read", "Parameter 'offset' must be 1 or more (lines are numbered from 1), got %d.", offset)
+		return refuse(env, "Read", "Parameter 'offset' must be 1 or more (lines are numbered from 1), got %d.", offset)
 	}
 	if limit < 1 {
-		return refuse("Read", "Parameter 'limit' must be 1 or more, got %d.", limit)
+		return refuse(env, "Read", "Parameter 'limit' must be 1 or more, got %d.", limit)
 	}
 	path, err := resolve(env, "file_path", p.FilePath)
 	if err != nil {
-		return refuse("Read", "%s", err)
+		return refuse(env, "Read", "%s", err)
 	}
-	slog.Debug("Read", "path", path, "offset", offset, "limit", limit)
+	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
 	// Stat before opening: opening a FIFO would block, and a device such as
 	// /dev/zero never ends.
-	if r, ok := regularFile("Read", path, "Use Glob to list the files in it."); !ok {
+	if r, ok := regularFile(env, "Read", path, "Use Glob to list the files in it."); !ok {
 		return r
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return openFailure("Read", path, err)
+		return openFailure(env, "Read", path, err)
 	}
 	defer f.Close()
 
 	br := bufio.NewReaderSize(f, 64*1024)
 	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
-		return refuse("Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
+		return refuse(env, "Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
 	}
 	text, lines, err := renderLines(ctx, br, offset, limit)
 	if err != nil {
 		if ctx.Err() != nil {
-			return cancelled("Read", ctx)
+			return cancelled(env, "Read", ctx)
 		}
-		return fail("Read", err, "Could not read %s: %v.", path, err)
+		return fail(env, "Read", err, "Could not read %s: %v.", path, err)
 	}
 	markRead(env, path)
 	switch {
@@ -179,28 +178,28 @@ func readLine(r *bufio.Reader, buf []byte, keep int) ([]byte, error) {
 }
 
 // openFailure turns an error opening path into a sentence.
-func openFailure(tool, path string, err error) tools.Result {
+func openFailure(env *tools.Env, tool, path string, err error) tools.Result {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return refuse(tool, "File %s does not exist. Check the path, or use Glob to find the file.", path)
+		return refuse(env, tool, "File %s does not exist. Check the path, or use Glob to find the file.", path)
 	case errors.Is(err, fs.ErrPermission):
-		return refuse(tool, "Permission denied opening %s.", path)
+		return refuse(env, tool, "Permission denied opening %s.", path)
 	}
-	return fail(tool, err, "Could not open %s: %v.", path, err)
+	return fail(env, tool, err, "Could not open %s: %v.", path, err)
 }
 
 // regularFile checks that path names a regular file (following symbolic
 // links); ok is false with the error result otherwise. onDir is the advice
 // when it is a directory.
-func regularFile(tool, path, onDir string) (tools.Result, bool) {
+func regularFile(env *tools.Env, tool, path, onDir string) (tools.Result, bool) {
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return openFailure(tool, path, err), false
+		return openFailure(env, tool, path, err), false
 	case fi.IsDir():
-		return refuse(tool, "%s is a directory, not a file. %s", path, onDir), false
+		return refuse(env, tool, "%s is a directory, not a file. %s", path, onDir), false
 	case !fi.Mode().IsRegular():
-		return refuse(tool, "%s is not a regular file (its mode is %v); %s works on regular files only.", path, fi.Mode().Type(), tool), false
+		return refuse(env, tool, "%s is not a regular file (its mode is %v); %s works on regular files only.", path, fi.Mode().Type(), tool), false
 	}
 	return tools.Result{}, true
 }

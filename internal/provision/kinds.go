@@ -1,0 +1,60 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
+)
+
+// Builtins is the kind of the in-process built-in tools, found by name.
+type Builtins func(name string) (tools.Tool, bool)
+
+// Bind finds the built-in the tool names.
+func (b Builtins) Bind(_ context.Context, t *policy.Tool) (Binding, error) {
+	impl, ok := b(t.Builtin)
+	if !ok {
+		return Binding{}, fmt.Errorf("this gateway has no built-in %s", t.Builtin)
+	}
+	return Binding{Tool: impl}, nil
+}
+
+// DescribeTimeout bounds how long binding a plugin tool waits for its
+// plugin to start and describe its tools.
+const DescribeTimeout = 30 * time.Second
+
+// Plugins is the kind of tools served by go-plugin processes on a host.
+// Binding a tool leases its plugin's process, which starts to describe the
+// tool's schema; consecutive generations share it through their leases.
+type Plugins struct{ Host *host.Host }
+
+// Bind leases the tool's plugin and imports what it declares of the tool.
+func (p Plugins) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
+	spec := host.Spec{Command: t.Plugin.Command, SHA256: t.Plugin.SHA256}
+	lease := p.Host.Acquire(spec)
+	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
+	defer cancel()
+	infos, err := lease.Describe(ctx)
+	if err != nil {
+		lease.Release()
+		return Binding{}, err
+	}
+	var names []string
+	for _, info := range infos {
+		if info.Name == t.Plugin.Tool {
+			return Binding{
+				Tool: lease.Tool(t.Plugin.Tool, t.Timeout),
+				Declared: &policy.Declared{Description: info.Description, InputSchema: info.InputSchema,
+					Concurrency: info.Concurrency, Interrupt: info.Interrupt},
+				Release: lease.Release,
+			}, nil
+		}
+		names = append(names, info.Name)
+	}
+	lease.Release()
+	return Binding{}, fmt.Errorf("the plugin %s serves %s, not %q; set plugin.tool to one of them", spec, strings.Join(names, ", "), t.Plugin.Tool)
+}

@@ -1,0 +1,163 @@
+// Package provision binds a loaded policy generation to its tools'
+// implementations, as Caddy provisions a config: the whole new generation
+// is bound before it replaces the old one, a generation whose binding fails
+// releases everything it acquired, and a retired generation releases what
+// it holds only once its last call has finished.
+//
+// Implementation kinds ("builtin", "plugin", …) come in through a Registry,
+// so adding a kind touches no switch in the gateway.
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"aimon.dev/gw/internal/rule"
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
+)
+
+// A Kind binds the tools of one implementation kind.
+type Kind interface {
+	// Bind returns t's implementation. What Bind acquires (a process, a
+	// connection) is held until the Binding's Release is called; on error
+	// Bind holds nothing.
+	Bind(ctx context.Context, t *policy.Tool) (Binding, error)
+}
+
+// A Binding is one tool bound to its implementation.
+type Binding struct {
+	Tool tools.Tool
+	// Declared is what the implementation says of the tool (a plugin's
+	// schema), for a tool the policy leaves pending; nil otherwise.
+	Declared *policy.Declared
+	// Release gives back what Bind acquired; nil when nothing.
+	Release func()
+}
+
+// A Registry maps implementation kinds (policy.Tool.Kind) to their Kind.
+type Registry map[string]Kind
+
+// A Generation is a policy generation bound to its implementations. Calls
+// Enter it and Exit it; once Retired, it takes no new call and releases what
+// it holds when its last call exits. Safe for concurrent use.
+type Generation struct {
+	*policy.Generation
+	impls map[string]tools.Tool
+
+	mu       sync.Mutex
+	active   int
+	retired  bool
+	releases []func()
+	once     sync.Once
+	released chan struct{}
+}
+
+// Provision binds every tool of gen. When any tool cannot be bound, what
+// was bound is released and the error is a policy.Errors with the place
+// each failed tool is declared.
+func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Generation, error) {
+	g := &Generation{impls: map[string]tools.Tool{}, released: make(chan struct{})}
+	decls := map[string]policy.Declared{}
+	var errs policy.Errors
+	for _, name := range gen.Names() {
+		t := gen.Tools[name]
+		k, ok := r[t.Kind()]
+		if !ok {
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.C1),
+				Message: fmt.Sprintf("tool %s is implemented by a %s, which this gateway cannot run here.", name, t.Kind())})
+			continue
+		}
+		b, err := k.Bind(ctx, t)
+		if err != nil {
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R4),
+				Message: fmt.Sprintf("tool %s: %s", name, sentence(err))})
+			continue
+		}
+		if b.Release != nil {
+			g.releases = append(g.releases, b.Release)
+		}
+		g.impls[name] = b.Tool
+		if b.Declared != nil {
+			decls[name] = *b.Declared
+		}
+	}
+	if len(errs) == 0 && len(gen.Pending()) > 0 {
+		var err error
+		if gen, err = gen.Complete(decls); err != nil {
+			g.release()
+			return nil, err
+		}
+	}
+	if len(errs) > 0 {
+		g.release()
+		return nil, errs
+	}
+	g.Generation = gen
+	return g, nil
+}
+
+// Impl returns the implementation bound to the tool name.
+func (g *Generation) Impl(name string) (tools.Tool, bool) {
+	t, ok := g.impls[name]
+	return t, ok
+}
+
+// Enter starts a call under g; it reports false once g is retired, and the
+// caller then takes the generation now in force.
+func (g *Generation) Enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired {
+		return false
+	}
+	g.active++
+	return true
+}
+
+// Exit ends a call that Enter started.
+func (g *Generation) Exit() {
+	g.mu.Lock()
+	g.active--
+	last := g.retired && g.active == 0
+	g.mu.Unlock()
+	if last {
+		g.release()
+	}
+}
+
+// Retire takes g out of service: it takes no new call, and releases what it
+// holds once its calls in flight have exited. Idempotent.
+func (g *Generation) Retire() {
+	g.mu.Lock()
+	first := !g.retired
+	g.retired = true
+	idle := g.active == 0
+	g.mu.Unlock()
+	if first && idle {
+		g.release()
+	}
+}
+
+// Released is closed once g has released what it held.
+func (g *Generation) Released() <-chan struct{} { return g.released }
+
+func (g *Generation) release() {
+	g.once.Do(func() {
+		for _, r := range g.releases {
+			r()
+		}
+		close(g.released)
+	})
+}
+
+// sentence ends an error's text with a full stop.
+func sentence(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if s != "" && !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}

@@ -1,0 +1,195 @@
+// Package reload runs a gateway on a policy and keeps it current: watch →
+// load → provision → swap → retire (rule R3). The commands that serve
+// (serve, mcp) and the tests use it the same way; the one-shot commands
+// (check, vet) use Once.
+package reload
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/defaultpolicy"
+	"aimon.dev/gw/internal/provision"
+	"aimon.dev/gw/plugin/host"
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/policy/watch"
+	"aimon.dev/gw/tools/builtin"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Dir is the policy directory; "" serves the embedded default policy,
+	// which does not change.
+	Dir string
+	// Gateway configures the gateway; its Workdir is also the one path
+	// patterns resolve against, and its Logger receives every log.
+	Gateway gateway.Options
+	// OnSwap runs after each reload that put a new generation in force.
+	OnSwap func(*gateway.Gateway)
+	// Debounce is the watcher's (watch.Options.Debounce); 0 for its default.
+	Debounce time.Duration
+}
+
+// A Runtime is a gateway, the plugin host behind it, and the watcher that
+// keeps its policy current.
+type Runtime struct {
+	gw     *gateway.Gateway
+	w      *watch.Watcher
+	host   *host.Host
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Registry is the implementation kinds a gateway binds tools to: the
+// built-ins, and plugins on h.
+func Registry(h *host.Host) provision.Registry {
+	return provision.Registry{
+		"builtin": provision.Builtins(builtin.Lookup),
+		"plugin":  provision.Plugins{Host: h},
+	}
+}
+
+// Load loads and provisions the policy in dir ("" for the embedded
+// default), with relative path patterns resolving against workdir.
+func Load(ctx context.Context, reg provision.Registry, dir, workdir string) (*provision.Generation, error) {
+	var gen *policy.Generation
+	var err error
+	if dir == "" {
+		gen, err = policy.LoadFS(defaultpolicy.FS(), policy.WithWorkdir(workdir))
+		if err != nil {
+			return nil, fmt.Errorf("the embedded default policy does not load; this is a bug:\n%w", err)
+		}
+	} else if gen, err = policy.Load(dir, policy.WithWorkdir(workdir)); err != nil {
+		return nil, err
+	}
+	return reg.Provision(ctx, gen)
+}
+
+// Once loads and provisions a policy for one decision (check, vet): close
+// releases the generation and stops what it started.
+func Once(ctx context.Context, dir, workdir string, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	h := host.New(log)
+	gen, err = Load(ctx, Registry(h), dir, workdir)
+	if err != nil {
+		h.Close()
+		return nil, nil, err
+	}
+	return gen, func() { gen.Retire(); h.Close() }, nil
+}
+
+// Start loads the policy and returns a runtime serving it. For a directory
+// it follows the files until Close (rule R3): a sound edit is provisioned
+// whole and becomes the next generation in one swap, the generation it
+// replaces is retired; an edit that does not load or provision leaves the
+// last good generation in force. SIGHUP asks for a reload.
+func Start(ctx context.Context, o Options) (*Runtime, error) {
+	log := o.Gateway.Logger
+	if log == nil {
+		log = slog.Default()
+		o.Gateway.Logger = log
+	}
+	r := &Runtime{host: host.New(log), done: make(chan struct{})}
+	reg := Registry(r.host)
+	wd := o.Gateway.Workdir
+	if o.Dir == "" {
+		gen, err := Load(ctx, reg, "", wd)
+		if err != nil {
+			r.host.Close()
+			return nil, err
+		}
+		for _, w := range gen.Warnings {
+			log.Warn("policy", "problem", w.String())
+		}
+		r.gw = gateway.New(gen, o.Gateway)
+		close(r.done)
+		r.cancel = func() {}
+		return r, nil
+	}
+	// The watcher's first load is provisioned below, the later ones in swap.
+	w, err := watch.New(o.Dir, func(g *policy.Generation) error {
+		pg, err := reg.Provision(ctx, g)
+		if err != nil {
+			return err
+		}
+		r.gw.Swap(pg)
+		if o.OnSwap != nil {
+			o.OnSwap(r.gw)
+		}
+		return nil
+	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
+		return policy.Load(dir, policy.WithWorkdir(wd))
+	}})
+	if err != nil {
+		r.host.Close()
+		return nil, err
+	}
+	first, err := reg.Provision(ctx, w.Initial())
+	if err != nil {
+		w.Close()
+		r.host.Close()
+		return nil, err
+	}
+	r.w = w
+	o.Gateway.LastReload = func() (string, time.Time) {
+		st := w.Status()
+		return st.LastError, st.LastErrorAt
+	}
+	r.gw = gateway.New(first, o.Gateway)
+	ctx, r.cancel = context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				log.Info("SIGHUP: reloading the policy")
+				w.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Gateway is the gateway the runtime keeps current.
+func (r *Runtime) Gateway() *gateway.Gateway { return r.gw }
+
+// Status is the watcher's: the generation in force and the last reload
+// attempt; zero for the embedded policy, which is not reloaded.
+func (r *Runtime) Status() watch.Status {
+	if r.w == nil {
+		return watch.Status{}
+	}
+	return r.w.Status()
+}
+
+// Reload asks for a reload, as SIGHUP does.
+func (r *Runtime) Reload() {
+	if r.w != nil {
+		r.w.Reload()
+	}
+}
+
+// Close stops following the policy, retires the generation in force and
+// stops every process the gateway started (rule R4).
+func (r *Runtime) Close() {
+	r.cancel()
+	<-r.done
+	r.gw.Close()
+	r.host.Close()
+}

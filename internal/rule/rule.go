@@ -1,0 +1,92 @@
+// Package rule names the rules of the gateway's specification (RULES.md)
+// and holds the one value a call's decision is made into, so that code
+// which decides by a rule says which, and `grep -w P6` finds every use.
+package rule
+
+// An ID is a rule's id, such as P6.
+type ID string
+
+// The rules (RULES.md): C the tool contract, S schemas and the gate, P
+// permissions, K concurrent execution, R running.
+const (
+	C1 ID = "C1"
+	C2 ID = "C2"
+	C3 ID = "C3"
+	C4 ID = "C4"
+	C5 ID = "C5"
+	C6 ID = "C6"
+	C7 ID = "C7"
+
+	S1  ID = "S1"
+	S2  ID = "S2"
+	S3  ID = "S3"
+	S4  ID = "S4"
+	S5  ID = "S5"
+	S6  ID = "S6"
+	S7  ID = "S7"
+	S8  ID = "S8"
+	S9  ID = "S9"
+	S10 ID = "S10"
+	S11 ID = "S11"
+	S12 ID = "S12"
+
+	P1  ID = "P1"
+	P2  ID = "P2"
+	P3  ID = "P3"
+	P4  ID = "P4"
+	P5  ID = "P5"
+	P6  ID = "P6"
+	P7  ID = "P7"
+	P8  ID = "P8"
+	P9  ID = "P9"
+	P10 ID = "P10"
+	P11 ID = "P11"
+	P12 ID = "P12"
+	P13 ID = "P13"
+
+	K1 ID = "K1"
+	K2 ID = "K2"
+	K3 ID = "K3"
+	K4 ID = "K4"
+
+	R1 ID = "R1"
+	R2 ID = "R2"
+	R3 ID = "R3"
+	R4 ID = "R4"
+	R5 ID = "R5"
+	R6 ID = "R6"
+)
+
+// A Mode is what the gate does with an input that breaks its schema (S9).
+type Mode string
+
+// The validation modes.
+const (
+	Off     Mode = "off"
+	Warn    Mode = "warn"
+	Enforce Mode = "enforce"
+)
+
+// A Decision is what the gateway decides about one call before it runs:
+// made once per call, by the gate and the permission lattice together, and
+// turned into a wire type (a tool_result, an MCP result, a hook answer) only
+// at the edge.
+type Decision struct {
+	Allowed bool `json:"allowed"`
+	// Reason is the sentence a model or operator reads.
+	Reason string `json:"reason"`
+	// Rule is the rule that decided.
+	Rule ID `json:"rule,omitempty"`
+	// Entries are the allowed-tools entries that decided.
+	Entries []string `json:"entries,omitempty"`
+	// Effective is every entry along the chain that bears on the tool;
+	// absent when no list limits the chain.
+	Effective []string `json:"effective,omitempty"`
+	// Violations are the gate's sentences, whatever the validation mode.
+	Violations []string `json:"violations,omitempty"`
+	// Mode is the tool's validation mode (S9).
+	Mode Mode `json:"validation,omitempty"`
+}
+
+// Refused is a decision that refuses, by rule r, with the sentence reason.
+func Refused(r ID, reason string) Decision { return Decision{Rule: r, Reason: reason} }
