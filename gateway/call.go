@@ -21,6 +21,7 @@ import (
 // run, refused holds its decision.
 type prepared struct {
 	call
+	cur     *Current
 	tool    *policy.Tool
 	eff     *allow.Effective
 	input   tools.Input
@@ -33,7 +34,7 @@ func (p *prepared) refuse(d rule.Decision) { p.refused = &d }
 // eff is the chain's effective list, computed once per line; err is why
 // the chain cannot run.
 func prepare(cur *Current, eff *allow.Effective, chainErr error, c call) prepared {
-	p := prepared{call: c, eff: eff}
+	p := prepared{call: c, cur: cur, eff: eff}
 	if chainErr != nil {
 		p.refuse(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
 		return p
@@ -99,6 +100,9 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	// Permission (rules P2–P11).
 	d := p.eff.Decide(p.Name, subjectInput(p), g.opts.Workdir)
 	d.Effective, d.Violations, d.Mode = p.eff.Entries(p.Name), violations, mode
+	if p.tool.Sandbox != nil {
+		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
+	}
 	return d
 }
 
@@ -149,7 +153,9 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 	}
 	log := g.log.With("tool", p.Name, "id", p.ID)
 	log.Debug("running", "input", p.input)
-	r := safeRun(ctx, impl, g.env(p.ID, chain), p.input)
+	env := g.env(p.ID, chain)
+	env.Sandbox = d.Sandbox
+	r := safeRun(ctx, impl, env, p.input)
 	// Built-ins log their own failures at the level rule C7 gives; the
 	// gateway logs a panic, and the cause of another tool's failure.
 	var pe *panicError

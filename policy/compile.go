@@ -131,6 +131,11 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
 		t.Validation = rule.Mode(str(m))
 	}
+	if sb := v.LookupPath(cue.ParsePath("sandbox")); sb.Exists() {
+		if !c.sandbox(t, sb) {
+			return nil
+		}
+	}
 	if d := v.LookupPath(cue.ParsePath("timeout")); d.Exists() {
 		var err error
 		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
@@ -167,6 +172,34 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		return nil
 	}
 	return t
+}
+
+// sandbox reads a tool's sandbox block; a path that is relative or empty
+// is an error (rule R6): it would say nothing certain about what is written.
+func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
+	s := &SandboxSpec{Off: str(v.LookupPath(cue.ParsePath("mode"))) == "off", Network: boolean(v.LookupPath(cue.ParsePath("network")))}
+	ok := true
+	for _, f := range []struct {
+		name string
+		dst  *[]string
+	}{{"write", &s.Write}, {"hide", &s.Hide}, {"env", &s.Env}} {
+		iter, _ := v.LookupPath(cue.ParsePath(f.name)).List()
+		for iter.Next() {
+			p := str(iter.Value())
+			if f.name != "env" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
+				c.fail(iter.Value(), string(rule.R6), "tool %s: sandbox.%s path %q is not absolute; write an absolute path (or ~/ for the gateway's home directory).", t.Name, f.name, p)
+				ok = false
+				continue
+			}
+			*f.dst = append(*f.dst, p)
+		}
+	}
+	if t.Plugin != nil {
+		c.fail(v, string(rule.R6), "tool %s: a sandbox on a plugin tool is not supported yet; remove it, or offer the command through Bash.", t.Name)
+		return false
+	}
+	t.Sandbox = s
+	return ok
 }
 
 // checkSubject reports a subject field that is not a parameter (rule P2).

@@ -16,6 +16,8 @@ import (
 // A Generation is one loaded policy. It is immutable once Load returns it:
 // the gateway swaps whole generations, and nothing reads a half-loaded one.
 type Generation struct {
+	// Dir is the policy directory; "" for the embedded policy.
+	Dir string
 	// Revision identifies the policy's files: a prefix of the sha256 over them.
 	Revision string
 	// Tools by name.
@@ -53,6 +55,8 @@ type Tool struct {
 	Subject *Subject
 	// Validation is the gate mode for this tool: its own or the policy's.
 	Validation rule.Mode
+	// Sandbox is the tool's sandbox block (rule R6); nil when it has none.
+	Sandbox *SandboxSpec
 	// Timeout bounds one call of an out-of-process tool; 0 for the
 	// implementation's default.
 	Timeout time.Duration
@@ -81,6 +85,15 @@ func (t *Tool) Kind() string {
 // Pending reports whether the tool waits for its implementation to declare
 // its input (see Generation.Complete); such a tool cannot be served.
 func (t *Tool) Pending() bool { return t.pending }
+
+// SandboxSpec is a tool's sandbox block as the policy wrote it.
+type SandboxSpec struct {
+	Off     bool
+	Write   []string
+	Hide    []string
+	Network bool
+	Env     []string
+}
 
 // Subject names the input field that a permission pattern is matched against.
 type Subject struct {

@@ -183,7 +183,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if err != nil {
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
-	g := &Generation{Revision: revision, value: v, chains: &allow.Chains{}, comp: c}
+	g := &Generation{Dir: c.dir, Revision: revision, value: v, chains: &allow.Chains{}, comp: c}
 	c.def, c.schemaDir = def, schemaDir
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {

@@ -63,6 +63,9 @@ type Env struct {
 	CallID string
 	// Files is the set of files read so far in this session (rule C6).
 	Files *FileSet
+	// Sandbox is where the call's commands may write (rule R6); nil for a
+	// tool the policy gives no sandbox.
+	Sandbox *Sandbox
 	// Log is the gateway's logger, for the tool's own logs (rule C7); nil
 	// means none.
 	Log *slog.Logger

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
+
+// update rewrites the scripts' golden files from what the commands print:
+// go test ./cmd/aimon-gw -run TestScripts -update
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/script")
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
@@ -21,7 +26,8 @@ func TestMain(m *testing.M) {
 // the example plugin at $WORK/bin/wordcount.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir:           "testdata/script",
+		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
 			bin := filepath.Join(env.WorkDir, "bin")
 			if err := os.MkdirAll(bin, 0o755); err != nil {

@@ -69,7 +69,23 @@ func Load(ctx context.Context, reg provision.Registry, dir, workdir string) (*pr
 	} else if gen, err = policy.Load(dir, policy.WithWorkdir(workdir)); err != nil {
 		return nil, err
 	}
-	return reg.Provision(ctx, gen)
+	pg, err := reg.Provision(ctx, gen)
+	if err == nil {
+		warnSandbox(pg)
+	}
+	return pg, err
+}
+
+// warnSandbox logs, at load, tools whose sandbox is required when none can
+// be made here: their calls are refused (rule R6).
+func warnSandbox(g *provision.Generation) {
+	for _, name := range g.Names() {
+		if sb := g.Tools[name].Sandbox; sb != nil && !sb.Off {
+			if err := builtin.SandboxAvailable(); err != nil {
+				slog.Warn("tool needs a sandbox that cannot be made here; its calls will be refused: install bubblewrap or set sandbox: mode: \"off\"", "tool", name, "cause", err)
+			}
+		}
+	}
 }
 
 // Once loads and provisions a policy for one decision (check, vet): close

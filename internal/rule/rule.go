@@ -3,6 +3,8 @@
 // which decides by a rule says which, and `grep -w P6` finds every use.
 package rule
 
+import "aimon.dev/gw/tools"
+
 // An ID is a rule's id, such as P6.
 type ID string
 
@@ -86,6 +88,9 @@ type Decision struct {
 	Violations []string `json:"violations,omitempty"`
 	// Mode is the tool's validation mode (S9).
 	Mode Mode `json:"validation,omitempty"`
+	// Sandbox is where the call's commands may write (R6), for a tool that
+	// runs in one.
+	Sandbox *tools.Sandbox `json:"sandbox,omitempty"`
 }
 
 // Refused is a decision that refuses, by rule r, with the sentence reason.

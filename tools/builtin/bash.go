@@ -84,7 +84,16 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			return fail(env, "Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
 		}
 	}
-	run, err := start(p.Command, workdir(env))
+	argv := []string{"bash", "-c", p.Command}
+	if sb := env.Sandbox; sb != nil && !sb.Off {
+		bw, err := bwrap()
+		if err != nil {
+			env.Logger().Warn("Bash refused: no usable sandbox", "cause", err)
+			return tools.Failure(err, "Bash runs commands in a bubblewrap sandbox, and none can be made here (%v). The operator must install it (apt-get install bubblewrap) or set sandbox: mode: \"off\" on the Bash tool in the policy. The command was not run.", err)
+		}
+		argv = append([]string{bw}, sandboxArgs(sb, workdir(env), p.Command)...)
+	}
+	run, err := start(argv, workdir(env))
 	if run != nil {
 		run.log = env.Logger()
 	}
@@ -144,7 +153,7 @@ type running struct {
 // start starts bash -c command in dir, leader of a new process group. The
 // output goes through pipes of our own (not exec's copying goroutines), so
 // that Wait returns when bash exits even if a leftover child holds them.
-func start(command, dir string) (*running, error) {
+func start(argv []string, dir string) (*running, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -155,7 +164,7 @@ func start(command, dir string) (*running, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd := exec.Command("bash", "-c", command)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

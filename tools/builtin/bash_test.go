@@ -171,3 +171,30 @@ func TestBashEscapedChildDoesNotHoldTheCall(t *testing.T) {
 	syscall.Kill(pid, syscall.SIGKILL)
 	wantResult(t, r, false, "done\nExit code: 0")
 }
+
+// BenchmarkBashSandbox: one Bash call of true under the sandbox (rule R6)
+// against the same call with mode "off"; sandbox/off is the ratio and
+// added-ms what the sandbox adds to one call.
+func BenchmarkBashSandbox(b *testing.B) {
+	if _, err := bwrap(); err != nil {
+		b.Skipf("no usable bwrap: %v", err)
+	}
+	dir := b.TempDir()
+	on := &tools.Env{Workdir: dir, Files: tools.NewFileSet(), Sandbox: &tools.Sandbox{Writable: []string{dir}}}
+	off := &tools.Env{Workdir: dir, Files: tools.NewFileSet(), Sandbox: &tools.Sandbox{Off: true}}
+	var sandboxed, plain time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if r := call(b, on, "Bash", `{"command":"true"}`); r.IsError {
+			b.Fatal(r.Text)
+		}
+		t1 := time.Now()
+		if r := call(b, off, "Bash", `{"command":"true"}`); r.IsError {
+			b.Fatal(r.Text)
+		}
+		sandboxed += t1.Sub(t0)
+		plain += time.Since(t1)
+	}
+	b.ReportMetric(float64(sandboxed)/float64(plain), "sandbox/off")
+	b.ReportMetric(float64(sandboxed-plain)/float64(b.N)/1e6, "added-ms")
+}
