@@ -51,7 +51,9 @@ type bwrapError struct {
 	out string
 }
 
-func (e *bwrapError) Error() string { return "bwrap cannot make a sandbox here: " + e.err.Error() + ": " + e.out }
+func (e *bwrapError) Error() string {
+	return "bwrap cannot make a sandbox here: " + e.err.Error() + ": " + e.out
+}
 
 // SandboxAvailable reports whether Bash can run sandboxed here, and why not.
 func SandboxAvailable() error {
