@@ -154,7 +154,7 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 	log := g.log.With("tool", p.Name, "id", p.ID)
 	log.Debug("running", "input", p.input)
 	env := g.env(p.ID, chain)
-	env.Sandbox = d.Sandbox
+	env.Sandbox, env.Scope, env.MaxFileBytes = d.Sandbox, g.scope(p, d), p.tool.MaxFileBytes
 	r := safeRun(ctx, impl, env, p.input)
 	// Built-ins log their own failures at the level rule C7 gives; the
 	// gateway logs a panic, and the cause of another tool's failure.

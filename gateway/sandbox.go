@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/policy/allow"
 	"aimon.dev/gw/tools"
@@ -63,4 +65,36 @@ func home(p string) string {
 		}
 	}
 	return p
+}
+
+// scope is what an allowed call of a path tool may touch (rule R6): the
+// deepest literal directory of the entries that allowed it, where its opens
+// are anchored, and the same patterns for the files a search visits. Nil
+// for a tool without a path subject.
+func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
+	s := p.tool.Subject
+	if s == nil || s.Kind != "path" {
+		return nil
+	}
+	anchor := "/"
+	for _, raw := range d.Entries {
+		e, err := allow.ParseEntry(raw)
+		if err != nil || !e.HasPattern {
+			continue
+		}
+		dir := allow.LiteralDir(e.Pattern)
+		if dir == path.Clean(e.Pattern) && dir != "/" {
+			dir = path.Dir(dir) // a pattern without a glob names a file: anchor at its directory
+		}
+		if len(dir) > len(anchor) {
+			anchor = dir
+		}
+	}
+	if anchor == "/" && p.eff.Unlimited() {
+		return &tools.Scope{Anchor: "/"}
+	}
+	eff, name, field, wd := p.eff, p.Name, s.Field, g.opts.Workdir
+	return &tools.Scope{Anchor: anchor, Allows: func(path string) bool {
+		return eff.Decide(name, map[string]any{field: path}, wd).Allowed
+	}}
 }

@@ -136,6 +136,9 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 			return nil
 		}
 	}
+	if m := v.LookupPath(cue.ParsePath("maxFileBytes")); m.Exists() {
+		t.MaxFileBytes = int64(integer(m))
+	}
 	if d := v.LookupPath(cue.ParsePath("timeout")); d.Exists() {
 		var err error
 		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {

@@ -57,6 +57,8 @@ type Tool struct {
 	Validation rule.Mode
 	// Sandbox is the tool's sandbox block (rule R6); nil when it has none.
 	Sandbox *SandboxSpec
+	// MaxFileBytes bounds the files the tool produces; 0 for no bound set.
+	MaxFileBytes int64
 	// Timeout bounds one call of an out-of-process tool; 0 for the
 	// implementation's default.
 	Timeout time.Duration

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Input is a call's input object exactly as decoded once from the wire: JSON
@@ -63,6 +64,12 @@ type Env struct {
 	CallID string
 	// Files is the set of files read so far in this session (rule C6).
 	Files *FileSet
+	// Scope is what the call's permission decision allowed of the file
+	// system (rule R6); nil when no path pattern limits the call.
+	Scope *Scope
+	// MaxFileBytes bounds the files Edit and Write produce; 0 means
+	// DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// Sandbox is where the call's commands may write (rule R6); nil for a
 	// tool the policy gives no sandbox.
 	Sandbox *Sandbox
@@ -70,6 +77,23 @@ type Env struct {
 	// means none.
 	Log *slog.Logger
 }
+
+// Scope is the part of the file system a call of a path tool was allowed:
+// every file it opens is opened anchored at Anchor, so that no symbolic
+// link or ".." takes it out, and a search visits only the paths Allows
+// admits (the same patterns that allowed the call).
+type Scope struct {
+	// Anchor is the directory the deciding entry allows: the literal prefix
+	// of its pattern, "/" for a name-only entry.
+	Anchor string
+	// Allows reports whether the surface may act on the absolute path; nil
+	// allows everything below Anchor.
+	Allows func(path string) bool
+}
+
+// DefaultMaxFileBytes is the largest file Edit and Write produce unless the
+// policy says otherwise.
+const DefaultMaxFileBytes = 16 << 20
 
 // Logger returns the call's logger, one that discards when it has none.
 func (e *Env) Logger() *slog.Logger {
@@ -98,28 +122,44 @@ func (e *Env) With(callID string, chain []string) *Env {
 	return &c
 }
 
-// FileSet is a concurrency-safe set of absolute file paths.
+// FileSet is the files read so far in a session, each with what the read
+// saw (rule C6), safe for concurrent use.
 type FileSet struct {
 	mu    sync.RWMutex
-	paths map[string]struct{}
+	paths map[string]FileState
+}
+
+// FileState is what a read saw of a file: enough to tell that it changed.
+type FileState struct {
+	Size    int64
+	ModTime time.Time
 }
 
 // NewFileSet returns an empty set.
-func NewFileSet() *FileSet { return &FileSet{paths: map[string]struct{}{}} }
+func NewFileSet() *FileSet { return &FileSet{paths: map[string]FileState{}} }
 
-// Add records path.
-func (s *FileSet) Add(path string) {
+// Add records path as read, with no state to compare against.
+func (s *FileSet) Add(path string) { s.Record(path, FileState{}) }
+
+// Record records path as read in the state st.
+func (s *FileSet) Record(path string, st FileState) {
 	s.mu.Lock()
-	s.paths[path] = struct{}{}
+	s.paths[path] = st
 	s.mu.Unlock()
 }
 
 // Has reports whether path was recorded.
 func (s *FileSet) Has(path string) bool {
+	_, ok := s.State(path)
+	return ok
+}
+
+// State returns what the last read of path saw.
+func (s *FileSet) State(path string) (FileState, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	_, ok := s.paths[path]
-	return ok
+	st, ok := s.paths[path]
+	return st, ok
 }
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

@@ -86,7 +86,13 @@ subagents: docs: "allowed-tools": ["Write(%[1]s/allowed/docs/**)", "Bash"]
 // serveLines runs the binary's serve on lines and returns its reply lines.
 func serveLines(t *testing.T, root, surface string, env []string, lines ...string) []map[string]any {
 	t.Helper()
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", filepath.Join(root, "allowed/policy"), "--workdir", filepath.Join(root, "allowed"), "--surface", surface)
+	return runServe(t, []string{"--policy", filepath.Join(root, "allowed/policy"), "--workdir", filepath.Join(root, "allowed"), "--surface", surface}, env, lines...)
+}
+
+// runServe runs the binary's serve with args on lines, one reply a line.
+func runServe(t *testing.T, args, env []string, lines ...string) []map[string]any {
+	t.Helper()
+	cmd := exec.Command(gatewayBinary(t), append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	out, err := cmd.Output()
@@ -100,6 +106,9 @@ func serveLines(t *testing.T, root, surface string, env []string, lines ...strin
 			t.Fatalf("reply %q: %v", l, err)
 		}
 		replies = append(replies, m)
+	}
+	if len(replies) != len(lines) {
+		t.Fatalf("%d replies to %d lines:\n%s", len(replies), len(lines), out)
 	}
 	return replies
 }

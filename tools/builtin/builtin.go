@@ -118,17 +118,33 @@ func files(env *tools.Env) *tools.FileSet {
 	return env.Files
 }
 
-// wasRead reports whether the session read path (rule C6).
-func wasRead(env *tools.Env, path string) bool {
+// readState returns what the session's last read of path saw (rule C6).
+func readState(env *tools.Env, path string) (tools.FileState, bool) {
 	fs := files(env)
-	return fs != nil && fs.Has(path)
+	if fs == nil {
+		return tools.FileState{}, false
+	}
+	return fs.State(path)
 }
 
-// markRead records path as read in the session (rule C6).
-func markRead(env *tools.Env, path string) {
+// markRead records path as read in the session, as it is now (rule C6).
+func markRead(env *tools.Env, path string, st tools.FileState) {
 	if fs := files(env); fs != nil {
-		fs.Add(path)
+		fs.Record(path, st)
 	}
+}
+
+// stale refuses a file that the session has not read, or that changed on
+// disk since it was last read (rule C6); fi is the open file's own state.
+func stale(env *tools.Env, tool, path string, fi tools.FileState) (tools.Result, bool) {
+	st, ok := readState(env, path)
+	switch {
+	case !ok:
+		return refuse(env, tool, "File %s has not been read in this session. Read it first, then %s it.", path, strings.ToLower(tool)), false
+	case st != (tools.FileState{}) && (st.Size != fi.Size || !st.ModTime.Equal(fi.ModTime)):
+		return refuse(env, tool, "File %s has changed since it was read; Read it again, then %s it.", path, strings.ToLower(tool)), false
+	}
+	return tools.Result{}, true
 }
 
 // quote renders a value from the model for a sentence, shortened when long.

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"io"
 	"os"
 	"strings"
 
@@ -27,6 +28,9 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return r
 	}
 	all := p.ReplaceAll != nil && *p.ReplaceAll
+	if r, ok := trailingSlash(env, "Edit", p.FilePath); !ok {
+		return r
+	}
 	path, err := resolve(env, "file_path", p.FilePath)
 	if err != nil {
 		return refuse(env, "Edit", "%s", err)
@@ -42,15 +46,29 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return cancelled(env, "Edit", ctx)
 	}
 
-	if r, ok := regularFile(env, "Edit", path, "Give the path of a file."); !ok {
-		return r
-	}
-	if !wasRead(env, path) {
-		return refuse(env, "Edit", "File %s has not been read in this session. Read it first, then edit it.", path)
-	}
-	data, err := os.ReadFile(path)
+	a, err := openAnchor(env)
 	if err != nil {
 		return openFailure(env, "Edit", path, err)
+	}
+	defer a.Close()
+	f, fi, r, ok := a.openRegular("Edit", path, os.O_RDWR, "Give the path of a file.")
+	if !ok {
+		return r
+	}
+	defer f.Close()
+	if r, ok := stale(env, "Edit", path, stateOf(fi)); !ok {
+		return r
+	}
+	max := maxFileBytes(env)
+	if fi.Size() > max {
+		return refuse(env, "Edit", "File %s is %d bytes, more than the %d bytes Edit works on here (maxFileBytes); change it another way.", path, fi.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return openFailure(env, "Edit", path, err)
+	}
+	if int64(len(data)) > max {
+		return refuse(env, "Edit", "File %s grew past the %d bytes Edit works on here (maxFileBytes) while it was read; change it another way.", path, max)
 	}
 	text := string(data)
 	n := strings.Count(text, p.OldString)
@@ -60,14 +78,27 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	case n > 1 && !all:
 		return refuse(env, "Edit", "old_string %s occurs %d times in %s. Add surrounding lines to make it unique, or set replace_all to true.", quote(p.OldString), n, path)
 	}
+	times := int64(1)
+	if all {
+		times = int64(n)
+	}
+	// The result's size is known before it is made: refuse it before allocating.
+	if size := int64(len(text)) + times*(int64(len(p.NewString))-int64(len(p.OldString))); size > max {
+		return refuse(env, "Edit", "The edit would make %s %d bytes, more than the %d bytes a file may have here (maxFileBytes); make a smaller change.", path, size, max)
+	}
 	if all {
 		text = strings.ReplaceAll(text, p.OldString, p.NewString)
 	} else {
 		text = strings.Replace(text, p.OldString, p.NewString, 1)
 	}
-	// WriteFile keeps the mode of the existing file.
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := f.Truncate(0); err != nil {
 		return writeFailure(env, "Edit", path, err)
+	}
+	if _, err := f.WriteAt([]byte(text), 0); err != nil {
+		return writeFailure(env, "Edit", path, err)
+	}
+	if fi, err := f.Stat(); err == nil {
+		markRead(env, path, stateOf(fi))
 	}
 	return tools.OK("Replaced " + plural(n, "occurrence") + " in " + path + ".")
 }

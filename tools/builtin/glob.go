@@ -2,9 +2,9 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -59,7 +59,15 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if err != nil {
 		return refuse(env, "Glob", "%s", err)
 	}
-	fi, err := os.Stat(root)
+	a, err := openAnchor(env)
+	if err != nil {
+		return openFailure(env, "Glob", root, err)
+	}
+	defer a.Close()
+	fi, rel, err := a.stat(root)
+	if errors.Is(err, errEscapes) {
+		return a.escaped("Glob", root)
+	}
 	if err != nil {
 		return openFailure(env, "Glob", root, err)
 	}
@@ -73,7 +81,14 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		mod  time.Time
 	}
 	var hits []hit
-	fsys := ctxFS{ctx, os.DirFS(root)}
+	skipped := 0
+	// The walk goes through the anchored root: no symbolic link leads it
+	// out of the directory the call was allowed (rule R6).
+	sub, err := fs.Sub(a.root.FS(), filepath.ToSlash(rel))
+	if err != nil {
+		return fail(env, "Glob", err, "Could not search %s: %v.", root, err)
+	}
+	fsys := ctxFS{ctx, sub}
 	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -82,7 +97,12 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		if err != nil || info.IsDir() {
 			return nil
 		}
-		hits = append(hits, hit{filepath.Join(root, filepath.FromSlash(rel)), info.ModTime()})
+		path := filepath.Join(root, filepath.FromSlash(rel))
+		if !a.allows(path) {
+			skipped++
+			return nil
+		}
+		hits = append(hits, hit{path, info.ModTime()})
 		return nil
 	}, doublestar.WithFilesOnly(), doublestar.WithNoFollow())
 	if ctx.Err() != nil {
@@ -92,7 +112,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return fail(env, "Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
 	}
 	if len(hits) == 0 {
-		return tools.OK(fmt.Sprintf("No files found for %s in %s.", quote(p.Pattern), root))
+		return tools.OK(fmt.Sprintf("No files found for %s in %s.%s", quote(p.Pattern), root, skippedNote(skipped)))
 	}
 	slices.SortFunc(hits, func(a, b hit) int {
 		if c := b.mod.Compare(a.mod); c != 0 {
@@ -107,7 +127,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if len(hits) > MaxGlobResults {
 		fmt.Fprintf(&b, "[Showing the %d newest of %d files; use a narrower pattern or path to see the rest.]", MaxGlobResults, len(hits))
 	}
-	return tools.OK(strings.TrimSuffix(b.String(), "\n"))
+	return tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped))
 }
 
 // ctxFS fails every Open once ctx is done, so that a walk through a large tree

@@ -53,6 +53,8 @@ type Grep struct{}
 // grep is one validated search.
 type grep struct {
 	env           *tools.Env
+	a             *anchor
+	skipped       int // files below the root the surface may not read
 	re            *regexp.Regexp
 	root          string
 	many          bool // searching a directory: prefix lines with the file
@@ -83,15 +85,23 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	env.Logger().Debug("Grep", "pattern", p.Pattern, "root", g.root, "mode", g.mode)
 
-	fi, err := os.Stat(g.root)
+	a, err := openAnchor(env)
+	if err != nil {
+		return openFailure(env, "Grep", g.root, err)
+	}
+	defer a.Close()
+	g.a = a
+	fi, rel, err := a.stat(g.root)
 	switch {
+	case errors.Is(err, errEscapes):
+		return a.escaped("Grep", g.root)
 	case err != nil:
 		return openFailure(env, "Grep", g.root, err)
 	case fi.IsDir():
 		g.many = true
-		err = g.walk(ctx)
+		err = g.walk(ctx, rel)
 	case !fi.Mode().IsRegular():
-		return refuse(env, "Grep", "%s is not a regular file or a directory (its mode is %v); Grep searches files and directories only.", g.root, fi.Mode().Type())
+		return refuse(env, "Grep", "%s is not a regular file or a directory (it is a %s); Grep searches files and directories only.", g.root, fileKind(fi.Mode()))
 	default:
 		err = g.file(ctx, g.root)
 	}
@@ -101,12 +111,12 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	case err != nil && !errors.Is(err, errStop):
 		return fail(env, "Grep", err, "Could not search %s: %v.", g.root, err)
 	case !g.matched:
-		return tools.OK(fmt.Sprintf("No matches found for %s in %s.", quote(p.Pattern), g.root))
+		return tools.OK(fmt.Sprintf("No matches found for %s in %s.%s", quote(p.Pattern), g.root, skippedNote(g.skipped)))
 	}
 	if g.cut != "" {
 		g.out.WriteString(g.cut)
 	}
-	return tools.OK(strings.TrimSuffix(g.out.String(), "\n"))
+	return tools.OK(strings.TrimSuffix(g.out.String(), "\n") + skippedNote(g.skipped))
 }
 
 // newGrep checks the parameters that the schema cannot (range, syntax) and
@@ -183,28 +193,32 @@ func unprefix(err error) string {
 	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
 }
 
-// walk searches every regular file under root that passes the glob.
-func (g *grep) walk(ctx context.Context) error {
-	root := g.root
-	if fi, err := os.Lstat(root); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		// WalkDir does not follow a symbolic link at the root; a trailing
-		// slash makes it, and Join cleans the slash out of the paths below.
-		root += string(filepath.Separator)
+// walk searches every regular file under rel (relative to the anchor)
+// that passes the glob and that the surface may read (rule R6): the walk
+// goes through the anchored root, so no symbolic link takes it out.
+func (g *grep) walk(ctx context.Context, rel string) error {
+	fsys, err := fs.Sub(g.a.root.FS(), filepath.ToSlash(rel))
+	if err != nil {
+		return err
 	}
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		path := filepath.Join(g.root, filepath.FromSlash(p)) // as the model named it
 		if err != nil {
+			if p == "." {
+				return err
+			}
 			// An unreadable directory or file is skipped, not fatal.
 			g.env.Logger().Debug("Grep skips", "path", path, "cause", err)
-			if d != nil && d.IsDir() && path != root {
+			if d != nil && d.IsDir() {
 				return fs.SkipDir
 			}
 			return nil
 		}
 		if d.IsDir() {
-			if path != root && skipDirs[d.Name()] {
+			if p != "." && skipDirs[d.Name()] {
 				return fs.SkipDir
 			}
 			return nil
@@ -212,8 +226,20 @@ func (g *grep) walk(ctx context.Context) error {
 		if !d.Type().IsRegular() || !g.globMatches(path) {
 			return nil
 		}
+		if !g.a.allows(path) {
+			g.skipped++
+			return nil
+		}
 		return g.file(ctx, path)
 	})
+}
+
+// skippedNote says that a search left out files the surface may not read.
+func skippedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n[%s below the search path were not searched: this surface may not read them.]", plural(n, "file"))
 }
 
 // globMatches applies the glob to the file's name, or to its path under root
@@ -235,7 +261,16 @@ func (g *grep) globMatches(path string) bool {
 
 // file searches one file. Unreadable and binary files are skipped.
 func (g *grep) file(ctx context.Context, path string) error {
-	f, err := os.Open(path)
+	f, err := g.a.open(path, os.O_RDONLY, 0)
+	if err == nil {
+		// Checked on the descriptor: a FIFO swapped in is skipped, not read.
+		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			err = fmt.Errorf("%s is not a regular file", path)
+		} else {
+			bound(f)
+		}
+	}
 	if err != nil {
 		if !g.many {
 			return err

@@ -51,20 +51,25 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if limit < 1 {
 		return refuse(env, "Read", "Parameter 'limit' must be 1 or more, got %d.", limit)
 	}
+	if r, ok := trailingSlash(env, "Read", p.FilePath); !ok {
+		return r
+	}
 	path, err := resolve(env, "file_path", p.FilePath)
 	if err != nil {
 		return refuse(env, "Read", "%s", err)
 	}
 	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
-	// Stat before opening: opening a FIFO would block, and a device such as
-	// /dev/zero never ends.
-	if r, ok := regularFile(env, "Read", path, "Use Glob to list the files in it."); !ok {
-		return r
-	}
-	f, err := os.Open(path)
+	a, err := openAnchor(env)
 	if err != nil {
 		return openFailure(env, "Read", path, err)
+	}
+	defer a.Close()
+	// Opened without blocking and checked on the descriptor: a FIFO would
+	// block, and a device such as /dev/zero never ends.
+	f, fi, r, ok := a.openRegular("Read", path, os.O_RDONLY, "Use Glob to list the files in it.")
+	if !ok {
+		return r
 	}
 	defer f.Close()
 
@@ -77,9 +82,9 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		if ctx.Err() != nil {
 			return cancelled(env, "Read", ctx)
 		}
-		return fail(env, "Read", err, "Could not read %s: %v.", path, err)
+		return readFailure(env, "Read", path, err)
 	}
-	markRead(env, path)
+	markRead(env, path, stateOf(fi))
 	switch {
 	case lines == 0:
 		return tools.OK(EmptyFile)
@@ -186,20 +191,4 @@ func openFailure(env *tools.Env, tool, path string, err error) tools.Result {
 		return refuse(env, tool, "Permission denied opening %s.", path)
 	}
 	return fail(env, tool, err, "Could not open %s: %v.", path, err)
-}
-
-// regularFile checks that path names a regular file (following symbolic
-// links); ok is false with the error result otherwise. onDir is the advice
-// when it is a directory.
-func regularFile(env *tools.Env, tool, path, onDir string) (tools.Result, bool) {
-	fi, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return openFailure(env, tool, path, err), false
-	case fi.IsDir():
-		return refuse(env, tool, "%s is a directory, not a file. %s", path, onDir), false
-	case !fi.Mode().IsRegular():
-		return refuse(env, tool, "%s is not a regular file (its mode is %v); %s works on regular files only.", path, fi.Mode().Type(), tool), false
-	}
-	return tools.Result{}, true
 }
