@@ -51,9 +51,7 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = 16 << 20
 	}
-	if len(opts.Chain) == 0 {
-		opts.Chain = []string{"agent"}
-	}
+	opts.Chain = rooted(opts.Chain)
 	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet(), pool: newPool(gen.Parallel.MaxConcurrency)}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -113,9 +111,9 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 	}
 	cur := g.enter()
 	defer cur.Exit()
-	chain := g.opts.Chain
-	if req.Surface != nil {
-		chain = req.Surface
+	chain, chainErr := g.LineChain(req.Surface)
+	if chainErr != nil {
+		g.log.Warn("line refused", "rule", "R5", "reason", chainErr)
 	}
 	switch {
 	case req.Role != "" || req.hasContent:
@@ -131,10 +129,20 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input})
 			}
 		}
+		if chainErr != nil {
+			return marshal(userMessage{Role: "user", Content: refuseAll(calls, chainErr)})
+		}
 		return marshal(userMessage{Role: "user", Content: g.batch(ctx, cur, chain, calls)})
 	case req.Type == "tool_use":
-		return marshal(g.batch(ctx, cur, chain, []call{{ID: req.ID, Name: req.Name, Input: req.Input}})[0])
+		c := call{ID: req.ID, Name: req.Name, Input: req.Input}
+		if chainErr != nil {
+			return marshal(refuseAll([]call{c}, chainErr)[0])
+		}
+		return marshal(g.batch(ctx, cur, chain, []call{c})[0])
 	case req.Type == "list_tools":
+		if chainErr != nil {
+			return errorReply("%s", chainErr)
+		}
 		return g.listTools(cur, chain, req.Format)
 	case req.Type == "status":
 		return g.status(cur)

@@ -65,6 +65,8 @@ func check(p checkParams) error {
 		ID    string          `json:"id"`
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
+		// The line's own chain, bound by --surface as serve binds it (rule R5).
+		Surface []string `json:"surface"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -88,11 +90,20 @@ func check(p checkParams) error {
 	if call.ID == "" {
 		call.ID = "check"
 	}
-	v := gw.Check(chain, call.ID, call.Name, call.Input)
-	enc := json.NewEncoder(p.Stdout)
+	lineChain, err := gw.LineChain(call.Surface)
+	if err != nil {
+		v := rule.Refused(rule.R5, err.Error())
+		return printVerdict(p.Stdout, call.Name, call.Surface, v)
+	}
+	return printVerdict(p.Stdout, call.Name, lineChain, gw.Check(lineChain, call.ID, call.Name, call.Input))
+}
+
+// printVerdict prints a verdict as JSON; a refusal exits 1.
+func printVerdict(w io.Writer, tool string, chain []string, v rule.Decision) error {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(checkReply{Tool: call.Name, Surface: chain, Decision: v}); err != nil {
+	if err := enc.Encode(checkReply{Tool: tool, Surface: chain, Decision: v}); err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
 	}
 	if !v.Allowed {

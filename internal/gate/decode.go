@@ -43,6 +43,8 @@ type parser struct {
 	lim Limits
 	// at is the path to the value being read, spelt only for an error.
 	at []segment
+	// values counts the values read, against lim.MaxValues.
+	values int
 }
 
 // segment is a name, or an index when name is "" and index >= 0.
@@ -115,6 +117,9 @@ func (p *parser) object(depth int) (map[string]any, error) {
 }
 
 func (p *parser) value(depth int) (any, error) {
+	if p.values++; p.lim.MaxValues > 0 && p.values > p.lim.MaxValues {
+		return nil, fmt.Errorf("the input holds more than %d values; send a smaller input", p.lim.MaxValues)
+	}
 	tok, err := p.d.Token()
 	if err != nil {
 		return nil, p.syntax(err)

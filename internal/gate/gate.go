@@ -43,6 +43,9 @@ type Limits struct {
 	MaxString int
 	// MaxItems is the longest array.
 	MaxItems int
+	// MaxValues is the most values (of any kind, at any depth) one input
+	// may hold, which bounds the memory its decoding takes; 0 means no bound.
+	MaxValues int
 }
 
 // DefaultLimits are generous for any real tool call.
@@ -52,6 +55,7 @@ var DefaultLimits = Limits{
 	MaxKeyLen: 256,
 	MaxString: 16 << 20,
 	MaxItems:  100_000,
+	MaxValues: 500_000,
 }
 
 // A Gate checks inputs against one schema. It is safe for concurrent use:
