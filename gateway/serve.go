@@ -10,14 +10,43 @@ import (
 )
 
 // Serve reads lines from r and writes one reply line to w for each, in
-// order, until r ends (PROTOCOL.md, "Framing"). Only replies are written to
-// w (rule R1). It returns nil at the end of input, or the error that stopped
-// reading or writing.
+// order, until r ends or ctx is done (PROTOCOL.md, "Framing"). Only replies
+// are written to w (rule R1). When ctx ends (SIGTERM), Serve stops reading:
+// the line in flight is answered, its running calls cancelled and each
+// given its result (rule R2), and Serve returns nil. It returns nil at the
+// end of input, or the error that stopped reading or writing.
 func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	bw := bufio.NewWriter(w)
+	type read struct {
+		line []byte
+		err  error
+	}
+	// The reader runs ahead by one line at most; it is left blocked on r
+	// when ctx ends, since a read cannot be interrupted.
+	lines := make(chan read)
+	go func() {
+		for {
+			line, err := readLine(br, g.opts.MaxLineBytes)
+			select {
+			case lines <- read{line, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil && !errors.Is(err, errTooLong) {
+				return
+			}
+		}
+	}()
 	for {
-		line, err := readLine(br, g.opts.MaxLineBytes)
+		var in read
+		select {
+		case <-ctx.Done():
+			g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
+			return bw.Flush()
+		case in = <-lines:
+		}
+		line, err := in.line, in.err
 		var reply []byte
 		switch {
 		case errors.Is(err, errTooLong):
@@ -29,6 +58,9 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			bw.Flush()
 			return fmt.Errorf("reading standard input: %w", err)
 		case len(bytes.TrimSpace(line)) == 0:
+			if err == io.EOF {
+				return bw.Flush()
+			}
 			continue
 		default:
 			reply = g.Handle(ctx, line)

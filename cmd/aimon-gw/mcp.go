@@ -65,7 +65,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		return err
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: "v0"}, &mcp.ServerOptions{Logger: p.Log})
-	tools := &mcpTools{server: server, chain: chain, log: p.Log, listed: map[string]bool{}}
+	tools := &mcpTools{ctx: ctx, server: server, chain: chain, log: p.Log, listed: map[string]bool{}}
 	rt, err := start(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}, tools.sync)
 	if err != nil {
 		return err
@@ -81,6 +81,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 // mcpTools keeps the MCP server's tool list equal to the surface's in the
 // generation in force; a reload that changes it notifies the client.
 type mcpTools struct {
+	ctx    context.Context // the process's: a signal cancels every call
 	server *mcp.Server
 	chain  []string
 	log    *slog.Logger
@@ -113,6 +114,9 @@ func (m *mcpTools) sync(gw *gateway.Gateway) {
 				if len(input) == 0 || string(input) == "null" {
 					input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 				}
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(m.ctx, cancel)()
 				text, isErr := gw.Call(ctx, m.chain, "mcp_"+strconv.FormatInt(m.seq.Add(1), 10), name, input)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr}, nil
 			})

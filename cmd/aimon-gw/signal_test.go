@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func bashPolicy(t *testing.T) string {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Bash: schema.#Bash & {sandbox: mode: "off"}
+`)
+	return dir
+}
+
+// exits waits for cmd to end within d.
+func exits(t *testing.T, cmd *exec.Cmd, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not exit within %s of SIGTERM", cmd.Args[1], d)
+	}
+}
+
+// TestR2SIGTERMStopsServe: SIGTERM stops reading, cancels the running
+// call, which still gets its one result, and serve exits within seconds.
+func TestR2SIGTERMStopsServe(t *testing.T) {
+	dir := bashPolicy(t)
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, bashLine("long", "sleep 30.25"))
+	waitFor := time.Now().Add(10 * time.Second)
+	for len(marked("30.25")) == 0 && time.Now().Before(waitFor) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	// A line sent after the signal is not read.
+	fmt.Fprintln(in, bashLine("after", "true"))
+	var replies []map[string]any
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var m map[string]any
+		json.Unmarshal(sc.Bytes(), &m)
+		replies = append(replies, m)
+	}
+	exits(t, cmd, 5*time.Second)
+	if len(replies) != 1 || replies[0]["tool_use_id"] != "long" || replies[0]["is_error"] != true || !strings.Contains(text(replies[0]), "cancelled") {
+		t.Errorf("replies after SIGTERM = %v; want the running call's cancelled result only", replies)
+	}
+	waitGone(t, "30.25")
+}
+
+// TestR2SIGTERMStopsMCP: the same for mcp with a call in flight.
+func TestR2SIGTERMStopsMCP(t *testing.T) {
+	dir := bashPolicy(t)
+	cmd := exec.Command(gatewayBinary(t), "mcp", "--policy", dir, "--workdir", dir)
+	in, _ := cmd.StdinPipe()
+	cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Bash","arguments":{"command":"sleep 31.25"}}}`,
+	} {
+		fmt.Fprintln(in, l)
+	}
+	waitFor := time.Now().Add(10 * time.Second)
+	for len(marked("31.25")) == 0 && time.Now().Before(waitFor) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(marked("31.25")) == 0 {
+		t.Fatal("the call never started")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	exits(t, cmd, 5*time.Second)
+	waitGone(t, "31.25")
+}
