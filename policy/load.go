@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"cuelang.org/go/cue"
 	cuebuild "cuelang.org/go/cue/build"
@@ -85,14 +86,105 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	if root == "" {
 		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run `cue mod init` there, or copy cue.mod/ from examples/policies/default."}}
 	}
+	if errs := regularFiles(abs, root); len(errs) > 0 {
+		return nil, errs
+	}
 	ov := map[string]load.Source{}
 	schemaDir := filepath.Join(root, "schema")
 	if module(root) != schema.Module {
 		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
 		schemaOverlay(schemaDir, ov)
 	}
-	return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler(abs, opts))
+	c := newCompiler(abs, opts)
+	return timed(dir, c.opts.timeout, func() (*Generation, error) {
+		return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, c)
+	})
 }
+
+// timed runs a load within d (no limit when d is 0). A load past it is
+// rejected with a sentence and left to finish on its own: CUE cannot be
+// interrupted, and the caller must not wait behind it (rule R5).
+func timed(dir string, d time.Duration, load func() (*Generation, error)) (*Generation, error) {
+	if d <= 0 {
+		return load()
+	}
+	type loaded struct {
+		g   *Generation
+		err error
+	}
+	ch := make(chan loaded, 1)
+	go func() {
+		g, err := load()
+		ch <- loaded{g, err}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case l := <-ch:
+		return l.g, l.err
+	case <-t.C:
+		return nil, Errors{{Pos: dirPos(dir), Code: "R5", Message: fmt.Sprintf("the policy did not load within %s, so it is rejected (a large comprehension or list.Range?); simplify it, or raise --load-timeout.", d)}}
+	}
+}
+
+// regularFiles reports each file CUE would read for the policy that is not
+// a regular file (a FIFO would block the load for ever): those in dir and
+// below it, in the directories up to the module root, and in cue.mod.
+func regularFiles(dir, root string) Errors {
+	var errs Errors
+	check := func(p string, d fs.DirEntry) {
+		if d.Type().IsRegular() || d.IsDir() {
+			return
+		}
+		fi, err := os.Stat(p) // a symbolic link to a regular file is fine
+		if err == nil && fi.Mode().IsRegular() {
+			return
+		}
+		kind := "not a regular file"
+		switch {
+		case err != nil:
+			kind = "a symbolic link that leads nowhere"
+		case fi.Mode()&fs.ModeNamedPipe != 0:
+			kind = "a named pipe (FIFO)"
+		case fi.IsDir():
+			return
+		case fi.Mode()&fs.ModeSocket != 0:
+			kind = "a socket"
+		case fi.Mode()&fs.ModeDevice != 0:
+			kind = "a device"
+		}
+		errs = append(errs, Diagnostic{Pos: dirPos(relative(p)), Code: "R5", Message: fmt.Sprintf("%s is %s; a policy is made of regular files: remove it or make it one.", filepath.Base(p), kind)})
+	}
+	walk := func(top string) {
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && p != top && strings.HasPrefix(d.Name(), ".") {
+				return fs.SkipDir
+			}
+			if policyFile(d.Name()) {
+				check(p, d)
+			}
+			return nil
+		})
+	}
+	walk(dir)
+	walk(filepath.Join(root, "cue.mod"))
+	for a := dir; a != root && a != filepath.Dir(a); {
+		a = filepath.Dir(a)
+		entries, _ := os.ReadDir(a)
+		for _, e := range entries {
+			if policyFile(e.Name()) {
+				check(filepath.Join(a, e.Name()), e)
+			}
+		}
+	}
+	return errs
+}
+
+// policyFile reports whether a file of this name is read for a policy.
+func policyFile(name string) bool { return strings.HasSuffix(name, ".cue") }
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top
 // of fsys, laid out as a module of their own.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"cuelang.org/go/cue"
 
@@ -15,7 +16,12 @@ type Option func(*options)
 
 type options struct {
 	workdir string
+	timeout time.Duration
 }
+
+// WithTimeout bounds how long a load may take; a load past it is rejected
+// (rule R5). 0, the default, is no bound.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithWorkdir is the working directory that path patterns written relative
 // to it ("./src/**", ".") resolve against. Without it they match nothing.

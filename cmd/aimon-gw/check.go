@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,8 +22,10 @@ type checkParams struct {
 	Surface string
 	Workdir string
 	Call    string // a tool_use block as JSON, or "-" for Stdin
-	Stdin   io.Reader
-	Stdout  io.Writer
+	// LoadTimeout bounds the policy load.
+	LoadTimeout time.Duration
+	Stdin       io.Reader
+	Stdout      io.Writer
 }
 
 func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -37,7 +40,7 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			}
 			return check(checkParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Call: c.Args().First(), Stdin: stdin, Stdout: stdout,
+				Call: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout,
 			})
 		},
 	}
@@ -81,7 +84,7 @@ func check(p checkParams) error {
 	if err != nil {
 		return err
 	}
-	gen, closeGen, err := reload.Once(context.Background(), p.Policy, workdir, discard)
+	gen, closeGen, err := reload.Once(context.Background(), p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -96,5 +97,11 @@ func policyFlags() []cli.Flag {
 		&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
 		&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
 		&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
+		loadTimeoutFlag(),
 	}
+}
+
+// loadTimeoutFlag bounds each policy load (rule R5).
+func loadTimeoutFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "load-timeout", Value: 5 * time.Second, Usage: "reject a policy that takes longer than this to load"}
 }

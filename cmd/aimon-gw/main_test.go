@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,4 +64,29 @@ func wordcount(t *testing.T) string {
 		t.Fatalf("building the example plugin: %v", built.err)
 	}
 	return built.path
+}
+
+var builtMisbehave struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// misbehave builds the host's test plugin once.
+func misbehave(t *testing.T) string {
+	builtMisbehave.once.Do(func() {
+		dir, err := os.MkdirTemp("", "aimon-gw-plugin")
+		if err != nil {
+			builtMisbehave.err = err
+			return
+		}
+		builtMisbehave.path = filepath.Join(dir, "misbehave")
+		if out, err := exec.Command("go", "build", "-o", builtMisbehave.path, "aimon.dev/gw/plugin/host/testdata/misbehave").CombinedOutput(); err != nil {
+			builtMisbehave.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if builtMisbehave.err != nil {
+		t.Fatal(builtMisbehave.err)
+	}
+	return builtMisbehave.path
 }

@@ -9,17 +9,21 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/reload"
 )
 
 type mcpParams struct {
 	Policy  string
 	Surface string
 	Workdir string
+	// LoadTimeout bounds each policy load.
+	LoadTimeout time.Duration
 	// Transport carries the MCP session: standard input and output in the
 	// command, an in-memory pair in tests.
 	Transport mcp.Transport
@@ -41,7 +45,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				return err
 			}
 			return serveMCP(c.Context, mcpParams{
-				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
+				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"), LoadTimeout: c.Duration("load-timeout"),
 				Transport: &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}, Log: log,
 			})
 		},
@@ -66,7 +70,8 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: "v0"}, &mcp.ServerOptions{Logger: p.Log})
 	tools := &mcpTools{ctx: ctx, server: server, chain: chain, log: p.Log, listed: map[string]bool{}}
-	rt, err := start(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}, tools.sync)
+	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, OnSwap: tools.sync,
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}})
 	if err != nil {
 		return err
 	}

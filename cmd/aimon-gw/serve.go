@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,6 +18,7 @@ type serveParams struct {
 	Surface      string
 	Workdir      string
 	MaxLineBytes int
+	LoadTimeout  time.Duration
 	Stdin        io.Reader
 	Stdout       io.Writer
 	Log          *slog.Logger
@@ -40,7 +42,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			}
 			return serve(c.Context, serveParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				MaxLineBytes: c.Int("max-line-bytes"), Stdin: stdin, Stdout: stdout, Log: log,
+				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,
 			})
 		},
 	}
@@ -56,7 +58,8 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	rt, err := start(ctx, p.Policy, gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log}, nil)
+	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log}})
 	if err != nil {
 		return err
 	}
@@ -69,10 +72,10 @@ func serve(ctx context.Context, p serveParams) error {
 
 // start starts the runtime of serve and mcp; a policy that does not load
 // is a finding.
-func start(ctx context.Context, dir string, opts gateway.Options, onSwap func(*gateway.Gateway)) (*reload.Runtime, error) {
-	rt, err := reload.Start(ctx, reload.Options{Dir: dir, Gateway: opts, OnSwap: onSwap})
+func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
+	rt, err := reload.Start(ctx, o)
 	if err != nil {
-		return nil, cli.Exit(loadProblem(dir, err), exitFinding)
+		return nil, cli.Exit(loadProblem(o.Dir, err), exitFinding)
 	}
 	return rt, nil
 }

@@ -59,7 +59,7 @@ func startServe(t *testing.T, policyDir string) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, Stdin: inR, Stdout: outW, Log: discard})
+		done <- serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, LoadTimeout: time.Second, Stdin: inR, Stdout: outW, Log: discard})
 		outW.Close()
 	}()
 	t.Cleanup(func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,8 +14,9 @@ import (
 )
 
 type vetParams struct {
-	Dir    string
-	Stdout io.Writer
+	Dir         string
+	LoadTimeout time.Duration
+	Stdout      io.Writer
 }
 
 func vetCommand(stdout io.Writer) *cli.Command {
@@ -22,11 +24,12 @@ func vetCommand(stdout io.Writer) *cli.Command {
 		Name:      "vet",
 		Usage:     "check a policy directory; exit 1 with one file:line:col line per problem",
 		ArgsUsage: "DIR",
+		Flags:     []cli.Flag{loadTimeoutFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw vet takes one policy directory: aimon-gw vet DIR.", exitUsage)
 			}
-			return vet(vetParams{Dir: c.Args().First(), Stdout: stdout})
+			return vet(vetParams{Dir: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
 		},
 	}
 }
@@ -34,7 +37,7 @@ func vetCommand(stdout io.Writer) *cli.Command {
 // vet prints every problem of the policy in p.Dir, one per line, and fails
 // with exit code 1 when there is any.
 func vet(p vetParams) error {
-	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", discard)
+	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", p.LoadTimeout, discard)
 	if err == nil {
 		defer closeGen()
 	}

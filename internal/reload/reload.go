@@ -35,6 +35,8 @@ type Options struct {
 	OnSwap func(*gateway.Gateway)
 	// Debounce is the watcher's (watch.Options.Debounce); 0 for its default.
 	Debounce time.Duration
+	// LoadTimeout bounds each load (policy.WithTimeout); 0 for none.
+	LoadTimeout time.Duration
 }
 
 // A Runtime is a gateway, the plugin host behind it, and the watcher that
@@ -58,7 +60,7 @@ func Registry(h *host.Host) provision.Registry {
 
 // Load loads and provisions the policy in dir ("" for the embedded
 // default), with relative path patterns resolving against workdir.
-func Load(ctx context.Context, reg provision.Registry, dir, workdir string) (*provision.Generation, error) {
+func Load(ctx context.Context, reg provision.Registry, dir, workdir string, timeout time.Duration) (*provision.Generation, error) {
 	var gen *policy.Generation
 	var err error
 	if dir == "" {
@@ -66,7 +68,7 @@ func Load(ctx context.Context, reg provision.Registry, dir, workdir string) (*pr
 		if err != nil {
 			return nil, fmt.Errorf("the embedded default policy does not load; this is a bug:\n%w", err)
 		}
-	} else if gen, err = policy.Load(dir, policy.WithWorkdir(workdir)); err != nil {
+	} else if gen, err = policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout)); err != nil {
 		return nil, err
 	}
 	pg, err := reg.Provision(ctx, gen)
@@ -90,9 +92,9 @@ func warnSandbox(g *provision.Generation) {
 
 // Once loads and provisions a policy for one decision (check, vet): close
 // releases the generation and stops what it started.
-func Once(ctx context.Context, dir, workdir string, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
 	h := host.New(log)
-	gen, err = Load(ctx, Registry(h), dir, workdir)
+	gen, err = Load(ctx, Registry(h), dir, workdir, timeout)
 	if err != nil {
 		h.Close()
 		return nil, nil, err
@@ -115,7 +117,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	reg := Registry(r.host)
 	wd := o.Gateway.Workdir
 	if o.Dir == "" {
-		gen, err := Load(ctx, reg, "", wd)
+		gen, err := Load(ctx, reg, "", wd, o.LoadTimeout)
 		if err != nil {
 			r.host.Close()
 			return nil, err
@@ -140,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 		return nil
 	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
-		return policy.Load(dir, policy.WithWorkdir(wd))
+		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout))
 	}})
 	if err != nil {
 		r.host.Close()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -237,11 +238,34 @@ func (w *Watcher) stopped() error {
 	return errors.New("the policy watcher stopped: fsnotify closed its channels; restart aimon-gw serve to watch the policy again")
 }
 
-// reloadNow loads the whole policy and puts it in force if it is sound.
+// reloadNow loads the whole policy and puts it in force if it is sound and
+// whole (rule R5): its files read the same twice, one debounce apart, and
+// again after the load, and no process holds one of them open for writing.
+// Otherwise the reload is tried again a debounce later, and the generation
+// in force stays: a policy still being written never widens what is
+// allowed.
 func (w *Watcher) reloadNow() {
 	start := time.Now()
+	before, busy := w.snapshot()
+	if busy == "" {
+		time.Sleep(w.debounce)
+		var again map[string][32]byte
+		if again, busy = w.snapshot(); busy == "" && !maps.Equal(before, again) {
+			busy = "its files are still changing"
+		}
+	}
+	if busy != "" {
+		w.log.Debug("policy reload deferred", "why", busy)
+		w.Reload()
+		return
+	}
 	gen, err := w.load(w.dir)
 	if err == nil {
+		if after, busy := w.snapshot(); busy != "" || !maps.Equal(before, after) {
+			w.log.Debug("policy reload deferred: its files changed during the load")
+			w.Reload()
+			return
+		}
 		err = w.swap(gen) // in force before anyone can see the new status
 	}
 	took := time.Since(start)

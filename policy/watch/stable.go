@@ -1,0 +1,113 @@
+package watch
+
+import (
+	"crypto/sha256"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// snapshot hashes every file the policy may be read from: the regular files
+// in and below the directory (hidden directories and editor files aside),
+// in its ancestors up to the module root, and in cue.mod. busy is why the
+// files cannot be taken now ("" when they can): one of them is open for
+// writing by some process, or cannot be read.
+func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
+	sums = map[string][32]byte{}
+	add := func(p string) {
+		if busy != "" {
+			return
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			return // the loader reports what is not a regular file
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			busy = "cannot read " + p
+			return
+		}
+		sums[p] = sha256.Sum256(data)
+	}
+	walk := func(top string) {
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return nil
+			case d.IsDir() && p != top && strings.HasPrefix(d.Name(), "."):
+				return fs.SkipDir
+			case !d.IsDir() && !editorTemp(d.Name()):
+				add(p)
+			}
+			return nil
+		})
+	}
+	walk(w.dir)
+	if cm := w.cueMod(); cm != "" {
+		walk(cm)
+	}
+	for _, a := range w.ancestors() {
+		entries, _ := os.ReadDir(a)
+		for _, e := range entries {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".cue") {
+				add(filepath.Join(a, e.Name()))
+			}
+		}
+	}
+	if busy == "" {
+		if p := openForWriting(sums); p != "" {
+			busy = p + " is open for writing"
+		}
+	}
+	return sums, busy
+}
+
+// openForWriting returns one of the files that some process holds open for
+// writing, "" for none. It reads /proc (Linux); where that cannot be read
+// it finds nothing, and the double read alone decides.
+func openForWriting(files map[string][32]byte) string {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return ""
+	}
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		fdDir := filepath.Join("/proc", p.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil {
+				continue
+			}
+			if _, ok := files[target]; !ok {
+				continue
+			}
+			info, err := os.ReadFile(filepath.Join("/proc", p.Name(), "fdinfo", fd.Name()))
+			if err != nil {
+				continue
+			}
+			if writable(string(info)) {
+				return target
+			}
+		}
+	}
+	return ""
+}
+
+// writable reads the access mode from an fdinfo's "flags:" line (octal).
+func writable(fdinfo string) bool {
+	for _, line := range strings.Split(fdinfo, "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&3 != 0 // O_WRONLY or O_RDWR
+		}
+	}
+	return false
+}
