@@ -470,3 +470,33 @@ func TestEffectiveEntries(t *testing.T) {
 		t.Errorf("unlimited Entries = %q", got)
 	}
 }
+
+// TestP7MalformedEntryDenies: an entry that cannot be parsed but names a
+// tool counts as a pattern entry of it (rule P6), so the list denies as vet
+// says it does, rather than leaving a bare name unlimited.
+func TestP7MalformedEntryDenies(t *testing.T) {
+	tests := []struct {
+		note    string
+		entries []string
+	}{
+		{"space before the parenthesis", []string{"Read (/tmp/**)", "Read"}},
+		{"unclosed pattern", []string{"Read(/tmp/**", "Read"}},
+		{"trailing space, no pattern", []string{"Read ", "Read"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			l, errs := Compile(testCtx, tc.entries, testSubjects)
+			if len(errs) == 0 {
+				t.Error("Compile reported no problem")
+			}
+			e, err := Chain(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := e.Decide("Read", map[string]any{"file_path": "/etc/passwd"}, "/")
+			if d.Allowed || d.Rule != rule.P7 {
+				t.Errorf("Read /etc/passwd = %+v, want a P7 denial", d)
+			}
+		})
+	}
+}

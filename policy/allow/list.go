@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/tools"
 	"cuelang.org/go/cue/literal"
 )
 
@@ -44,8 +46,16 @@ func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*
 	for i, raw := range entries {
 		e, err := ParseEntry(raw)
 		if e.Tool == "" {
-			byEntry[i] = err
-			continue
+			// An entry that cannot be read but names a tool ("Read (/tmp/**)")
+			// is an unusable pattern of that tool: it denies (P7), and a
+			// name-only entry beside it is no longer unlimited (P6).
+			name, _, _ := strings.Cut(raw, "(")
+			if name = strings.TrimSpace(name); tools.ValidName(name) {
+				e = Entry{Raw: raw, Tool: name, HasPattern: true}
+			} else {
+				byEntry[i] = err
+				continue
+			}
 		}
 		l.tools[e.Tool] = append(l.tools[e.Tool], entryInfo{Entry: e, err: err, idx: i})
 	}
