@@ -115,10 +115,31 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 	if chainErr != nil {
 		g.log.Warn("line refused", "rule", "R5", "reason", chainErr)
 	}
+	// run answers the calls of one line: refused together when the line's
+	// chain is wider than the process's, else as one batch.
+	run := func(calls []call) []result {
+		if chainErr != nil {
+			return refuseAll(calls, chainErr)
+		}
+		return g.batch(ctx, cur, chain, calls)
+	}
 	switch {
-	case req.Role != "" || req.hasContent:
+	case req.Role != "" && req.Type != "":
+		return errorReply("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both.", req.Type)
+	case req.Role != "" || req.hasContent || req.hasToolCalls:
 		if req.Role != "assistant" {
 			return errorReply("a message line must have role \"assistant\", not %q: send the model's response as it came.", req.Role)
+		}
+		if req.hasToolCalls {
+			// A Chat Completions message (form 4): one batch of its tool_calls.
+			calls := make([]call, len(req.ToolCalls))
+			for i, c := range req.ToolCalls {
+				calls[i] = openaiInput(c.ID, c.Name, c.Arguments)
+			}
+			if len(calls) == 0 {
+				return errorReply("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools.")
+			}
+			return marshal(chatToolMessages(run(calls)))
 		}
 		if req.Content == nil {
 			return errorReply("an assistant message needs a content array of blocks.")
@@ -129,27 +150,41 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input})
 			}
 		}
-		if chainErr != nil {
-			return marshal(userMessage{Role: "user", Content: refuseAll(calls, chainErr)})
+		if len(calls) == 0 {
+			return errorReply("the assistant message has no tool_use block, so there is nothing to answer; send only messages that call tools.")
 		}
-		return marshal(userMessage{Role: "user", Content: g.batch(ctx, cur, chain, calls)})
+		return marshal(userMessage{Role: "user", Content: run(calls)})
+	case req.Object == "response":
+		// A Responses object (form 5): its function_call items are one batch.
+		var calls []call
+		for i, raw := range req.Output {
+			item, err := decode(raw)
+			if err != nil {
+				return errorReply("output item %d of the response: %s.", i, err)
+			}
+			if item.Type == "function_call" {
+				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
+			}
+		}
+		if len(calls) == 0 {
+			return errorReply("the response has no function_call item, so there is nothing to answer; send only responses that call tools.")
+		}
+		return marshal(functionOutputs(run(calls)))
+	case req.Type == "function_call":
+		return marshal(functionOutputs(run([]call{openaiInput(req.CallID, req.Name, req.Arguments)}))[0])
 	case req.Type == "tool_use":
-		c := call{ID: req.ID, Name: req.Name, Input: req.Input}
-		if chainErr != nil {
-			return marshal(refuseAll([]call{c}, chainErr)[0])
-		}
-		return marshal(g.batch(ctx, cur, chain, []call{c})[0])
+		return marshal(run([]call{{ID: req.ID, Name: req.Name, Input: req.Input}})[0])
 	case req.Type == "list_tools":
 		if chainErr != nil {
 			return errorReply("%s", chainErr)
 		}
-		return g.listTools(cur, chain, req.Format)
+		return g.listTools(cur, chain, req.Format, req.Strict)
 	case req.Type == "status":
 		return g.status(cur)
 	case req.Type == "":
 		return errorReply("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block, {\"type\":\"list_tools\"} or {\"type\":\"status\"}.")
 	default:
-		return errorReply("unknown line type %q: the forms are an assistant message, \"tool_use\", \"list_tools\" and \"status\".", req.Type)
+		return errorReply("unknown line type %q: the forms are an assistant message (Anthropic or OpenAI), \"tool_use\", \"function_call\", a response object, \"list_tools\" and \"status\".", req.Type)
 	}
 }
 

@@ -238,6 +238,15 @@ func FuzzHandle(f *testing.F) {
 		`{"type":"list_tools","format":"openai","surface":["agent","subagent:narrow"]}`,
 		`{"type":"status"}`, `{"type":"tool_use","id":"a","name":"Echo","input":{"message":"a","message":"b"}}`,
 		`{"type":"tool_use","id":"a","name":"Read","input":{"file_path":"/dev/zero"}}`, `[`, `""`,
+		// Issue 19's hostile lines.
+		`{"type":"tool_use","id":"a","name":"Echo","name":"Bash","input":{"message":"m"}}`,
+		`{"type":"tool_use","id":"a","NAME":"Bash","name":"Echo","input":{"message":"m"}}`,
+		`{"type":"tool_use","id":"a\ud800","name":"Echo","input":{"message":"m"}}`, "{\"id\":\"\xff\"}",
+		`{"role":"assistant","type":"tool_use","id":"a","name":"Echo","input":{"message":"m"}}`,
+		"\u00a0", "\v", `null`, `{"type":"tool_use","id":"a","name":"Echo","input":{"message":"m","times":99999999999999999999999}}`,
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"Echo","arguments":"{\"message\":\"x\"}"}}]}`,
+		`{"type":"function_call","call_id":"c","name":"Echo","arguments":"not json"}`,
+		`{"object":"response","output":[{"type":"function_call","call_id":"c","name":"Echo","arguments":"{}"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -251,7 +260,8 @@ parallel: enabled: true
 		if len(out) == 0 || out[len(out)-1] != '\n' || bytes.Count(out, []byte("\n")) != 1 {
 			t.Fatalf("reply to %q is not one line: %q", line, out)
 		}
-		var m map[string]any
+		// An object, or (forms 4 and 5) an array of OpenAI items.
+		var m any
 		if err := json.Unmarshal(out, &m); err != nil {
 			t.Fatalf("reply to %q is not JSON: %v", line, err)
 		}

@@ -32,7 +32,7 @@ type openaiTool struct {
 }
 
 // listTools answers list_tools with the tools the surface may use (rule P9).
-func (g *Gateway) listTools(cur *Current, chain []string, format string) []byte {
+func (g *Gateway) listTools(cur *Current, chain []string, format string, strict bool) []byte {
 	if format == "" {
 		format = "anthropic"
 	}

@@ -5,50 +5,52 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The line protocol (../shared/spec/PROTOCOL.md): what a line may hold.
+// Names are matched exactly and each may be given once, at every level the
+// gateway reads (rule R2): what a stricter parser upstream saw and what the
+// gateway runs cannot differ. Unknown names are ignored.
 type request struct {
-	Type    string  `json:"type"`
-	Role    string  `json:"role"`
-	Content content `json:"content"`
+	Type    string
+	Role    string
+	Content []block
 	// One call (form 2).
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	ID    string
+	Name  string
+	Input json.RawMessage
 	// list_tools (form 3).
-	Format string `json:"format"`
-	// The line's own surface chain, overriding the process default.
-	Surface []string `json:"surface"`
+	Format string
+	Strict bool
+	// The line's own surface chain, within the process chain (rule R5).
+	Surface []string
+	// OpenAI forms (4, 5).
+	ToolCalls []openaiCall
+	CallID    string
+	Arguments *string
+	Object    string
+	Output    []json.RawMessage
 
-	hasContent bool
-}
-
-// content is an assistant message's blocks; a plain-text content holds none.
-type content []block
-
-func (c *content) UnmarshalJSON(data []byte) error {
-	if len(data) > 0 && data[0] == '"' {
-		*c = content{}
-		return nil
-	}
-	var blocks []block
-	if err := json.Unmarshal(data, &blocks); err != nil {
-		return err
-	}
-	if blocks == nil {
-		blocks = []block{}
-	}
-	*c = blocks
-	return nil
+	hasContent, hasToolCalls, hasOutput bool
 }
 
 type block struct {
-	Type  string          `json:"type"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type  string
+	ID    string
+	Name  string
+	Input json.RawMessage
+}
+
+// openaiCall is one Chat Completions tool call.
+type openaiCall struct {
+	ID        string
+	Type      string
+	Name      string
+	Arguments *string
 }
 
 // A call is one tool_use. Its input stays raw until gate.Decode reads it
@@ -97,34 +99,258 @@ func marshal(v any) []byte {
 	return buf.Bytes()
 }
 
+// maxDepth is how deep a line may nest; encoding/json's own bound.
+const maxDepth = 10000
+
 // decode parses one line. Numbers stay json.Number so that 3.0 and 3 keep
 // their spelling for the gate (rule S5).
 func decode(line []byte) (*request, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
+	if !utf8.Valid(line) {
+		return nil, errors.New("the line is not valid UTF-8; send JSON text in UTF-8")
+	}
+	if r, _ := utf8.DecodeRune(bytes.TrimLeft(line, " \t\r\n")); unicode.IsSpace(r) || unicode.IsControl(r) {
+		return nil, fmt.Errorf("the line holds %U, which is neither JSON white space nor JSON; send one JSON object per line", r)
+	}
+	top, err := members(line, "the line")
+	if err != nil {
+		return nil, err
+	}
 	var r request
-	if err := dec.Decode(&r); err != nil {
-		return nil, decodeError(err)
+	strs := map[string]*string{"type": &r.Type, "role": &r.Role, "id": &r.ID, "name": &r.Name, "format": &r.Format, "call_id": &r.CallID, "object": &r.Object}
+	for name, dst := range strs {
+		if raw, ok := top[name]; ok {
+			if *dst, err = stringField(raw, name); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("the line holds more than one JSON value; send one JSON object per line")
+	if raw, ok := top["input"]; ok {
+		r.Input = raw
 	}
-	r.hasContent = r.Content != nil
+	if raw, ok := top["strict"]; ok {
+		if err := json.Unmarshal(raw, &r.Strict); err != nil {
+			return nil, fmt.Errorf("field \"strict\" must be true or false")
+		}
+	}
+	if raw, ok := top["arguments"]; ok {
+		a, err := stringField(raw, "arguments")
+		if err != nil {
+			return nil, err
+		}
+		r.Arguments = &a
+	}
+	if raw, ok := top["surface"]; ok {
+		if err := json.Unmarshal(raw, &r.Surface); err != nil || r.Surface == nil && string(raw) != "null" {
+			return nil, errors.New("field \"surface\" must be an array of strings such as [\"agent\", \"subagent:reviewer\"]")
+		}
+		if r.Surface == nil {
+			r.Surface = nil // null: the line gives none
+		}
+	}
+	if raw, ok := top["content"]; ok {
+		r.hasContent = true
+		if r.Content, err = blocks(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top["tool_calls"]; ok {
+		r.hasToolCalls = true
+		if r.ToolCalls, err = toolCalls(raw); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top["output"]; ok && r.Object == "response" {
+		r.hasOutput = true
+		if err := json.Unmarshal(raw, &r.Output); err != nil {
+			return nil, errors.New("field \"output\" of a response must be an array of items")
+		}
+	}
+	if err := validIDs(&r); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
-func decodeError(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("the line is not valid JSON (%s at byte %d); send one JSON object per line", se.Error(), se.Offset)
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			return fmt.Errorf("the line is a JSON %s, not an object; send one JSON object per line", te.Value)
-		}
-		return fmt.Errorf("field %q must not be a JSON %s; see the protocol's line forms", strings.TrimPrefix(field, "."), te.Value)
+// members reads a JSON object's members exactly as named, refusing a name
+// given twice (encoding/json would keep the last silently, and fold case).
+func members(data []byte, what string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, decodeError(err, what)
 	}
-	return fmt.Errorf("the line is not valid JSON: %v", err)
+	if tok != json.Delim('{') {
+		if what != "the line" {
+			return nil, fmt.Errorf("%s is %s, not an object", what, describe(tok))
+		}
+		return nil, fmt.Errorf("%s is %s, not an object; send one JSON object per line", what, describe(tok))
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, decodeError(err, what)
+		}
+		name := tok.(string)
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("%s gives the name %q twice; give each field once", what, name)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, decodeError(err, what)
+		}
+		m[name] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, decodeError(err, what)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			return nil, fmt.Errorf("%s holds more than one JSON value; send one JSON object per line", what)
+		}
+		return nil, decodeError(err, what)
+	}
+	return m, nil
+}
+
+// describe names a JSON token's kind for a sentence: "a JSON array".
+func describe(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "a JSON array"
+		}
+		return "a JSON object"
+	case string:
+		return "a JSON string"
+	case json.Number, float64:
+		return "a JSON number"
+	case bool:
+		return "a JSON boolean"
+	case nil:
+		return "JSON null"
+	}
+	return "a JSON value"
+}
+
+// stringField reads a member that must be a JSON string.
+func stringField(raw json.RawMessage, name string) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		tok, _ := json.NewDecoder(bytes.NewReader(raw)).Token()
+		return "", fmt.Errorf("field %q must be a string, not %s; see the protocol's line forms", name, describe(tok))
+	}
+	return s, nil
+}
+
+// blocks reads an assistant message's content: an array of blocks, each
+// read as strictly as the line; a plain-text content holds none.
+func blocks(raw json.RawMessage) ([]block, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		return []block{}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		if string(raw) == "null" {
+			return nil, nil
+		}
+		return nil, errors.New("field \"content\" must be an array of content blocks, or text")
+	}
+	out := make([]block, 0, len(items))
+	for i, it := range items {
+		m, err := members(it, fmt.Sprintf("content block %d", i))
+		if err != nil {
+			return nil, err
+		}
+		var b block
+		for name, dst := range map[string]*string{"type": &b.Type, "id": &b.ID, "name": &b.Name} {
+			if raw, ok := m[name]; ok {
+				if *dst, err = stringField(raw, name); err != nil {
+					return nil, err
+				}
+			}
+		}
+		b.Input = m["input"]
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// toolCalls reads a Chat Completions message's tool_calls.
+func toolCalls(raw json.RawMessage) ([]openaiCall, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		if string(raw) == "null" {
+			return nil, nil
+		}
+		return nil, errors.New("field \"tool_calls\" must be an array of tool calls")
+	}
+	out := make([]openaiCall, 0, len(items))
+	for i, it := range items {
+		what := fmt.Sprintf("tool call %d", i)
+		m, err := members(it, what)
+		if err != nil {
+			return nil, err
+		}
+		var c openaiCall
+		for name, dst := range map[string]*string{"id": &c.ID, "type": &c.Type} {
+			if raw, ok := m[name]; ok {
+				if *dst, err = stringField(raw, name); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if fn, ok := m["function"]; ok {
+			f, err := members(fn, what+"'s function")
+			if err != nil {
+				return nil, err
+			}
+			if raw, ok := f["name"]; ok {
+				if c.Name, err = stringField(raw, "name"); err != nil {
+					return nil, err
+				}
+			}
+			if raw, ok := f["arguments"]; ok {
+				a, err := stringField(raw, "arguments")
+				if err != nil {
+					return nil, err
+				}
+				c.Arguments = &a
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// validIDs refuses a line whose call id decoded differently from what was
+// sent (a lone surrogate becomes U+FFFD): its reply could not name it.
+func validIDs(r *request) error {
+	ids := []string{r.ID, r.CallID}
+	for _, b := range r.Content {
+		ids = append(ids, b.ID)
+	}
+	for _, c := range r.ToolCalls {
+		ids = append(ids, c.ID)
+	}
+	for _, id := range ids {
+		if strings.ContainsRune(id, utf8.RuneError) {
+			return errors.New("a call id holds an invalid character (a lone surrogate or U+FFFD), so its reply could not name it; send ids of plain text")
+		}
+	}
+	return nil
+}
+
+func decodeError(err error, what string) error {
+	var se *json.SyntaxError
+	switch {
+	case strings.Contains(err.Error(), "exceeded max depth"):
+		return fmt.Errorf("%s is nested deeper than %d levels; send a flatter input", what, maxDepth)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s is not valid JSON (%s at byte %d); send one JSON object per line", what, se.Error(), se.Offset)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%s is not valid JSON (it ends early); send one JSON object per line", what)
+	}
+	return fmt.Errorf("%s is not valid JSON: %v", what, err)
 }

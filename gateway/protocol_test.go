@@ -50,7 +50,15 @@ func TestR2DecodeBadLines(t *testing.T) {
 		{"array", `[1,2]`, "not an object"},
 		{"string", `"hello"`, "not an object"},
 		{"two values", `{} {}`, "more than one JSON value"},
-		{"content not blocks", `{"role":"assistant","content":[1]}`, "must not be a JSON number"},
+		{"content not blocks", `{"role":"assistant","content":[1]}`, "content block 0 is a JSON number, not an object"},
+		// Issue 19: what a stricter parser upstream saw and what runs cannot differ.
+		{"a name twice in the envelope", `{"type":"tool_use","id":"a","name":"Echo","name":"Bash","input":{}}`, `gives the name "name" twice`},
+		{"a name twice in a block", `{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Echo","name":"Bash","input":{}}]}`, `content block 0 gives the name "name" twice`},
+		{"a lone surrogate in the id", `{"type":"tool_use","id":"a\ud800","name":"Echo","input":{}}`, "could not name it"},
+		{"invalid UTF-8", "{\"type\":\"tool_use\",\"id\":\"a\xff\",\"name\":\"Echo\",\"input\":{}}", "not valid UTF-8"},
+		{"null", `null`, "the line is JSON null, not an object"},
+		{"too deep", strings.Repeat("[", 10001) + strings.Repeat("]", 10001), "not an object"},
+		{"too deep in an object", `{"input":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, "nested deeper than 10000 levels"},
 		{"surface not list", `{"type":"list_tools","surface":"agent"}`, `field "surface"`},
 	}
 	for _, tt := range tests {
@@ -90,4 +98,82 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decode returned %v and %v", r, err)
 		}
 	})
+}
+
+// TestR2LineLimitCountsContent: the limit counts a line's content without
+// its terminator, both ways (issue 19).
+func TestR2LineLimitCountsContent(t *testing.T) {
+	x := strings.Repeat("x", 10)
+	tests := []struct {
+		note  string
+		input string
+		ok    bool
+	}{
+		{"the limit, newline", x + "\n", true},
+		{"the limit, CRLF", x + "\r\n", true},
+		{"the limit, no terminator", x, true},
+		{"one over, no terminator", x + "y", false},
+		{"one over, newline", x + "y\n", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			line, err := readLine(bufio.NewReaderSize(strings.NewReader(tc.input), 16), 10)
+			if tc.ok != (err == nil || err == io.EOF) || tc.ok && string(line) != x {
+				t.Errorf("readLine = %q, %v; want ok %v", line, err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestR2OnlyJSONWhitespaceIsBlank: lines of other white space get an error
+// line, not silence (issue 19).
+func TestR2OnlyJSONWhitespaceIsBlank(t *testing.T) {
+	g, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
+	for _, l := range []string{"\u00a0", "\v", "\f", "\u2028", "\u0085"} {
+		var out strings.Builder
+		if err := g.Serve(t.Context(), strings.NewReader(l+"\n"), &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), `"type":"error"`) {
+			t.Errorf("line %q got %q; want an error line", l, out.String())
+		}
+	}
+	var out strings.Builder
+	g.Serve(t.Context(), strings.NewReader(" \t\r\n\n"), &out)
+	if out.Len() != 0 {
+		t.Errorf("a JSON-blank line got %q", out.String())
+	}
+}
+
+// TestR2AmbiguousLines: a line that is two forms at once is refused.
+func TestR2AmbiguousLines(t *testing.T) {
+	g, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
+	out := string(g.Handle(t.Context(), []byte(`{"role":"assistant","type":"tool_use","id":"x","name":"Echo","input":{"message":"top"},"content":[{"type":"tool_use","id":"y","name":"Echo","input":{"message":"inner"}}]}`)))
+	if !strings.Contains(out, `both \"role\"`) || strings.Contains(out, "inner") || strings.Contains(out, "top") {
+		t.Errorf("ambiguous line: %s", out)
+	}
+	out = string(g.Handle(t.Context(), []byte(`{"type":"tool_use","id":"x","NAME":"Bash","name":"Echo","input":{"message":"exact"}}`)))
+	if !strings.Contains(out, `"content":"exact"`) {
+		t.Errorf("names must match exactly (NAME is not name): %s", out)
+	}
+}
+
+// TestS5IntegersAreExact: an integer is carried exactly to the tool, one
+// too large for it is out of range, never "not an integer" (issue 19).
+func TestS5IntegersAreExact(t *testing.T) {
+	g, _ := newGateway(t, "tools: Echo: schema.#Echo\nvalidation: \"enforce\"\n", nil)
+	tests := []struct{ note, input, want string }{
+		{"past 2^53, exact", `{"message":"x","times":9007199254740993}`, "'times' 9007199254740993 would make"},
+		{"larger than int64", `{"message":"x","times":99999999999999999999999}`, "from -9223372036854775808 to 9223372036854775807, got number 99999999999999999999999, which is out of range"},
+		{"3.0 is 3", `{"message":"ab","times":3.0}`, "ababab"},
+		{"a long message, no times", `{"message":"` + strings.Repeat("m", 1<<20+1) + `"}`, "Parameter 'message' is"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			out := string(g.Handle(t.Context(), []byte(`{"type":"tool_use","id":"1","name":"Echo","input":`+tc.input+`}`)))
+			if !strings.Contains(out, tc.want) || strings.Contains(out, "must be an integer, got") {
+				t.Errorf("reply %.300s; want %q", out, tc.want)
+			}
+		})
+	}
 }

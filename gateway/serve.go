@@ -57,7 +57,7 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		case err != nil && err != io.EOF:
 			bw.Flush()
 			return fmt.Errorf("reading standard input: %w", err)
-		case len(bytes.TrimSpace(line)) == 0:
+		case blank(line):
 			if err == io.EOF {
 				return bw.Flush()
 			}
@@ -79,15 +79,16 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 
 var errTooLong = errors.New("line too long")
 
-// readLine reads one line without its newline. A line over limit is read to
-// its end and dropped, and errTooLong returned, so the next line is intact.
+// readLine reads one line without its terminator ("\n" or "\r\n"). A line
+// whose content is over limit bytes is read to its end and dropped, and
+// errTooLong returned, so the next line is intact.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > limit+1 { // +1: the newline itself
+			if len(line)+len(chunk) > limit+2 { // +2: room for "\r\n"
 				tooLong, line = true, nil
 			} else {
 				line = append(line, chunk...)
@@ -96,9 +97,20 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if tooLong {
-			return nil, errTooLong
+		if !tooLong {
+			content := bytes.TrimSuffix(line, []byte("\n"))
+			if len(content) < len(line) {
+				content = bytes.TrimSuffix(content, []byte("\r"))
+			}
+			if len(content) <= limit {
+				return content, err
+			}
 		}
-		return bytes.TrimRight(line, "\r\n"), err
+		return nil, errTooLong
 	}
 }
+
+// blank reports whether a line holds only JSON whitespace. Other white
+// space (U+00A0, VT, FF, U+2028) is neither JSON whitespace nor JSON, and
+// gets an error line.
+func blank(line []byte) bool { return len(bytes.Trim(line, " \t\r\n")) == 0 }

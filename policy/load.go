@@ -5,6 +5,7 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	stderrors "errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -19,8 +20,10 @@ import (
 	"cuelang.org/go/cue"
 	cuebuild "cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/mod/modfile"
 
 	"aimon.dev/gw/policy/allow"
@@ -125,6 +128,43 @@ func timed(dir string, d time.Duration, load func() (*Generation, error)) (*Gene
 	case <-t.C:
 		return nil, Errors{{Pos: dirPos(dir), Code: "R5", Message: fmt.Sprintf("the policy did not load within %s, so it is rejected (a large comprehension or list.Range?); simplify it, or raise --load-timeout.", d)}}
 	}
+}
+
+// innermost replaces each "import failed" error by the error it wraps,
+// which has the imported file's own position.
+func innermost(err cueerrors.Error) cueerrors.Error {
+	var out cueerrors.Error
+	for _, e := range cueerrors.Errors(err) {
+		for {
+			format, _ := e.Msg()
+			inner, ok := stderrors.Unwrap(e).(cueerrors.Error)
+			// Only an error in another file says more than the import line.
+			if !strings.HasPrefix(format, "import failed") || !ok || inner == nil ||
+				!inner.Position().IsValid() || inner.Position().Filename() == e.Position().Filename() {
+				break
+			}
+			e = inner
+		}
+		out = cueerrors.Append(out, e)
+	}
+	return out
+}
+
+// noPackage reports the .cue files of dir that have no package clause.
+func noPackage(dir string) Errors {
+	var errs Errors
+	files, _ := filepath.Glob(filepath.Join(dir, "*.cue"))
+	for _, f := range files {
+		pf, err := parser.ParseFile(f, nil, parser.PackageClauseOnly)
+		if err == nil && pf.PackageName() == "" {
+			errs = append(errs, Diagnostic{Pos: Position{File: relative(f), Line: 1, Col: 1}, Code: "cue",
+				Message: "the file has no package clause; start it with the package of the policy's other files, such as `package policy`."})
+		}
+	}
+	if len(errs) == 0 {
+		errs = Errors{{Pos: dirPos(relative(dir)), Code: "cue", Message: "the policy's files have no package clause; start each with `package policy`."}}
+	}
+	return errs
 }
 
 // regularFiles reports each file CUE would read for the policy that is not
@@ -252,10 +292,16 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	insts := load.Instances([]string{"."}, cfg)
 	inst := insts[0]
 	if inst.Err != nil {
-		errs := Errors(fromCUE(inst.Err, schemaDir))
+		// An import that failed is reported where its own problem is, not
+		// at the import line of the file that imports it.
+		err := innermost(inst.Err)
+		errs := Errors(fromCUE(err, schemaDir))
+		if strings.Contains(err.Error(), "no package name") {
+			errs = noPackage(cfg.Dir)
+		}
 		for i := range errs {
 			if !errs[i].Pos.IsValid() && strings.Contains(errs[i].Message, "module.cue") {
-				errs[i].Pos = dirPos(relative(filepath.Join(cfg.ModuleRoot, "cue.mod", "module.cue")))
+				errs[i].Pos = Position{File: relative(filepath.Join(cfg.ModuleRoot, "cue.mod", "module.cue")), Line: 1, Col: 1}
 				if strings.Contains(errs[i].Message, "language version") {
 					errs[i].Message += `; add language: version: "v0.12.0" to it`
 				}

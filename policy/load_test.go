@@ -287,7 +287,7 @@ func TestLoadModuleAndReferenceProblems(t *testing.T) {
 		want  string
 	}{
 		{"no language version", map[string]string{"cue.mod/module.cue": "module: \"example.com/p@v0\"\n", "policy.cue": header + "tools: Echo: schema.#Echo\n"},
-			`cue.mod/module.cue: no language version declared in module.cue; add language: version: "v0.12.0" to it`},
+			`cue.mod/module.cue:1:1: no language version declared in module.cue; add language: version: "v0.12.0" to it`},
 		{"undefined definition", map[string]string{"policy.cue": header + "tools: Read: schema.#Nope\n"},
 			"policy.cue:5:21: tools.Read: undefined field: #Nope"},
 		{"missing import", map[string]string{"policy.cue": "package policy\n\nimport \"example.com/other/x\"\n\ntools: x.tools\n"},

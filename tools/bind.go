@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -69,12 +70,20 @@ func bindValue(raw any, v reflect.Value, path string, vs *[]Violation) bool {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		f, ok := number(raw)
-		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		n, integral, ok := integer(raw)
+		if !ok || !integral {
 			*vs = append(*vs, WrongType(path, "an integer", raw))
 			return false
 		}
-		v.SetInt(int64(f))
+		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+		if v.Kind() == reflect.Int32 {
+			lo, hi = math.MinInt32, math.MaxInt32
+		}
+		if !n.IsInt64() || n.Int64() < lo || n.Int64() > hi {
+			*vs = append(*vs, OutOfRange(path, raw, lo, hi))
+			return false
+		}
+		v.SetInt(n.Int64())
 	case reflect.Float64:
 		f, ok := number(raw)
 		if !ok {
@@ -110,6 +119,49 @@ func bindValue(raw any, v reflect.Value, path string, vs *[]Violation) bool {
 		panic("tools.Bind: unsupported field type " + v.Type().String())
 	}
 	return true
+}
+
+// integer reads a JSON number, or a string that spells one (rule S11),
+// exactly: 9007199254740993 stays itself, 3.0 is the integer 3 (rule S5),
+// and 1e400 an integer too large for any tool. ok is false for what is not
+// a number; integral false for one with a fraction.
+func integer(raw any) (n *big.Int, integral, ok bool) {
+	var s string
+	switch x := raw.(type) {
+	case json.Number:
+		s = string(x)
+	case string:
+		s = strings.TrimSpace(x)
+	case float64:
+		if x != math.Trunc(x) || math.IsInf(x, 0) {
+			return nil, false, !math.IsInf(x, 0)
+		}
+		n, _ = new(big.Float).SetFloat64(x).Int(nil)
+		return n, true, true
+	case int:
+		return big.NewInt(int64(x)), true, true
+	default:
+		return nil, false, false
+	}
+	// An exponent past this many digits would only fill memory.
+	if len(s) > 1000 || strings.ContainsAny(s, "eE") && exponentTooLarge(s) {
+		return nil, false, false
+	}
+	r, good := new(big.Rat).SetString(s)
+	if !good {
+		return nil, false, false
+	}
+	if !r.IsInt() {
+		return nil, false, true
+	}
+	return r.Num(), true, true
+}
+
+// exponentTooLarge reports a number spelling whose exponent is past 4000.
+func exponentTooLarge(s string) bool {
+	i := strings.IndexAny(s, "eE")
+	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+	return err != nil || e > 4000 || e < -4000
 }
 
 // number reads a JSON number, or a string that spells one (rule S11).

@@ -1,9 +1,19 @@
 package tools
 
+import "strings"
+
 // Closest returns the name in declared closest to name by edit distance, or
 // "" when none is close enough to be what was meant: the suggestion of an
 // unknown parameter (rule S6), tool or allow-list entry.
+//
+// A name that differs from a declared one only in case is that one, before
+// any other at the same distance ("-I" is "-i", not "-A").
 func Closest(name string, declared []string) string {
+	for _, d := range declared {
+		if d != name && strings.EqualFold(d, name) {
+			return d
+		}
+	}
 	best, bestD := "", -1
 	for _, d := range declared {
 		dist := distance(name, d)

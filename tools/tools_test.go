@@ -151,14 +151,15 @@ func FuzzBind(f *testing.F) {
 }
 
 func TestS6Suggestion(t *testing.T) {
-	declared := []string{"file_path", "offset", "limit", "-i", "-n", "output_mode"}
+	declared := []string{"file_path", "offset", "limit", "-A", "-i", "-n", "output_mode"}
 	for _, tc := range []struct{ name, want string }{
 		{"file_paht", "file_path"},
 		{"filepath", "file_path"},
-		{"FILE_PATH", ""},
+		{"FILE_PATH", "file_path"}, // a case-only difference is the clearest typo
+		{"-I", "-i"},               // not -A, at the same edit distance (issue 19)
 		{"ofset", "offset"},
 		{"limits", "limit"},
-		{"-x", "-i"},
+		{"-x", "-A"},
 		{"zzzzzzzz", ""},
 		{"output", ""},
 		{"outputmode", "output_mode"},

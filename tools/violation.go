@@ -27,6 +27,12 @@ func WrongType(path, want string, got any) Violation {
 	return Violation{path, fmt.Sprintf("Parameter '%s' must be %s, got %s.", path, want, Describe(got))}
 }
 
+// OutOfRange is the violation of an integer the tool cannot hold: it is an
+// integer (rule S5), just not one in [min, max].
+func OutOfRange(path string, got any, min, max int64) Violation {
+	return Violation{path, fmt.Sprintf("Parameter '%s' must be an integer from %d to %d, got %s, which is out of range.", path, min, max, Describe(got))}
+}
+
 // Unknown is the violation of an undeclared parameter where the schema is
 // closed (rule S6); suggestion is "" when no declared name is close.
 func Unknown(path, suggestion string) Violation {

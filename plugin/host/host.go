@@ -136,7 +136,11 @@ type slot struct {
 	lastErr  error         // why the last start failed
 	retryAt  time.Time     // no start before this, after repeated failures
 	retired  bool          // released by its last lease, or closed: no more calls
-	refs     int           // leases held on the slot (guarded by Host.mu)
+	// Crashes and hangs are counted per tool: a tool that keeps crashing
+	// its process is backed off alone, and its siblings restart at once.
+	toolFails map[string]int
+	toolRetry map[string]time.Time
+	refs      int // leases held on the slot (guarded by Host.mu)
 }
 
 // proc is one started plugin process. inflight, dead and retiring are
@@ -294,6 +298,44 @@ func (sl *slot) start(done chan struct{}) {
 	sl.mu.Unlock()
 }
 
+// toolFailed counts a crash or hang of tool and sets its back-off: none
+// after the first, base after the second in a row, doubling. The process
+// itself is restarted for the next call of any other tool.
+func (sl *slot) toolFailed(tool string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.toolFails == nil {
+		sl.toolFails, sl.toolRetry = map[string]int{}, map[string]time.Time{}
+	}
+	sl.toolFails[tool]++
+	if n := sl.toolFails[tool]; n >= 2 {
+		d := sl.h.backoffBase << min(n-2, 20)
+		if d > sl.h.backoffMax || d <= 0 {
+			d = sl.h.backoffMax
+		}
+		sl.toolRetry[tool] = time.Now().Add(d)
+	}
+}
+
+// toolOK resets tool's count of crashes.
+func (sl *slot) toolOK(tool string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	delete(sl.toolFails, tool)
+	delete(sl.toolRetry, tool)
+}
+
+// toolBackoff is how long tool is still backed off, and after how many
+// crashes in a row; 0 when it may run.
+func (sl *slot) toolBackoff(tool string) (time.Duration, int) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if wait := time.Until(sl.toolRetry[tool]); sl.toolFails[tool] >= 2 && wait > 0 {
+		return wait, sl.toolFails[tool]
+	}
+	return 0, 0
+}
+
 // failed counts a failure and sets the backoff. sl.mu is held.
 func (sl *slot) failed(err error) {
 	sl.fails++
@@ -328,7 +370,6 @@ func (sl *slot) release(p *proc, o outcome) (stoppedHere bool, exit string) {
 		if sl.cur == p {
 			sl.cur = nil
 		}
-		sl.failed(errors.New("it crashed or hung during a call"))
 		force = true
 	case o == outcomeKill && !p.dead:
 		p.dead = true

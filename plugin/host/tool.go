@@ -48,6 +48,9 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
 
+	if wait, n := t.sl.toolBackoff(t.name); wait > 0 {
+		return tools.Errorf("The tool %s crashed or hung its plugin %d times in a row; it will not be run for another %s (the plugin's other tools are not affected). The tool was not executed.", t.name, n, wait.Round(time.Second))
+	}
 	p, err := t.sl.acquire(ctx)
 	if err != nil {
 		switch {
@@ -85,6 +88,7 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 	resp, err := p.rpc.Execute(ctx, req)
 	if err == nil {
 		t.sl.release(p, outcomeOK)
+		t.sl.toolOK(t.name)
 		return tools.Result{Text: resp.GetText(), IsError: resp.GetIsError()}
 	}
 
@@ -105,18 +109,20 @@ func (t *tool) Run(parent context.Context, env *tools.Env, in tools.Input) tools
 		return tools.Failure(err, "The call to %s was cancelled.", t.name)
 	case late:
 		t.sl.release(p, outcomeFailed)
-		return tools.Failure(err, "The tool %s did not finish within %s; its plugin process was killed, and %s. The call may have done part of its work.", t.name, budget, t.sl.restartHint())
+		t.sl.toolFailed(t.name)
+		return tools.Failure(err, "The tool %s did not finish within %s; its plugin process was killed, and %s. The call may have done part of its work.", t.name, budget, t.sl.restartHint(t.name))
 	case code == codes.Unavailable || code == codes.Canceled || p.client.Exited():
 		if t.sl.h.isClosed() {
 			t.sl.release(p, outcomeNeutral)
 			return tools.Failure(err, "The plugin of %s was stopped because the gateway is shutting down; the call did not finish.", t.name)
 		}
 		_, exit := t.sl.release(p, outcomeFailed)
+		t.sl.toolFailed(t.name)
 		how := ""
 		if exit != "" {
 			how = " (" + exit + ")"
 		}
-		return tools.Failure(err, "The plugin process serving %s exited during the call%s; the call failed, and %s.", t.name, how, t.sl.restartHint())
+		return tools.Failure(err, "The plugin process serving %s exited during the call%s; the call failed, and %s.", t.name, how, t.sl.restartHint(t.name))
 	}
 	// The plugin answered with an error status of its own.
 	t.sl.release(p, outcomeNeutral)
@@ -129,11 +135,9 @@ func sentence(err error) string {
 }
 
 // restartHint says when the plugin will be started again.
-func (sl *slot) restartHint() string {
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	if wait := time.Until(sl.retryAt); sl.fails >= 2 && wait > 0 {
-		return fmt.Sprintf("after %d failures in a row the plugin will not be restarted for %s", sl.fails, wait.Round(time.Second))
+func (sl *slot) restartHint(tool string) string {
+	if wait, n := sl.toolBackoff(tool); wait > 0 {
+		return fmt.Sprintf("after %d failures in a row %s will not be run for %s; the plugin is restarted for its other tools", n, tool, wait.Round(time.Second))
 	}
 	return "the plugin will be restarted for the next call"
 }

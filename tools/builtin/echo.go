@@ -32,6 +32,9 @@ func (Echo) Run(_ context.Context, env *tools.Env, in tools.Input) tools.Result 
 	if times < 0 {
 		return refuse(env, "Echo", "Parameter 'times' must be 0 or more, got %d.", times)
 	}
+	if p.Times == nil && len(p.Message) > MaxEcho {
+		return refuse(env, "Echo", "Parameter 'message' is %d bytes, longer than the %d bytes a reply may have; send a shorter message.", len(p.Message), MaxEcho)
+	}
 	if len(p.Message) > 0 && times > MaxEcho/len(p.Message) {
 		return refuse(env, "Echo", "Parameter 'times' %d would make the reply longer than %d bytes; use a smaller number.", times, MaxEcho)
 	}
