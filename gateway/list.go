@@ -23,21 +23,31 @@ type mcpTool struct {
 }
 
 type openaiTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
+	Type     string         `json:"type"`
+	Function openaiFunction `json:"function"`
 }
 
-// listTools answers list_tools with the tools the surface may use (rule P9).
+// openaiFunction is a Chat Completions function, or (flat, with Type set)
+// a Responses API function tool.
+type openaiFunction struct {
+	Type        string          `json:"type,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// listTools answers list_tools with the tools the surface may use (rule
+// P9). strict asks, for the OpenAI formats, for schemas OpenAI's strict mode
+// accepts; a tool whose schema cannot be made so is listed with strict false.
 func (g *Gateway) listTools(cur *Current, chain []string, format string, strict bool) []byte {
 	if format == "" {
 		format = "anthropic"
 	}
-	if format != "anthropic" && format != "openai" && format != "mcp" {
-		return errorReply("unknown tool list format %q: use \"anthropic\", \"openai\" or \"mcp\".", format)
+	switch format {
+	case "anthropic", "openai", "openai-responses", "mcp":
+	default:
+		return errorReply("unknown tool list format %q: use \"anthropic\", \"openai\", \"openai-responses\" or \"mcp\".", format)
 	}
 	defs, err := toolDefs(cur, chain)
 	if err != nil {
@@ -50,11 +60,21 @@ func (g *Gateway) listTools(cur *Current, chain []string, format string, strict 
 			reply.Tools = append(reply.Tools, anthropicTool{t.Name, t.Description, t.InputSchema})
 		case "mcp":
 			reply.Tools = append(reply.Tools, mcpTool{t.Name, t.Description, t.InputSchema})
-		case "openai":
-			var o openaiTool
-			o.Type = "function"
-			o.Function.Name, o.Function.Description, o.Function.Parameters = t.Name, t.Description, t.InputSchema
-			reply.Tools = append(reply.Tools, o)
+		default:
+			f := openaiFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
+			if strict {
+				s, ok := strictSchema(t.InputSchema)
+				if ok {
+					f.Parameters = s
+				}
+				f.Strict = &ok
+			}
+			if format == "openai" {
+				reply.Tools = append(reply.Tools, openaiTool{Type: "function", Function: f})
+			} else {
+				f.Type = "function"
+				reply.Tools = append(reply.Tools, f)
+			}
 		}
 	}
 	return marshal(reply)

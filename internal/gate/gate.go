@@ -103,10 +103,25 @@ func (g *Gate) Schema() cue.Value { return g.schema }
 func (g *Gate) Check(in map[string]any) []tools.Violation {
 	w := walker{lim: g.lim}
 	w.object(g.root, in, &loc{}, 1)
-	if len(w.vs) > 0 || !g.root.cue {
+	if !g.root.cue {
 		return w.vs
 	}
-	return g.checkCUE(in)
+	if len(w.vs) == 0 {
+		return g.checkCUE(in)
+	}
+	// All violations at once (rule S10): what only CUE checks is reported
+	// beside the shape's, once per parameter.
+	seen := map[string]bool{}
+	for _, v := range w.vs {
+		seen[v.Path] = true
+	}
+	for _, v := range g.checkCUE(in) {
+		if !seen[v.Path] && v.Path != "" {
+			seen[v.Path] = true
+			w.vs = append(w.vs, v)
+		}
+	}
+	return w.vs
 }
 
 type walker struct {

@@ -65,6 +65,17 @@ func (x *exporter) schema(v cue.Value, depth int) map[string]any {
 			return s
 		}
 	}
+	// A finite set of values, however it is spelt (a policy's narrowing
+	// meets the built-in's enum as "a" | "b" & ("a" | "b" | "c")): its
+	// members, each checked against the whole constraint (rule S1).
+	if enum, ok := enumOf(v, 0); ok && k&^(cue.StructKind|cue.ListKind) == k {
+		if len(enum) == 1 {
+			s["const"] = enum[0]
+		} else {
+			s["enum"] = enum
+		}
+		return s
+	}
 	if op == cue.OrOp {
 		var enum []any
 		for _, a := range args {
@@ -211,6 +222,17 @@ func bounds(s map[string]any, v cue.Value, depth int) {
 		}
 		return
 	}
+	if op == cue.CallOp && len(args) == 2 {
+		// strings.MinRunes(n), strings.MaxRunes(n), list.MinItems(n), list.MaxItems(n).
+		key := map[string]string{
+			"strings.MinRunes": "minLength", "strings.MaxRunes": "maxLength",
+			"list.MinItems": "minItems", "list.MaxItems": "maxItems",
+		}[fmt.Sprint(args[0])]
+		if n, err := args[1].Int64(); key != "" && err == nil {
+			s[key] = n
+		}
+		return
+	}
 	if len(args) != 1 {
 		return
 	}
@@ -239,6 +261,74 @@ func bounds(s map[string]any, v cue.Value, depth int) {
 		cue.LessThanEqualOp: "maximum", cue.LessThanOp: "exclusiveMaximum",
 	}[op]
 	s[key] = n
+}
+
+// enumOf returns the values v admits when they are finitely many scalars:
+// the concrete arms of its disjunctions, kept only where the whole of v
+// admits them.
+func enumOf(v cue.Value, depth int) ([]any, bool) {
+	vals, ok := enumValues(v, depth)
+	if !ok {
+		return nil, false
+	}
+	var out []any
+	for _, c := range vals {
+		sc, ok := jsonScalar(c)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, sc)
+	}
+	return out, true
+}
+
+// enumValues is enumOf's values as CUE values, each once.
+func enumValues(v cue.Value, depth int) ([]cue.Value, bool) {
+	cands, ok := candidates(v, depth)
+	if !ok || len(cands) == 0 {
+		return nil, false
+	}
+	var out []cue.Value
+	for _, c := range cands {
+		if v.Unify(c).Validate(cue.Concrete(true)) != nil {
+			continue
+		}
+		if !slices.ContainsFunc(out, func(o cue.Value) bool { return o.Equals(c) }) {
+			out = append(out, c)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// candidates are the concrete scalars v may be: from a concrete value, the
+// arms of a disjunction, or any finite operand of a conjunction.
+func candidates(v cue.Value, depth int) ([]cue.Value, bool) {
+	if depth > 8 {
+		return nil, false
+	}
+	if v.IsConcrete() && v.Kind()&^(cue.StructKind|cue.ListKind) == v.Kind() {
+		return []cue.Value{v}, true
+	}
+	op, args := v.Expr()
+	switch op {
+	case cue.OrOp:
+		var out []cue.Value
+		for _, a := range args {
+			cs, ok := candidates(a, depth+1)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, cs...)
+		}
+		return out, true
+	case cue.AndOp:
+		for _, a := range args {
+			if cs, ok := candidates(a, depth+1); ok {
+				return cs, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // jsonScalar is a concrete CUE scalar as a JSON value.

@@ -134,6 +134,22 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 				return n, nil
 			}
 		}
+		// A narrowed enum ("a" | "b" & ("a" | "b" | "c")) is still a set.
+		if vals, ok := enumValues(v, 0); ok {
+			enum := make([]scalar, 0, len(vals))
+			for _, a := range vals {
+				s, ok := scalarOf(a)
+				if !ok {
+					enum = nil
+					break
+				}
+				enum = append(enum, s)
+			}
+			if enum != nil {
+				n.enum = enum
+				return n, nil
+			}
+		}
 		if n.kinds == 0 {
 			return n, nil // bytes: no JSON value is one
 		}
