@@ -8,9 +8,15 @@ import (
 // ToolDef is a tool as offered to a model: its name, description and input
 // JSON Schema (rule S1).
 type ToolDef struct {
-	Name        string
+	Name, Title string
 	Description string
 	InputSchema json.RawMessage
+	// Effect is the tool's side effect (rule P13); Idempotent and
+	// OpenWorld its declared hints, for MCP annotations.
+	Effect                string
+	Idempotent, OpenWorld bool
+	// OutputSchema is the JSON Schema of its structured result; nil for none.
+	OutputSchema json.RawMessage
 }
 
 // Tools returns the tools the surface chain may use (rule P9), sorted by
@@ -30,22 +36,31 @@ func toolDefs(cur *Current, chain []string) ([]ToolDef, error) {
 		return nil, err
 	}
 	var defs []ToolDef
-	for _, name := range listed(cur, eff) {
+	for _, name := range listed(cur, eff, ceilingOf(cur, chain)) {
 		t := cur.Tools[name]
-		defs = append(defs, ToolDef{t.Name, t.Description, t.JSONSchema})
+		defs = append(defs, ToolDef{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.JSONSchema,
+			Effect: t.Effect, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, OutputSchema: t.OutputSchema})
 	}
 	return defs, nil
 }
 
-// Call runs one call as a line of its own would, and returns its result
-// text and error flag; input is the call's input as JSON, chain nil means
-// the default chain.
-func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, input json.RawMessage) (string, bool) {
+// CallResult is the result of one call, for front ends other than the line
+// protocol: its text, error flag, and structured result when the tool gave
+// one (successful calls only).
+type CallResult struct {
+	Text       string
+	IsError    bool
+	Structured any
+}
+
+// Call runs one call as a line of its own would; input is the call's input
+// as JSON, chain nil means the default chain.
+func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, input json.RawMessage) CallResult {
 	if chain == nil {
 		chain = g.opts.Chain
 	}
 	cur := g.enter()
 	defer cur.Exit()
 	r := g.batch(ctx, cur, chain, []call{{ID: id, Name: name, Input: input}})[0]
-	return r.Content, r.IsError
+	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured}
 }

@@ -14,6 +14,7 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 	ps := make([]prepared, len(calls))
 	seen := map[string]bool{}
 	eff, chainErr := cur.Effective(chain) // once per batch
+	ceil := ceilingOf(cur, chain)
 	for i, c := range calls {
 		switch {
 		case c.ID == "":
@@ -23,7 +24,7 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 			ps[i] = prepared{call: c}
 			ps[i].refuse(rule.Refused(rule.R2, duplicateID(c.ID)))
 		default:
-			ps[i] = prepare(cur, eff, chainErr, c)
+			ps[i] = prepare(cur, eff, ceil, chainErr, c)
 		}
 		seen[c.ID] = true
 	}

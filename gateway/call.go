@@ -24,6 +24,7 @@ type prepared struct {
 	cur     *Current
 	tool    *policy.Tool
 	eff     *allow.Effective
+	ceil    ceiling
 	input   tools.Input
 	refused *rule.Decision
 }
@@ -33,18 +34,25 @@ func (p *prepared) refuse(d rule.Decision) { p.refused = &d }
 // prepare finds the tool and checks that the surface lists it (rule P9).
 // eff is the chain's effective list, computed once per line; err is why
 // the chain cannot run.
-func prepare(cur *Current, eff *allow.Effective, chainErr error, c call) prepared {
-	p := prepared{call: c, cur: cur, eff: eff}
+func prepare(cur *Current, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
+	p := prepared{call: c, cur: cur, eff: eff, ceil: ceil}
 	if chainErr != nil {
 		p.refuse(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
 		return p
 	}
 	t, ok := cur.Tools[c.Name]
 	if !ok {
-		p.refuse(rule.Refused(rule.P9, unknownTool(c.Name, listed(cur, eff))))
+		p.refuse(rule.Refused(rule.P9, unknownTool(c.Name, listed(cur, eff, ceil))))
 		return p
 	}
 	p.tool = t
+	if policy.Above(t.Effect, ceil.effect) {
+		// Neither listed nor allowed, whatever the lists say (rule P13).
+		d := rule.Refused(rule.P13, aboveCeiling(t.Name, t.Effect, ceil.effect, ceil.by))
+		d.Ceiling = ceil.effect
+		p.refuse(d)
+		return p
+	}
 	if !eff.Listed(c.Name) {
 		// Not allowed, a different sentence from unknown (rule P9).
 		p.refuse(eff.Decide(c.Name, nil, ""))
@@ -63,13 +71,21 @@ func prepare(cur *Current, eff *allow.Effective, chainErr error, c call) prepare
 	return p
 }
 
-type listedSet interface{ Listed(string) bool }
+// ceiling is a chain's side-effect ceiling (rule P13) and the surface
+// that sets it; effect "" is none.
+type ceiling struct{ effect, by string }
 
-// listed is the names of the tools the surface may use, sorted.
-func listed(cur *Current, eff listedSet) []string {
+func ceilingOf(cur *Current, chain []string) ceiling {
+	e, by := cur.Ceiling(chain)
+	return ceiling{e, by}
+}
+
+// listed is the names of the tools the surface may use, sorted: those with
+// an entry (rule P9) within the ceiling (rule P13).
+func listed(cur *Current, eff *allow.Effective, ceil ceiling) []string {
 	var names []string
 	for _, n := range cur.Names() {
-		if eff.Listed(n) {
+		if eff.Listed(n) && !policy.Above(cur.Tools[n].Effect, ceil.effect) {
 			names = append(names, n)
 		}
 	}
@@ -99,7 +115,7 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	}
 	// Permission (rules P2–P11).
 	d := p.eff.Decide(p.Name, subjectInput(p), g.opts.Workdir)
-	d.Effective, d.Violations, d.Mode = p.eff.Entries(p.Name), violations, mode
+	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
 	}
@@ -129,7 +145,7 @@ func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) 
 		chain = g.opts.Chain
 	}
 	eff, err := cur.Effective(chain)
-	d := g.decide(prepare(cur, eff, err, call{ID: id, Name: name, Input: input}))
+	d := g.decide(prepare(cur, eff, ceilingOf(cur, chain), err, call{ID: id, Name: name, Input: input}))
 	if err == nil && d.Effective == nil {
 		d.Effective = eff.Entries(name)
 	}
@@ -167,7 +183,11 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 	default:
 		log.Debug("tool returned", "bytes", len(r.Text))
 	}
-	return result{Type: "tool_result", ToolUseID: p.ID, Content: r.Text, IsError: r.IsError}
+	out := result{Type: "tool_result", ToolUseID: p.ID, Content: r.Text, IsError: r.IsError}
+	if !r.IsError {
+		out.structured = r.Structured
+	}
+	return out
 }
 
 // panicError is the cause of a result that a panic produced.

@@ -67,6 +67,8 @@ type result struct {
 	ToolUseID string `json:"tool_use_id"`
 	Content   string `json:"content"`
 	IsError   bool   `json:"is_error"`
+	// structured is the tool's structured result, for the MCP front end.
+	structured any
 }
 
 type userMessage struct {

@@ -60,3 +60,7 @@ func panicked() string {
 func errorResult(id, sentence string) result {
 	return result{Type: "tool_result", ToolUseID: id, Content: sentence, IsError: true}
 }
+
+func aboveCeiling(tool, effect, ceiling, by string) string {
+	return fmt.Sprintf("%s is not allowed on this surface: its side effect is %s, above the ceiling %s that %s sets (max-effect), so it is neither listed nor allowed here whatever the lists say.", tool, effect, ceiling, by)
+}

@@ -124,6 +124,18 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		}
 	}
 	t.Description = str(v.LookupPath(cue.ParsePath("description")))
+	t.Title = str(v.LookupPath(cue.ParsePath("title")))
+	if out := v.LookupPath(cue.ParsePath("output")); out.Exists() {
+		js, err := gate.ExportJSONSchema(out)
+		if err != nil {
+			c.fail(out, string(rule.S1), "tool %s: its output cannot be exported as JSON Schema: %v.", name, err)
+			return nil
+		}
+		t.OutputSchema = js
+	}
+	t.Effect = str(v.LookupPath(cue.ParsePath("effect")))
+	t.Idempotent = boolean(v.LookupPath(cue.ParsePath("idempotent")))
+	t.OpenWorld = boolean(v.LookupPath(cue.ParsePath("openWorld")))
 	t.Input = v.LookupPath(cue.ParsePath("input"))
 	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
 	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
@@ -298,6 +310,9 @@ func fields(v cue.Value) map[string]cue.Value {
 
 func (c *compiler) surface(ref string, v cue.Value) *Surface {
 	s := &Surface{Ref: ref}
+	if m := v.LookupPath(cue.MakePath(cue.Str("max-effect"))); m.Exists() {
+		s.MaxEffect, s.MaxEffectPos = str(m), position(m.Pos())
+	}
 	list := v.LookupPath(cue.MakePath(cue.Str("allowed-tools")))
 	if !list.Exists() {
 		return s

@@ -47,6 +47,9 @@ type Tool struct {
 	Gate *gate.Gate
 	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
 	JSONSchema json.RawMessage
+	// OutputSchema is the schema of the tool's structured result as JSON
+	// Schema; nil when it gives none.
+	OutputSchema json.RawMessage
 	// Concurrency is "sequential" or "concurrent_safe"; Interrupt one of the
 	// four declarations of rule K1.
 	Concurrency string
@@ -55,6 +58,12 @@ type Tool struct {
 	Subject *Subject
 	// Validation is the gate mode for this tool: its own or the policy's.
 	Validation rule.Mode
+	// Title is a short human-readable name; "" for none.
+	Title string
+	// Effect is the tool's side effect (rule P13): none, read, write or
+	// destructive; Idempotent and OpenWorld are its MCP hints.
+	Effect                string
+	Idempotent, OpenWorld bool
 	// Sandbox is the tool's sandbox block (rule R6); nil when it has none.
 	Sandbox *SandboxSpec
 	// MaxFileBytes bounds the files the tool produces; 0 for no bound set.
@@ -124,6 +133,42 @@ type Surface struct {
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
 	EntryPos []Position
+	// MaxEffect is the surface's side-effect ceiling (rule P13); "" for none.
+	MaxEffect    string
+	MaxEffectPos Position
+}
+
+// effects orders the side effects (rule P13).
+var effects = map[string]int{"none": 0, "read": 1, "write": 2, "destructive": 3}
+
+// Above reports whether effect a is above ceiling b ("" is no ceiling).
+func Above(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	ea, ok := effects[a]
+	if !ok {
+		ea = effects["destructive"]
+	}
+	return ea > effects[b]
+}
+
+// Ceiling returns the side-effect ceiling of a surface chain: the lowest
+// max-effect along it (rule P13), and the surface that sets it; "" for none.
+func (g *Generation) Ceiling(chain []string) (effect, by string) {
+	for _, ref := range chain {
+		s, ok := g.Surfaces[ref]
+		if !ok || s.MaxEffect == "" {
+			continue
+		}
+		if effect == "" || effects[s.MaxEffect] < effects[effect] {
+			effect, by = s.MaxEffect, ref
+		}
+	}
+	if a := g.Surfaces["agent"]; a != nil && a.MaxEffect != "" && (effect == "" || effects[a.MaxEffect] < effects[effect]) {
+		effect, by = a.MaxEffect, "agent"
+	}
+	return effect, by
 }
 
 // Parallel is the policy's batch settings.

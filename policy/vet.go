@@ -14,6 +14,7 @@ import (
 // so that every run on it would be refused (rule P11).
 func Vet(g *Generation) []Diagnostic {
 	ds := append([]Diagnostic(nil), g.Warnings...)
+	ds = append(ds, emptiedByCeiling(g)...)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {
@@ -96,4 +97,40 @@ func entries(tool string, patterns []string) string {
 		out[i] = tool + "(" + p + ")"
 	}
 	return strings.Join(out, ", ")
+}
+
+// emptiedByCeiling reports a surface whose side-effect ceiling leaves none
+// of the tools its list (or, with no list, the policy) names: every call on
+// it is refused (rules P12, P13).
+func emptiedByCeiling(g *Generation) []Diagnostic {
+	var ds []Diagnostic
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		if s.MaxEffect == "" {
+			continue
+		}
+		chain := []string{"agent", ref}
+		ceil, _ := g.Ceiling(chain)
+		names := g.Names()
+		if s.Declared {
+			names = nil
+			for _, e := range s.Entries {
+				if _, ok := g.Tools[entryName(e)]; ok {
+					names = append(names, entryName(e))
+				}
+			}
+		}
+		if len(names) == 0 {
+			continue // P12 has said the list leaves no tool
+		}
+		left := false
+		for _, n := range names {
+			left = left || !Above(g.Tools[n].Effect, ceil)
+		}
+		if !left {
+			ds = append(ds, Diagnostic{Pos: s.MaxEffectPos, Code: "P12", Warning: true, Message: fmt.Sprintf(
+				"%s max-effect %q leaves none of its tools (%s), so every call on it is refused; raise the ceiling or allow a tool within it.", ref, s.MaxEffect, joinNames(names))})
+		}
+	}
+	return ds
 }

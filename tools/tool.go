@@ -31,11 +31,15 @@ type Func func(ctx context.Context, env *Env, in Input) Result
 // Run calls f.
 func (f Func) Run(ctx context.Context, env *Env, in Input) Result { return f(ctx, env, in) }
 
-// Result is what a call returns (rule C3). Cause is logged, never sent to the model.
+// Result is what a call returns (rule C3). Cause is logged, never sent to
+// the model. Structured, when set, is the result as a value that the tool's
+// declared output schema describes (MCP structuredContent); Text stays the
+// whole answer for clients that ignore structure.
 type Result struct {
-	Text    string
-	IsError bool
-	Cause   error
+	Text       string
+	IsError    bool
+	Cause      error
+	Structured any
 }
 
 // OK is a successful result.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/policy"
 )
 
 func main() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) }
@@ -35,21 +37,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Reader:    stdin,
 		Writer:    stderr, // help and usage go to standard error: standard output is the protocol's (rule R1)
 		ErrWriter: stderr,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-		},
+		Version:   version(),
+		Flags:     []cli.Flag{logLevelFlag()},
 		Commands: []*cli.Command{
 			serveCommand(stdin, stdout),
 			vetCommand(stdout),
 			checkCommand(stdin, stdout),
 			mcpCommand(stdin, stdout),
+			versionCommand(stdout),
+		},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet and version (aimon-gw --help).\n", name)
+			notFound = true
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return cli.Exit(fmt.Sprintf("aimon-gw: %v; see aimon-gw --help.", err), exitUsage)
 		},
 	}
+	notFound = false
+	cli.VersionPrinter = func(*cli.Context) { fmt.Fprintln(stdout, "aimon-gw", version()) }
 	err := app.RunContext(ctx, args)
+	if notFound {
+		return exitUsage
+	}
 	if err == nil {
 		return 0
 	}
@@ -71,6 +82,21 @@ func logger(c *cli.Context) (*slog.Logger, error) {
 		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", c.String("log-level")), exitUsage)
 	}
 	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
+}
+
+// notFound is set when the command line names no command of ours.
+var notFound bool
+
+// logLevelFlag is accepted before or after the command, where MCP client
+// configurations put their arguments.
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}
+}
+
+// isLoadError reports whether err is a policy that does not load.
+func isLoadError(err error) bool {
+	var errs policy.Errors
+	return errors.As(err, &errs)
 }
 
 // discard is the logger of commands whose output is their answer.
@@ -98,6 +124,7 @@ func policyFlags() []cli.Flag {
 		&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
 		&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
 		loadTimeoutFlag(),
+		logLevelFlag(),
 	}
 }
 

@@ -24,10 +24,13 @@ func vetCommand(stdout io.Writer) *cli.Command {
 		Name:      "vet",
 		Usage:     "check a policy directory; exit 1 with one file:line:col line per problem",
 		ArgsUsage: "DIR",
-		Flags:     []cli.Flag{loadTimeoutFlag()},
+		Flags:     []cli.Flag{loadTimeoutFlag(), logLevelFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw vet takes one policy directory: aimon-gw vet DIR.", exitUsage)
+			}
+			if _, err := logger(c); err != nil {
+				return err
 			}
 			return vet(vetParams{Dir: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
 		},

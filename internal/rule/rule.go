@@ -88,6 +88,8 @@ type Decision struct {
 	Violations []string `json:"violations,omitempty"`
 	// Mode is the tool's validation mode (S9).
 	Mode Mode `json:"validation,omitempty"`
+	// Ceiling is the chain's side-effect ceiling (P13); "" for none.
+	Ceiling string `json:"max_effect,omitempty"`
 	// Sandbox is where the call's commands may write (R6), for a tool that
 	// runs in one.
 	Sandbox *tools.Sandbox `json:"sandbox,omitempty"`

@@ -130,7 +130,20 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	for _, n := range notes {
 		b.WriteString("\n" + n)
 	}
-	return tools.Result{Text: b.String(), IsError: isErr}
+	code := -1
+	if st != nil && why == stopExit {
+		code = st.ExitCode()
+	}
+	return tools.Result{Text: b.String(), IsError: isErr, Structured: BashOutput{
+		ExitCode: code, Stdout: string(run.stdout.buf), Stderr: string(run.stderr.buf), TimedOut: why == stopTimeout}}
+}
+
+// BashOutput is Bash's structured result; it mirrors #BashOutput.
+type BashOutput struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	TimedOut bool   `json:"timed_out"`
 }
 
 type stop int

@@ -112,7 +112,9 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return fail(env, "Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
 	}
 	if len(hits) == 0 {
-		return tools.OK(fmt.Sprintf("No files found for %s in %s.%s", quote(p.Pattern), root, skippedNote(skipped)))
+		r := tools.OK(fmt.Sprintf("No files found for %s in %s.%s", quote(p.Pattern), root, skippedNote(skipped)))
+		r.Structured = GlobOutput{Files: []string{}}
+		return r
 	}
 	slices.SortFunc(hits, func(a, b hit) int {
 		if c := b.mod.Compare(a.mod); c != 0 {
@@ -121,13 +123,23 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return strings.Compare(a.path, b.path)
 	})
 	var b strings.Builder
+	out := GlobOutput{Files: []string{}, Truncated: len(hits) > MaxGlobResults}
 	for _, h := range hits[:min(len(hits), MaxGlobResults)] {
 		b.WriteString(h.path + "\n")
+		out.Files = append(out.Files, h.path)
 	}
 	if len(hits) > MaxGlobResults {
 		fmt.Fprintf(&b, "[Showing the %d newest of %d files; use a narrower pattern or path to see the rest.]", MaxGlobResults, len(hits))
 	}
-	return tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped))
+	r := tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped))
+	r.Structured = out
+	return r
+}
+
+// GlobOutput is Glob's structured result; it mirrors #GlobOutput.
+type GlobOutput struct {
+	Files     []string `json:"files"`
+	Truncated bool     `json:"truncated"`
 }
 
 // ctxFS fails every Open once ctx is done, so that a walk through a large tree

@@ -1,0 +1,182 @@
+// Package mcpfront serves the gateway to MCP clients over the official Go
+// SDK: the surface's tools with their annotations, every call through the
+// same gate and permission as a line of serve, and a transport in front of
+// the SDK so that no bad frame ends the session.
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/reload"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Reload starts the gateway (its Gateway.Chain is the surface).
+	Reload reload.Options
+	// In and Out carry the session (standard input and output); Transport,
+	// when set, replaces them (an in-memory pair in tests).
+	In        io.Reader
+	Out       io.Writer
+	Transport mcp.Transport
+	// MaxFrameBytes bounds one frame; 0 means 16 MiB.
+	MaxFrameBytes int
+	// Version is the server's version in serverInfo.
+	Version string
+}
+
+// ErrSurface is wrapped by Serve's error when the surface cannot run under
+// the policy (an undeclared surface, lists with no tool in common).
+var ErrSurface = errors.New("the surface cannot run under this policy")
+
+// Serve serves one MCP session until it ends or ctx is done.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Reload.Gateway.Logger
+	if log == nil {
+		log = slog.Default()
+		o.Reload.Gateway.Logger = log
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: o.Version}, &mcp.ServerOptions{
+		Logger: log,
+		// Tools only: the gateway sends no log notifications, so it does
+		// not advertise logging.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	ts := &toolSet{ctx: ctx, server: server, chain: o.Reload.Gateway.Chain, log: log, listed: map[string]bool{}}
+	o.Reload.OnSwap = ts.sync
+	rt, err := reload.Start(ctx, o.Reload)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	gw := rt.Gateway()
+	if _, err := gw.Tools(nil); err != nil {
+		return fmt.Errorf("%w: %v", ErrSurface, err)
+	}
+	ts.sync(gw)
+	t := o.Transport
+	if t == nil {
+		max := o.MaxFrameBytes
+		if max <= 0 {
+			max = 16 << 20
+		}
+		g := newGuard(o.In, o.Out, max)
+		g.listed = ts.isListed
+		g.refuse = func(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
+			return toResult(ts.call(ctx, gw, name, args))
+		}
+		t = g
+	}
+	if err := server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// toolSet keeps the MCP server's tool list equal to the surface's in the
+// generation in force; a reload that changes it notifies the client.
+type toolSet struct {
+	ctx    context.Context // the process's: a signal cancels every call
+	server *mcp.Server
+	chain  []string
+	log    *slog.Logger
+	seq    atomic.Int64
+
+	mu     sync.Mutex
+	listed map[string]bool
+}
+
+func (m *toolSet) isListed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.listed[name]
+}
+
+// call runs one call through the gateway, cancelled with the process.
+func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, name string, input json.RawMessage) gateway.CallResult {
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+	return gw.Call(ctx, m.chain, "mcp_"+strconv.FormatInt(m.seq.Add(1), 10), name, input)
+}
+
+func toResult(r gateway.CallResult) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError, StructuredContent: r.Structured}
+}
+
+func (m *toolSet) sync(gw *gateway.Gateway) {
+	defs, err := gw.Tools(m.chain)
+	if err != nil {
+		m.log.Warn("mcp: the surface has no tools under this policy", "error", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := map[string]bool{}
+	for _, d := range defs {
+		tool, err := mcpTool(d)
+		if err != nil {
+			m.log.Error("mcp: leaving a tool out", "tool", d.Name, "error", err)
+			continue
+		}
+		name := d.Name
+		now[name] = true
+		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return toResult(m.call(ctx, gw, name, req.Params.Arguments)), nil
+		})
+	}
+	var gone []string
+	for name := range m.listed {
+		if !now[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		m.server.RemoveTools(gone...)
+	}
+	m.listed = now
+}
+
+// mcpTool is a gateway tool as MCP lists it: its title, schemas, and the
+// annotations its side effect (rule P13) and declarations give.
+func mcpTool(d gateway.ToolDef) (*mcp.Tool, error) {
+	var in map[string]any
+	if err := json.Unmarshal(d.InputSchema, &in); err != nil || in == nil {
+		return nil, fmt.Errorf("its input schema is not a JSON object: %v", err)
+	}
+	in["type"] = "object" // every input is an object; MCP requires it be said
+	t := &mcp.Tool{Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: in,
+		Annotations: annotations(d)}
+	if d.OutputSchema != nil {
+		var out map[string]any
+		if err := json.Unmarshal(d.OutputSchema, &out); err != nil {
+			return nil, fmt.Errorf("its output schema is not a JSON object: %v", err)
+		}
+		delete(out, "$schema")
+		t.OutputSchema = out
+	}
+	return t, nil
+}
+
+// annotations: readOnlyHint for none and read, destructiveHint for
+// destructive (rule P13); idempotentHint and openWorldHint as declared.
+func annotations(d gateway.ToolDef) *mcp.ToolAnnotations {
+	readOnly := d.Effect == "none" || d.Effect == "read"
+	destructive := d.Effect == "destructive"
+	open := d.OpenWorld
+	return &mcp.ToolAnnotations{Title: d.Title, ReadOnlyHint: readOnly, DestructiveHint: &destructive,
+		IdempotentHint: d.Idempotent, OpenWorldHint: &open}
+}
