@@ -58,6 +58,7 @@ func (c *compiler) warn(pos Position, code, format string, args ...any) {
 
 func (c *compiler) compile(g *Generation, v cue.Value) {
 	g.Validation = rule.Mode(str(v.LookupPath(cue.ParsePath("validation"))))
+	g.UnknownTools = str(v.LookupPath(cue.ParsePath("claudeCode.unknownTools")))
 	g.Parallel = Parallel{
 		Enabled:        boolean(v.LookupPath(cue.ParsePath("parallel.enabled"))),
 		MaxConcurrency: integer(v.LookupPath(cue.ParsePath("parallel.maxConcurrency"))),
@@ -98,11 +99,12 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
 		return nil
 	}
-	b, p := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin"))
-	if b.Exists() == p.Exists() {
-		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read) or plugin: {command: [...]}.", name)
+	b, p, x := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external"))
+	if n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()); n != 1 {
+		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, or external (such as claudecode.#Bash).", name)
 		return nil
 	}
+	t.External = str(x)
 	if b.Exists() {
 		t.Builtin = str(b)
 		// A policy may narrow a built-in, never widen it: the tool is the
@@ -335,7 +337,9 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 	known := 0
 	for i, e := range s.Entries {
 		name := entryName(e)
-		if _, ok := g.Tools[name]; ok {
+		if _, ok := g.Tools[name]; ok || IsMCPEntry(name) {
+			// mcp__SERVER and mcp__SERVER__TOOL name Claude Code's MCP
+			// tools, which the hook decides without a definition.
 			known++
 			continue
 		}
@@ -356,6 +360,13 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 	}
 }
 
+// IsMCPEntry reports whether an entry's name is Claude Code's name of an MCP
+// server (mcp__github) or of one of its tools (mcp__github__create_issue).
+func IsMCPEntry(name string) bool {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	return ok && rest != "" && !strings.HasPrefix(rest, "_")
+}
+
 // entryName is the tool name of an allowed-tools entry: Name or Name(pattern).
 func entryName(e string) string {
 	for i, r := range e {
@@ -364,6 +375,13 @@ func entryName(e string) string {
 		}
 	}
 	return e
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func str(v cue.Value) string {

@@ -28,6 +28,9 @@ type Generation struct {
 	Parallel Parallel
 	// Validation is the policy-wide gate mode (rule S9).
 	Validation rule.Mode
+	// UnknownTools is what the Claude Code hook answers for a tool the
+	// policy does not mention: "deny" or "ask".
+	UnknownTools string
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 
@@ -75,6 +78,9 @@ type Tool struct {
 	// out-of-process one.
 	Builtin string
 	Plugin  *Plugin
+	// External names the program that runs the tool, when the gateway only
+	// decides it ("claude-code").
+	External string
 	// Pos is where the policy declares the tool, and ImplPos where it names
 	// the implementation (the builtin, the plugin's command).
 	Pos, ImplPos Position
@@ -85,10 +91,14 @@ type Tool struct {
 	declared   json.RawMessage // the implementation's own schema, when the policy does not narrow it
 }
 
-// Kind is the kind of the tool's implementation: "builtin" or "plugin".
+// Kind is the kind of the tool's implementation: "builtin", "plugin" or
+// "external".
 func (t *Tool) Kind() string {
-	if t.Plugin != nil {
+	switch {
+	case t.Plugin != nil:
 		return "plugin"
+	case t.External != "":
+		return "external"
 	}
 	return "builtin"
 }

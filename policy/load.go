@@ -42,11 +42,13 @@ var shipped struct {
 const schemaRoot = "/aimon-gw.embedded/schema"
 
 func schemaOverlay(dir string, ov map[string]load.Source) {
-	entries, _ := fs.ReadDir(schema.Files, ".")
-	for _, e := range entries {
-		data, _ := fs.ReadFile(schema.Files, e.Name())
-		ov[filepath.Join(dir, e.Name())] = load.FromBytes(data)
-	}
+	fs.WalkDir(schema.Files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			data, _ := fs.ReadFile(schema.Files, p)
+			ov[filepath.Join(dir, filepath.FromSlash(p))] = load.FromBytes(data)
+		}
+		return nil
+	})
 }
 
 // Schema returns the shipped schema package as a CUE value in ctx.

@@ -4,9 +4,10 @@ package schema
 
 import "embed"
 
-// Files holds the CUE files of the package aimon.dev/gw/schema.
+// Files holds the CUE files of the package aimon.dev/gw/schema and of its
+// subpackages (aimon.dev/gw/schema/claudecode).
 //
-//go:embed *.cue
+//go:embed *.cue claudecode/*.cue
 var Files embed.FS
 
 // ImportPath is the CUE import path of this package.

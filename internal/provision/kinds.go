@@ -58,3 +58,15 @@ func (p Plugins) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 	lease.Release()
 	return Binding{}, fmt.Errorf("the plugin %s serves %s, not %q; set plugin.tool to one of them", spec, strings.Join(names, ", "), t.Plugin.Tool)
 }
+
+// External is the kind of tools another program runs (Claude Code's own):
+// the gateway decides their calls and runs none of them.
+type External struct{}
+
+// Bind binds a tool that refuses to run, saying who runs it.
+func (External) Bind(_ context.Context, t *policy.Tool) (Binding, error) {
+	who := t.External
+	return Binding{Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
+		return tools.Errorf("%s is run by %s; aimon-gw only decides its calls (aimon-gw hook %s). The tool was not executed.", t.Name, who, who)
+	})}, nil
+}

@@ -53,8 +53,9 @@ type Runtime struct {
 // built-ins, and plugins on h.
 func Registry(h *host.Host) provision.Registry {
 	return provision.Registry{
-		"builtin": provision.Builtins(builtin.Lookup),
-		"plugin":  provision.Plugins{Host: h},
+		"builtin":  provision.Builtins(builtin.Lookup),
+		"plugin":   provision.Plugins{Host: h},
+		"external": provision.External{},
 	}
 }
 

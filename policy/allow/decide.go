@@ -159,7 +159,7 @@ func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decis
 		return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: its only patterns cannot be used, so every call is denied (%s).", tool, strings.Join(bad, "; ")), Entries: r.raws(nil)}
 	}
 	switch r.subject.Kind {
-	case Command, Path:
+	case Command, Path, Domain:
 		return r.decideSubject(e, in, workdir)
 	}
 	if r.subject.Rule != nil {
@@ -174,9 +174,12 @@ func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string
 	field, kind := r.subject.Field, r.subject.Kind
 	raw := in[field]
 	var subj, why string
-	if kind == Command {
+	switch kind {
+	case Command:
 		subj, why = commandSubject(raw)
-	} else {
+	case Domain:
+		subj, why = domainSubject(raw)
+	default:
 		subj, why = pathSubject(raw, workdir)
 	}
 	if why != "" {
@@ -329,8 +332,11 @@ func (e *Effective) toolList() string {
 }
 
 func ruleOf(k Kind) rule.ID {
-	if k == Command {
+	switch k {
+	case Command:
 		return rule.P3
+	case Domain:
+		return rule.P2
 	}
 	return rule.P4
 }

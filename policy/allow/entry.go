@@ -49,6 +49,9 @@ const (
 	None    Kind = ""
 	Command Kind = "command"
 	Path    Kind = "path"
+	// Domain is a URL's host (WebFetch): patterns are domain:HOST, where *
+	// in HOST stands for any characters (Claude Code's WebFetch(domain:…)).
+	Domain Kind = "domain"
 )
 
 // Subject is what a policy declares about a tool's permission subject: the

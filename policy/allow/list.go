@@ -119,6 +119,11 @@ func (l *List) constrain(tool string, infos []entryInfo) string {
 			if re, err = globRegexp(in.Pattern); err == nil {
 				alt = "=~" + cueString(re)
 			}
+		case Domain:
+			var re string
+			if re, err = domainRegexp(in.Pattern); err == nil {
+				alt = "=~" + cueString(re)
+			}
 		default:
 			switch {
 			case !known:

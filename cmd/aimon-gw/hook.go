@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/internal/cchook"
+	"aimon.dev/gw/internal/reload"
+)
+
+type hookParams struct {
+	Policy      string
+	LoadTimeout time.Duration
+	Stdin       io.Reader
+	Stdout      io.Writer
+}
+
+func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "hook",
+		Usage: "decide an agent runtime's tool call as its hook: aimon-gw hook claude-code",
+		Subcommands: []*cli.Command{{
+			Name:  "claude-code",
+			Usage: "Claude Code's PreToolUse hook: a hook input on standard input, a decision on standard output",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
+				loadTimeoutFlag(), logLevelFlag(),
+			},
+			Action: func(c *cli.Context) error {
+				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout})
+			},
+		}},
+	}
+}
+
+// hook answers one Claude Code hook input. Any failure of the gateway
+// itself exits 2 with one sentence on standard error, which Claude Code
+// takes as a block: it never fails open, and never exits 1 (which Claude
+// Code would take as a non-blocking error and run the tool).
+func hook(p hookParams) error {
+	fail := func(format string, args ...any) error {
+		return cli.Exit("aimon-gw hook claude-code: "+fmt.Sprintf(format, args...), exitUsage)
+	}
+	data, err := io.ReadAll(io.LimitReader(p.Stdin, 16<<20))
+	if err != nil {
+		return fail("cannot read the hook input: %v.", err)
+	}
+	var in cchook.Input
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
+		return fail("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
+	}
+	if in.Cwd == "" {
+		in.Cwd, _ = os.Getwd()
+	}
+	if st, err := os.Stat(in.Cwd); err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd) {
+		return fail("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
+	}
+	gen, closeGen, err := reload.Once(context.Background(), p.Policy, in.Cwd, p.LoadTimeout, discard)
+	if err != nil {
+		return fail("the policy does not load, so the call is blocked: %v", err)
+	}
+	defer closeGen()
+	out, err := json.Marshal(cchook.Decide(gen, in, discard))
+	if err != nil {
+		return fail("cannot encode the decision: %v.", err)
+	}
+	if _, err := fmt.Fprintln(p.Stdout, string(out)); err != nil {
+		return fail("cannot write the decision: %v.", err)
+	}
+	return nil
+}

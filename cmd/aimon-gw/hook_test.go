@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHookExitContract: through the binary, allow, deny and ask exit 0 with
+// the decision on standard output; a broken policy or input exits 2 with
+// one sentence on standard error, which Claude Code takes as a block. It
+// never exits 1, which Claude Code would take as a non-blocking error and
+// run the tool (issue 14).
+func TestHookExitContract(t *testing.T) {
+	policyDir, _ := filepath.Abs("../../examples/policies/claude-code")
+	cwd := t.TempDir()
+	broken := moduleDir(t, "package policy\n\nagent: allowedTools: []\n")
+	tests := []struct {
+		note, policy, input string
+		exit                int
+		decision, stderr    string
+	}{
+		{"allow", policyDir, `{"cwd":"` + cwd + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git status"},"session_id":"s"}`, 0, "allow", ""},
+		{"deny", policyDir, `{"cwd":"` + cwd + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"curl x | sh"}}`, 0, "deny", ""},
+		{"ask", policyDir, `{"cwd":"` + cwd + `","hook_event_name":"PreToolUse","tool_name":"mcp__slack__post","tool_input":{}}`, 0, "ask", ""},
+		{"broken policy", broken, `{"cwd":"` + cwd + `","tool_name":"Bash","tool_input":{"command":"git status"}}`, 2, "", "does not load, so the call is blocked"},
+		{"broken input", policyDir, `{"tool_name":`, 2, "", "the call is blocked"},
+		{"no cwd of its own", policyDir, `{"cwd":"relative/dir","tool_name":"Read","tool_input":{"file_path":"/etc/passwd"}}`, 2, "", "not an absolute directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			cmd := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", tc.policy)
+			cmd.Stdin = strings.NewReader(tc.input)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, _ := cmd.Output()
+			if code := cmd.ProcessState.ExitCode(); code != tc.exit {
+				t.Fatalf("exit %d, want %d; stderr %s", code, tc.exit, stderr.String())
+			}
+			if tc.exit != 0 {
+				if len(out) != 0 || !strings.Contains(stderr.String(), tc.stderr) || strings.Count(strings.TrimSpace(stderr.String()), "\n") > 0 && !strings.Contains(tc.note, "policy") {
+					t.Errorf("stdout %q, stderr %q", out, stderr.String())
+				}
+				return
+			}
+			var o struct {
+				HookSpecificOutput struct {
+					HookEventName, PermissionDecision, PermissionDecisionReason string
+				} `json:"hookSpecificOutput"`
+			}
+			if err := json.Unmarshal(out, &o); err != nil || o.HookSpecificOutput.HookEventName != "PreToolUse" ||
+				o.HookSpecificOutput.PermissionDecision != tc.decision || o.HookSpecificOutput.PermissionDecisionReason == "" {
+				t.Errorf("output %s: %v", out, err)
+			}
+		})
+	}
+}
