@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -88,6 +89,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 		c.checkList(g, g.Surfaces[ref])
 	}
 	c.compileLists(g)
+	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
 }
 
 func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
@@ -217,6 +219,49 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 	}
 	t.Sandbox = s
 	return ok
+}
+
+// tests reads the policy's unit tests; one that names a tool or surface
+// the policy does not define is reported (vet), and still run (it fails).
+func (c *compiler) tests(g *Generation, v cue.Value) {
+	iter, err := v.Fields()
+	if err != nil {
+		return
+	}
+	for iter.Next() {
+		tv := iter.Value()
+		t := Test{Name: iter.Selector().Unquoted(), Pos: c.pos(tv, 0), Tool: str(tv.LookupPath(cue.ParsePath("tool"))),
+			Workdir: str(tv.LookupPath(cue.ParsePath("workdir"))), Allowed: boolean(tv.LookupPath(cue.ParsePath("allowed"))),
+			Rule: str(tv.LookupPath(cue.ParsePath("rule"))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
+		sv := tv.LookupPath(cue.ParsePath("surface"))
+		if d, ok := sv.Default(); ok {
+			sv = d
+		}
+		_ = sv.Decode(&t.Surface)
+		if in, err := tv.LookupPath(cue.ParsePath("input")).MarshalJSON(); err == nil {
+			t.Input = in
+		} else {
+			c.warn(t.Pos, "test", "test %q: its input is not concrete JSON (%v); write the input's values out.", t.Name, err)
+		}
+		if _, ok := g.Tools[t.Tool]; !ok && !IsMCPEntry(t.Tool) {
+			msg := fmt.Sprintf("test %q calls %s, a tool the policy does not define.", t.Name, t.Tool)
+			if near := tools.Closest(t.Tool, g.Names()); near != "" {
+				msg = fmt.Sprintf("test %q calls %s, a tool the policy does not define; did you mean %q?", t.Name, t.Tool, near)
+			}
+			c.warn(c.pos(tv.LookupPath(cue.ParsePath("tool")), 0), "test", "%s", msg)
+		}
+		for _, ref := range t.Surface {
+			if _, ok := g.Surfaces[ref]; !ok {
+				c.warn(c.pos(sv, 0), "test", "test %q runs on %s, a surface the policy does not declare; declared are %s.", t.Name, ref, joinNames(g.SurfaceRefs()))
+			}
+		}
+		if t.Reason != "" {
+			if _, err := regexp.Compile(t.Reason); err != nil {
+				c.warn(c.pos(tv.LookupPath(cue.ParsePath("reason")), 0), "test", "test %q: reason is not a valid regular expression: %v.", t.Name, err)
+			}
+		}
+		g.Tests = append(g.Tests, t)
+	}
 }
 
 // checkSubject reports a subject field that is not a parameter (rule P2).

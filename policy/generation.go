@@ -31,6 +31,8 @@ type Generation struct {
 	// UnknownTools is what the Claude Code hook answers for a tool the
 	// policy does not mention: "deny" or "ask".
 	UnknownTools string
+	// Tests are the policy's own unit tests (aimon-gw test), by name.
+	Tests []Test
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 
@@ -106,6 +108,19 @@ func (t *Tool) Kind() string {
 // Pending reports whether the tool waits for its implementation to declare
 // its input (see Generation.Complete); such a tool cannot be served.
 func (t *Tool) Pending() bool { return t.pending }
+
+// A Test is one policy unit test: a call and what must happen to it.
+type Test struct {
+	Name    string
+	Pos     Position
+	Surface []string
+	Tool    string
+	Input   json.RawMessage
+	Workdir string
+	Allowed bool
+	Rule    string
+	Reason  string // a regular expression the sentence must match
+}
 
 // SandboxSpec is a tool's sandbox block as the policy wrote it.
 type SandboxSpec struct {

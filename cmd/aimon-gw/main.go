@@ -47,9 +47,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			versionCommand(stdout),
 			hookCommand(stdin, stdout),
 			importCommand(stdout, stderr),
+			testCommand(stdout),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, hook, import and version (aimon-gw --help).\n", name)
+			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, test, hook, import and version (aimon-gw --help).\n", name)
 			notFound = true
 		},
 		ExitErrHandler: func(*cli.Context, error) {},

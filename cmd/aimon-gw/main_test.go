@@ -30,6 +30,11 @@ func TestScripts(t *testing.T) {
 		Dir:           "testdata/script",
 		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
+			repo, err := filepath.Abs("../..")
+			if err != nil {
+				return err
+			}
+			env.Setenv("REPO", repo)
 			bin := filepath.Join(env.WorkDir, "bin")
 			if err := os.MkdirAll(bin, 0o755); err != nil {
 				return err
