@@ -8,7 +8,9 @@ import (
 	"maps"
 	"runtime/debug"
 	"strings"
+	"time"
 
+	"aimon.dev/gw/internal/decisionlog"
 	"aimon.dev/gw/internal/gate"
 	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/policy"
@@ -144,17 +146,57 @@ func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) 
 	if chain == nil {
 		chain = g.opts.Chain
 	}
+	start := time.Now()
 	eff, err := cur.Effective(chain)
-	d := g.decide(prepare(cur, eff, ceilingOf(cur, chain), err, call{ID: id, Name: name, Input: input}))
+	p := prepare(cur, eff, ceilingOf(cur, chain), err, call{ID: id, Name: name, Input: input})
+	d := g.decide(p)
 	if err == nil && d.Effective == nil {
 		d.Effective = eff.Entries(name)
 	}
+	if d.Allowed && g.opts.Decisions != nil {
+		if lerr := g.opts.Decisions.Err(); lerr != nil {
+			d = rule.Refused(rule.R1, decisionLogDown(lerr))
+		}
+	}
+	g.record(cur, chain, p, d, start, nil)
 	return d
 }
 
 // run decides and executes a prepared call.
 func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
+	start := time.Now()
 	d := g.decide(p)
+	if d.Allowed && g.opts.Decisions != nil {
+		if err := g.opts.Decisions.Err(); err != nil {
+			g.log.Error("call refused: the decision log cannot be written", "tool", p.Name, "id", p.ID, "cause", err)
+			d = rule.Refused(rule.R1, decisionLogDown(err))
+		}
+	}
+	r := g.execute(ctx, chain, p, d)
+	g.record(cur, chain, p, d, start, &r.IsError)
+	return r
+}
+
+// record writes the decision log's record of a call; isErr is whether its
+// result was an error, nil when it was decided only (check, the hook).
+func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decision, start time.Time, isErr *bool) {
+	if g.opts.Decisions == nil {
+		return
+	}
+	rec := decisionlog.Record{Time: start.UTC(), CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed,
+		Rule: string(d.Rule), Entries: d.Entries, Violations: d.Violations, Validation: string(d.Mode),
+		Revision: cur.Revision, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		ResultError: isErr, Reason: d.Reason}
+	if p.tool != nil && p.tool.Subject != nil && p.input != nil {
+		rec.Subject = subjectInput(p)[p.tool.Subject.Field]
+	}
+	if err := g.opts.Decisions.Log(rec); err != nil {
+		g.log.Error("the decision log cannot be written; no call is allowed until it can", "cause", err)
+	}
+}
+
+// execute runs an allowed call, or answers a refused one.
+func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rule.Decision) result {
 	if len(d.Violations) > 0 && d.Rule != rule.S9 {
 		g.log.Warn("input breaks the schema; running it (validation: warn)", "tool", p.Name, "id", p.ID, "violations", strings.Join(d.Violations, " "))
 	}
@@ -162,7 +204,7 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 		g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "rule", d.Rule, "reason", d.Reason)
 		return errorResult(p.ID, d.Reason)
 	}
-	impl, ok := cur.Impl(p.Name)
+	impl, ok := p.cur.Impl(p.Name)
 	if !ok {
 		g.log.Error("tool has no implementation", "tool", p.Name, "id", p.ID, "kind", p.tool.Kind())
 		return errorResult(p.ID, noImplementation(p.Name))

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"aimon.dev/gw/internal/decisionlog"
 	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/tools"
 )
@@ -23,9 +24,18 @@ type Options struct {
 	MaxLineBytes int
 	// Logger receives the gateway's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Decisions records every decided call (--decision-log); nil for none.
+	// While it cannot be written, no call is allowed.
+	Decisions DecisionLog
 	// LastReload says why the newest policy edit was rejected, and when;
 	// "" when it went in force. Nil when the policy is not reloaded.
 	LastReload func() (problem string, at time.Time)
+}
+
+// A DecisionLog records decided calls (decisionlog.File is one).
+type DecisionLog interface {
+	Log(decisionlog.Record) error
+	Err() error
 }
 
 // Gateway serves one session. Its policy generation can be swapped while it

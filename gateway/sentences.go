@@ -64,3 +64,7 @@ func errorResult(id, sentence string) result {
 func aboveCeiling(tool, effect, ceiling, by string) string {
 	return fmt.Sprintf("%s is not allowed on this surface: its side effect is %s, above the ceiling %s that %s sets (max-effect), so it is neither listed nor allowed here whatever the lists say.", tool, effect, ceiling, by)
 }
+
+func decisionLogDown(err error) string {
+	return notExecuted(fmt.Sprintf("The gateway's decision log cannot be written (%v), so it allows no call until the operator fixes it", err))
+}

@@ -327,6 +327,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	c.def, c.schemaDir = def, schemaDir
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
+		// Every problem in one run: what compiled beside the errors is
+		// reported too, warnings included.
+		errs = merge(errs, c.warnings)
 		sortDiagnostics(errs)
 		return nil, errs
 	}

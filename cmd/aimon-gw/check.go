@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -53,28 +54,46 @@ type checkReply struct {
 	rule.Decision
 }
 
-// check prints the gateway's verdict on one call as JSON; it exits 0 when
-// the call would be allowed, 1 when it would be refused, 2 on errors.
+// checkCall is a call as check reads it: a tool_use block, with the
+// line's own chain, bound by --surface as serve binds it (rule R5).
+type checkCall struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Input   json.RawMessage `json:"input"`
+	Surface []string        `json:"surface"`
+}
+
+// check prints the gateway's verdict on a call as JSON; with "-" it reads
+// JSON lines and prints one verdict a line. It exits 0 when every call
+// would be allowed, 1 when one would be refused, 2 on errors.
 func check(p checkParams) error {
-	data := []byte(p.Call)
+	var calls [][]byte
 	if p.Call == "-" {
-		var err error
-		if data, err = io.ReadAll(p.Stdin); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw check: reading the call from standard input: %v.", err), exitUsage)
+		sc := bufio.NewScanner(p.Stdin)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+				calls = append(calls, bytes.Clone(line))
+			}
 		}
+		if err := sc.Err(); err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw check: reading the calls from standard input: %v.", err), exitUsage)
+		}
+	} else {
+		calls = [][]byte{[]byte(p.Call)}
 	}
-	var call struct {
-		Type  string          `json:"type"`
-		ID    string          `json:"id"`
-		Name  string          `json:"name"`
-		Input json.RawMessage `json:"input"`
-		// The line's own chain, bound by --surface as serve binds it (rule R5).
-		Surface []string `json:"surface"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&call); err != nil || call.Name == "" {
-		return cli.Exit("aimon-gw check: the call must be a tool_use block as JSON, with at least \"name\" and \"input\": {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}.", exitUsage)
+	parsed := make([]checkCall, len(calls))
+	for i, data := range calls {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&parsed[i]); err != nil || parsed[i].Name == "" {
+			where := ""
+			if p.Call == "-" {
+				where = fmt.Sprintf(" (line %d)", i+1)
+			}
+			return cli.Exit("aimon-gw check: the call"+where+" must be a tool_use block as JSON, with at least \"name\" and \"input\": {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}.", exitUsage)
+		}
 	}
 	chain, err := parseChain(p.Surface)
 	if err != nil {
@@ -90,31 +109,41 @@ func check(p checkParams) error {
 	}
 	defer closeGen()
 	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard})
-	if call.ID == "" {
-		call.ID = "check"
+	refused := false
+	for _, call := range parsed {
+		if call.ID == "" {
+			call.ID = "check"
+		}
+		lineChain, err := gw.LineChain(call.Surface)
+		v := rule.Refused(rule.R5, "")
+		if err != nil {
+			v.Reason, lineChain = err.Error(), call.Surface
+		} else {
+			v = gw.Check(lineChain, call.ID, call.Name, call.Input)
+		}
+		refused = refused || !v.Allowed
+		if err := printVerdict(p.Stdout, call.Name, lineChain, v, p.Call != "-"); err != nil {
+			return err
+		}
 	}
-	lineChain, err := gw.LineChain(call.Surface)
-	if err != nil {
-		v := rule.Refused(rule.R5, err.Error())
-		return printVerdict(p.Stdout, call.Name, call.Surface, v)
-	}
-	return printVerdict(p.Stdout, call.Name, lineChain, gw.Check(lineChain, call.ID, call.Name, call.Input))
-}
-
-// printVerdict prints a verdict as JSON; a refusal exits 1.
-func printVerdict(w io.Writer, tool string, chain []string, v rule.Decision) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(checkReply{Tool: tool, Surface: chain, Decision: v}); err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
-	}
-	if !v.Allowed {
+	if refused {
 		return cli.Exit("", exitFinding)
 	}
 	return nil
 }
 
+// printVerdict prints a verdict as JSON, indented or on one line.
+func printVerdict(w io.Writer, tool string, chain []string, v rule.Decision, indent bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(checkReply{Tool: tool, Surface: chain, Decision: v}); err != nil {
+		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
+	}
+	return nil
+}
 func resolveWorkdir(dir string) (string, error) {
 	if dir == "" {
 		dir, _ = os.Getwd()

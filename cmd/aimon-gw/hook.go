@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/cchook"
 	"aimon.dev/gw/internal/reload"
 )
@@ -21,6 +22,7 @@ type hookParams struct {
 	LoadTimeout time.Duration
 	Stdin       io.Reader
 	Stdout      io.Writer
+	Decisions   gateway.DecisionLog
 }
 
 func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -32,10 +34,17 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			Usage: "Claude Code's PreToolUse hook: a hook input on standard input, a decision on standard output",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
-				loadTimeoutFlag(), logLevelFlag(),
+				loadTimeoutFlag(), logLevelFlag(), decisionLogFlag(),
 			},
 			Action: func(c *cli.Context) error {
-				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout})
+				dlog, err := decisionLog(c)
+				if err != nil {
+					return err
+				}
+				if dlog != nil {
+					defer dlog.Close()
+				}
+				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog)})
 			},
 		}},
 	}
@@ -70,7 +79,7 @@ func hook(p hookParams) error {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
-	out, err := json.Marshal(cchook.Decide(gen, in, discard))
+	out, err := json.Marshal(cchook.Decide(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}))
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

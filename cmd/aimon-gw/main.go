@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/internal/decisionlog"
 	"aimon.dev/gw/policy"
 )
 
@@ -38,7 +39,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Writer:    stderr, // help and usage go to standard error: standard output is the protocol's (rule R1)
 		ErrWriter: stderr,
 		Version:   version(),
-		Flags:     []cli.Flag{logLevelFlag()},
+		Flags:     []cli.Flag{logLevelFlag(), logFormatFlag()},
 		Commands: []*cli.Command{
 			serveCommand(stdin, stdout),
 			vetCommand(stdout),
@@ -78,13 +79,39 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// logger is the slog logger on standard error at the level given by --log-level.
+// logger is the slog logger on standard error at the level given by
+// --log-level, as text or, with --log-format json, JSON.
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", c.String("log-level")), exitUsage)
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
+	}
+	return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-format %q is not a format; use text or json.", c.String("log-format")), exitUsage)
+}
+
+// decisionLog opens --decision-log; nil when it is not given.
+func decisionLog(c *cli.Context) (*decisionlog.File, error) {
+	path := c.String("decision-log")
+	if path == "" {
+		return nil, nil
+	}
+	l, err := decisionlog.Open(path)
+	if err != nil {
+		return nil, cli.Exit("aimon-gw: "+err.Error()+"; give --decision-log a file the gateway can append to.", exitUsage)
+	}
+	return l, nil
+}
+
+// decisionLogFlag records every decided call as a JSON line.
+func decisionLogFlag() cli.Flag {
+	return &cli.StringFlag{Name: "decision-log", Usage: "append one JSON line per decided call to this file; a log that cannot be written stops the gateway allowing calls"}
 }
 
 // notFound is set when the command line names no command of ours.
@@ -94,6 +121,10 @@ var notFound bool
 // configurations put their arguments.
 func logLevelFlag() cli.Flag {
 	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}
+}
+
+func logFormatFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"}
 }
 
 // isLoadError reports whether err is a policy that does not load.
@@ -128,6 +159,7 @@ func policyFlags() []cli.Flag {
 		&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
 		loadTimeoutFlag(),
 		logLevelFlag(),
+		logFormatFlag(),
 	}
 }
 

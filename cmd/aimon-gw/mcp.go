@@ -25,6 +25,7 @@ type mcpParams struct {
 	Stdin         io.Reader
 	Stdout        io.Writer
 	Log           *slog.Logger
+	Decisions     gateway.DecisionLog
 }
 
 func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -34,6 +35,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
+			decisionLogFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -43,7 +45,14 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return serveMCP(c.Context, mcpParams{
+			dlog, err := decisionLog(c)
+			if err != nil {
+				return err
+			}
+			if dlog != nil {
+				defer dlog.Close()
+			}
+			return serveMCP(c.Context, mcpParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				LoadTimeout: c.Duration("load-timeout"), MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
@@ -66,7 +75,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	err = mcpfront.Serve(ctx, mcpfront.Options{
 		Reload: reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
-			Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log}},
+			Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions}},
 		In: p.Stdin, Out: p.Stdout, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
 	})
 	switch {

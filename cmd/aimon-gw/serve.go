@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/decisionlog"
 	"aimon.dev/gw/internal/reload"
 )
 
@@ -22,6 +23,7 @@ type serveParams struct {
 	Stdin        io.Reader
 	Stdout       io.Writer
 	Log          *slog.Logger
+	Decisions    gateway.DecisionLog
 }
 
 func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -31,6 +33,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
+			decisionLogFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -40,7 +43,14 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return serve(c.Context, serveParams{
+			dlog, err := decisionLog(c)
+			if err != nil {
+				return err
+			}
+			if dlog != nil {
+				defer dlog.Close() // flushed at the end of input and on SIGTERM
+			}
+			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,
 			})
@@ -59,7 +69,7 @@ func serve(ctx context.Context, p serveParams) error {
 		return err
 	}
 	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
-		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log}})
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions}})
 	if err != nil {
 		return err
 	}
@@ -86,4 +96,12 @@ func loadProblem(dir string, err error) string {
 		return fmt.Sprintf("aimon-gw: %v", err)
 	}
 	return fmt.Sprintf("aimon-gw: the policy in %s does not load:\n%v", dir, err)
+}
+
+// dlogOrNil keeps a nil *decisionlog.File a nil interface.
+func dlogOrNil(l *decisionlog.File) gateway.DecisionLog {
+	if l == nil {
+		return nil
+	}
+	return l
 }

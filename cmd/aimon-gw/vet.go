@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +18,7 @@ import (
 
 type vetParams struct {
 	Dir         string
+	Format      string // text, json or github
 	LoadTimeout time.Duration
 	Stdout      io.Writer
 }
@@ -22,9 +26,10 @@ type vetParams struct {
 func vetCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "vet",
-		Usage:     "check a policy directory; exit 1 with one file:line:col line per problem",
+		Usage:     "check a policy directory; exit 0 sound, 1 with its problems, 2 on a usage error",
 		ArgsUsage: "DIR",
-		Flags:     []cli.Flag{loadTimeoutFlag(), logLevelFlag()},
+		Flags: []cli.Flag{loadTimeoutFlag(), logLevelFlag(),
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (file:line:col: message), json (an array of problems), or github (workflow commands)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw vet takes one policy directory: aimon-gw vet DIR.", exitUsage)
@@ -32,7 +37,7 @@ func vetCommand(stdout io.Writer) *cli.Command {
 			if _, err := logger(c); err != nil {
 				return err
 			}
-			return vet(vetParams{Dir: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
+			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
 		},
 	}
 }
@@ -40,6 +45,14 @@ func vetCommand(stdout io.Writer) *cli.Command {
 // vet prints every problem of the policy in p.Dir, one per line, and fails
 // with exit code 1 when there is any.
 func vet(p vetParams) error {
+	switch p.Format {
+	case "", "text", "json", "github":
+	default:
+		return cli.Exit(fmt.Sprintf("aimon-gw vet: --format %q is not a format; use text, json or github.", p.Format), exitUsage)
+	}
+	if st, err := os.Stat(p.Dir); err != nil || !st.IsDir() {
+		return cli.Exit(fmt.Sprintf("aimon-gw vet: %s is not a directory; give vet the directory of a policy: aimon-gw vet DIR.", p.Dir), exitUsage)
+	}
 	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", p.LoadTimeout, discard)
 	if err == nil {
 		defer closeGen()
@@ -54,11 +67,62 @@ func vet(p vetParams) error {
 	default:
 		problems = policy.Vet(gen.Generation)
 	}
-	for _, d := range problems {
-		fmt.Fprintln(p.Stdout, d.String())
+	if err := printProblems(p.Stdout, p.Format, problems); err != nil {
+		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v.", err), exitUsage)
 	}
 	if len(problems) > 0 {
 		return cli.Exit("", exitFinding)
 	}
 	return nil
+}
+
+// vetProblem is one problem in vet's JSON form.
+type vetProblem struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
+}
+
+// printProblems writes the problems in the format: text lines, a JSON
+// array, or GitHub workflow commands that land on the pull request's lines.
+func printProblems(w io.Writer, format string, problems []policy.Diagnostic) error {
+	switch format {
+	case "json":
+		out := make([]vetProblem, 0, len(problems))
+		for _, d := range problems {
+			sev := "error"
+			if d.Warning {
+				sev = "warning"
+			}
+			out = append(out, vetProblem{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Code, d.Message, sev})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	case "github":
+		for _, d := range problems {
+			kind := "error"
+			if d.Warning {
+				kind = "warning"
+			}
+			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=aimon-gw vet %s::%s\n", kind, ghEscape(d.Pos.File, true), max(d.Pos.Line, 1), max(d.Pos.Col, 1), ghEscape(d.Code, true), ghEscape(d.Message, false))
+		}
+		return nil
+	}
+	for _, d := range problems {
+		fmt.Fprintln(w, d.String())
+	}
+	return nil
+}
+
+// ghEscape escapes a workflow command's data, or (prop) a property value.
+func ghEscape(s string, prop bool) string {
+	s = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+	if prop {
+		s = strings.NewReplacer(":", "%3A", ",", "%2C").Replace(s)
+	}
+	return s
 }

@@ -6,7 +6,6 @@ package cchook
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"aimon.dev/gw/gateway"
@@ -56,7 +55,7 @@ func Chain(gen *policy.Generation, in Input) []string {
 
 // Decide decides one hook input under gen, with the working directory the
 // input gives.
-func Decide(gen *provision.Generation, in Input, log *slog.Logger) Output {
+func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 	chain := Chain(gen.Generation, in)
 	answer := func(decision, reason string) Output {
 		return Output{Decision{HookEventName: "PreToolUse", PermissionDecision: decision, PermissionDecisionReason: reason}}
@@ -73,7 +72,8 @@ func Decide(gen *provision.Generation, in Input, log *slog.Logger) Output {
 		reason := fmt.Sprintf("The aimon-gw policy does not mention %s, so it answers %q for it (claudeCode: unknownTools).", in.ToolName, unknown(gen.Generation))
 		return answer(unknown(gen.Generation), reason)
 	}
-	gw := gateway.New(gen, gateway.Options{Workdir: in.Cwd, Chain: chain, Logger: log})
+	opts.Workdir, opts.Chain = in.Cwd, chain
+	gw := gateway.New(gen, opts)
 	input := in.ToolInput
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}")

@@ -14,6 +14,7 @@ import (
 
 	"cuelang.org/go/cue"
 
+	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/internal/reload"
 	"aimon.dev/gw/plugin/host"
@@ -71,7 +72,7 @@ func TestClaudeCodeHookInputs(t *testing.T) {
 		}
 		n++
 		t.Run(tc.Note, func(t *testing.T) {
-			d := Decide(gen, tc.Input, slog.New(slog.DiscardHandler)).HookSpecificOutput
+			d := Decide(gen, tc.Input, gateway.Options{Logger: slog.New(slog.DiscardHandler)}).HookSpecificOutput
 			if d.HookEventName != "PreToolUse" || d.PermissionDecision != tc.Want || !strings.Contains(d.PermissionDecisionReason, tc.Says) {
 				t.Errorf("decision %+v; want %s saying %q", d, tc.Want, tc.Says)
 			}
