@@ -85,14 +85,17 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	}
 	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
 	if len(cueFiles) == 0 {
-		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue files; write a policy there (see examples/policies/default)."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue files; write a policy there, or start one with aimon-gw init."}}
 	}
 	root := moduleRoot(abs)
 	if root == "" {
-		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run `cue mod init` there, or copy cue.mod/ from examples/policies/default."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run aimon-gw init there to start one (it writes cue.mod/ with the schema vendored)."}}
 	}
 	if errs := regularFiles(abs, root); len(errs) > 0 {
 		return nil, errs
+	}
+	if err := checkVendored(root); err != nil {
+		return nil, err
 	}
 	ov := map[string]load.Source{}
 	schemaDir := filepath.Join(root, "schema")
@@ -130,6 +133,63 @@ func timed(dir string, d time.Duration, load func() (*Generation, error)) (*Gene
 	case <-t.C:
 		return nil, Errors{{Pos: dirPos(dir), Code: "R5", Message: fmt.Sprintf("the policy did not load within %s, so it is rejected (a large comprehension or list.Range?); simplify it, or raise --load-timeout.", d)}}
 	}
+}
+
+// vendorDir is where aimon-gw init vendors the schema, below a module's
+// cue.mod, so that stock CUE tools resolve its import.
+var vendorDir = filepath.Join("pkg", filepath.FromSlash(schema.ImportPath))
+
+// VendorSchema writes the shipped schema package below pkgDir (a module's
+// cue.mod/pkg).
+func VendorSchema(pkgDir string) error {
+	return fs.WalkDir(schema.Files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(schema.Files, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(pkgDir, filepath.FromSlash(schema.ImportPath), filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	})
+}
+
+// checkVendored compares a vendored copy of the schema (cue.mod/pkg) with
+// the one shipped in this binary: CUE would unify the two, so a stale copy
+// would change what the policy means.
+func checkVendored(root string) error {
+	dir := filepath.Join(root, "cue.mod", vendorDir)
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	var errs Errors
+	stale := func(file, why string) {
+		errs = append(errs, Diagnostic{Pos: dirPos(relative(file)), Code: "schema", Message: fmt.Sprintf(
+			"the vendored schema is stale: %s; this aimon-gw ships another. Delete %s and run aimon-gw init in an empty directory to copy the current one, or copy it over with the schema of this binary.", why, relative(dir))})
+	}
+	fs.WalkDir(schema.Files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		want, _ := fs.ReadFile(schema.Files, p)
+		file := filepath.Join(dir, filepath.FromSlash(p))
+		got, err := os.ReadFile(file)
+		switch {
+		case err != nil:
+			stale(file, "it lacks "+p)
+		case string(got) != string(want):
+			stale(file, p+" differs from the shipped one")
+		}
+		return nil
+	})
+	if len(errs) > 0 {
+		return errs[:1]
+	}
+	return nil
 }
 
 // innermost replaces each "import failed" error by the error it wraps,

@@ -39,6 +39,10 @@ func TestScripts(t *testing.T) {
 			if err := os.MkdirAll(bin, 0o755); err != nil {
 				return err
 			}
+			if err := os.Symlink(cueBinary(t), filepath.Join(bin, "cue")); err != nil {
+				return err
+			}
+			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			return os.Symlink(wordcount(t), filepath.Join(bin, "wordcount"))
 		},
 	})
@@ -94,4 +98,30 @@ func misbehave(t *testing.T) string {
 		t.Fatal(builtMisbehave.err)
 	}
 	return builtMisbehave.path
+}
+
+var builtCue struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// cueBinary builds the cue command at the version go.mod pins (a tool
+// dependency), for scripts that check what stock CUE tools make of a policy.
+func cueBinary(t *testing.T) string {
+	builtCue.once.Do(func() {
+		dir, err := os.MkdirTemp("", "aimon-gw-cue")
+		if err != nil {
+			builtCue.err = err
+			return
+		}
+		builtCue.path = filepath.Join(dir, "cue")
+		if out, err := exec.Command("go", "build", "-o", builtCue.path, "cuelang.org/go/cmd/cue").CombinedOutput(); err != nil {
+			builtCue.err = fmt.Errorf("go build cuelang.org/go/cmd/cue: %v\n%s", err, out)
+		}
+	})
+	if builtCue.err != nil {
+		t.Fatal(builtCue.err)
+	}
+	return builtCue.path
 }
