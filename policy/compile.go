@@ -26,6 +26,7 @@ type compiler struct {
 	errs      Errors
 	warnings  []Diagnostic
 	shipped   map[string]compiledInput
+	data      []string // the policy's YAML and JSON files
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {

@@ -11,19 +11,24 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 	cuebuild "cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/parser"
+	cuejson "cuelang.org/go/encoding/json"
+	cueyaml "cuelang.org/go/encoding/yaml"
 	"cuelang.org/go/mod/modfile"
 
 	"aimon.dev/gw/policy/allow"
@@ -84,8 +89,9 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy path is not a directory; pass --policy a directory of .cue files."}}
 	}
 	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
-	if len(cueFiles) == 0 {
-		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue files; write a policy there, or start one with aimon-gw init."}}
+	data := dataFiles(abs)
+	if len(cueFiles) == 0 && len(data) == 0 {
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue, .yaml or .json files; write a policy there, or start one with aimon-gw init."}}
 	}
 	root := moduleRoot(abs)
 	if root == "" {
@@ -98,12 +104,18 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		return nil, err
 	}
 	ov := map[string]load.Source{}
+	if len(cueFiles) == 0 {
+		// A policy in YAML or JSON alone: CUE loads a package of files,
+		// so an empty one stands for the package clause they lack.
+		ov[filepath.Join(abs, "aimon-gw.package.cue")] = load.FromString("package policy\n")
+	}
 	schemaDir := filepath.Join(root, "schema")
 	if module(root) != schema.Module {
 		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
 		schemaOverlay(schemaDir, ov)
 	}
 	c := newCompiler(abs, opts)
+	c.data = data
 	return timed(dir, c.opts.timeout, func() (*Generation, error) {
 		return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, c)
 	})
@@ -286,7 +298,65 @@ func regularFiles(dir, root string) Errors {
 }
 
 // policyFile reports whether a file of this name is read for a policy.
-func policyFile(name string) bool { return strings.HasSuffix(name, ".cue") }
+func policyFile(name string) bool { return strings.HasSuffix(name, ".cue") || dataFile(name) }
+
+// dataFile reports whether a file of this name is a policy file in YAML or
+// JSON.
+func dataFile(name string) bool {
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return !strings.HasPrefix(name, ".")
+	}
+	return false
+}
+
+// dataFiles are the YAML and JSON files of a policy directory, sorted.
+func dataFiles(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && dataFile(e.Name()) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+var yamlErrRE = regexp.MustCompile(`^(?:yaml: )?(?:line (\d+): |.*?:(\d+): )(.*)$`)
+
+// dataError places a YAML or JSON syntax error at its file and line.
+func dataError(file string, err error, schemaDir string) Errors {
+	if ce, ok := err.(cueerrors.Error); ok && ce.Position().IsValid() {
+		return Errors(fromCUE(ce, schemaDir))
+	}
+	pos, msg := dirPos(relative(file)), err.Error()
+	if m := yamlErrRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1] + m[2])
+		pos, msg = Position{File: relative(file), Line: line, Col: 1}, m[3]
+	}
+	return Errors{{Pos: pos, Code: "cue", Message: msg + "; fix the file's syntax"}}
+}
+
+// extractData reads a YAML or JSON policy file as CUE syntax, with its
+// own file, line and column on every value, through CUE's own encodings.
+func extractData(path string) (*ast.File, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Ext(path) == ".json" {
+		expr, err := cuejson.Extract(path, src)
+		if err != nil {
+			return nil, err
+		}
+		st, ok := expr.(*ast.StructLit)
+		if !ok {
+			return nil, cueerrors.Newf(expr.Pos(), "a JSON policy file must hold an object")
+		}
+		return &ast.File{Filename: path, Decls: st.Elts}, nil
+	}
+	return cueyaml.Extract(path, src)
+}
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top
 // of fsys, laid out as a module of their own.
@@ -353,6 +423,19 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	}
 	insts := load.Instances([]string{"."}, cfg)
 	inst := insts[0]
+	if inst.Err == nil {
+		// YAML and JSON files are unified with the package exactly as its
+		// CUE files are, and checked by the same schema (rule P8).
+		for _, f := range c.data {
+			file, err := extractData(f)
+			if err != nil {
+				return nil, dataError(f, err, schemaDir)
+			}
+			if err := inst.AddSyntax(file); err != nil {
+				return nil, Errors(fromCUE(err, schemaDir))
+			}
+		}
+	}
 	if inst.Err != nil {
 		// An import that failed is reported where its own problem is, not
 		// at the import line of the file that imports it.
