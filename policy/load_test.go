@@ -153,7 +153,7 @@ func TestLoadBadDirectory(t *testing.T) {
 	tests := []struct{ name, dir, want string }{
 		{"missing", filepath.Join(empty, "nope"), "does not exist"},
 		{"not a directory", file, "not a directory"},
-		{"empty", empty, "has no .cue files"},
+		{"empty", empty, "has no .cue, .yaml or .json files"},
 		{"no cue.mod", nomod, "not in a CUE module"},
 	}
 	for _, tt := range tests {
