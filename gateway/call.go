@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,6 +160,7 @@ func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) 
 		}
 	}
 	g.record(cur, chain, p, d, start, nil)
+	d.EntryAt = entryPlaces(cur, chain, d.Entries)
 	return d
 }
 
@@ -248,4 +250,22 @@ func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) 
 		}
 	}()
 	return t.Run(ctx, env, in)
+}
+
+// entryPlaces is where the deciding entries are written, along the chain.
+func entryPlaces(cur *Current, chain []string, entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		for _, ref := range rooted(chain) {
+			s := cur.Surfaces[ref]
+			if s == nil {
+				continue
+			}
+			if i := slices.Index(s.Entries, e); i >= 0 && i < len(s.EntryPos) {
+				out = append(out, s.EntryPos[i].String())
+				break
+			}
+		}
+	}
+	return out
 }

@@ -86,6 +86,13 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 			g.Surfaces[ref] = c.surface(ref, iter.Value())
 		}
 	}
+	if from := v.LookupPath(cue.ParsePath("surfaces.from")); from.Exists() {
+		var dirs []string
+		_ = from.Decode(&dirs)
+		lists, abs := c.markdownSurfaces(dirs)
+		c.mergeMarkdown(g, lists)
+		g.Dirs = abs
+	}
 	for _, ref := range g.SurfaceRefs() {
 		c.checkList(g, g.Surfaces[ref])
 	}

@@ -37,7 +37,10 @@ type Generation struct {
 	Warnings []Diagnostic
 
 	value  cue.Value
-	lists  map[string]*allow.List // declared lists by surface reference
+	lists  map[string][]*allow.List // declared lists by surface reference, one per source
+	// Dirs are directories outside the policy's that it reads (markdown
+	// surfaces), for a watcher to follow.
+	Dirs []string
 	chains *allow.Chains          // effective lists, computed once per chain
 	comp   *compiler              // what Complete compiles with
 }
@@ -158,9 +161,19 @@ type Surface struct {
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
 	EntryPos []Position
+	// Sources split Entries into the lists they came from: the CUE one and
+	// each markdown file's; each is a level of rule P10's lattice.
+	Sources []Source
 	// MaxEffect is the surface's side-effect ceiling (rule P13); "" for none.
 	MaxEffect    string
 	MaxEffectPos Position
+}
+
+// A Source is one list of a surface: Entries[Start:End], from File ("" for
+// the policy's CUE or YAML).
+type Source struct {
+	Start, End int
+	File       string
 }
 
 // effects orders the side effects (rule P13).

@@ -204,6 +204,23 @@ func checkVendored(root string) error {
 	return nil
 }
 
+// revisionWith folds the markdown files a policy read into its revision.
+func revisionWith(rev string, g *Generation) string {
+	h := sha256.New()
+	h.Write([]byte(rev))
+	for _, ref := range g.SurfaceRefs() {
+		for _, src := range g.Surfaces[ref].Sources {
+			if src.File == "" {
+				continue
+			}
+			data, _ := os.ReadFile(src.File)
+			fmt.Fprintf(h, "\x00%s\x00%d\x00", src.File, len(data))
+			h.Write(data)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
 // innermost replaces each "import failed" error by the error it wraps,
 // which has the imported file's own position.
 func innermost(err cueerrors.Error) cueerrors.Error {
@@ -478,6 +495,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	}
 	sortDiagnostics(c.warnings)
 	g.Warnings = c.warnings
+	if len(g.Dirs) > 0 {
+		g.Revision = revisionWith(g.Revision, g)
+	}
 	return g, nil
 }
 

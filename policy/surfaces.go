@@ -19,27 +19,33 @@ func (c *compiler) compileLists(g *Generation) {
 		}
 		subjects[name] = s
 	}
-	g.lists = map[string]*allow.List{}
+	g.lists = map[string][]*allow.List{}
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if !s.Declared {
 			continue
 		}
-		entries := c.resolveEntries(s.Entries, subjects)
-		l, errs := allow.Compile(c.ctx, entries, subjects)
-		g.lists[ref] = l
-		for _, err := range errs {
-			pos := Position{}
-			var ee *allow.EntryError
-			if errors.As(err, &ee) {
-				for i, e := range entries {
-					if e == ee.Entry {
-						pos = s.EntryPos[i]
-						break
+		sources := s.Sources
+		if len(sources) == 0 {
+			sources = []Source{{Start: 0, End: len(s.Entries)}}
+		}
+		for _, src := range sources {
+			entries := c.resolveEntries(s.Entries[src.Start:src.End], subjects)
+			l, errs := allow.Compile(c.ctx, entries, subjects)
+			g.lists[ref] = append(g.lists[ref], l)
+			for _, err := range errs {
+				pos := Position{}
+				var ee *allow.EntryError
+				if errors.As(err, &ee) {
+					for i, e := range entries {
+						if e == ee.Entry {
+							pos = s.EntryPos[src.Start+i]
+							break
+						}
 					}
 				}
+				c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", ref, err)
 			}
-			c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", ref, err)
 		}
 	}
 }
@@ -53,12 +59,16 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	if len(chain) == 0 || chain[0] != "agent" {
 		chain = append([]string{"agent"}, chain...)
 	}
-	lists := make([]*allow.List, len(chain))
-	for i, ref := range chain {
+	var lists []*allow.List
+	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
 			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
 		}
-		lists[i] = g.lists[ref]
+		if ls := g.lists[ref]; ls != nil {
+			lists = append(lists, ls...)
+		} else {
+			lists = append(lists, nil)
+		}
 	}
 	e, err := g.chains.Get(strings.Join(chain, "\x00"), lists...)
 	if err != nil {

@@ -137,3 +137,31 @@ tools: Context: plugin: command: [%q]
 		t.Errorf("the lines took %s", d)
 	}
 }
+
+// TestR3MarkdownEditsReload: serve follows a surface's markdown file; a
+// malformed front matter keeps the last good policy (issue 20).
+func TestR3MarkdownEditsReload(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "policy")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]
+surfaces: from: ["../.claude"]
+`)
+	md := filepath.Join(root, ".claude", "agents", "helper.md")
+	writeFile(t, md, "---\ntools: Echo\n---\n")
+	s := startServe(t, dir)
+	echo := `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"x"},"surface":["agent","subagent:helper"]}`
+	if r := s.send(echo); r["is_error"] != false {
+		t.Fatalf("Echo on the helper: %v", r)
+	}
+	writeFile(t, md, "---\ntools: Glob\n---\n")
+	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
+	if r := s.send(echo); r["is_error"] != true {
+		t.Errorf("the markdown edit took Echo away, yet: %v", r)
+	}
+	writeFile(t, md, "---\ntools: [Glob\n---\n")
+	st := s.waitStatus(func(m map[string]any) bool { return m["last_error"] != nil })
+	if st["generation"] != 2.0 || !strings.Contains(st["last_error"].(string), "helper.md") {
+		t.Errorf("a malformed front matter: %v", st)
+	}
+}

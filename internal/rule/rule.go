@@ -81,6 +81,9 @@ type Decision struct {
 	Rule ID `json:"rule,omitempty"`
 	// Entries are the allowed-tools entries that decided.
 	Entries []string `json:"entries,omitempty"`
+	// EntryAt is where each deciding entry is written (file:line:col: a
+	// policy file, or the markdown file a list came from); check only.
+	EntryAt []string `json:"entry_at,omitempty"`
 	// Effective is every entry along the chain that bears on the tool;
 	// absent when no list limits the chain.
 	Effective []string `json:"effective,omitempty"`

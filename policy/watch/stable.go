@@ -45,6 +45,9 @@ func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
 		})
 	}
 	walk(w.dir)
+	for _, d := range w.extra {
+		walk(d)
+	}
 	if cm := w.cueMod(); cm != "" {
 		walk(cm)
 	}

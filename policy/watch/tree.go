@@ -150,6 +150,17 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 	if editorTemp(base) {
 		return false
 	}
+	for _, d := range w.extra {
+		if name == d || within(name, d) {
+			// A markdown surface's file, or a directory among them.
+			if ev.Has(fsnotify.Create) {
+				if fi, err := os.Lstat(name); err == nil && fi.IsDir() && !strings.HasPrefix(base, ".") {
+					w.watchTree(name)
+				}
+			}
+			return strings.HasSuffix(base, ".md") || w.tree[name] || gone
+		}
+	}
 	cm := w.cueMod()
 	if !within(name, w.dir) && (cm == "" || (name != cm && !within(name, cm))) {
 		// A file beside an ancestor of dir: its .cue files are policy when
@@ -185,7 +196,8 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 // policyFile reports whether name is a file the loader may read: a .cue file,
 // or anything in the module's cue.mod.
 func (w *Watcher) policyFile(name string) bool {
-	if filepath.Ext(name) == ".cue" {
+	switch filepath.Ext(name) {
+	case ".cue", ".yaml", ".yml", ".json":
 		return true
 	}
 	if w.modRoot == "" {

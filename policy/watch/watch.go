@@ -76,6 +76,7 @@ type Watcher struct {
 	warned  map[string]bool // directories that could not be watched, logged once
 
 	initial *policy.Generation
+	extra   []string // directories outside dir the policy reads (markdown surfaces)
 
 	mu     sync.Mutex
 	status Status
@@ -127,6 +128,7 @@ func New(dir string, swap func(*policy.Generation) error, opts Options) (*Watche
 		return nil, err
 	}
 	w.initial = gen
+	w.follow(gen)
 	w.status = Status{Generation: 1, Revision: gen.Revision, LoadedAt: time.Now()}
 	w.logWarnings(gen)
 	return w, nil
@@ -268,6 +270,9 @@ func (w *Watcher) reloadNow() {
 		}
 		err = w.swap(gen) // in force before anyone can see the new status
 	}
+	if err == nil {
+		w.follow(gen)
+	}
 	took := time.Since(start)
 	w.mu.Lock()
 	old := w.status
@@ -289,6 +294,16 @@ func (w *Watcher) reloadNow() {
 	}
 	for _, f := range hooks {
 		f(st)
+	}
+}
+
+// follow watches the directories outside the policy's that gen reads.
+func (w *Watcher) follow(gen *policy.Generation) {
+	w.extra = gen.Dirs
+	for _, d := range gen.Dirs {
+		if !w.tree[d] {
+			w.watchTree(d)
+		}
 	}
 }
 
