@@ -36,13 +36,13 @@ type Generation struct {
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 
-	value  cue.Value
-	lists  map[string][]*allow.List // declared lists by surface reference, one per source
+	value cue.Value
+	lists map[string][]*allow.List // declared lists by surface reference, one per source
 	// Dirs are directories outside the policy's that it reads (markdown
 	// surfaces), for a watcher to follow.
-	Dirs []string
-	chains *allow.Chains          // effective lists, computed once per chain
-	comp   *compiler              // what Complete compiles with
+	Dirs   []string
+	chains *allow.Chains // effective lists, computed once per chain
+	comp   *compiler     // what Complete compiles with
 }
 
 // A Tool is one tool the policy offers.
