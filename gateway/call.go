@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -211,8 +212,12 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 		g.log.Error("tool has no implementation", "tool", p.Name, "id", p.ID, "kind", p.tool.Kind())
 		return errorResult(p.ID, noImplementation(p.Name))
 	}
-	log := g.log.With("tool", p.Name, "id", p.ID)
-	log.Debug("running", "input", p.input)
+	// A child logger costs even when nothing is logged: only for debug.
+	log := g.log
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log = log.With("tool", p.Name, "id", p.ID)
+		log.Debug("running", "input", p.input)
+	}
 	env := g.env(p.ID, chain)
 	env.Sandbox, env.Scope, env.MaxFileBytes = d.Sandbox, g.scope(p, d), p.tool.MaxFileBytes
 	r := safeRun(ctx, impl, env, p.input)
@@ -221,7 +226,7 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 	var pe *panicError
 	switch {
 	case r.IsError && r.Cause != nil && (p.tool.Builtin == "" || errors.As(r.Cause, &pe)):
-		log.Error("tool failed", "error", r.Text, "cause", r.Cause)
+		log.Error("tool failed", "tool", p.Name, "id", p.ID, "error", r.Text, "cause", r.Cause)
 	case r.IsError:
 		log.Debug("tool returned an error", "error", r.Text)
 	default:

@@ -110,7 +110,7 @@ func decode(line []byte) (*request, error) {
 	if !utf8.Valid(line) {
 		return nil, errors.New("the line is not valid UTF-8; send JSON text in UTF-8")
 	}
-	if r, _ := utf8.DecodeRune(bytes.TrimLeft(line, " \t\r\n")); unicode.IsSpace(r) || unicode.IsControl(r) {
+	if r, _ := utf8.DecodeRune(bytes.TrimLeft(line, " \t\r\n")); r >= utf8.RuneSelf && unicode.IsSpace(r) || r < ' ' && r != 0 {
 		return nil, fmt.Errorf("the line holds %U, which is neither JSON white space nor JSON; send one JSON object per line", r)
 	}
 	top, err := members(line, "the line")
@@ -173,47 +173,124 @@ func decode(line []byte) (*request, error) {
 	return &r, nil
 }
 
-// members reads a JSON object's members exactly as named, refusing a name
-// given twice (encoding/json would keep the last silently, and fold case).
+// members reads a JSON object's members exactly as named (a map's keys
+// are not case-folded), refusing a name given twice: encoding/json would
+// keep the last one silently.
 func members(data []byte, what string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		switch {
+		case t[0] == '[':
+			return nil, notObject(what, "array")
+		case t[0] == '"':
+			return nil, notObject(what, "string")
+		case t[0] == '-' || t[0] >= '0' && t[0] <= '9':
+			return nil, notObject(what, "number")
+		case bytes.HasPrefix(t, []byte("true")) || bytes.HasPrefix(t, []byte("false")):
+			return nil, notObject(what, "bool")
+		case bytes.HasPrefix(t, []byte("null")):
+			return nil, notObject(what, "null")
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return nil, notObject(what, te.Value)
+		}
 		return nil, decodeError(err, what)
 	}
-	if tok != json.Delim('{') {
-		if what != "the line" {
-			return nil, fmt.Errorf("%s is %s, not an object", what, describe(tok))
-		}
-		return nil, fmt.Errorf("%s is %s, not an object; send one JSON object per line", what, describe(tok))
+	if m == nil {
+		return nil, notObject(what, "null")
 	}
-	m := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, decodeError(err, what)
-		}
-		name := tok.(string)
-		if _, dup := m[name]; dup {
-			return nil, fmt.Errorf("%s gives the name %q twice; give each field once", what, name)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, decodeError(err, what)
-		}
-		m[name] = raw
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, decodeError(err, what)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			return nil, fmt.Errorf("%s holds more than one JSON value; send one JSON object per line", what)
-		}
-		return nil, decodeError(err, what)
+	if dup, ok := duplicateName(data, len(m)); ok {
+		return nil, fmt.Errorf("%s gives the name %q twice; give each field once", what, dup)
 	}
 	return m, nil
+}
+
+// notObject is the error of a value that is not an object; value is as
+// encoding/json names it ("array", "number", "null").
+func notObject(what, value string) error {
+	article := "a JSON "
+	switch value {
+	case "null":
+		article = "JSON "
+	case "array", "object":
+	case "bool":
+		value = "boolean"
+	}
+	if what != "the line" {
+		return fmt.Errorf("%s is %s%s, not an object", what, article, value)
+	}
+	return fmt.Errorf("%s is %s%s, not an object; send one JSON object per line", what, article, value)
+}
+
+// duplicateName returns a name the top-level object of valid JSON data
+// gives more than once. It is called only when data decoded to n distinct
+// names, and scans no further than it must: when the object has n members,
+// none repeats.
+func duplicateName(data []byte, n int) (string, bool) {
+	count := 0
+	topKeys(data, func([]byte) bool { count++; return true })
+	if count == n {
+		return "", false
+	}
+	seen := make(map[string]bool, count)
+	dup, found := "", false
+	topKeys(data, func(raw []byte) bool {
+		k := unquoteKey(raw)
+		if seen[k] {
+			dup, found = k, true
+			return false
+		}
+		seen[k] = true
+		return true
+	})
+	return dup, found
+}
+
+// topKeys calls f with the raw (quoted) names of the top-level object of
+// valid JSON data, in order, until f returns false.
+func topKeys(data []byte, f func(raw []byte) bool) {
+	depth, expectKey := 0, false
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			j := i + 1
+			for j < len(data) && data[j] != '"' {
+				if data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if depth == 1 && expectKey {
+				if !f(data[i : j+1]) {
+					return
+				}
+				expectKey = false
+			}
+			i = j
+		case '{':
+			depth++
+			expectKey = depth == 1
+		case '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		}
+	}
+}
+
+// unquoteKey is a quoted JSON name as a string.
+func unquoteKey(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 // describe names a JSON token's kind for a sentence: "a JSON array".
@@ -238,12 +315,26 @@ func describe(tok json.Token) string {
 
 // stringField reads a member that must be a JSON string.
 func stringField(raw json.RawMessage, name string) (string, error) {
+	// Most names and ids are plain: no escape, nothing but printable ASCII.
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plainASCII(raw[1:n-1]) {
+		return string(raw[1 : n-1]), nil
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		tok, _ := json.NewDecoder(bytes.NewReader(raw)).Token()
 		return "", fmt.Errorf("field %q must be a string, not %s; see the protocol's line forms", name, describe(tok))
 	}
 	return s, nil
+}
+
+// plainASCII reports bytes that a JSON string holds as themselves.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // blocks reads an assistant message's content: an array of blocks, each
@@ -347,6 +438,8 @@ func validIDs(r *request) error {
 func decodeError(err error, what string) error {
 	var se *json.SyntaxError
 	switch {
+	case strings.Contains(err.Error(), "after top-level value"):
+		return fmt.Errorf("%s holds more than one JSON value; send one JSON object per line", what)
 	case strings.Contains(err.Error(), "exceeded max depth"):
 		return fmt.Errorf("%s is nested deeper than %d levels; send a flatter input", what, maxDepth)
 	case errors.As(err, &se):

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -176,4 +179,61 @@ func TestS5IntegersAreExact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// referenceMembers is the token-by-token reading members replaced: the
+// scanner of members is held to it for equal acceptance and the same
+// duplicate (issue 21: a hand-written scanner is fuzzed against
+// encoding/json).
+func referenceMembers(data []byte) (names []string, dup string, hasDup, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, "", false, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, "", false, false
+		}
+		k := tok.(string)
+		if seen[k] && !hasDup {
+			dup, hasDup = k, true
+		}
+		seen[k] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, "", false, false
+		}
+		names = append(names, k)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, "", false, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", false, false
+	}
+	return names, dup, hasDup, true
+}
+
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"a":1,"a":2},"b":[{"a":1}]}`, `{"a\"b":1,"a\"b":2}`, `{"\u0061":1,"a":2}`,
+		`{"a":"}","b":"{","a":3}`, `[1]`, `null`, `{"a":1} {}`, `{"a":`, ` {"x" : [ "," , {"y":1} ] , "x":1} `, `{"a":1,"b":2,"c":3}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := members(data, "the line")
+		names, dup, hasDup, ok := referenceMembers(data)
+		switch {
+		case ok && !hasDup && err != nil:
+			t.Fatalf("%q: members refuses (%v) what encoding/json reads as an object", data, err)
+		case ok && hasDup && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q twice", dup))):
+			t.Fatalf("%q: members = %v, want the duplicate %q", data, err, dup)
+		case !ok && err == nil:
+			t.Fatalf("%q: members accepts what encoding/json does not: %v", data, m)
+		case ok && !hasDup && len(m) != len(names):
+			t.Fatalf("%q: %d members, want %d", data, len(m), len(names))
+		}
+	})
 }

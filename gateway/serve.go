@@ -41,10 +41,25 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	for {
 		var in read
 		select {
-		case <-ctx.Done():
+		case in = <-lines:
+			// The next line was already read: its reply follows this one's
+			// in the same write.
+		default:
+			// No line waits: what is answered goes out now, so an agent that
+			// waits for its answer before it sends more is never held.
+			if err := bw.Flush(); err != nil {
+				return fmt.Errorf("writing standard output: %w", err)
+			}
+			select {
+			case <-ctx.Done():
+				g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
+				return bw.Flush()
+			case in = <-lines:
+			}
+		}
+		if ctx.Err() != nil {
 			g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
 			return bw.Flush()
-		case in = <-lines:
 		}
 		line, err := in.line, in.err
 		var reply []byte
@@ -68,11 +83,8 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if _, werr := bw.Write(reply); werr != nil {
 			return fmt.Errorf("writing standard output: %w", werr)
 		}
-		if werr := bw.Flush(); werr != nil {
-			return fmt.Errorf("writing standard output: %w", werr)
-		}
 		if err == io.EOF {
-			return nil
+			return bw.Flush()
 		}
 	}
 }

@@ -129,6 +129,9 @@ func integer(raw any) (n *big.Int, integral, ok bool) {
 	var s string
 	switch x := raw.(type) {
 	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return big.NewInt(i), true, true // the common case, exactly
+		}
 		s = string(x)
 	case string:
 		s = strings.TrimSpace(x)
