@@ -155,6 +155,7 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
 		t.Validation = rule.Mode(str(m))
 	}
+	t.PolicyDir = c.dir
 	if sb := v.LookupPath(cue.ParsePath("sandbox")); sb.Exists() {
 		if !c.sandbox(t, sb) {
 			return nil
@@ -220,10 +221,6 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 			}
 			*f.dst = append(*f.dst, p)
 		}
-	}
-	if t.Plugin != nil {
-		c.fail(v, string(rule.R6), "tool %s: a sandbox on a plugin tool is not supported yet; remove it, or offer the command through Bash.", t.Name)
-		return false
 	}
 	t.Sandbox = s
 	return ok

@@ -72,6 +72,9 @@ type Tool struct {
 	// destructive; Idempotent and OpenWorld are its MCP hints.
 	Effect                string
 	Idempotent, OpenWorld bool
+	// PolicyDir is the directory of the policy that declares the tool; ""
+	// for the embedded one.
+	PolicyDir string
 	// Sandbox is the tool's sandbox block (rule R6); nil when it has none.
 	Sandbox *SandboxSpec
 	// MaxFileBytes bounds the files the tool produces; 0 for no bound set.

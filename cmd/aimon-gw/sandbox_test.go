@@ -258,3 +258,30 @@ func TestR6NoSandboxNoCommand(t *testing.T) {
 		t.Error("the command ran without its sandbox")
 	}
 }
+
+// TestR6PluginRunsInItsSandbox: a plugin tool with a sandbox block runs
+// its whole process under bubblewrap: it writes only where the block says,
+// and sees none of the gateway's environment.
+func TestR6PluginRunsInItsSandbox(t *testing.T) {
+	needBwrap(t)
+	root := sandboxRoot(t)
+	bin := misbehave(t)
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+tools: Touch: {plugin: command: [%[1]q], sandbox: write: [%[2]q]}
+tools: Env: {plugin: command: [%[1]q], sandbox: write: [%[2]q]}
+`, bin, root+"/allowed"))
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, []string{"AIMON_TEST_API_KEY=sk-secret"},
+		toolLine("in", "Touch", map[string]any{"file": root + "/allowed/by-plugin"}),
+		toolLine("out", "Touch", map[string]any{"file": root + "/outside/by-plugin"}),
+		toolLine("env", "Env", map[string]any{}))
+	if replies[0]["is_error"] != false {
+		t.Errorf("the plugin could not write where its sandbox allows: %v", replies[0])
+	}
+	if _, err := os.Stat(root + "/outside/by-plugin"); err == nil || replies[1]["is_error"] != true {
+		t.Errorf("a sandboxed plugin wrote outside its writable set: %v", replies[1])
+	}
+	if env := text(replies[2]); strings.Contains(env, "sk-secret") || !strings.Contains(env, "PATH=") {
+		t.Errorf("the plugin's environment: %s", env)
+	}
+}

@@ -3,6 +3,8 @@ package provision
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,7 +36,7 @@ type Plugins struct{ Host *host.Host }
 
 // Bind leases the tool's plugin and imports what it declares of the tool.
 func (p Plugins) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
-	spec := host.Spec{Command: t.Plugin.Command, SHA256: t.Plugin.SHA256}
+	spec := host.Spec{Command: t.Plugin.Command, SHA256: t.Plugin.SHA256, Sandbox: pluginSandbox(t)}
 	lease := p.Host.Acquire(spec)
 	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
 	defer cancel()
@@ -69,4 +71,40 @@ func (External) Bind(_ context.Context, t *policy.Tool) (Binding, error) {
 	return Binding{Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
 		return tools.Errorf("%s is run by %s; aimon-gw only decides its calls (aimon-gw hook %s). The tool was not executed.", t.Name, who, who)
 	})}, nil
+}
+
+// pluginSandbox is the sandbox a plugin's whole process runs in (rule R6):
+// what its tool's sandbox block says, with the policy directory and the
+// plugin's binary read-only. A plugin is shared by every call of its
+// tools, so no call's Write entries widen it; nil for a tool with none.
+func pluginSandbox(t *policy.Tool) *tools.Sandbox {
+	s := t.Sandbox
+	if s == nil || s.Off {
+		return nil
+	}
+	sb := &tools.Sandbox{Writable: homes(s.Write), Hidden: homes(s.Hide), Network: s.Network, Env: s.Env}
+	if sb.Writable == nil {
+		sb.Writable = []string{}
+	}
+	if t.PolicyDir != "" {
+		sb.ReadOnly = append(sb.ReadOnly, t.PolicyDir)
+	}
+	if len(t.Plugin.Command) > 0 && filepath.IsAbs(t.Plugin.Command[0]) {
+		sb.ReadOnly = append(sb.ReadOnly, t.Plugin.Command[0])
+	}
+	return sb
+}
+
+// homes expands a leading ~/ to the gateway's home directory.
+func homes(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if rest, ok := strings.CutPrefix(p, "~/"); ok {
+			if h, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(h, rest)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/defaultpolicy"
 	"aimon.dev/gw/internal/provision"
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/policy/watch"
@@ -84,7 +85,7 @@ func Load(ctx context.Context, reg provision.Registry, dir, workdir string, time
 func warnSandbox(g *provision.Generation) {
 	for _, name := range g.Names() {
 		if sb := g.Tools[name].Sandbox; sb != nil && !sb.Off {
-			if err := builtin.SandboxAvailable(); err != nil {
+			if err := sandbox.Available(); err != nil {
 				slog.Warn("tool needs a sandbox that cannot be made here; its calls will be refused: install bubblewrap or set sandbox: mode: \"off\"", "tool", name, "cause", err)
 			}
 		}

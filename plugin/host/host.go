@@ -27,6 +27,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"aimon.dev/gw/plugin/pluginpb"
+	"aimon.dev/gw/tools"
 )
 
 // Spec is the identity of a plugin process: its command line and the
@@ -48,9 +50,19 @@ import (
 type Spec struct {
 	Command []string
 	SHA256  string
+	// Sandbox, when set and not off, is the bubblewrap sandbox the whole
+	// plugin process runs in (rule R6).
+	Sandbox *tools.Sandbox
 }
 
-func (s Spec) key() string { return strings.Join(s.Command, "\x00") + "\x01" + s.SHA256 }
+func (s Spec) key() string {
+	k := strings.Join(s.Command, "\x00") + "\x01" + s.SHA256
+	if s.Sandbox != nil {
+		b, _ := json.Marshal(s.Sandbox)
+		k += "\x01" + string(b)
+	}
+	return k
+}
 
 // String is the command line for messages.
 func (s Spec) String() string {
@@ -180,7 +192,7 @@ func (h *Host) Acquire(s Spec) *Lease {
 	k := s.key()
 	sl := h.slots[k]
 	if sl == nil {
-		sl = &slot{h: h, spec: Spec{Command: slices.Clone(s.Command), SHA256: s.SHA256}}
+		sl = &slot{h: h, spec: Spec{Command: slices.Clone(s.Command), SHA256: s.SHA256, Sandbox: s.Sandbox}}
 		if h.closed {
 			sl.retired = true
 		} else {

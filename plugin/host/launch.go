@@ -54,7 +54,7 @@ func (h *Host) launch(s Spec) (*proc, error) {
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		Plugins:          goplugin.PluginSet{plugin.Name: &plugin.GRPC{}},
-		RunnerFunc:       newRunner(cmd),
+		RunnerFunc:       newRunner(cmd, s.Sandbox),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		StartTimeout:     h.startTimeout,
 		Logger:           newHCLog(log),

@@ -3,11 +3,18 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
+	"aimon.dev/gw/internal/sandbox"
+	"aimon.dev/gw/plugin"
+	"aimon.dev/gw/tools"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin/runner"
 )
@@ -24,9 +31,26 @@ type cmdRunner struct {
 // newRunner returns the go-plugin RunnerFunc that starts cmd. go-plugin
 // passes a stand-in command that carries only the environment it wants the
 // plugin to have (the handshake cookie, the socket directory).
-func newRunner(cmd *exec.Cmd) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
-	return func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
-		cmd.Env = spec.Env
+func newRunner(cmd *exec.Cmd, sb *tools.Sandbox) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
+	return func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+		if sb != nil && !sb.Off {
+			// The whole plugin runs sandboxed; go-plugin's socket directory
+			// is the one place outside it both sides reach.
+			inner := *sb
+			inner.Writable = append(slices.Clone(sb.Writable), socketDir)
+			argv, err := sandbox.Argv(&inner, "", cmd.Args, sandboxEnv(spec.Env), func(name string) bool {
+				return strings.HasPrefix(name, "PLUGIN_") || name == plugin.Handshake.MagicCookieKey
+			})
+			if err != nil {
+				return nil, fmt.Errorf("the plugin runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap or set sandbox: mode: \"off\" on the tool", err)
+			}
+			attr := cmd.SysProcAttr
+			*cmd = *exec.Command(argv[0], argv[1:]...)
+			cmd.SysProcAttr = attr
+			cmd.Env = os.Environ()
+		} else {
+			cmd.Env = spec.Env
+		}
 		cmd.Stdin = nil
 		r := &cmdRunner{cmd: cmd}
 		var err error
@@ -38,6 +62,12 @@ func newRunner(cmd *exec.Cmd) func(hclog.Logger, *exec.Cmd, string) (runner.Runn
 		}
 		return r, nil
 	}
+}
+
+// sandboxEnv is the environment bwrap starts with: go-plugin's variables
+// and the gateway's, which bwrap clears but for those it passes on.
+func sandboxEnv(pluginEnv []string) []string {
+	return append(os.Environ(), pluginEnv...)
 }
 
 var _ runner.Runner = (*cmdRunner)(nil)

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -86,12 +87,11 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	argv := []string{"bash", "-c", p.Command}
 	if sb := env.Sandbox; sb != nil && !sb.Off {
-		bw, err := bwrap()
-		if err != nil {
+		var err error
+		if argv, err = sandbox.Argv(sb, workdir(env), argv, nil, nil); err != nil {
 			env.Logger().Warn("Bash refused: no usable sandbox", "cause", err)
 			return tools.Failure(err, "Bash runs commands in a bubblewrap sandbox, and none can be made here (%v). The operator must install it (apt-get install bubblewrap) or set sandbox: mode: \"off\" on the Bash tool in the policy. The command was not run.", err)
 		}
-		argv = append([]string{bw}, sandboxArgs(sb, workdir(env), p.Command)...)
 	}
 	run, err := start(argv, workdir(env))
 	if run != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -176,7 +177,7 @@ func TestBashEscapedChildDoesNotHoldTheCall(t *testing.T) {
 // against the same call with mode "off"; sandbox/off is the ratio and
 // added-ms what the sandbox adds to one call.
 func BenchmarkBashSandbox(b *testing.B) {
-	if _, err := bwrap(); err != nil {
+	if err := sandbox.Available(); err != nil {
 		b.Skipf("no usable bwrap: %v", err)
 	}
 	dir := b.TempDir()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -106,6 +107,26 @@ func serveTools() {
 					case <-time.After(5 * time.Millisecond):
 					}
 				}
+			},
+		},
+		plugin.Tool{
+			Name:        "Touch",
+			Description: "Creates the file named by input.file; says whether it could.",
+			InputSchema: object,
+			Run: func(_ context.Context, req plugin.Request) plugin.Result {
+				file, _ := req.Input["file"].(string)
+				if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+					return plugin.Errorf("%v", err)
+				}
+				return plugin.Text("created " + file)
+			},
+		},
+		plugin.Tool{
+			Name:        "Env",
+			Description: "Returns its environment, one variable a line.",
+			InputSchema: object,
+			Run: func(context.Context, plugin.Request) plugin.Result {
+				return plugin.Text(strings.Join(os.Environ(), "\n"))
 			},
 		},
 		plugin.Tool{

@@ -1,4 +1,10 @@
-package builtin
+// Package sandbox runs a program under bubblewrap (rule R6): the whole file
+// system read-only but for the writable set, a private /tmp, its own PID
+// namespace and /proc, no network unless allowed, a cleared environment,
+// and --die-with-parent, so that the namespace and every process in it end
+// with the program or with the gateway. Bash runs each command in one, a
+// sandboxed plugin its whole process.
+package sandbox
 
 import (
 	"context"
@@ -10,13 +16,6 @@ import (
 
 	"aimon.dev/gw/tools"
 )
-
-// Bash runs its command under bubblewrap (rule R6) when the gateway gives
-// the call a sandbox: the whole filesystem read-only but for the writable
-// set, a private /tmp, its own PID namespace and /proc (the gateway's
-// descriptors are out of reach), no network unless allowed, a cleared
-// environment, and --die-with-parent, so that the namespace and every
-// process in it end with the call or with the gateway.
 
 var bwrapCheck struct {
 	once sync.Once
@@ -55,17 +54,31 @@ func (e *bwrapError) Error() string {
 	return "bwrap cannot make a sandbox here: " + e.err.Error() + ": " + e.out
 }
 
-// SandboxAvailable reports whether Bash can run sandboxed here, and why not.
-func SandboxAvailable() error {
+// Available reports whether a sandbox can be made here, and why not.
+func Available() error {
 	_, err := bwrap()
 	return err
+}
+
+// Argv is the command line that runs argv in dir inside sb. Its
+// environment is drawn from env (os.Environ() when nil); keep names more
+// variables to pass through as they are (a plugin's handshake).
+func Argv(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) ([]string, error) {
+	bw, err := bwrap()
+	if err != nil {
+		return nil, err
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	return append([]string{bw}, args(sb, dir, argv, env, keep)...), nil
 }
 
 // passedEnv are the variables every sandboxed command keeps (rule R6).
 var passedEnv = []string{"PATH", "HOME", "LANG", "TERM"}
 
-// sandboxArgs is the bwrap command line that runs command in dir inside sb.
-func sandboxArgs(sb *tools.Sandbox, dir, command string) []string {
+// args is the bwrap arguments that run argv in dir inside sb.
+func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) bool) []string {
 	root := "--ro-bind"
 	for _, w := range sb.Writable {
 		if w == "/" {
@@ -102,9 +115,9 @@ func sandboxArgs(sb *tools.Sandbox, dir, command string) []string {
 			a = append(a, "--ro-bind", "/dev/null", h)
 		}
 	}
-	for _, kv := range os.Environ() {
+	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if contains(passedEnv, name) || strings.HasPrefix(name, "LC_") || contains(sb.Env, name) {
+		if contains(passedEnv, name) || strings.HasPrefix(name, "LC_") || contains(sb.Env, name) || keep != nil && keep(name) {
 			a = append(a, "--setenv", name, value)
 		}
 	}
@@ -112,7 +125,7 @@ func sandboxArgs(sb *tools.Sandbox, dir, command string) []string {
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}
-	return append(a, "--", "bash", "-c", command)
+	return append(append(a, "--"), argv...)
 }
 
 func exists(p string) bool {
