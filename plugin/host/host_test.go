@@ -220,7 +220,7 @@ func TestR4UnknownToolInPlugin(t *testing.T) {
 	if !res.IsError {
 		t.Fatal("a tool the plugin does not serve ran")
 	}
-	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Hang, Noise, Panic, Stdin, Stuck", "plugin.tool")
+	mustContain(t, "result", res.Text, "serves no tool named Nope", "Block, Context, Crash, Env, Hang, Noise, Panic, Stdin, Stuck, Touch", "plugin.tool")
 }
 
 func TestR4CrashMidCallThenRestart(t *testing.T) {
