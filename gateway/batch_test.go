@@ -276,3 +276,27 @@ func TestPoolResizeWakesWaiters(t *testing.T) {
 		t.Error("acquire on a full pool with a cancelled context must fail")
 	}
 }
+
+// BenchmarkK2InstantBatch: a batch of 8 Echo calls with parallel execution
+// on, against the same batch with it off; parallel/sequential must not be
+// above 1 (issue 21).
+func BenchmarkK2InstantBatch(b *testing.B) {
+	on, _ := newGateway(b, "tools: Echo: schema.#Echo\nparallel: {enabled: true, maxConcurrency: 8}\n", nil)
+	off, _ := newGateway(b, "tools: Echo: schema.#Echo\n", nil)
+	on.log, off.log = discardLog, discardLog
+	var blocks []string
+	for i := range 8 {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":"e%d","name":"Echo","input":{"message":"m"}}`, i))
+	}
+	line := []byte(`{"role":"assistant","content":[` + strings.Join(blocks, ",") + `]}`)
+	var par, seq time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		on.Handle(b.Context(), line)
+		t1 := time.Now()
+		off.Handle(b.Context(), line)
+		par += t1.Sub(t0)
+		seq += time.Since(t1)
+	}
+	b.ReportMetric(float64(par)/float64(seq), "parallel/sequential")
+}

@@ -25,6 +25,13 @@ type Tool interface {
 	Run(ctx context.Context, env *Env, in Input) Result
 }
 
+// Instant is implemented by a tool whose calls do no I/O and finish in
+// microseconds (Echo): a batch of only such calls runs in order even where
+// it could run in parallel, which is faster (rule K2 allows, never forces).
+type Instant interface {
+	Instant() bool
+}
+
 // Func adapts a plain function to Tool.
 type Func func(ctx context.Context, env *Env, in Input) Result
 

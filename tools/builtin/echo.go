@@ -19,6 +19,9 @@ const MaxEcho = 1 << 20
 // Echo repeats a message back: the guide's example tool.
 type Echo struct{}
 
+// Instant reports that Echo does no I/O: a batch of Echo calls runs in order.
+func (Echo) Instant() bool { return true }
+
 // Run repeats the message.
 func (Echo) Run(_ context.Context, env *tools.Env, in tools.Input) tools.Result {
 	var p EchoInput
