@@ -26,7 +26,8 @@ type compiler struct {
 	errs      Errors
 	warnings  []Diagnostic
 	shipped   map[string]compiledInput
-	data      []string // the policy's YAML and JSON files
+	data      []string  // the policy's YAML and JSON files
+	root      cue.Value // the policy value being compiled
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
@@ -67,6 +68,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 		PerBatchMax:    integer(v.LookupPath(cue.ParsePath("parallel.perBatchMax"))),
 	}
 	g.Tools = map[string]*Tool{}
+	c.root = v
 	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
 	for iter.Next() {
 		if t := c.tool(iter.Selector().Unquoted(), iter.Value(), g.Validation); t != nil {
@@ -109,9 +111,9 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
 		return nil
 	}
-	b, p, x := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external"))
-	if n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()); n != 1 {
-		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, or external (such as claudecode.#Bash).", name)
+	b, p, x, u := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external")), v.LookupPath(cue.ParsePath("upstream"))
+	if n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()) + btoi(u.Exists()); n != 1 {
+		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, external (such as claudecode.#Bash), or a server's expose.", name)
 		return nil
 	}
 	t.External = str(x)
@@ -175,6 +177,30 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
 			Default: str(s.LookupPath(cue.ParsePath("default")))}
 		t.subjectPos = c.pos(s, 0)
+	}
+	if u.Exists() {
+		server := str(u.LookupPath(cue.ParsePath("server")))
+		sv := c.root.LookupPath(cue.MakePath(cue.Str("servers"), cue.Str(server)))
+		t.Upstream = &Upstream{Server: server, Tool: str(u.LookupPath(cue.ParsePath("tool"))), Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
+		_ = sv.LookupPath(cue.ParsePath("command")).Decode(&t.Upstream.Command)
+		_ = sv.LookupPath(cue.ParsePath("env")).Decode(&t.Upstream.Env)
+		if len(t.Upstream.Command) > 0 && c.dir != "" {
+			if bin := t.Upstream.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+				t.Upstream.Command[0] = filepath.Join(c.dir, bin)
+			}
+		}
+		if d := sv.LookupPath(cue.ParsePath("timeout")); d.Exists() && t.Timeout == 0 {
+			t.Timeout, _ = time.ParseDuration(str(d))
+		}
+		if sb := sv.LookupPath(cue.ParsePath("sandbox")); sb.Exists() && t.Sandbox == nil {
+			if !c.sandbox(t, sb) {
+				return nil
+			}
+		}
+		t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("command")), 0)
+		// The server declares the input; provisioning completes the tool.
+		t.value, t.pending = v, true
+		return t
 	}
 	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
 		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}

@@ -86,6 +86,8 @@ type Tool struct {
 	// out-of-process one.
 	Builtin string
 	Plugin  *Plugin
+	// Upstream is the MCP server tool behind the tool; nil for another kind.
+	Upstream *Upstream
 	// External names the program that runs the tool, when the gateway only
 	// decides it ("claude-code").
 	External string
@@ -107,6 +109,8 @@ func (t *Tool) Kind() string {
 		return "plugin"
 	case t.External != "":
 		return "external"
+	case t.Upstream != nil:
+		return "upstream"
 	}
 	return "builtin"
 }
@@ -114,6 +118,14 @@ func (t *Tool) Kind() string {
 // Pending reports whether the tool waits for its implementation to declare
 // its input (see Generation.Complete); such a tool cannot be served.
 func (t *Tool) Pending() bool { return t.pending }
+
+// Upstream is a tool of an upstream MCP server (stdio).
+type Upstream struct {
+	Server, Tool string
+	Command      []string
+	Env          map[string]string
+	Cwd          string
+}
 
 // A Test is one policy unit test: a call and what must happen to it.
 type Test struct {

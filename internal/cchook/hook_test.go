@@ -41,7 +41,7 @@ func load(t *testing.T, wd string) *provision.Generation {
 	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(testPolicy), 0o644)
 	h := host.New(slog.New(slog.DiscardHandler))
 	t.Cleanup(h.Close)
-	gen, err := reload.Load(context.Background(), reload.Registry(h), dir, wd, 0)
+	gen, err := reload.Load(context.Background(), reload.Registry(h, &provision.Upstreams{}), dir, wd, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

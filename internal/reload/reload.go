@@ -46,16 +46,19 @@ type Runtime struct {
 	gw     *gateway.Gateway
 	w      *watch.Watcher
 	host   *host.Host
+	up     *provision.Upstreams
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 // Registry is the implementation kinds a gateway binds tools to: the
-// built-ins, and plugins on h.
-func Registry(h *host.Host) provision.Registry {
+// built-ins, plugins on h, upstream MCP servers in up, and tools another
+// program runs.
+func Registry(h *host.Host, up *provision.Upstreams) provision.Registry {
 	return provision.Registry{
 		"builtin":  provision.Builtins(builtin.Lookup),
 		"plugin":   provision.Plugins{Host: h},
+		"upstream": up,
 		"external": provision.External{},
 	}
 }
@@ -95,13 +98,14 @@ func warnSandbox(g *provision.Generation) {
 // Once loads and provisions a policy for one decision (check, vet): close
 // releases the generation and stops what it started.
 func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	h := host.New(log)
-	gen, err = Load(ctx, Registry(h), dir, workdir, timeout)
+	h, up := host.New(log), &provision.Upstreams{Log: log}
+	gen, err = Load(ctx, Registry(h, up), dir, workdir, timeout)
 	if err != nil {
 		h.Close()
+		up.Close()
 		return nil, nil, err
 	}
-	return gen, func() { gen.Retire(); h.Close() }, nil
+	return gen, func() { gen.Retire(); h.Close(); up.Close() }, nil
 }
 
 // Start loads the policy and returns a runtime serving it. For a directory
@@ -115,13 +119,14 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		log = slog.Default()
 		o.Gateway.Logger = log
 	}
-	r := &Runtime{host: host.New(log), done: make(chan struct{})}
-	reg := Registry(r.host)
+	r := &Runtime{host: host.New(log), up: &provision.Upstreams{Log: log}, done: make(chan struct{})}
+	reg := Registry(r.host, r.up)
 	wd := o.Gateway.Workdir
 	if o.Dir == "" {
 		gen, err := Load(ctx, reg, "", wd, o.LoadTimeout)
 		if err != nil {
 			r.host.Close()
+			r.up.Close()
 			return nil, err
 		}
 		for _, w := range gen.Warnings {
@@ -148,12 +153,14 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}})
 	if err != nil {
 		r.host.Close()
+		r.up.Close()
 		return nil, err
 	}
 	first, err := reg.Provision(ctx, w.Initial())
 	if err != nil {
 		w.Close()
 		r.host.Close()
+		r.up.Close()
 		return nil, err
 	}
 	r.w = w
@@ -212,4 +219,5 @@ func (r *Runtime) Close() {
 	<-r.done
 	r.gw.Close()
 	r.host.Close()
+	r.up.Close()
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var builtFS struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// fsServer builds the test MCP server (internal/provision/testdata/fsserver).
+func fsServer(t *testing.T) string {
+	builtFS.once.Do(func() {
+		dir, err := os.MkdirTemp("", "aimon-gw-fsserver")
+		if err != nil {
+			builtFS.err = err
+			return
+		}
+		builtFS.path = filepath.Join(dir, "fsserver")
+		if out, err := exec.Command("go", "build", "-o", builtFS.path, "aimon.dev/gw/internal/provision/testdata/fsserver").CombinedOutput(); err != nil {
+			builtFS.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if builtFS.err != nil {
+		t.Fatal(builtFS.err)
+	}
+	return builtFS.path
+}
+
+// TestS8UpstreamServerBehindTheGate: an upstream MCP server's tools are
+// gated and decided like any other before the call is forwarded: a write
+// outside the pattern never reaches the server, one inside does, a server
+// crash fails its call and the next call works, and no server process
+// outlives the gateway (issue 17).
+func TestS8UpstreamServerBehindTheGate(t *testing.T) {
+	bin := fsServer(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "inside"), 0o755)
+	calls := filepath.Join(root, "calls.log")
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], env: AIMON_TEST_CALLS: %q, expose: ["write_file", "read_file", "crash"]}
+tools: fs__write_file: {subject: {field: "path", kind: "path"}, effect: "write", input: content: =~"^[a-z ]*$"}
+tools: fs__read_file: {subject: {field: "path", kind: "path"}, effect: "read"}
+agent: "allowed-tools": ["fs__write_file(%s/inside/**)", "fs__read_file", "fs__crash"]
+validation: "enforce"
+`, bin, calls, root))
+	in, out := filepath.Join(root, "inside", "a.txt"), filepath.Join(root, "outside.txt")
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		toolLine("out", "fs__write_file", map[string]any{"path": out, "content": "x"}),
+		toolLine("bad", "fs__write_file", map[string]any{"path": in, "content": "NOT LOWER"}),
+		toolLine("in", "fs__write_file", map[string]any{"path": in, "content": "hello"}),
+		toolLine("read", "fs__read_file", map[string]any{"path": in}),
+		toolLine("crash", "fs__crash", map[string]any{}),
+		toolLine("again", "fs__read_file", map[string]any{"path": in}),
+		`{"type":"list_tools"}`)
+	if r := replies[0]; r["is_error"] != true || !strings.Contains(text(r), "not allowed on this surface") {
+		t.Errorf("a write outside the pattern: %v", r)
+	}
+	if r := replies[1]; r["is_error"] != true || !strings.Contains(text(r), "content") {
+		t.Errorf("the policy's narrowing of the server's schema: %v", r)
+	}
+	if r := replies[2]; r["is_error"] != false || !strings.Contains(text(r), "wrote") {
+		t.Errorf("a write inside: %v", r)
+	}
+	if r := replies[3]; r["is_error"] != false || text(r) != "hello" {
+		t.Errorf("read: %v", r)
+	}
+	if r := replies[4]; r["is_error"] != true || !strings.Contains(text(r), "restarted for the next call") {
+		t.Errorf("a crash: %v", r)
+	}
+	if r := replies[5]; r["is_error"] != false || text(r) != "hello" {
+		t.Errorf("the call after a crash: %v", r)
+	}
+	if list := fmt.Sprint(replies[6]); !strings.Contains(list, "fs__write_file") || !strings.Contains(list, "Writes a file.") {
+		t.Errorf("list_tools: %s", list)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the server wrote outside the pattern")
+	}
+	log, _ := os.ReadFile(calls)
+	if strings.Contains(string(log), out) || strings.Contains(string(log), "NOT LOWER") {
+		t.Errorf("refused calls reached the server:\n%s", log)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pluginPids(bin)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("server processes outlive the gateway: %v", pluginPids(bin))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

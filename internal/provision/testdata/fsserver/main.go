@@ -1,0 +1,63 @@
+// Command fsserver is a test MCP server on the official Go SDK: it writes
+// and reads files, can crash, and records every call it receives in the
+// file named by AIMON_TEST_CALLS, so a test can tell what reached it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type writeIn struct {
+	Path    string `json:"path" jsonschema:"the file to write"`
+	Content string `json:"content" jsonschema:"what to write"`
+}
+
+type readIn struct {
+	Path string `json:"path" jsonschema:"the file to read"`
+}
+
+func record(tool, arg string) {
+	if f := os.Getenv("AIMON_TEST_CALLS"); f != "" {
+		fh, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err == nil {
+			fmt.Fprintf(fh, "%s %s\n", tool, arg)
+			fh.Close()
+		}
+	}
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func main() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fsserver", Version: "v1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Writes a file."}, func(_ context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+		record("write_file", in.Path)
+		if err := os.WriteFile(in.Path, []byte(in.Content), 0o644); err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+		}
+		return text("wrote " + in.Path), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Reads a file."}, func(_ context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {
+		record("read_file", in.Path)
+		b, err := os.ReadFile(in.Path)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+		}
+		return text(string(b)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exits at once."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		record("crash", "")
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
