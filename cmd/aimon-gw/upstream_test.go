@@ -99,3 +99,56 @@ validation: "enforce"
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// npmBin finds a command that .ci/run installs with npm ci in .ci/npm; it
+// skips without it, except under CI.
+func npmBin(t *testing.T, name string) string {
+	t.Helper()
+	bin, _ := filepath.Abs("../../.ci/npm/node_modules/.bin/" + name)
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is needed at %s; .ci/run installs it with npm ci in .ci/npm", name, bin)
+		}
+		t.Skipf("no %s; run npm ci in .ci/npm", name)
+	}
+	return bin
+}
+
+// TestS3NPMFilesystemServerNarrowed: the reference filesystem server from
+// npm, allowed the whole test directory, narrowed by the policy to one
+// directory: a write outside it is refused before it reaches the server, a
+// write and a read inside work (issue 17).
+func TestS3NPMFilesystemServerNarrowed(t *testing.T) {
+	bin := npmBin(t, "mcp-server-filesystem")
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	os.MkdirAll(filepath.Join(root, "inside"), 0o755)
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q, %q], expose: ["write_file", "read_text_file"]}
+tools: fs__write_file: {subject: {field: "path", kind: "path"}, effect: "write"}
+tools: fs__read_text_file: {subject: {field: "path", kind: "path"}, effect: "read"}
+agent: "allowed-tools": ["fs__write_file(%[2]s/inside/**)", "fs__read_text_file(%[2]s/**)"]
+validation: "enforce"
+`, bin, root))
+	in, out := filepath.Join(root, "inside", "a.txt"), filepath.Join(root, "outside.txt")
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		toolLine("out", "fs__write_file", map[string]any{"path": out, "content": "x"}),
+		toolLine("in", "fs__write_file", map[string]any{"path": in, "content": "hello"}),
+		toolLine("read", "fs__read_text_file", map[string]any{"path": in}),
+		toolLine("typo", "fs__write_file", map[string]any{"path": in, "contnet": "x"}))
+	if r := replies[0]; r["is_error"] != true || !strings.Contains(text(r), "not allowed on this surface") {
+		t.Errorf("a write outside: %v", r)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the server wrote outside the policy's pattern")
+	}
+	if r := replies[1]; r["is_error"] != false {
+		t.Errorf("a write inside: %v", r)
+	}
+	if r := replies[2]; r["is_error"] != false || !strings.Contains(text(r), "hello") {
+		t.Errorf("a read inside: %v", r)
+	}
+	if r := replies[3]; r["is_error"] != true || !strings.Contains(text(r), "content") {
+		t.Errorf("the server's own schema, through the gate: %v", r)
+	}
+}
