@@ -50,6 +50,10 @@ func prepare(cur *Current, eff *allow.Effective, ceil ceiling, chainErr error, c
 		return p
 	}
 	p.tool = t
+	if t.Unpinned != "" {
+		p.refuse(rule.Refused(rule.S3, notExecuted(t.Name+" changed on its server since it was pinned, so it is withheld; tell the operator")))
+		return p
+	}
 	if policy.Above(t.Effect, ceil.effect) {
 		// Neither listed nor allowed, whatever the lists say (rule P13).
 		d := rule.Refused(rule.P13, aboveCeiling(t.Name, t.Effect, ceil.effect, ceil.by))
@@ -89,7 +93,7 @@ func ceilingOf(cur *Current, chain []string) ceiling {
 func listed(cur *Current, eff *allow.Effective, ceil ceiling) []string {
 	var names []string
 	for _, n := range cur.Names() {
-		if eff.Listed(n) && !policy.Above(cur.Tools[n].Effect, ceil.effect) {
+		if t := cur.Tools[n]; eff.Listed(n) && !policy.Above(t.Effect, ceil.effect) && t.Unpinned == "" {
 			names = append(names, n)
 		}
 	}

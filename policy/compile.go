@@ -184,6 +184,8 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		t.Upstream = &Upstream{Server: server, Tool: str(u.LookupPath(cue.ParsePath("tool"))), Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
 		_ = sv.LookupPath(cue.ParsePath("command")).Decode(&t.Upstream.Command)
 		_ = sv.LookupPath(cue.ParsePath("env")).Decode(&t.Upstream.Env)
+		t.Upstream.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
+		t.Upstream.Pin = str(c.root.LookupPath(cue.MakePath(cue.Str("pins"), cue.Str(server), cue.Str(t.Upstream.Tool))))
 		if len(t.Upstream.Command) > 0 && c.dir != "" {
 			if bin := t.Upstream.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
 				t.Upstream.Command[0] = filepath.Join(c.dir, bin)

@@ -88,6 +88,9 @@ type Tool struct {
 	Plugin  *Plugin
 	// Upstream is the MCP server tool behind the tool; nil for another kind.
 	Upstream *Upstream
+	// Unpinned says why an upstream tool is withheld: its definition no
+	// longer matches its pin. Such a tool is neither listed nor run.
+	Unpinned string
 	// External names the program that runs the tool, when the gateway only
 	// decides it ("claude-code").
 	External string
@@ -122,6 +125,10 @@ func (t *Tool) Pending() bool { return t.pending }
 // Upstream is a tool of an upstream MCP server (stdio).
 type Upstream struct {
 	Server, Tool string
+	// Pin is the sha256 the tool's definition was pinned at ("" for none);
+	// NoPin is set when the server opts out of pins.
+	Pin   string
+	NoPin bool
 	Command      []string
 	Env          map[string]string
 	Cwd          string

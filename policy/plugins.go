@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -33,6 +34,9 @@ type Declared struct {
 	Description            string
 	InputSchema            []byte
 	Concurrency, Interrupt string
+	// Unpinned, for an upstream tool, says how its definition differs from
+	// its pin; the tool is then withheld.
+	Unpinned string
 }
 
 // Pending returns the tools whose implementation must declare their input
@@ -66,6 +70,10 @@ func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
 		t := *pt
 		if c.declare(&t, d) && c.compileInput(&t) && c.checkSubject(&t) {
 			t.pending, t.value = false, cue.Value{}
+			t.Unpinned = d.Unpinned
+			if d.Unpinned != "" {
+				out.Warnings = append(slices.Clone(out.Warnings), Diagnostic{Pos: t.ImplPos, Code: "S3", Warning: true, Message: d.Unpinned})
+			}
 			out.Tools[t.Name] = &t
 		}
 	}

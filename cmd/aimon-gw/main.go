@@ -50,9 +50,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			importCommand(stdout, stderr),
 			testCommand(stdout),
 			initCommand(stdout),
+			pinCommand(stdout),
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, test, init, hook, import and version (aimon-gw --help).\n", name)
+			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, test, init, pin, hook, import and version (aimon-gw --help).\n", name)
 			notFound = true
 		},
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -2,6 +2,8 @@ package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,11 +77,38 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 	if timeout <= 0 {
 		timeout = DefaultUpstreamTimeout
 	}
-	return Binding{
-		Tool:     &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout},
-		Declared: &policy.Declared{Description: tool.Description, InputSchema: schema, Concurrency: "sequential", Interrupt: "cooperative"},
-		Release:  release,
-	}, nil
+	d := &policy.Declared{Description: tool.Description, InputSchema: schema, Concurrency: "sequential", Interrupt: "cooperative"}
+	var impl tools.Tool = &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout}
+	if pin := PinOf(tool); !t.Upstream.NoPin && t.Upstream.Pin != "" && pin != t.Upstream.Pin {
+		d.Unpinned = fmt.Sprintf("tool %s changed since it was pinned: its definition's %s is not the pin's %s; it is withheld until someone reviews the change and runs aimon-gw pin again.", t.Name, pin, t.Upstream.Pin)
+		impl = tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
+			return tools.Errorf("%s changed on its server since it was pinned, so it is not run; tell the operator. The tool was not executed.", t.Name)
+		})
+	}
+	return Binding{Tool: impl, Declared: d, Release: release}, nil
+}
+
+// PinOf is the pin of a tool's definition: the sha256 of its name,
+// description, input schema and annotations as canonical JSON.
+func PinOf(t *mcp.Tool) string {
+	b, _ := json.Marshal(map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema, "annotations": t.Annotations})
+	// Round-trip through a generic value so that map keys at every depth
+	// are sorted, whatever types the SDK used.
+	var v any
+	_ = json.Unmarshal(b, &v)
+	b, _ = json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Definition is an upstream tool's definition as its server shows it now.
+func (u *Upstreams) Definition(ctx context.Context, t *policy.Tool) (*mcp.Tool, error) {
+	s, err := u.lease(t)
+	if err != nil {
+		return nil, err
+	}
+	defer u.release(s)
+	return s.describe(ctx, t.Upstream.Tool)
 }
 
 // Close stops every server.

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/internal/provision"
+	"aimon.dev/gw/policy"
+)
+
+type pinParams struct {
+	Dir    string
+	Stdout io.Writer
+}
+
+func pinCommand(stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "pin",
+		Usage:     "record the definitions of the upstream servers' tools in DIR/pins.cue, for review in git",
+		ArgsUsage: "DIR",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("aimon-gw pin takes one policy directory: aimon-gw pin DIR.", exitUsage)
+			}
+			return pin(pinParams{Dir: c.Args().First(), Stdout: stdout})
+		},
+	}
+}
+
+// pin connects to each server, and writes the sha256 of each exposed
+// tool's definition to pins.cue: on unchanged servers, the same bytes.
+func pin(p pinParams) error {
+	gen, err := policy.Load(p.Dir)
+	if err != nil {
+		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
+	}
+	up := &provision.Upstreams{Log: discard}
+	defer up.Close()
+	pins := map[string]map[string]string{}
+	for _, name := range gen.Names() {
+		t := gen.Tools[name]
+		if t.Upstream == nil || t.Upstream.NoPin {
+			continue
+		}
+		def, err := up.Definition(context.Background(), t)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw pin: tool %s: %v.", name, err), exitFinding)
+		}
+		if pins[t.Upstream.Server] == nil {
+			pins[t.Upstream.Server] = map[string]string{}
+		}
+		pins[t.Upstream.Server][t.Upstream.Tool] = provision.PinOf(def)
+	}
+	var b strings.Builder
+	b.WriteString("// Written by aimon-gw pin: the definitions the upstream servers' tools had\n// when they were reviewed. A tool whose definition changes is withheld until\n// it is reviewed and pinned again.\npackage policy\n\npins: {\n")
+	servers := make([]string, 0, len(pins))
+	for s := range pins {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
+	for _, s := range servers {
+		fmt.Fprintf(&b, "\t%q: {\n", s)
+		names := make([]string, 0, len(pins[s]))
+		for n := range pins[s] {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(&b, "\t\t%q: %q\n", n, pins[s][n])
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	file := filepath.Join(p.Dir, "pins.cue")
+	if old, err := os.ReadFile(file); err == nil && string(old) == b.String() {
+		fmt.Fprintf(p.Stdout, "aimon-gw pin: %s is up to date.\n", file)
+		return nil
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		return cli.Exit(fmt.Sprintf("aimon-gw pin: %v.", err), exitUsage)
+	}
+	fmt.Fprintf(p.Stdout, "aimon-gw pin: wrote %s; review it and commit it beside the policy.\n", file)
+	return nil
+}
