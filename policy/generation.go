@@ -127,11 +127,11 @@ type Upstream struct {
 	Server, Tool string
 	// Pin is the sha256 the tool's definition was pinned at ("" for none);
 	// NoPin is set when the server opts out of pins.
-	Pin   string
-	NoPin bool
-	Command      []string
-	Env          map[string]string
-	Cwd          string
+	Pin     string
+	NoPin   bool
+	Command []string
+	Env     map[string]string
+	Cwd     string
 }
 
 // A Test is one policy unit test: a call and what must happen to it.
