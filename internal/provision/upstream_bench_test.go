@@ -1,0 +1,56 @@
+package provision
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
+)
+
+// BenchmarkUpstreamCall: one read_file call to the in-test Go server
+// through the gateway's upstream tool (gate and permission aside), against
+// the same call made directly with the SDK's client, in one loop;
+// gateway/direct is the ratio (target ≤ 1.3).
+func BenchmarkUpstreamCall(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "fsserver")
+	if out, err := exec.Command("go", "build", "-o", bin, "aimon.dev/gw/internal/provision/testdata/fsserver").CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, []byte("hello"), 0o644)
+	up := &Upstreams{}
+	defer up.Close()
+	bind, err := up.Bind(context.Background(), &policy.Tool{Name: "fs__read_file", Upstream: &policy.Upstream{Server: "fs", Tool: "read_file", Command: []string{bin}, NoPin: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bind.Release()
+	direct, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(bin)}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	in := tools.Input{"path": file}
+	var viaGW, viaSDK time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if r := bind.Tool.Run(context.Background(), nil, in); r.IsError {
+			b.Fatal(r.Text)
+		}
+		t1 := time.Now()
+		if _, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_file", Arguments: in}); err != nil {
+			b.Fatal(err)
+		}
+		viaGW += t1.Sub(t0)
+		viaSDK += time.Since(t1)
+	}
+	b.ReportMetric(float64(viaGW)/float64(viaSDK), "gateway/direct")
+}
