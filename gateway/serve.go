@@ -22,9 +22,11 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		line []byte
 		err  error
 	}
-	// The reader runs ahead by one line at most; it is left blocked on r
-	// when ctx ends, since a read cannot be interrupted.
-	lines := make(chan read)
+	// The reader runs ahead by a few lines, so that replies to lines that
+	// arrive together go out in one write; it is left blocked on r when ctx
+	// ends, since a read cannot be interrupted, and lines read but not begun
+	// by then are not answered.
+	lines := make(chan read, 64)
 	go func() {
 		for {
 			line, err := readLine(br, g.opts.MaxLineBytes)

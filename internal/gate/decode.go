@@ -18,6 +18,99 @@ import (
 // lim.MaxString, arrays longer than lim.MaxItems, and data after the object.
 // The error is a sentence for the model.
 func Decode(data []byte, lim Limits) (map[string]any, error) {
+	if m, ok := decodeFast(data, lim); ok {
+		return m, nil
+	}
+	return decodeSlow(data, lim)
+}
+
+// decodeFast decodes data in one pass of encoding/json and then checks
+// what that pass cannot: that no object gives a name twice (the members
+// counted in the text equal the names decoded) and the limits. It reports
+// false on anything amiss, and decodeSlow, the token-by-token reading,
+// then gives the exact sentence: the two accept the same inputs, and a
+// fuzz test holds them to it.
+func decodeFast(data []byte, lim Limits) (map[string]any, bool) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil || m == nil {
+		return nil, false
+	}
+	if d.More() {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
+	}
+	members := countMembers(data)
+	w := fastWalk{lim: lim}
+	if !w.value(m, 1) || w.names != members {
+		return nil, false
+	}
+	return m, true
+}
+
+type fastWalk struct {
+	lim           Limits
+	names, values int
+}
+
+// value checks v at depth against the limits, counting names and values.
+func (w *fastWalk) value(v any, depth int) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > w.lim.MaxDepth || len(x) > w.lim.MaxKeys {
+			return false
+		}
+		w.names += len(x)
+		for k, e := range x {
+			if len(k) > w.lim.MaxKeyLen {
+				return false
+			}
+			if w.values++; w.lim.MaxValues > 0 && w.values > w.lim.MaxValues || !w.value(e, depth+1) {
+				return false
+			}
+		}
+	case []any:
+		if depth > w.lim.MaxDepth || len(x) > w.lim.MaxItems {
+			return false
+		}
+		for _, e := range x {
+			if w.values++; w.lim.MaxValues > 0 && w.values > w.lim.MaxValues || !w.value(e, depth+1) {
+				return false
+			}
+		}
+	case string:
+		return len(x) <= w.lim.MaxString
+	case json.Number:
+		n, ok := parseNumber(string(x))
+		return ok && !n.tooLarge()
+	}
+	return true
+}
+
+// countMembers counts the members of every object in valid JSON text: the
+// colons outside strings.
+func countMembers(data []byte) int {
+	n := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case ':':
+			n++
+		}
+	}
+	return n
+}
+
+// decodeSlow reads data token by token, with the path of whatever is wrong.
+func decodeSlow(data []byte, lim Limits) (map[string]any, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	p := parser{d: d, lim: lim}

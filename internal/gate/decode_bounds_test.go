@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,4 +31,31 @@ func TestS4DecodedSizeIsBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecodeFastIsSlow: the one-pass decoding and the token-by-token one
+// accept the same inputs and give the same values (issue 21: a hand-written
+// check is fuzzed against encoding/json's own reading).
+func FuzzDecodeFastIsSlow(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"x":1},{"x":1,"x":2}]}`,
+		`{"a":"x:y"}`, `{"a\":":1}`, `{"a":1e999}`, `{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+		`{"a":1} x`, `[1]`, `null`, `{"\u00e9":1,"é":2}`, `{"a":"\ud800"}`} {
+		f.Add([]byte(s))
+	}
+	lim := DefaultLimits
+	lim.MaxKeys, lim.MaxItems, lim.MaxString, lim.MaxValues, lim.MaxDepth, lim.MaxKeyLen = 4, 4, 8, 20, 6, 6
+	f.Fuzz(func(t *testing.T, data []byte) {
+		slow, serr := decodeSlow(data, lim)
+		fast, ok := decodeFast(data, lim)
+		if ok && serr != nil {
+			t.Fatalf("%q: the fast path accepts what the slow one refuses: %v", data, serr)
+		}
+		if ok && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: fast %v, slow %v", data, fast, slow)
+		}
+		got, err := Decode(data, lim)
+		if (err == nil) != (serr == nil) || err != nil && err.Error() != serr.Error() || err == nil && !reflect.DeepEqual(got, slow) {
+			t.Fatalf("%q: Decode %v %v, slow %v %v", data, got, err, slow, serr)
+		}
+	})
 }
