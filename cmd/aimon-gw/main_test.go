@@ -48,80 +48,46 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-var built struct {
+// builds are the binaries the tests build, each once per test process.
+var builds sync.Map // package path → *build
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// wordcount builds the example plugin once for all scripts.
+// binary builds the main package pkg once and returns its path.
+func binary(t *testing.T, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "aimon-gw-test-bin")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// The binaries the tests run: the example plugin, the host's test plugin,
+// the cue command at the version go.mod pins (a tool dependency), the test
+// MCP server, and aimon-gw itself.
 func wordcount(t *testing.T) string {
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-plugin")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.path = filepath.Join(dir, "wordcount")
-		out, err := exec.Command("go", "build", "-o", built.path, "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount").CombinedOutput()
-		if err != nil {
-			built.err = err
-			t.Logf("go build: %s", out)
-		}
-	})
-	if built.err != nil {
-		t.Fatalf("building the example plugin: %v", built.err)
-	}
-	return built.path
+	return binary(t, "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount")
 }
-
-var builtMisbehave struct {
-	once sync.Once
-	path string
-	err  error
+func misbehave(t *testing.T) string { return binary(t, "aimon.dev/gw/plugin/host/testdata/misbehave") }
+func cueBinary(t *testing.T) string { return binary(t, "cuelang.org/go/cmd/cue") }
+func fsServer(t *testing.T) string {
+	return binary(t, "aimon.dev/gw/internal/provision/testdata/fsserver")
 }
-
-// misbehave builds the host's test plugin once.
-func misbehave(t *testing.T) string {
-	builtMisbehave.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-plugin")
-		if err != nil {
-			builtMisbehave.err = err
-			return
-		}
-		builtMisbehave.path = filepath.Join(dir, "misbehave")
-		if out, err := exec.Command("go", "build", "-o", builtMisbehave.path, "aimon.dev/gw/plugin/host/testdata/misbehave").CombinedOutput(); err != nil {
-			builtMisbehave.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if builtMisbehave.err != nil {
-		t.Fatal(builtMisbehave.err)
-	}
-	return builtMisbehave.path
-}
-
-var builtCue struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// cueBinary builds the cue command at the version go.mod pins (a tool
-// dependency), for scripts that check what stock CUE tools make of a policy.
-func cueBinary(t *testing.T) string {
-	builtCue.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-cue")
-		if err != nil {
-			builtCue.err = err
-			return
-		}
-		builtCue.path = filepath.Join(dir, "cue")
-		if out, err := exec.Command("go", "build", "-o", builtCue.path, "cuelang.org/go/cmd/cue").CombinedOutput(); err != nil {
-			builtCue.err = fmt.Errorf("go build cuelang.org/go/cmd/cue: %v\n%s", err, out)
-		}
-	})
-	if builtCue.err != nil {
-		t.Fatal(builtCue.err)
-	}
-	return builtCue.path
-}
+func gatewayBinary(t *testing.T) string { return binary(t, "aimon.dev/gw/cmd/aimon-gw") }

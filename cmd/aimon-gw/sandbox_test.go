@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,31 +17,6 @@ import (
 // command that passed every check does, it writes only where the surface
 // may write, cannot reach the gateway's descriptors or environment, and
 // leaves no process behind.
-
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// gatewayBinary builds aimon-gw once for the tests that run it as a process.
-func gatewayBinary(t *testing.T) string {
-	binary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-bin")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(dir, "aimon-gw")
-		if out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
 
 // needBwrap fails the test without a usable bwrap: under CI it must be there.
 func needBwrap(t *testing.T) {

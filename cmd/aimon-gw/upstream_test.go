@@ -6,35 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-var builtFS struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// fsServer builds the test MCP server (internal/provision/testdata/fsserver).
-func fsServer(t *testing.T) string {
-	builtFS.once.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-fsserver")
-		if err != nil {
-			builtFS.err = err
-			return
-		}
-		builtFS.path = filepath.Join(dir, "fsserver")
-		if out, err := exec.Command("go", "build", "-o", builtFS.path, "aimon.dev/gw/internal/provision/testdata/fsserver").CombinedOutput(); err != nil {
-			builtFS.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if builtFS.err != nil {
-		t.Fatal(builtFS.err)
-	}
-	return builtFS.path
-}
 
 // TestS8UpstreamServerBehindTheGate: an upstream MCP server's tools are
 // gated and decided like any other before the call is forwarded: a write
