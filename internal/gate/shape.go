@@ -119,22 +119,8 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 			n.enum = []scalar{s}
 			return n, nil
 		}
-		if op == cue.OrOp {
-			enum := make([]scalar, 0, len(args))
-			for _, a := range args {
-				s, ok := scalarOf(a)
-				if !ok || !a.IsConcrete() {
-					enum = nil
-					break
-				}
-				enum = append(enum, s)
-			}
-			if enum != nil {
-				n.enum = enum
-				return n, nil
-			}
-		}
-		// A narrowed enum ("a" | "b" & ("a" | "b" | "c")) is still a set.
+		// A disjunction of values is a set, and so is a narrowed one
+		// ("a" | "b" & ("a" | "b" | "c")).
 		if vals, ok := enumValues(v, 0); ok {
 			enum := make([]scalar, 0, len(vals))
 			for _, a := range vals {
