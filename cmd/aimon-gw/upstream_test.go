@@ -180,3 +180,19 @@ servers: fs: {command: [%q], env: AIMON_TEST_DESCRIPTION: string | *"", expose: 
 		t.Errorf("vet does not show the change: %s", out)
 	}
 }
+
+// TestS3PinNeedsItsServer: pin of a server that cannot start says which,
+// and writes nothing.
+func TestS3PinNeedsItsServer(t *testing.T) {
+	dir := moduleDir(t, `package policy
+
+servers: gone: {command: ["/nonexistent/mcp-server"], expose: ["x"]}
+`)
+	out, err := exec.Command(gatewayBinary(t), "pin", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tool gone__x") || !strings.Contains(string(out), "cannot be started") {
+		t.Errorf("pin: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pins.cue")); err == nil {
+		t.Error("pin wrote pins.cue for a server it could not reach")
+	}
+}
