@@ -208,10 +208,18 @@ type statusReply struct {
 	Tools       int       `json:"tools"`
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Unpinned are the upstream tools withheld because their definitions
+	// changed since they were pinned, with how.
+	Unpinned []string `json:"unpinned,omitempty"`
 }
 
 func (g *Gateway) status(cur *Current) []byte {
 	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools)}
+	for _, n := range cur.Names() {
+		if u := cur.Tools[n].Unpinned; u != "" {
+			r.Unpinned = append(r.Unpinned, u)
+		}
+	}
 	if g.opts.LastReload != nil {
 		r.LastError, r.LastErrorAt = g.opts.LastReload()
 		if r.LastError != "" {

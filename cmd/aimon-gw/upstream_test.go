@@ -162,7 +162,10 @@ servers: fs: {command: [%q], env: AIMON_TEST_DESCRIPTION: string | *"", expose: 
 	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
 		toolLine("w", "fs__write_file", map[string]any{"path": f, "content": "x"}),
 		toolLine("r", "fs__read_file", map[string]any{"path": filepath.Join(dir, "pins.cue")}),
-		`{"type":"list_tools"}`)
+		`{"type":"list_tools"}`, `{"type":"status"}`)
+	if st := fmt.Sprint(replies[3]["unpinned"]); !strings.Contains(st, "fs__write_file changed since it was pinned") {
+		t.Errorf("the status line does not show the change: %v", replies[3])
+	}
 	if r := replies[0]; r["is_error"] != true || !strings.Contains(text(r), "changed on its server since it was pinned") {
 		t.Errorf("a rug-pulled tool: %v", r)
 	}
