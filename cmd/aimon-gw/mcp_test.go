@@ -239,10 +239,7 @@ func TestMCPCancelledCallIsNotAnswered(t *testing.T) {
 	dir := moduleDir(t, mcpPolicy)
 	r := startRawMCP(t, "--policy", dir, "--workdir", dir)
 	r.send(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"Bash","arguments":{"command":"sleep 32.25"}}}`)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(marked("32.25")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStarted(t, "32.25")
 	r.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"test"}}`)
 	waitGone(t, "32.25")
 	r.send(`{"jsonrpc":"2.0","id":"ping","method":"ping"}`)

@@ -186,6 +186,18 @@ func waitGone(t *testing.T, marker string) {
 	}
 }
 
+// waitStarted waits until a process whose command line holds marker runs.
+func waitStarted(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(marked(marker)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no process with %q ever started", marker)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestR6NoDescendantOutlivesTheCall(t *testing.T) {
 	needBwrap(t)
 	root := sandboxRoot(t)
@@ -206,13 +218,7 @@ func TestR6NoDescendantOutlivesAKilledGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(in, bashLine("long", "bash -c 'sleep 1003.5'"))
-	deadline := time.Now().Add(10 * time.Second)
-	for len(marked("1003.5")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitStarted(t, "1003.5")
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	bufio.NewReader(stdout).ReadString('\n')

@@ -48,10 +48,7 @@ func TestR2SIGTERMStopsServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(in, bashLine("long", "sleep 30.25"))
-	waitFor := time.Now().Add(10 * time.Second)
-	for len(marked("30.25")) == 0 && time.Now().Before(waitFor) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStarted(t, "30.25")
 	cmd.Process.Signal(syscall.SIGTERM)
 	// A line sent after the signal is not read.
 	fmt.Fprintln(in, bashLine("after", "true"))
@@ -85,13 +82,7 @@ func TestR2SIGTERMStopsMCP(t *testing.T) {
 	} {
 		fmt.Fprintln(in, l)
 	}
-	waitFor := time.Now().Add(10 * time.Second)
-	for len(marked("31.25")) == 0 && time.Now().Before(waitFor) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(marked("31.25")) == 0 {
-		t.Fatal("the call never started")
-	}
+	waitStarted(t, "31.25")
 	cmd.Process.Signal(syscall.SIGTERM)
 	exits(t, cmd, 5*time.Second)
 	waitGone(t, "31.25")
