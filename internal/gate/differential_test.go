@@ -2,9 +2,12 @@ package gate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"cuelang.org/go/cue"
@@ -226,7 +229,42 @@ func agree(t *testing.T, c diffCase, in map[string]any) bool {
 		b, _ := json.Marshal(in)
 		t.Errorf("%s: gate and CUE disagree on %s\ngate: %v\nCUE:  %v", c.name, b, vs, err)
 	}
+	if r := restored(t, c.gate); r != nil {
+		if rvs := r.Check(in); !reflect.DeepEqual(rvs, vs) {
+			b, _ := json.Marshal(in)
+			t.Errorf("%s: the restored gate and the compiled one disagree on %s\ncompiled: %v\nrestored: %v", c.name, b, vs, rvs)
+		}
+	}
 	return len(vs) == 0
+}
+
+// restoredGates holds each gate's saved and restored twin, so that every
+// differential check also compares the two (the hook's cache).
+var restoredGates sync.Map
+
+func restored(t *testing.T, g *Gate) *Gate {
+	t.Helper()
+	if r, ok := restoredGates.Load(g); ok {
+		return r.(*Gate)
+	}
+	data, err := g.Save()
+	if errors.Is(err, ErrNeedsCUE) {
+		restoredGates.Store(g, (*Gate)(nil))
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("save: %v", err)
+	}
+	r, err := Restore(data)
+	if err != nil {
+		t.Fatalf("restore %s: %v", data, err)
+	}
+	again, err := r.Save()
+	if err != nil || string(again) != string(data) {
+		t.Fatalf("a restored gate saves differently:\n%s\n%s", data, again)
+	}
+	restoredGates.Store(g, r)
+	return r
 }
 
 // TestShapeEqualsCUE runs the differential check on a fixed stream of
@@ -252,8 +290,11 @@ func TestShapeEqualsCUE(t *testing.T) {
 		}
 	}
 	// The check is only as good as its inputs: each schema must have met
-	// both valid and invalid ones.
+	// both valid and invalid ones (the short run meets too few to say).
 	for _, c := range cs {
+		if testing.Short() {
+			break
+		}
 		if v := valid[c.name]; v == 0 || v == 2*n {
 			t.Errorf("%s: %d of %d random inputs valid; the generator does not exercise it", c.name, v, 2*n)
 		}

@@ -1,0 +1,62 @@
+package gate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+)
+
+// TestSaveNeedsCUE: a gate that decides some inputs through CUE is not
+// saved, so a cache can never hold half a gate.
+func TestSaveNeedsCUE(t *testing.T) {
+	v := cuecontext.New().CompileString(`#In: {a: int, b?: int & >a}`)
+	g, err := Compile(v.LookupPath(cue.ParsePath("#In")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Save(); !errors.Is(err, ErrNeedsCUE) {
+		t.Fatalf("Save of a schema with a cross-field bound = %v, want ErrNeedsCUE", err)
+	}
+}
+
+// TestRestoreBadInput: what is not a saved gate is an error, never a gate.
+func TestRestoreBadInput(t *testing.T) {
+	for _, tc := range []struct{ note, data, want string }{
+		{"not JSON", `{"Root":`, "cannot be read"},
+		{"no schema", `{"Limits":{}}`, "has no schema"},
+		{"a field without a schema", `{"Root":{"Kinds":32,"Fields":{"a":{"Required":true}}}}`, `field "a" has no schema`},
+		{"a regular expression that does not compile", `{"Root":{"Kinds":16,"Checks":[{"Op":1,"Re":"("}]}}`, "missing closing )"},
+		{"a bad name pattern", `{"Root":{"Kinds":32,"Allow":[{"Re":"[z-a]"}]}}`, "invalid character class range"},
+		{"nested deeper than a compiled schema", `{"Root":` + strings.Repeat(`{"Elem":`, 40) + `{}` + strings.Repeat(`}`, 40) + `}`, "deeper"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			g, err := Restore([]byte(tc.data))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore = %v, %v; want an error saying %q", g, err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzRestore: no byte string makes Restore panic, and what it accepts
+// saves again to what it read.
+func FuzzRestore(f *testing.F) {
+	for _, c := range diffGates(f) {
+		if data, err := c.gate.Save(); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := Restore(data)
+		if err != nil {
+			return
+		}
+		if _, err := g.Save(); err != nil {
+			t.Fatalf("a restored gate does not save: %v", err)
+		}
+		g.Check(map[string]any{"a": "x", "b": []any{1.5, nil}})
+	})
+}
