@@ -38,11 +38,18 @@ type Generation struct {
 
 	value cue.Value
 	lists map[string][]*allow.List // declared lists by surface reference, one per source
+	lazy  *lazyLists               // a restored generation's, compiled when first used
 	// Dirs are directories outside the policy's that it reads (markdown
 	// surfaces), for a watcher to follow.
-	Dirs   []string
-	chains *allow.Chains // effective lists, computed once per chain
-	comp   *compiler     // what Complete compiles with
+	Dirs []string
+	// Inputs are the files the load read, absolute: every file CUE parsed
+	// (imports included), the YAML and JSON files, cue.mod/module.cue and
+	// the markdown files. Empty for an embedded policy.
+	Inputs []string
+	// Restored is set on a generation made by Restore rather than a load.
+	Restored bool
+	chains   *allow.Chains // effective lists, computed once per chain
+	comp     *compiler     // what Complete compiles with
 }
 
 // A Tool is one tool the policy offers.
@@ -50,9 +57,10 @@ type Tool struct {
 	Name        string
 	Description string
 	// Input is the tool's input schema: closed for built-ins (rule S2).
-	Input cue.Value
+	// It is the zero value in a restored generation (see Restore).
+	Input cue.Value `json:"-"`
 	// Gate checks an input against Input (rule S4).
-	Gate *gate.Gate
+	Gate *gate.Gate `json:"-"`
 	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
 	JSONSchema json.RawMessage
 	// OutputSchema is the schema of the tool's structured result as JSON

@@ -479,7 +479,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		// every problem rather than the first layer of them.
 		errs = fromCUE(err, schemaDir)
 	}
-	revision, err := revisionOf(inst, cfg.ModuleRoot)
+	revision, inputs, err := revisionOf(inst, cfg.ModuleRoot)
 	if err != nil {
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
@@ -498,6 +498,18 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if len(g.Dirs) > 0 {
 		g.Revision = revisionWith(g.Revision, g)
 	}
+	// Files the binary overlays (the shipped schema) are not read from disk.
+	inputs = slices.DeleteFunc(inputs, func(f string) bool { _, ok := cfg.Overlay[f]; return ok })
+	g.Inputs = append(inputs, c.data...)
+	for _, ref := range g.SurfaceRefs() {
+		for _, src := range g.Surfaces[ref].Sources {
+			if src.File != "" {
+				g.Inputs = append(g.Inputs, src.File)
+			}
+		}
+	}
+	slices.Sort(g.Inputs)
+	g.Inputs = slices.Compact(g.Inputs)
 	return g, nil
 }
 
@@ -521,7 +533,7 @@ func merge(errs, more Errors) Errors {
 // for it, its imports' included (a policy may import packages of its own
 // module), as parsed rather than re-read, so the revision always matches
 // what was loaded.
-func revisionOf(inst *cuebuild.Instance, root string) (string, error) {
+func revisionOf(inst *cuebuild.Instance, root string) (rev string, files []string, err error) {
 	h := sha256.New()
 	seen := map[*cuebuild.Instance]bool{}
 	var walk func(*cuebuild.Instance) error
@@ -530,14 +542,17 @@ func revisionOf(inst *cuebuild.Instance, root string) (string, error) {
 			return nil
 		}
 		seen[i] = true
-		files := slices.Clone(i.Files)
-		sort.Slice(files, func(a, b int) bool { return files[a].Filename < files[b].Filename })
-		for _, f := range files {
+		parsed := slices.Clone(i.Files)
+		sort.Slice(parsed, func(a, b int) bool { return parsed[a].Filename < parsed[b].Filename })
+		for _, f := range parsed {
 			src, err := format.Node(f)
 			if err != nil {
 				return err
 			}
 			name := f.Filename
+			if filepath.IsAbs(name) {
+				files = append(files, name)
+			}
 			if rel, err := filepath.Rel(root, name); err == nil {
 				name = rel
 			}
@@ -552,12 +567,14 @@ func revisionOf(inst *cuebuild.Instance, root string) (string, error) {
 		return nil
 	}
 	if err := walk(inst); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	// The module file decides the language version and dependencies.
-	if data, err := os.ReadFile(filepath.Join(root, "cue.mod", "module.cue")); err == nil {
+	mf := filepath.Join(root, "cue.mod", "module.cue")
+	if data, err := os.ReadFile(mf); err == nil {
 		fmt.Fprintf(h, "cue.mod/module.cue\x00%d\x00", len(data))
 		h.Write(data)
+		files = append(files, mf)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
+	return hex.EncodeToString(h.Sum(nil))[:12], files, nil
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -57,6 +58,9 @@ func (g *Generation) Pending() []*Tool {
 // itself is not changed. A tool left out of decls, or whose declaration
 // cannot be used, is an error at the place the policy names it.
 func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
+	if g.comp == nil {
+		return nil, errors.New("a restored generation cannot be completed; load the policy")
+	}
 	c := *g.comp
 	c.errs, c.warnings, c.shipped = nil, nil, nil
 	out := *g

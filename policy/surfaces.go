@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"aimon.dev/gw/policy/allow"
 )
@@ -11,6 +12,17 @@ import (
 // compileLists compiles every declared allow list once per generation
 // (rules P1, P7, P10). An entry that cannot be used is reported; it denies.
 func (c *compiler) compileLists(g *Generation) {
+	subjects := listSubjects(g)
+	g.lists = map[string][]*allow.List{}
+	for _, ref := range g.SurfaceRefs() {
+		if ls := c.surfaceLists(g.Surfaces[ref], subjects); ls != nil {
+			g.lists[ref] = ls
+		}
+	}
+}
+
+// listSubjects maps every tool to its declared subject, for allow.Compile.
+func listSubjects(g *Generation) map[string]allow.Subject {
 	subjects := map[string]allow.Subject{}
 	for name, t := range g.Tools {
 		var s allow.Subject
@@ -19,35 +31,89 @@ func (c *compiler) compileLists(g *Generation) {
 		}
 		subjects[name] = s
 	}
-	g.lists = map[string][]*allow.List{}
-	for _, ref := range g.SurfaceRefs() {
-		s := g.Surfaces[ref]
-		if !s.Declared {
-			continue
-		}
-		sources := s.Sources
-		if len(sources) == 0 {
-			sources = []Source{{Start: 0, End: len(s.Entries)}}
-		}
-		for _, src := range sources {
-			entries := c.resolveEntries(s.Entries[src.Start:src.End], subjects)
-			l, errs := allow.Compile(c.ctx, entries, subjects)
-			g.lists[ref] = append(g.lists[ref], l)
-			for _, err := range errs {
-				pos := Position{}
-				var ee *allow.EntryError
-				if errors.As(err, &ee) {
-					for i, e := range entries {
-						if e == ee.Entry {
-							pos = s.EntryPos[src.Start+i]
-							break
-						}
+	return subjects
+}
+
+// surfaceLists compiles the lists of one surface, one per source; nil when
+// it declares none.
+func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) []*allow.List {
+	if !s.Declared {
+		return nil
+	}
+	sources := s.Sources
+	if len(sources) == 0 {
+		sources = []Source{{Start: 0, End: len(s.Entries)}}
+	}
+	var out []*allow.List
+	for _, src := range sources {
+		entries := c.resolveEntries(s.Entries[src.Start:src.End], subjects)
+		l, errs := allow.Compile(c.ctx, entries, subjects)
+		out = append(out, l)
+		for _, err := range errs {
+			pos := Position{}
+			var ee *allow.EntryError
+			if errors.As(err, &ee) {
+				for i, e := range entries {
+					if e == ee.Entry {
+						pos = s.EntryPos[src.Start+i]
+						break
 					}
 				}
-				c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", ref, err)
 			}
+			c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", s.Ref, err)
 		}
 	}
+	return out
+}
+
+// lazyLists compiles a restored generation's lists when a chain first
+// needs them: a hook decision needs one or two of them.
+type lazyLists struct {
+	mu        sync.Mutex
+	c         *compiler
+	subjects  map[string]allow.Subject
+	done      map[string][]*allow.List
+	saved     map[string]*allow.SavedEffective // by chain key
+	effective map[string]*allow.Effective      // restored from saved
+}
+
+// restored returns the saved effective list of the chain key, nil when none
+// was saved or it does not restore.
+func (l *lazyLists) restored(key string) *allow.Effective {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.effective[key]; ok {
+		return e
+	}
+	s, ok := l.saved[key]
+	if !ok {
+		return nil
+	}
+	e, err := allow.RestoreEffective(s)
+	if err != nil {
+		e = nil
+	}
+	l.effective[key] = e
+	return e
+}
+
+// chainKey names a chain in Chains and in a saved generation.
+func chainKey(chain []string) string { return strings.Join(chain, "\x00") }
+
+// listsOf returns the compiled lists of the surface ref.
+func (g *Generation) listsOf(ref string) []*allow.List {
+	if g.lazy == nil {
+		return g.lists[ref]
+	}
+	l := g.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.done[ref]
+	if !ok {
+		ls = l.c.surfaceLists(g.Surfaces[ref], l.subjects)
+		l.done[ref] = ls
+	}
+	return ls
 }
 
 // Effective returns the effective allow list of a surface chain: the
@@ -59,18 +125,25 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	if len(chain) == 0 || chain[0] != "agent" {
 		chain = append([]string{"agent"}, chain...)
 	}
-	var lists []*allow.List
 	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
 			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
 		}
-		if ls := g.lists[ref]; ls != nil {
+	}
+	if g.lazy != nil {
+		if e := g.lazy.restored(chainKey(chain)); e != nil {
+			return e, nil
+		}
+	}
+	var lists []*allow.List
+	for _, ref := range chain {
+		if ls := g.listsOf(ref); ls != nil {
 			lists = append(lists, ls...)
 		} else {
 			lists = append(lists, nil)
 		}
 	}
-	e, err := g.chains.Get(strings.Join(chain, "\x00"), lists...)
+	e, err := g.chains.Get(chainKey(chain), lists...)
 	if err != nil {
 		return nil, fmt.Errorf("The run on %s is refused: %w.", strings.Join(chain, " > "), err)
 	}

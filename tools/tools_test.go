@@ -3,6 +3,7 @@ package tools
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -169,4 +170,17 @@ func TestS6Suggestion(t *testing.T) {
 			t.Errorf("Closest(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// FuzzC1ValidName holds ValidName to the regular expression rule C1 gives.
+func FuzzC1ValidName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	for _, s := range []string{"Read", "", "a-b_c9", strings.Repeat("x", 64), strings.Repeat("x", 65), "é", "a b", "a\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidName(name), re.MatchString(name); got != want {
+			t.Fatalf("ValidName(%q) = %v, the rule's expression says %v", name, got, want)
+		}
+	})
 }

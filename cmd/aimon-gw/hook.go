@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/cchook"
+	"aimon.dev/gw/internal/loadcache"
 	"aimon.dev/gw/internal/reload"
 )
 
@@ -23,6 +25,9 @@ type hookParams struct {
 	Stdin       io.Reader
 	Stdout      io.Writer
 	Decisions   gateway.DecisionLog
+	// Cache is the directory of compiled loads; "off" for none.
+	Cache string
+	Log   *slog.Logger
 }
 
 func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -35,8 +40,13 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
 				loadTimeoutFlag(), logLevelFlag(), decisionLogFlag(),
+				&cli.StringFlag{Name: "cache", Usage: "directory that keeps compiled policies between calls, verified before each use (default: the user's cache directory, aimon-gw); off for none"},
 			},
 			Action: func(c *cli.Context) error {
+				log, err := logger(c)
+				if err != nil {
+					return cli.Exit(err.Error(), exitUsage)
+				}
 				dlog, err := decisionLog(c)
 				if err != nil {
 					return err
@@ -44,7 +54,7 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				if dlog != nil {
 					defer dlog.Close()
 				}
-				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog)})
+				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog), Cache: c.String("cache"), Log: log})
 			},
 		}},
 	}
@@ -74,7 +84,17 @@ func hook(p hookParams) error {
 	if st, err := os.Stat(in.Cwd); err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd) {
 		return fail("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
 	}
-	gen, closeGen, err := reload.Once(context.Background(), p.Policy, in.Cwd, p.LoadTimeout, discard)
+	var cache *loadcache.Cache
+	if p.Cache != "off" {
+		// Without a cache directory the hook only loads afresh.
+		if p.Cache == "" {
+			p.Cache, _ = loadcache.DefaultDir()
+		}
+		if p.Cache != "" {
+			cache = &loadcache.Cache{Dir: p.Cache, Log: p.Log}
+		}
+	}
+	gen, closeGen, err := reload.OnceCached(context.Background(), cache, p.Policy, in.Cwd, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}

@@ -17,6 +17,16 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/script")
 
 func TestMain(m *testing.M) {
+	// The hook's records go to a cache of the test run's own, never the
+	// user's; the scripts set theirs in Setup, and their commands (this
+	// binary under the name aimon-gw) keep it.
+	if filepath.Base(os.Args[0]) != "aimon-gw" {
+		cache, err := os.MkdirTemp("", "aimon-gw-cache")
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv("XDG_CACHE_HOME", cache)
+	}
 	testscript.Main(m, map[string]func(){
 		"aimon-gw": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
 	})
@@ -35,6 +45,7 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("REPO", repo)
+			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
 			bin := filepath.Join(env.WorkDir, "bin")
 			if err := os.MkdirAll(bin, 0o755); err != nil {
 				return err

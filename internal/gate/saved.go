@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -15,25 +14,23 @@ import (
 // kept without its CUE value.
 var ErrNeedsCUE = errors.New("the schema needs CUE to decide some inputs")
 
-// Save returns the gate as JSON that Restore turns back into a gate that
-// decides every input as this one does, without CUE: a one-shot process
-// (the Claude Code hook) can then skip the policy's load. It fails with
-// ErrNeedsCUE when the shape alone does not decide every input.
-func (g *Gate) Save() ([]byte, error) {
+// Save returns the gate as plain data (it marshals to JSON) that Restore
+// turns back into a gate that decides every input as this one does,
+// without CUE: a one-shot process (the Claude Code hook) can then skip the
+// policy's load. It fails with ErrNeedsCUE when the shape alone does not
+// decide every input.
+func (g *Gate) Save() (*Saved, error) {
 	if g.root.cue {
 		return nil, ErrNeedsCUE
 	}
-	return json.Marshal(savedGate{Limits: g.lim, Root: saveNode(g.root)})
+	return &Saved{Limits: g.lim, Root: saveNode(g.root)}, nil
 }
 
-// Restore reads what Save wrote. The gate it returns has no CUE schema
-// (Schema returns the zero value), which its shape never consults.
-func Restore(data []byte) (*Gate, error) {
-	var s savedGate
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("the saved gate cannot be read: %w", err)
-	}
-	if s.Root == nil {
+// Restore makes a gate of what Save returned, or of its JSON read back.
+// The gate has no CUE schema (Schema returns the zero value), which its
+// shape never consults.
+func Restore(s *Saved) (*Gate, error) {
+	if s == nil || s.Root == nil {
 		return nil, errors.New("the saved gate has no schema")
 	}
 	root, err := s.Root.node(0)
@@ -43,9 +40,9 @@ func Restore(data []byte) (*Gate, error) {
 	return &Gate{root: root, lim: s.Limits}, nil
 }
 
-// The saved forms spell out every field of the shape, nil and empty kept
-// apart (an enum of nothing is not "no enum").
-type savedGate struct {
+// Saved is a gate as data. Its forms spell out every field of the shape,
+// nil and empty kept apart (an enum of nothing is not "no enum").
+type Saved struct {
 	Limits Limits
 	Root   *savedNode
 }

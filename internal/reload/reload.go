@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/defaultpolicy"
+	"aimon.dev/gw/internal/loadcache"
 	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/plugin/host"
@@ -66,14 +68,8 @@ func Registry(h *host.Host, up *provision.Upstreams) provision.Registry {
 // Load loads and provisions the policy in dir ("" for the embedded
 // default), with relative path patterns resolving against workdir.
 func Load(ctx context.Context, reg provision.Registry, dir, workdir string, timeout time.Duration) (*provision.Generation, error) {
-	var gen *policy.Generation
-	var err error
-	if dir == "" {
-		gen, err = policy.LoadFS(defaultpolicy.FS(), policy.WithWorkdir(workdir))
-		if err != nil {
-			return nil, fmt.Errorf("the embedded default policy does not load; this is a bug:\n%w", err)
-		}
-	} else if gen, err = policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout)); err != nil {
+	gen, err := loadPolicy(dir, workdir, timeout)
+	if err != nil {
 		return nil, err
 	}
 	pg, err := reg.Provision(ctx, gen)
@@ -83,8 +79,21 @@ func Load(ctx context.Context, reg provision.Registry, dir, workdir string, time
 	return pg, err
 }
 
+// loadPolicy loads the policy in dir ("" for the embedded default).
+func loadPolicy(dir, workdir string, timeout time.Duration) (*policy.Generation, error) {
+	if dir == "" {
+		gen, err := policy.LoadFS(defaultpolicy.FS(), policy.WithWorkdir(workdir))
+		if err != nil {
+			return nil, fmt.Errorf("the embedded default policy does not load; this is a bug:\n%w", err)
+		}
+		return gen, nil
+	}
+	return policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout))
+}
+
 // warnSandbox logs, at load, tools whose sandbox is required when none can
-// be made here: their calls are refused (rule R6).
+// be made here: their calls are refused (rule R6). Finding out runs bwrap,
+// which a one-shot decision (Once) does not pay for: it runs no tool.
 func warnSandbox(g *provision.Generation) {
 	for _, name := range g.Names() {
 		if sb := g.Tools[name].Sandbox; sb != nil && !sb.Off {
@@ -98,8 +107,28 @@ func warnSandbox(g *provision.Generation) {
 // Once loads and provisions a policy for one decision (check, vet): close
 // releases the generation and stops what it started.
 func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	return OnceCached(ctx, nil, dir, workdir, timeout, log)
+}
+
+// OnceCached is Once through a cache of compiled loads, when cache is not
+// nil: a record that verifies stands for the load (package loadcache).
+func OnceCached(ctx context.Context, cache *loadcache.Cache, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
 	h, up := host.New(log), &provision.Upstreams{Log: log}
-	gen, err = Load(ctx, Registry(h, up), dir, workdir, timeout)
+	load := func() (*policy.Generation, error) { return loadPolicy(dir, workdir, timeout) }
+	var pg *policy.Generation
+	if cache != nil {
+		if dir != "" {
+			if dir, err = filepath.Abs(dir); err != nil {
+				return nil, nil, err
+			}
+		}
+		pg, _, err = cache.Load(dir, load, policy.WithWorkdir(workdir))
+	} else {
+		pg, err = load()
+	}
+	if err == nil {
+		gen, err = Registry(h, up).Provision(ctx, pg)
+	}
 	if err != nil {
 		h.Close()
 		up.Close()

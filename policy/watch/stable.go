@@ -15,6 +15,26 @@ import (
 // files cannot be taken now ("" when they can): one of them is open for
 // writing by some process, or cannot be read.
 func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
+	sums, busy = w.sums()
+	if busy == "" {
+		if p := openForWriting(sums); p != "" {
+			busy = p + " is open for writing"
+		}
+	}
+	return sums, busy
+}
+
+// Sums hashes the files a policy in dir (absolute) may be read from, as a
+// watcher on it with these extra directories follows them: the files in
+// and below dir and each extra directory, cue.mod, and the .cue files of
+// dir's ancestors up to the module root. busy says which file cannot be
+// read ("" when all can).
+func Sums(dir string, extra []string) (sums map[string][32]byte, busy string) {
+	w := &Watcher{dir: dir, modRoot: moduleRoot(dir), extra: extra}
+	return w.sums()
+}
+
+func (w *Watcher) sums() (sums map[string][32]byte, busy string) {
 	sums = map[string][32]byte{}
 	add := func(p string) {
 		if busy != "" {
@@ -57,11 +77,6 @@ func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
 			if !e.IsDir() && strings.HasSuffix(e.Name(), ".cue") {
 				add(filepath.Join(a, e.Name()))
 			}
-		}
-	}
-	if busy == "" {
-		if p := openForWriting(sums); p != "" {
-			busy = p + " is open for writing"
 		}
 	}
 	return sums, busy

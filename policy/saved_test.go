@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestSaveRefusesWhatFilesDoNotSay: a generation whose decisions depend on
+// more than its files is not saved (issue 14): a plugin's declared tools,
+// and a gate that decides some inputs through CUE.
+func TestSaveRefusesWhatFilesDoNotSay(t *testing.T) {
+	tests := []struct{ note, body, want string }{
+		{"a plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
+		{"a completed plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
+		{"a cross-field bound", "tools: Read: schema.#Read & {input: {offset?: int, limit?: int & >offset}}\n", "Read: the schema needs CUE"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			dir := writePolicy(t, map[string]string{"policy.cue": header + tc.body})
+			var g *Generation
+			var err error
+			if i == 1 {
+				g, err = loadComplete(t, dir, map[string]Declared{"Fetch": {InputSchema: []byte(`{"type":"object"}`)}})
+			} else {
+				g, err = Load(dir) // a plugin tool is pending until provisioned
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Save(); !errors.Is(err, ErrNotSaved) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Save = %v, want ErrNotSaved saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreBadInput: what is not a saved generation is an error.
+func TestRestoreBadInput(t *testing.T) {
+	for _, tc := range []struct{ note, data, want string }{
+		{"not JSON", `{"Format":1,`, "cannot be read"},
+		{"another format", `{"Format":99}`, "format 99"},
+		{"no agent", `{"Format":1,"Surfaces":{}}`, "no agent surface"},
+		{"a tool under another name", `{"Format":1,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Write"}}}`, `"Read" is not named so`},
+		{"a tool without its gate", `{"Format":1,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read"}}}`, "no schema"},
+		{"a surface under another name", `{"Format":1,"Surfaces":{"agent":{"Ref":"skill:x"}}}`, "not named so"},
+		{"a list outside its entries", `{"Format":1,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"],"EntryPos":[{}],"Sources":[{"Start":0,"End":5}]}}}`, "outside its entries"},
+		{"positions that do not match the entries", `{"Format":1,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for 1 entries"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if g, err := Restore([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore = %v, %v; want an error saying %q", g, err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzRestore: no byte string makes Restore, or a restored generation's
+// decision, panic.
+func FuzzRestore(f *testing.F) {
+	g, err := Load("../examples/policies/team")
+	if err != nil {
+		f.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`{"Format":1,"Surfaces":{"agent":{"Ref":"agent"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := Restore(data, WithWorkdir("/w"))
+		if err != nil {
+			return
+		}
+		for _, ref := range g.SurfaceRefs() {
+			if e, err := g.Effective([]string{"agent", ref}); err == nil {
+				e.Decide("Read", map[string]any{"file_path": "/srv/repo/x"}, "/w")
+			}
+		}
+		for _, t := range g.Tools {
+			t.Gate.Check(map[string]any{"file_path": "x"})
+		}
+	})
+}
