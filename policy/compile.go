@@ -26,8 +26,9 @@ type compiler struct {
 	errs      Errors
 	warnings  []Diagnostic
 	shipped   map[string]compiledInput
-	data      []string  // the policy's YAML and JSON files
-	root      cue.Value // the policy value being compiled
+	wildcard  map[string]bool // servers that expose "*"
+	data      []string        // the policy's YAML and JSON files
+	root      cue.Value       // the policy value being compiled
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
@@ -69,6 +70,18 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	}
 	g.Tools = map[string]*Tool{}
 	c.root = v
+	c.wildcards(v)
+	for server := range c.wildcard {
+		// What every tool of the server shares: how to start it, its
+		// sandbox and timeout.
+		if t := c.tool(server+"__*", c.def.LookupPath(cue.MakePath(cue.Def("Tool"))), g.Validation); t != nil {
+			t.Upstream.Tool = ""
+			if g.Wildcards == nil {
+				g.Wildcards = map[string]*Tool{}
+			}
+			g.Wildcards[server] = t
+		}
+	}
 	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
 	for iter.Next() {
 		if t := c.tool(iter.Selector().Unquoted(), iter.Value(), g.Validation); t != nil {
@@ -112,7 +125,13 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		return nil
 	}
 	b, p, x, u := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external")), v.LookupPath(cue.ParsePath("upstream"))
-	if n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()) + btoi(u.Exists()); n != 1 {
+	server, upTool := str(u.LookupPath(cue.ParsePath("server"))), str(u.LookupPath(cue.ParsePath("tool")))
+	n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()) + btoi(u.Exists())
+	if srv, rest, ok := c.wildcardTool(name); ok && n == 0 {
+		// A tool of a server that exposes "*", named to narrow it.
+		server, upTool, n = srv, rest, 1
+	}
+	if n != 1 {
 		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, external (such as claudecode.#Bash), or a server's expose.", name)
 		return nil
 	}
@@ -178,19 +197,10 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 			Default: str(s.LookupPath(cue.ParsePath("default")))}
 		t.subjectPos = c.pos(s, 0)
 	}
-	if u.Exists() {
-		server := str(u.LookupPath(cue.ParsePath("server")))
-		sv := c.root.LookupPath(cue.MakePath(cue.Str("servers"), cue.Str(server)))
-		t.Upstream = &Upstream{Server: server, Tool: str(u.LookupPath(cue.ParsePath("tool"))), Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
-		_ = sv.LookupPath(cue.ParsePath("command")).Decode(&t.Upstream.Command)
-		_ = sv.LookupPath(cue.ParsePath("env")).Decode(&t.Upstream.Env)
-		t.Upstream.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
-		t.Upstream.Pin = str(c.root.LookupPath(cue.MakePath(cue.Str("pins"), cue.Str(server), cue.Str(t.Upstream.Tool))))
-		if len(t.Upstream.Command) > 0 && c.dir != "" {
-			if bin := t.Upstream.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
-				t.Upstream.Command[0] = filepath.Join(c.dir, bin)
-			}
-		}
+	if server != "" {
+		spec, sv := c.upstreamSpec(server)
+		spec.Tool = upTool
+		t.Upstream = spec
 		if d := sv.LookupPath(cue.ParsePath("timeout")); d.Exists() && t.Timeout == 0 {
 			t.Timeout, _ = time.ParseDuration(str(d))
 		}
@@ -228,6 +238,42 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 		return nil
 	}
 	return t
+}
+
+// upstreamSpec reads how to reach the server named in servers; sv is its
+// value in the policy.
+func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
+	sv = c.root.LookupPath(cue.MakePath(cue.Str("servers"), cue.Str(server)))
+	spec = &Upstream{Server: server, Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
+	_ = sv.LookupPath(cue.ParsePath("command")).Decode(&spec.Command)
+	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
+	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
+	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))
+	_ = c.root.LookupPath(cue.MakePath(cue.Str("pins"), cue.Str(server))).Decode(&spec.Pins)
+	if len(spec.Command) > 0 && c.dir != "" {
+		if bin := spec.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+			spec.Command[0] = filepath.Join(c.dir, bin)
+		}
+	}
+	return spec, sv
+}
+
+// wildcardTool reports whether name is SERVER__TOOL of a server that
+// exposes "*".
+func (c *compiler) wildcardTool(name string) (server, tool string, ok bool) {
+	server, tool, ok = strings.Cut(name, "__")
+	return server, tool, ok && tool != "" && c.wildcard[server]
+}
+
+// wildcards finds the servers that expose "*".
+func (c *compiler) wildcards(v cue.Value) {
+	c.wildcard = map[string]bool{}
+	iter, _ := v.LookupPath(cue.ParsePath("servers")).Fields()
+	for iter.Next() {
+		if iter.Value().LookupPath(cue.ParsePath("expose")).IncompleteKind() == cue.StringKind {
+			c.wildcard[iter.Selector().Unquoted()] = true
+		}
+	}
 }
 
 // sandbox reads a tool's sandbox block; a path that is relative or empty
@@ -415,9 +461,10 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 	known := 0
 	for i, e := range s.Entries {
 		name := entryName(e)
-		if _, ok := g.Tools[name]; ok || IsMCPEntry(name) {
+		if _, _, wild := c.wildcardTool(name); defines(g, name) || IsMCPEntry(name) || wild {
 			// mcp__SERVER and mcp__SERVER__TOOL name Claude Code's MCP
-			// tools, which the hook decides without a definition.
+			// tools, which the hook decides without a definition; the
+			// tools of a server that exposes "*" are known once it runs.
 			known++
 			continue
 		}
@@ -437,6 +484,8 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
 	}
 }
+
+func defines(g *Generation, name string) bool { _, ok := g.Tools[name]; return ok }
 
 // IsMCPEntry reports whether an entry's name is Claude Code's name of an MCP
 // server (mcp__github) or of one of its tools (mcp__github__create_issue).

@@ -48,8 +48,12 @@ type Generation struct {
 	Inputs []string
 	// Restored is set on a generation made by Restore rather than a load.
 	Restored bool
-	chains   *allow.Chains // effective lists, computed once per chain
-	comp     *compiler     // what Complete compiles with
+	// Wildcards are the servers that expose "*", by name, each as what its
+	// tools share (Upstream.Tool is ""): provisioning adds the tools the
+	// server lists (Expand).
+	Wildcards map[string]*Tool
+	chains    *allow.Chains // effective lists, computed once per chain
+	comp      *compiler     // what Complete compiles with
 }
 
 // A Tool is one tool the policy offers.
@@ -130,17 +134,23 @@ func (t *Tool) Kind() string {
 // its input (see Generation.Complete); such a tool cannot be served.
 func (t *Tool) Pending() bool { return t.pending }
 
-// Upstream is a tool of an upstream MCP server (stdio).
+// Upstream is a tool of an upstream MCP server (stdio), or with Tool ""
+// the server.
 type Upstream struct {
 	Server, Tool string
-	// Pin is the sha256 the tool's definition was pinned at ("" for none);
-	// NoPin is set when the server opts out of pins.
-	Pin     string
+	// Pins are the server's pins by tool (aimon-gw pin); NoPin is set when
+	// the server opts out of them.
+	Pins    map[string]string
 	NoPin   bool
 	Command []string
 	Env     map[string]string
 	Cwd     string
+	// TrustAnnotations lets the server's annotations say a tool's effect.
+	TrustAnnotations bool
 }
+
+// Pin is the sha256 the tool's definition was pinned at; "" for none.
+func (u *Upstream) Pin() string { return u.Pins[u.Tool] }
 
 // A Test is one policy unit test: a call and what must happen to it.
 type Test struct {

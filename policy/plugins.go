@@ -11,6 +11,8 @@ import (
 	"cuelang.org/go/cue"
 
 	"aimon.dev/gw/internal/gate"
+	"aimon.dev/gw/policy/allow"
+	"aimon.dev/gw/tools"
 )
 
 // An Option changes how a policy loads.
@@ -38,6 +40,18 @@ type Declared struct {
 	// Unpinned, for an upstream tool, says how its definition differs from
 	// its pin; the tool is then withheld.
 	Unpinned string
+	// Hints are an upstream tool's MCP annotations; nil for none. They say
+	// the tool's effect only where the server is trusted to
+	// (trustAnnotations) and the policy does not say it.
+	Hints *Hints
+}
+
+// Hints are the MCP tool annotations that bear on a side effect (P13).
+type Hints struct {
+	ReadOnly    bool
+	Destructive *bool // nil: the MCP default, true
+	Idempotent  bool
+	OpenWorld   *bool // nil: the MCP default, true
 }
 
 // Pending returns the tools whose implementation must declare their input
@@ -88,6 +102,52 @@ func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
 	return &out, nil
 }
 
+// Expand returns a new generation with the tools that the servers exposing
+// "*" list, by server: each tool the policy does not name becomes
+// SERVER__TOOL, waiting for its declaration as a named one does, and the
+// allow lists are compiled again to know them. g itself is not changed.
+func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
+	if len(listed) == 0 {
+		return g, nil
+	}
+	if g.comp == nil {
+		return nil, errors.New("a restored generation cannot be expanded; load the policy")
+	}
+	c := *g.comp
+	c.errs, c.warnings = nil, nil
+	out := *g
+	out.Tools = maps.Clone(g.Tools)
+	out.Warnings = slices.Clone(g.Warnings)
+	base := c.def.LookupPath(cue.MakePath(cue.Def("Tool")))
+	for _, server := range slices.Sorted(maps.Keys(listed)) {
+		w := g.Wildcards[server]
+		if w == nil {
+			return nil, fmt.Errorf("the server %s does not expose \"*\"", server)
+		}
+		for _, n := range listed[server] {
+			name := server + "__" + n
+			if _, ok := out.Tools[name]; ok {
+				continue
+			}
+			if !tools.ValidName(name) {
+				out.Warnings = append(out.Warnings, Diagnostic{Pos: w.ImplPos, Code: "C1", Warning: true,
+					Message: fmt.Sprintf("the server %s lists a tool %q, whose name %s no model accepts; it is not offered.", server, n, name)})
+				continue
+			}
+			if t := c.tool(name, base, g.Validation); t != nil {
+				out.Tools[name] = t
+			}
+		}
+	}
+	if len(c.errs) > 0 {
+		sortDiagnostics(c.errs)
+		return nil, c.errs
+	}
+	out.chains = &allow.Chains{}
+	c.compileLists(&out)
+	return &out, nil
+}
+
 // declare completes a plugin tool from what its plugin declares.
 func (c *compiler) declare(t *Tool, d Declared) bool {
 	fail := func(code, format string, args ...any) bool {
@@ -120,6 +180,24 @@ func (c *compiler) declare(t *Tool, d Declared) bool {
 	}
 	if isDefault(t.value.LookupPath(cue.ParsePath("interrupt"))) {
 		t.Interrupt = d.Interrupt
+	}
+	if h := d.Hints; h != nil && t.Upstream != nil && t.Upstream.TrustAnnotations {
+		if isDefault(t.value.LookupPath(cue.ParsePath("effect"))) {
+			switch {
+			case h.ReadOnly:
+				t.Effect = "read"
+			case h.Destructive != nil && !*h.Destructive:
+				t.Effect = "write"
+			default:
+				t.Effect = "destructive"
+			}
+		}
+		if isDefault(t.value.LookupPath(cue.ParsePath("idempotent"))) {
+			t.Idempotent = h.Idempotent
+		}
+		if isDefault(t.value.LookupPath(cue.ParsePath("openWorld"))) {
+			t.OpenWorld = h.OpenWorld == nil || *h.OpenWorld
+		}
 	}
 	return true
 }

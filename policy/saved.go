@@ -51,6 +51,9 @@ func (g *Generation) Save() ([]byte, error) {
 	s := saved{Format: savedFormat, Dir: g.Dir, Revision: g.Revision, Tools: g.Tools, Gates: map[string]*gate.Saved{},
 		Surfaces: g.Surfaces, Parallel: g.Parallel, Validation: g.Validation, UnknownTools: g.UnknownTools,
 		Tests: g.Tests, Warnings: g.Warnings, Dirs: g.Dirs, Inputs: g.Inputs}
+	if len(g.Wildcards) > 0 {
+		return nil, fmt.Errorf("%w: a server exposes \"*\", whose tools it lists when it runs", ErrNotSaved)
+	}
 	for _, name := range g.Names() {
 		t := g.Tools[name]
 		switch {

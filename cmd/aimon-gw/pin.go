@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,11 +46,34 @@ func pin(p pinParams) error {
 	up := &provision.Upstreams{Log: discard}
 	defer up.Close()
 	pins := map[string]map[string]string{}
+	// The tools to pin: those the policy names, and every tool a server
+	// that exposes "*" lists now.
+	upstream := map[string]*policy.Tool{}
 	for _, name := range gen.Names() {
-		t := gen.Tools[name]
-		if t.Upstream == nil || t.Upstream.NoPin {
+		if t := gen.Tools[name]; t.Upstream != nil && !t.Upstream.NoPin {
+			upstream[name] = t
+		}
+	}
+	for server, w := range gen.Wildcards {
+		if w.Upstream.NoPin {
 			continue
 		}
+		names, release, err := up.List(context.Background(), w)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw pin: server %s: %v.", server, err), exitFinding)
+		}
+		defer release()
+		for _, n := range names {
+			t := *w
+			u := *w.Upstream
+			u.Tool, t.Upstream, t.Name = n, &u, server+"__"+n
+			if _, named := upstream[t.Name]; !named {
+				upstream[t.Name] = &t
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(upstream)) {
+		t := upstream[name]
 		def, err := up.Definition(context.Background(), t)
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw pin: tool %s: %v.", name, err), exitFinding)

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestS8UpstreamServerBehindTheGate: an upstream MCP server's tools are
@@ -197,5 +202,156 @@ servers: gone: {command: ["/nonexistent/mcp-server"], expose: ["x"]}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pins.cue")); err == nil {
 		t.Error("pin wrote pins.cue for a server it could not reach")
+	}
+}
+
+// TestS8UpstreamExposeAll: a server that exposes "*" has every tool it
+// lists offered, each named SERVER__TOOL; a tool the policy names narrows
+// that one like a built-in, with its permission subject; and a tool's side
+// effect comes from the server's annotations only where the policy trusts
+// them (rule P13), destructive otherwise (issue 17).
+func TestS8UpstreamExposeAll(t *testing.T) {
+	bin := fsServer(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "inside"), 0o755)
+	policyFor := func(trust bool) string {
+		return moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], expose: "*", trustAnnotations: %v}
+tools: fs__write_file: {subject: {field: "path", kind: "path"}, input: content: =~"^[a-z ]*$"}
+tools: fs__read_file: subject: {field: "path", kind: "path"}
+agent: "allowed-tools": ["fs__write_file(%s/inside/**)", "fs__read_file", "fs__crash", "fs__rugpull"]
+subagents: reader: {"allowed-tools": ["fs__read_file", "fs__write_file"], "max-effect": "read"}
+validation: "enforce"
+`, bin, trust, root))
+	}
+	dir := policyFor(true)
+	in, out := filepath.Join(root, "inside", "a.txt"), filepath.Join(root, "b.txt")
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		`{"type":"list_tools"}`,
+		toolLine("out", "fs__write_file", map[string]any{"path": out, "content": "x"}),
+		toolLine("bad", "fs__write_file", map[string]any{"path": in, "content": "NOT LOWER"}),
+		toolLine("in", "fs__write_file", map[string]any{"path": in, "content": "hello"}),
+		toolLine("read", "fs__read_file", map[string]any{"path": in}))
+	list := fmt.Sprint(replies[0])
+	for _, name := range []string{"fs__write_file", "fs__read_file", "fs__crash", "fs__rugpull"} {
+		if !strings.Contains(list, name) {
+			t.Errorf("list_tools lacks %s: %s", name, list)
+		}
+	}
+	if r := replies[1]; r["is_error"] != true || !strings.Contains(text(r), "not allowed on this surface") {
+		t.Errorf("a write outside the pattern: %v", r)
+	}
+	if r := replies[2]; r["is_error"] != true || !strings.Contains(text(r), "content") {
+		t.Errorf("the policy's narrowing of a tool of \"*\": %v", r)
+	}
+	if r := replies[3]; r["is_error"] != false || !strings.Contains(text(r), "wrote") {
+		t.Errorf("a write inside: %v", r)
+	}
+	if r := replies[4]; r["is_error"] != false || text(r) != "hello" {
+		t.Errorf("read: %v", r)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the server wrote outside the pattern")
+	}
+	check := func(dir, tool string, input map[string]any) (int, string) {
+		call, _ := json.Marshal(map[string]any{"type": "tool_use", "id": "1", "name": tool, "input": input})
+		cmd := exec.Command(gatewayBinary(t), "check", "--policy", dir, "--surface", "agent,subagent:reader", string(call))
+		b, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(b)
+	}
+	readIn := map[string]any{"path": in}
+	writeIn := map[string]any{"path": in, "content": "x"}
+	// Trusted: read_file says readOnlyHint (read), write_file
+	// destructiveHint false (write), which the reader's ceiling refuses.
+	if code, out := check(dir, "fs__read_file", readIn); code != 0 {
+		t.Errorf("a read-only tool under max-effect read, annotations trusted: exit %d\n%s", code, out)
+	}
+	if code, out := check(dir, "fs__write_file", writeIn); code != 1 || !strings.Contains(out, "write") {
+		t.Errorf("a writing tool under max-effect read: exit %d\n%s", code, out)
+	}
+	// Not trusted: what the server says does not make a tool harmless.
+	if code, out := check(policyFor(false), "fs__read_file", readIn); code != 1 || !strings.Contains(out, "destructive") {
+		t.Errorf("a tool whose annotations are not trusted, under max-effect read: exit %d\n%s", code, out)
+	}
+}
+
+// TestS3ToolChangedWhileServing: a server that changes a tool while the
+// gateway serves it (notifications/tools/list_changed after the review) has
+// the tool refused and, after the reload that follows, withheld; its other
+// tools keep working (issue 17).
+func TestS3ToolChangedWhileServing(t *testing.T) {
+	bin := fsServer(t)
+	root := t.TempDir()
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], expose: "*"}
+`, bin))
+	if err := pin(pinParams{Dir: dir, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	pins, _ := os.ReadFile(filepath.Join(dir, "pins.cue"))
+	for _, name := range []string{"write_file", "read_file", "rugpull", "crash"} {
+		if !strings.Contains(string(pins), fmt.Sprintf("%q: \"sha256:", name)) {
+			t.Fatalf("pin of a server that exposes \"*\" lacks %s:\n%s", name, pins)
+		}
+	}
+	s := mcpClient(t, mcpParams{Policy: dir, Surface: "agent"})
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	f := filepath.Join(root, "x")
+	if r := call("fs__write_file", map[string]any{"path": f, "content": "before"}); r.IsError {
+		t.Fatalf("a pinned tool: %s", resultText(r))
+	}
+	if r := call("fs__rugpull", map[string]any{}); r.IsError {
+		t.Fatalf("rugpull: %s", resultText(r))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(toolNames(t, s), "fs__write_file") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a tool changed after its pin is still offered: %s", toolNames(t, s))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := call("fs__write_file", map[string]any{"path": f, "content": "after"})
+	if !r.IsError || !strings.Contains(resultText(r), "changed") {
+		t.Errorf("a call of the changed tool: %s", resultText(r))
+	}
+	if b, _ := os.ReadFile(f); string(b) != "before" {
+		t.Errorf("the changed tool ran: the file holds %q", b)
+	}
+	if r := call("fs__read_file", map[string]any{"path": f}); r.IsError || resultText(r) != "before" {
+		t.Errorf("an unchanged tool of the same server: %s", resultText(r))
+	}
+}
+
+// TestS3NewToolAfterPinIsWithheld: a server that exposes "*" and lists a
+// tool it did not list when it was pinned has that tool withheld; its
+// pinned tools are offered (issue 17).
+func TestS3NewToolAfterPinIsWithheld(t *testing.T) {
+	bin := fsServer(t)
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], env: AIMON_TEST_EXTRA: string | *"", expose: "*"}
+`, bin))
+	if err := pin(pinParams{Dir: dir, Stdout: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "extra.cue"), "package policy\n\nservers: fs: env: AIMON_TEST_EXTRA: \"1\"\n")
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		`{"type":"list_tools"}`, toolLine("x", "fs__extra", map[string]any{}), `{"type":"status"}`)
+	if list := fmt.Sprint(replies[0]); strings.Contains(list, "fs__extra") || !strings.Contains(list, "fs__read_file") {
+		t.Errorf("list_tools: %s", list)
+	}
+	if r := replies[1]; r["is_error"] != true {
+		t.Errorf("a call of a tool that appeared after the pin: %v", r)
+	}
+	if st := fmt.Sprint(replies[2]["unpinned"]); !strings.Contains(st, "appeared after the server was reviewed") {
+		t.Errorf("the status line: %v", replies[2])
 	}
 }

@@ -27,6 +27,13 @@ type Kind interface {
 	Bind(ctx context.Context, t *policy.Tool) (Binding, error)
 }
 
+// A Lister is a kind whose implementation says which tools it has: an MCP
+// server that exposes "*". List holds what it started until release is
+// called, so that the binds that follow share it.
+type Lister interface {
+	List(ctx context.Context, server *policy.Tool) (names []string, release func(), err error)
+}
+
 // A Binding is one tool bound to its implementation.
 type Binding struct {
 	Tool tools.Tool
@@ -62,6 +69,14 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 	g := &Generation{impls: map[string]tools.Tool{}, released: make(chan struct{})}
 	decls := map[string]policy.Declared{}
 	var errs policy.Errors
+	if len(gen.Wildcards) > 0 {
+		expanded, release, err := r.expand(ctx, gen)
+		defer release()
+		if err != nil {
+			return nil, err
+		}
+		gen = expanded
+	}
 	for _, name := range gen.Names() {
 		t := gen.Tools[name]
 		k, ok := r[t.Kind()]
@@ -97,6 +112,36 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 	}
 	g.Generation = gen
 	return g, nil
+}
+
+// expand adds the tools of the servers that expose "*", as they list them.
+func (r Registry) expand(ctx context.Context, gen *policy.Generation) (*policy.Generation, func(), error) {
+	var releases []func()
+	release := func() {
+		for _, f := range releases {
+			f()
+		}
+	}
+	lister, ok := r["upstream"].(Lister)
+	if !ok {
+		return nil, release, fmt.Errorf("this gateway cannot list the tools of an MCP server")
+	}
+	listed := map[string][]string{}
+	var errs policy.Errors
+	for server, w := range gen.Wildcards {
+		names, rel, err := lister.List(ctx, w)
+		if err != nil {
+			errs = append(errs, policy.Diagnostic{Pos: w.ImplPos, Code: string(rule.R4), Message: fmt.Sprintf("server %s: %s", server, sentence(err))})
+			continue
+		}
+		releases = append(releases, rel)
+		listed[server] = names
+	}
+	if len(errs) > 0 {
+		return nil, release, errs
+	}
+	out, err := gen.Expand(listed)
+	return out, release, err
 }
 
 // Impl returns the implementation bound to the tool name.

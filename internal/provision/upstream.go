@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,9 +33,19 @@ import (
 type Upstreams struct {
 	Log *slog.Logger
 
-	mu      sync.Mutex
-	servers map[string]*upstream
-	closed  bool
+	mu       sync.Mutex
+	servers  map[string]*upstream
+	closed   bool
+	onChange func(server string)
+}
+
+// OnChange has f called after a server said its tools changed
+// (notifications/tools/list_changed) and one of their definitions differs:
+// a reload then re-checks them against their pins.
+func (u *Upstreams) OnChange(f func(server string)) {
+	u.mu.Lock()
+	u.onChange = f
+	u.mu.Unlock()
 }
 
 // DefaultUpstreamTimeout is a call's deadline when the server sets none.
@@ -50,6 +62,7 @@ type upstream struct {
 	session *mcp.ClientSession
 	cmd     *exec.Cmd
 	tools   map[string]*mcp.Tool
+	pins    map[string]string // PinOf each of tools
 	retired bool
 }
 
@@ -78,14 +91,53 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 		timeout = DefaultUpstreamTimeout
 	}
 	d := &policy.Declared{Description: tool.Description, InputSchema: schema, Concurrency: "sequential", Interrupt: "cooperative"}
-	var impl tools.Tool = &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout}
-	if pin := PinOf(tool); !t.Upstream.NoPin && t.Upstream.Pin != "" && pin != t.Upstream.Pin {
-		d.Unpinned = fmt.Sprintf("tool %s changed since it was pinned: its definition's %s is not the pin's %s; it is withheld until someone reviews the change and runs aimon-gw pin again.", t.Name, pin, t.Upstream.Pin)
+	if a := tool.Annotations; a != nil {
+		d.Hints = &policy.Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+	}
+	pin := PinOf(tool)
+	var impl tools.Tool = &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout, bound: pin}
+	if d.Unpinned = unpinned(t, pin); d.Unpinned != "" {
 		impl = tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
 			return tools.Errorf("%s changed on its server since it was pinned, so it is not run; tell the operator. The tool was not executed.", t.Name)
 		})
 	}
 	return Binding{Tool: impl, Declared: d, Release: release}, nil
+}
+
+// unpinned says why a tool whose definition has the given pin is withheld;
+// "" when it is not. A server that has pins holds every tool to one: a
+// tool it lists without a pin appeared after the review.
+func unpinned(t *policy.Tool, pin string) string {
+	u := t.Upstream
+	switch {
+	case u.NoPin || len(u.Pins) == 0:
+		return ""
+	case u.Pin() == "":
+		return fmt.Sprintf("tool %s has no pin among the server's: it appeared after the server was reviewed; it is withheld until someone reviews it and runs aimon-gw pin again.", t.Name)
+	case pin != u.Pin():
+		return fmt.Sprintf("tool %s changed since it was pinned: its definition's %s is not the pin's %s; it is withheld until someone reviews the change and runs aimon-gw pin again.", t.Name, pin, u.Pin())
+	}
+	return ""
+}
+
+// List leases the server, starting it if needed, and returns the names of
+// the tools it lists; release gives the lease back.
+func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, func(), error) {
+	s, err := u.lease(server)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	release := func() { u.release(s) }
+	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
+	defer cancel()
+	if _, err := s.connect(ctx); err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	s.mu.Lock()
+	names := slices.Sorted(maps.Keys(s.tools))
+	s.mu.Unlock()
+	return names, release, nil
 }
 
 // PinOf is the pin of a tool's definition: the sha256 of its name,
@@ -133,15 +185,16 @@ func (u *Upstreams) lease(t *policy.Tool) (*upstream, error) {
 		u.servers = map[string]*upstream{}
 	}
 	sb := pluginSandbox(&policy.Tool{Sandbox: t.Sandbox, PolicyDir: t.PolicyDir, Plugin: &policy.Plugin{Command: t.Upstream.Command}})
+	// One process per server (and sandbox), whichever of its tools leases it.
+	spec := *t.Upstream
+	spec.Tool = ""
 	b, _ := json.Marshal(struct {
 		U  *policy.Upstream
 		Sb *tools.Sandbox
-	}{t.Upstream, sb})
+	}{&spec, sb})
 	key := string(b)
 	s := u.servers[key]
 	if s == nil {
-		spec := *t.Upstream
-		spec.Tool = ""
 		s = &upstream{u: u, key: key, spec: spec, sb: sb}
 		u.servers[key] = s
 	}
@@ -188,7 +241,12 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	// Its own process group, killed with it; and gone when the gateway is.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logWriter{s.u.Log, s.spec.Server}
-	client := mcp.NewClient(&mcp.Implementation{Name: "aimon-gw", Version: "v1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "aimon-gw", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			// Not on the connection's own goroutine: listing waits for it.
+			go s.relist(req.Session)
+		},
+	})
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		if cmd.Process != nil {
@@ -201,12 +259,61 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		session.Close()
 		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, err)
 	}
-	s.tools = map[string]*mcp.Tool{}
-	for _, t := range list.Tools {
-		s.tools[t.Name] = t
-	}
+	s.setTools(list.Tools)
 	s.session, s.cmd = session, cmd
 	return session, nil
+}
+
+// setTools records what the server lists; s.mu is held.
+func (s *upstream) setTools(list []*mcp.Tool) (changed bool) {
+	tools, pins := map[string]*mcp.Tool{}, map[string]string{}
+	for _, t := range list {
+		tools[t.Name], pins[t.Name] = t, PinOf(t)
+	}
+	changed = s.pins != nil && !maps.Equal(s.pins, pins)
+	s.tools, s.pins = tools, pins
+	return changed
+}
+
+// relist reads the tools again after the server said they changed. A call
+// of a tool whose definition differs from the one it was bound with is
+// refused from then on, and OnChange asks for a reload to re-check pins.
+func (s *upstream) relist(session *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), DescribeTimeout)
+	defer cancel()
+	list, err := session.ListTools(ctx, nil)
+	s.mu.Lock()
+	if s.session != session {
+		s.mu.Unlock()
+		return
+	}
+	if err != nil {
+		// What the server lists cannot be known: no tool of it runs until
+		// it is listed again (the next session lists it).
+		s.pins = map[string]string{}
+		s.mu.Unlock()
+		s.u.log().Warn("an MCP server said its tools changed and then did not list them; its calls are refused until it restarts", "server", s.spec.Server, "cause", err)
+		s.drop(session)
+		return
+	}
+	changed := s.setTools(list.Tools)
+	s.mu.Unlock()
+	if changed {
+		s.u.log().Warn("an MCP server's tools changed; calls of a changed tool are refused until a reload re-checks its pin", "server", s.spec.Server)
+		s.u.mu.Lock()
+		f := s.u.onChange
+		s.u.mu.Unlock()
+		if f != nil {
+			f(s.spec.Server)
+		}
+	}
+}
+
+func (u *Upstreams) log() *slog.Logger {
+	if u.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return u.Log
 }
 
 func (s *upstream) describe(ctx context.Context, name string) (*mcp.Tool, error) {
@@ -261,6 +368,7 @@ type upstreamTool struct {
 	s       *upstream
 	name    string
 	timeout time.Duration
+	bound   string // the pin of the definition the gate was made from
 }
 
 // Run forwards a call that the gate and the permission allowed; upstream
@@ -271,6 +379,14 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 	session, err := t.s.connect(ctx)
 	if err != nil {
 		return tools.Failure(err, "The tool %s__%s is not available: %v. The tool was not executed.", t.s.spec.Server, t.name, err)
+	}
+	t.s.mu.Lock()
+	now := t.s.pins[t.name]
+	t.s.mu.Unlock()
+	if now != t.bound {
+		// A rug pull after the load: what was reviewed and gated is not
+		// what the server would now run.
+		return tools.Errorf("The tool %s__%s changed on its server since the gateway loaded it, so it is not run until a reload checks it against its pin; tell the operator. The tool was not executed.", t.s.spec.Server, t.name)
 	}
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: in})
 	if err != nil {

@@ -193,6 +193,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.w = w
+	// A server whose tools changed is provisioned again: its tools are
+	// then held to their pins as at load.
+	r.up.OnChange(func(string) { w.Reload() })
 	o.Gateway.LastReload = func() (string, time.Time) {
 		st := w.Status()
 		return st.LastError, st.LastErrorAt
