@@ -210,6 +210,9 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode) *Tool {
 			}
 		}
 		t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("command")), 0)
+		if spec.URL != "" {
+			t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("url")), 0)
+		}
 		// The server declares the input; provisioning completes the tool.
 		t.value, t.pending = v, true
 		return t
@@ -247,6 +250,8 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	spec = &Upstream{Server: server, Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
 	_ = sv.LookupPath(cue.ParsePath("command")).Decode(&spec.Command)
 	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
+	spec.URL = str(sv.LookupPath(cue.ParsePath("url")))
+	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
 	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))
 	_ = c.root.LookupPath(cue.MakePath(cue.Str("pins"), cue.Str(server))).Decode(&spec.Pins)
@@ -265,11 +270,20 @@ func (c *compiler) wildcardTool(name string) (server, tool string, ok bool) {
 	return server, tool, ok && tool != "" && c.wildcard[server]
 }
 
-// wildcards finds the servers that expose "*".
+// wildcards finds the servers that expose "*", and checks that each server
+// is either started (command) or reached (url).
 func (c *compiler) wildcards(v cue.Value) {
 	c.wildcard = map[string]bool{}
 	iter, _ := v.LookupPath(cue.ParsePath("servers")).Fields()
 	for iter.Next() {
+		sv, name := iter.Value(), iter.Selector().Unquoted()
+		has := func(f string) bool { return sv.LookupPath(cue.ParsePath(f)).Exists() }
+		switch {
+		case has("command") == has("url"):
+			c.fail(sv, string(rule.R4), "server %s needs exactly one of command (a server the gateway starts, over stdio) and url (a streamable-HTTP server it reaches).", name)
+		case has("url") && (has("sandbox") || has("env") || has("cwd")):
+			c.fail(sv.LookupPath(cue.ParsePath("url")), string(rule.R6), "server %s is reached at its url, so sandbox, env and cwd, which apply to a command the gateway starts, cannot hold; remove them or give a command.", name)
+		}
 		if iter.Value().LookupPath(cue.ParsePath("expose")).IncompleteKind() == cue.StringKind {
 			c.wildcard[iter.Selector().Unquoted()] = true
 		}

@@ -145,6 +145,9 @@ type Upstream struct {
 	Command []string
 	Env     map[string]string
 	Cwd     string
+	// URL and Headers reach a streamable-HTTP server, instead of Command.
+	URL     string
+	Headers map[string]string
 	// TrustAnnotations lets the server's annotations say a tool's effect.
 	TrustAnnotations bool
 }

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -225,11 +227,40 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if s.session != nil {
 		return s.session, nil
 	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "aimon-gw", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			// Not on the connection's own goroutine: listing waits for it.
+			go s.relist(req.Session)
+		},
+	})
+	var session *mcp.ClientSession
+	var cmd *exec.Cmd
+	var err error
+	if s.spec.URL != "" {
+		session, err = s.reach(ctx, client)
+	} else {
+		session, cmd, err = s.start(ctx, client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	list, err := session.ListTools(ctx, nil)
+	if err != nil {
+		session.Close()
+		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, err)
+	}
+	s.setTools(list.Tools)
+	s.session, s.cmd = session, cmd
+	return session, nil
+}
+
+// start starts a stdio server and opens a session with it.
+func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *exec.Cmd, error) {
 	argv := s.spec.Command
 	if s.sb != nil {
 		var err error
 		if argv, err = sandbox.Argv(s.sb, s.spec.Cwd, argv, nil, nil); err != nil {
-			return nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap or set sandbox: mode: \"off\"", err)
+			return nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap or set sandbox: mode: \"off\"", err)
 		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -241,27 +272,69 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	// Its own process group, killed with it; and gone when the gateway is.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logWriter{s.u.Log, s.spec.Server}
-	client := mcp.NewClient(&mcp.Implementation{Name: "aimon-gw", Version: "v1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
-			// Not on the connection's own goroutine: listing waits for it.
-			go s.relist(req.Session)
-		},
-	})
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		if cmd.Process != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
-		return nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), err, s.spec.Server)
+		return nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), err, s.spec.Server)
 	}
-	list, err := session.ListTools(ctx, nil)
+	return session, cmd, nil
+}
+
+// reach opens a session with a streamable-HTTP server, its headers sent
+// with every request.
+func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, error) {
+	headers := http.Header{}
+	for k, v := range s.spec.Headers {
+		val, err := expandEnv(v)
+		if err != nil {
+			return nil, fmt.Errorf("the MCP server %s's header %s %v; set it in the gateway's environment", s.spec.Server, k, err)
+		}
+		headers.Set(k, val)
+	}
+	transport := &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2,
+		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}
+	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		session.Close()
-		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, err)
+		return nil, fmt.Errorf("the MCP server %s at %s cannot be reached: %v; check servers.%s.url and its headers", s.spec.Server, s.spec.URL, err, s.spec.Server)
 	}
-	s.setTools(list.Tools)
-	s.session, s.cmd = session, cmd
 	return session, nil
+}
+
+// envRef is ${NAME} in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces each ${NAME} with the gateway's environment variable;
+// one that is not set is an error, never an empty secret.
+func expandEnv(v string) (string, error) {
+	var missing string
+	out := envRef.ReplaceAllStringFunc(v, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		val, ok := os.LookupEnv(name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return val
+	})
+	if missing != "" {
+		return "", fmt.Errorf("names ${%s}, which is not set", missing)
+	}
+	return out, nil
+}
+
+// headerTransport sets headers on every request.
+type headerTransport struct {
+	h    http.Header
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.h {
+		r.Header[k] = vs
+	}
+	return t.next.RoundTrip(r)
 }
 
 // setTools records what the server lists; s.mu is held.

@@ -3,6 +3,8 @@ package provision
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/tools"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 var fsBuild struct {
@@ -223,5 +226,66 @@ func TestS8ExposeAllProvision(t *testing.T) {
 	}
 	if len(gen.Tools) != 1 {
 		t.Errorf("Expand changed the loaded generation: %d tools", len(gen.Tools))
+	}
+}
+
+// httpServer serves an MCP server over streamable HTTP that answers only
+// requests carrying the bearer token, with a tool echo.
+func httpServer(t *testing.T, token string) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "httpserver", Version: "v1"}, nil)
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text."}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "who are you?", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestS3StreamableHTTPServer: a server reached at its url, with headers
+// whose ${NAME} comes from the gateway's environment; a header that cannot
+// be made, or a server that refuses it, is a sentence at Bind (issue 17).
+func TestS3StreamableHTTPServer(t *testing.T) {
+	url := httpServer(t, "s3cret")
+	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
+	t.Setenv("AIMON_TEST_WRONG", "guess")
+	for _, tc := range []struct {
+		note, header, want string
+	}{
+		{"the token from the environment", "Bearer ${AIMON_TEST_TOKEN}", ""},
+		{"a variable that is not set", "Bearer ${AIMON_TEST_UNSET}", "names ${AIMON_TEST_UNSET}, which is not set"},
+		{"a token the server refuses", "Bearer ${AIMON_TEST_WRONG}", "cannot be reached"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			up := &Upstreams{}
+			defer up.Close()
+			pt := &policy.Tool{Name: "web__echo", Upstream: &policy.Upstream{Server: "web", Tool: "echo", URL: url, Headers: map[string]string{"Authorization": tc.header}, NoPin: true}}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b, err := up.Bind(ctx, pt)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Bind = %v, want an error saying %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Release()
+			if r := b.Tool.Run(ctx, nil, tools.Input{"text": "hi"}); r.IsError || r.Text != "echo hi" {
+				t.Fatalf("a call: %+v", r)
+			}
+		})
 	}
 }
