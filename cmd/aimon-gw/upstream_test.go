@@ -416,3 +416,49 @@ validation: "enforce"
 		}
 	}
 }
+
+// TestS8NPMEverythingServer: the reference "everything" server from npm,
+// every tool exposed: schemas with what the gate does not read ($schema,
+// default) still work (rule S8), the types and enums it does read are
+// enforced before the call is forwarded, and structured content passes
+// through (issue 17).
+func TestS8NPMEverythingServer(t *testing.T) {
+	bin := npmBin(t, "mcp-server-everything")
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: ev: {command: [%q], expose: "*"}
+validation: "enforce"
+`, bin))
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		`{"type":"list_tools"}`,
+		toolLine("echo", "ev__echo", map[string]any{"message": "hi"}),
+		toolLine("sum", "ev__get-sum", map[string]any{"a": 1, "b": 2.5}),
+		toolLine("string", "ev__get-sum", map[string]any{"a": "1", "b": 2}),
+		toolLine("enum", "ev__get-structured-content", map[string]any{"location": "Paris"}),
+		toolLine("structured", "ev__get-structured-content", map[string]any{"location": "Chicago"}),
+		toolLine("default", "ev__get-annotated-message", map[string]any{"messageType": "success"}))
+	list := fmt.Sprint(replies[0])
+	for _, name := range []string{"ev__echo", "ev__get-sum", "ev__get-structured-content", "ev__trigger-long-running-operation"} {
+		if !strings.Contains(list, name) {
+			t.Errorf("list_tools lacks %s", name)
+		}
+	}
+	if r := replies[1]; r["is_error"] != false || !strings.Contains(text(r), "hi") {
+		t.Errorf("echo: %v", r)
+	}
+	if r := replies[2]; r["is_error"] != false || !strings.Contains(text(r), "3.5") {
+		t.Errorf("get-sum: %v", r)
+	}
+	if r := replies[3]; r["is_error"] != true || !strings.Contains(text(r), "Parameter 'a'") {
+		t.Errorf("a string for a number (rule S11): %v", r)
+	}
+	if r := replies[4]; r["is_error"] != true || !strings.Contains(text(r), "Parameter 'location'") {
+		t.Errorf("a value outside the enum: %v", r)
+	}
+	if r := replies[5]; r["is_error"] != false || !strings.Contains(fmt.Sprint(r), "temperature") {
+		t.Errorf("structured content: %v", r)
+	}
+	if r := replies[6]; r["is_error"] != false {
+		t.Errorf("a schema with a default: %v", r)
+	}
+}
