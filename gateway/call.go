@@ -70,10 +70,13 @@ func prepare(cur *Current, eff *allow.Effective, ceil ceiling, chainErr error, c
 		p.refuse(rule.Refused(rule.R2, noInput(c.Name)))
 		return p
 	}
-	in, err := gate.Decode(c.Input, gate.DefaultLimits)
-	if err != nil {
-		p.refuse(rule.Refused(rule.S4, badInput(c.Name, err)))
-		return p
+	in := c.decoded
+	if in == nil {
+		var err error
+		if in, err = gate.Decode(c.Input, gate.DefaultLimits); err != nil {
+			p.refuse(rule.Refused(rule.S4, badInput(c.Name, err)))
+			return p
+		}
 	}
 	p.input = in
 	return p
@@ -204,11 +207,15 @@ func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decisi
 
 // execute runs an allowed call, or answers a refused one.
 func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rule.Decision) result {
-	if len(d.Violations) > 0 && d.Rule != rule.S9 {
+	// Guarded: the arguments of a call not logged cost allocations.
+	warn := g.log.Enabled(ctx, slog.LevelWarn)
+	if warn && len(d.Violations) > 0 && d.Rule != rule.S9 {
 		g.log.Warn("input breaks the schema; running it (validation: warn)", "tool", p.Name, "id", p.ID, "violations", strings.Join(d.Violations, " "))
 	}
 	if !d.Allowed {
-		g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "rule", d.Rule, "reason", d.Reason)
+		if warn {
+			g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "rule", d.Rule, "reason", d.Reason)
+		}
 		return errorResult(p.ID, d.Reason)
 	}
 	impl, ok := p.cur.Impl(p.Name)

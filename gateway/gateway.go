@@ -113,7 +113,11 @@ func (g *Gateway) env(id string, chain []string) *tools.Env {
 }
 
 // Handle answers one line. It never fails: a bad line gets an error line.
-func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
+func (g *Gateway) Handle(ctx context.Context, line []byte) []byte { return g.handle(ctx, line, nil) }
+
+// handle is Handle, appending the reply of a lone tool_use to dst (serve's
+// output buffer), the common reply encoded without encoding/json.
+func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 	req, err := decode(line)
 	if err != nil {
 		g.log.Warn("bad line", "error", err)
@@ -183,7 +187,7 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
 	case req.Type == "function_call":
 		return marshal(functionOutputs(run([]call{openaiInput(req.CallID, req.Name, req.Arguments)}))[0])
 	case req.Type == "tool_use":
-		return marshal(run([]call{{ID: req.ID, Name: req.Name, Input: req.Input}})[0])
+		return appendResult(dst, run([]call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded}})[0])
 	case req.Type == "list_tools":
 		if chainErr != nil {
 			return errorReply("%s", chainErr)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"aimon.dev/gw/internal/gate"
 )
 
 // The line protocol (../shared/spec/PROTOCOL.md): what a line may hold.
@@ -19,10 +21,12 @@ type request struct {
 	Type    string
 	Role    string
 	Content []block
-	// One call (form 2).
-	ID    string
-	Name  string
-	Input json.RawMessage
+	// One call (form 2); decoded is its input when the line was read in
+	// one pass (decodeToolUse).
+	ID      string
+	Name    string
+	Input   json.RawMessage
+	decoded map[string]any
 	// list_tools (form 3).
 	Format string
 	Strict bool
@@ -54,11 +58,13 @@ type openaiCall struct {
 }
 
 // A call is one tool_use. Its input stays raw until gate.Decode reads it
-// once, refusing what encoding/json would let through (a name given twice).
+// once, refusing what encoding/json would let through (a name given twice),
+// unless the line's one pass read it already (decoded).
 type call struct {
-	ID    string
-	Name  string
-	Input json.RawMessage
+	ID      string
+	Name    string
+	Input   json.RawMessage
+	decoded map[string]any
 }
 
 // result is a tool_result block; is_error is always present.
@@ -101,12 +107,75 @@ func marshal(v any) []byte {
 	return buf.Bytes()
 }
 
+// appendResult appends r and a newline to dst as marshal would encode
+// them, byte for byte (FuzzAppendResultIsMarshal).
+func appendResult(dst []byte, r result) []byte {
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, r.Type)
+	dst = append(dst, `,"tool_use_id":`...)
+	dst = appendString(dst, r.ToolUseID)
+	dst = append(dst, `,"content":`...)
+	dst = appendString(dst, r.Content)
+	if r.IsError {
+		return append(dst, `,"is_error":true}`+"\n"...)
+	}
+	return append(dst, `,"is_error":false}`+"\n"...)
+}
+
+// appendString appends s as a JSON string, as marshal's encoder does: a
+// plain string as itself, any other through encoding/json.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b := marshal(s)
+			return append(dst, b[:len(b)-1]...) // without the encoder's newline
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
 // maxDepth is how deep a line may nest; encoding/json's own bound.
 const maxDepth = 10000
 
 // decode parses one line. Numbers stay json.Number so that 3.0 and 3 keep
 // their spelling for the gate (rule S5).
 func decode(line []byte) (*request, error) {
+	if r, ok := decodeToolUse(line); ok {
+		return r, nil
+	}
+	return decodeExact(line)
+}
+
+// decodeToolUse reads the most common line, one tool_use block, in one pass
+// with its input (gate.Envelope). Any other line, or one that pass does not
+// read, is left to decodeExact, which reads it to the same request
+// (FuzzToolUseIsDecode).
+func decodeToolUse(line []byte) (*request, bool) {
+	var r request
+	in, raw, ok := gate.Envelope(line, "input", gate.DefaultLimits, func(name, v string) bool {
+		switch name {
+		case "type":
+			r.Type = v
+		case "id":
+			r.ID = v
+		case "name":
+			r.Name = v
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok || r.Type != "tool_use" || validIDs(&r) != nil {
+		return nil, false
+	}
+	r.Input, r.decoded = raw, in
+	return &r, true
+}
+
+// decodeExact reads any line, with a sentence for what is wrong.
+func decodeExact(line []byte) (*request, error) {
 	if !utf8.Valid(line) {
 		return nil, errors.New("the line is not valid UTF-8; send JSON text in UTF-8")
 	}

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/gate"
 )
 
 func TestDecodeForms(t *testing.T) {
@@ -234,6 +237,69 @@ func FuzzMembers(f *testing.F) {
 			t.Fatalf("%q: members accepts what encoding/json does not: %v", data, m)
 		case ok && !hasDup && len(m) != len(names):
 			t.Fatalf("%q: %d members, want %d", data, len(m), len(names))
+		}
+	})
+}
+
+// FuzzToolUseIsDecode: a line the one-pass reading takes gives the request
+// the exact reading gives it, with the input gate.Decode reads from it
+// (issue 21: the same verdict and sentence on every input).
+func FuzzToolUseIsDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":2}}`,
+		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":"2"}}`,
+		`{"type":"tool_use","id":"c\nd","name":"Echo","input":{"a":[1,{"b":null}]}}`,
+		`{"type":"tool_use","id":"c1","id":"c2","name":"Echo","input":{}}`,
+		`{"type":"tool_use","id":"\ud800","name":"Echo","input":{}}`,
+		`{"type":"tool_use","name":"Echo","input":{},"surface":["agent"]}`,
+		`{"type":"list_tools"}`, `{"type":"tool_use","input":{"x":1e999}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast, ok := decodeToolUse(line)
+		if !ok {
+			return
+		}
+		exact, err := decodeExact(line)
+		if err != nil {
+			t.Fatalf("%q: the one pass reads a line the exact reading refuses: %v", line, err)
+		}
+		in, err := gate.Decode(exact.Input, gate.DefaultLimits)
+		if err != nil || !reflect.DeepEqual(in, fast.decoded) {
+			t.Fatalf("%q: input %v, gate.Decode %v %v", line, fast.decoded, in, err)
+		}
+		fast.decoded, fast.Input, exact.Input = nil, nil, nil
+		if !reflect.DeepEqual(fast, exact) {
+			t.Fatalf("%q: one pass %+v, exact %+v", line, fast, exact)
+		}
+	})
+}
+
+// TestToolUseTakesTheOnePass: the common line is read in one pass, so the
+// fuzz test above compares a path that is taken.
+func TestToolUseTakesTheOnePass(t *testing.T) {
+	for _, line := range []string{
+		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":2}}`,
+		` {"name":"Read","input":{"file_path":"/tmp/a b\tc"},"id":"toolu_01","type":"tool_use"} `,
+	} {
+		if _, ok := decodeToolUse([]byte(line)); !ok {
+			t.Errorf("not read in one pass: %s", line)
+		}
+	}
+}
+
+// FuzzAppendResultIsMarshal: the reply serve writes without encoding/json
+// is the bytes marshal writes, whatever the id and content hold.
+func FuzzAppendResultIsMarshal(f *testing.F) {
+	for _, s := range []string{"m1m1", "", "a\"b\\c", "line\nnext\t<&>", "é\u2028\u2029", "\x00\x7f", "\xff\xfe"} {
+		f.Add("c1", s, false)
+		f.Add(s, "x", true)
+	}
+	f.Fuzz(func(t *testing.T, id, content string, isErr bool) {
+		r := result{Type: "tool_result", ToolUseID: id, Content: content, IsError: isErr}
+		if got, want := appendResult([]byte("prefix"), r), append([]byte("prefix"), marshal(r)...); !bytes.Equal(got, want) {
+			t.Fatalf("appendResult %q, marshal %q", got, want)
 		}
 	})
 }

@@ -80,7 +80,9 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			}
 			continue
 		default:
-			reply = g.Handle(ctx, line)
+			// Appended to the writer's own free space: bufio's way to
+			// encode into its buffer without a copy.
+			reply = g.handle(ctx, line, bw.AvailableBuffer())
 		}
 		if _, werr := bw.Write(reply); werr != nil {
 			return fmt.Errorf("writing standard output: %w", werr)

@@ -70,14 +70,21 @@ func bindValue(raw any, v reflect.Value, path string, vs *[]Violation) bool {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64, reflect.Int32:
+		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+		if v.Kind() == reflect.Int32 {
+			lo, hi = math.MinInt32, math.MaxInt32
+		}
+		if x, ok := raw.(json.Number); ok {
+			// The common case, exactly, without a big.Int.
+			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil && i >= lo && i <= hi {
+				v.SetInt(i)
+				return true
+			}
+		}
 		n, integral, ok := integer(raw)
 		if !ok || !integral {
 			*vs = append(*vs, WrongType(path, "an integer", raw))
 			return false
-		}
-		lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-		if v.Kind() == reflect.Int32 {
-			lo, hi = math.MinInt32, math.MaxInt32
 		}
 		if !n.IsInt64() || n.Int64() < lo || n.Int64() > hi {
 			*vs = append(*vs, OutOfRange(path, raw, lo, hi))

@@ -18,6 +18,9 @@ import (
 // lim.MaxString, arrays longer than lim.MaxItems, and data after the object.
 // The error is a sentence for the model.
 func Decode(data []byte, lim Limits) (map[string]any, error) {
+	if m, ok := scan(data, lim); ok {
+		return m, nil
+	}
 	if m, ok := decodeFast(data, lim); ok {
 		return m, nil
 	}

@@ -53,6 +53,10 @@ func FuzzDecodeFastIsSlow(f *testing.F) {
 		if ok && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: fast %v, slow %v", data, fast, slow)
 		}
+		// The one-pass scanner too (FuzzScanIsDecode's test, with these limits).
+		if sc, ok := scan(data, lim); ok && (serr != nil || !reflect.DeepEqual(sc, slow)) {
+			t.Fatalf("%q: the scanner gives %v where the slow path gives %v, %v", data, sc, slow, serr)
+		}
 		got, err := Decode(data, lim)
 		if (err == nil) != (serr == nil) || err != nil && err.Error() != serr.Error() || err == nil && !reflect.DeepEqual(got, slow) {
 			t.Fatalf("%q: Decode %v %v, slow %v %v", data, got, err, slow, serr)

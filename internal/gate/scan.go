@@ -1,0 +1,332 @@
+package gate
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// scanner reads the JSON that tool calls hold in one pass over the bytes,
+// without encoding/json's reflection: objects, arrays, strings (without
+// \u escapes), numbers and literals, within the limits. It gives up (ok
+// false) on anything else, and Decode's exact paths then read the input
+// and give their sentences: FuzzScanIsDecode holds the values it accepts
+// to theirs.
+type scanner struct {
+	data   []byte
+	i      int
+	lim    Limits
+	values int
+}
+
+// scan decodes a whole input object, as Decode does when it accepts it.
+func scan(data []byte, lim Limits) (map[string]any, bool) {
+	s := scanner{data: data, lim: lim}
+	s.ws()
+	if !s.at('{') {
+		return nil, false
+	}
+	m, ok := s.object(1)
+	if !ok {
+		return nil, false
+	}
+	s.ws()
+	return m, s.i == len(s.data)
+}
+
+// Envelope reads a line that is one JSON object whose members are strings
+// but for one, named obj, which is an object: field is given each string
+// member, and may refuse it (false), and obj's value is decoded as Decode
+// decodes an input on its own (its depth counting from 1, under lim), and
+// returned with its bytes. ok is false for any other line — another kind
+// of member, a name given twice, a limit passed, an escape the one pass
+// does not read — which the caller then reads its slower, exact way.
+func Envelope(line []byte, obj string, lim Limits, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
+	s := scanner{data: line, lim: lim}
+	s.ws()
+	if !s.eat('{') {
+		return nil, nil, false
+	}
+	var names [8]string
+	n := 0
+	s.ws()
+	for !s.eat('}') {
+		if n > 0 && !s.eat(',') {
+			return nil, nil, false
+		}
+		s.ws()
+		name, ok := s.str()
+		if !ok || n == len(names) {
+			return nil, nil, false
+		}
+		for _, seen := range names[:n] {
+			if seen == name {
+				return nil, nil, false
+			}
+		}
+		names[n] = name
+		n++
+		s.ws()
+		if !s.eat(':') {
+			return nil, nil, false
+		}
+		s.ws()
+		if name == obj {
+			start := s.i
+			if !s.at('{') {
+				return nil, nil, false
+			}
+			if in, ok = s.object(1); !ok {
+				return nil, nil, false
+			}
+			raw = line[start:s.i]
+		} else {
+			v, ok := s.str()
+			if !ok || !field(name, v) {
+				return nil, nil, false
+			}
+		}
+		s.ws()
+	}
+	s.ws()
+	if s.i != len(s.data) || in == nil {
+		return nil, nil, false
+	}
+	return in, raw, true
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) at(c byte) bool { return s.i < len(s.data) && s.data[s.i] == c }
+
+func (s *scanner) eat(c byte) bool {
+	if s.at(c) {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// object reads an object at '{', as decodeSlow's object does.
+func (s *scanner) object(depth int) (map[string]any, bool) {
+	if depth > s.lim.MaxDepth {
+		return nil, false
+	}
+	s.i++ // '{'
+	m := map[string]any{}
+	s.ws()
+	if s.eat('}') {
+		return m, true
+	}
+	for {
+		s.ws()
+		name, ok := s.str()
+		if !ok || len(name) > s.lim.MaxKeyLen || len(m) == s.lim.MaxKeys {
+			return nil, false
+		}
+		if _, dup := m[name]; dup {
+			return nil, false
+		}
+		s.ws()
+		if !s.eat(':') {
+			return nil, false
+		}
+		v, ok := s.value(depth)
+		if !ok {
+			return nil, false
+		}
+		m[name] = v
+		s.ws()
+		if s.eat('}') {
+			return m, true
+		}
+		if !s.eat(',') {
+			return nil, false
+		}
+	}
+}
+
+// array reads an array at '['.
+func (s *scanner) array(depth int) ([]any, bool) {
+	if depth > s.lim.MaxDepth {
+		return nil, false
+	}
+	s.i++ // '['
+	a := []any{}
+	s.ws()
+	if s.eat(']') {
+		return a, true
+	}
+	for {
+		if len(a) == s.lim.MaxItems {
+			return nil, false
+		}
+		v, ok := s.value(depth)
+		if !ok {
+			return nil, false
+		}
+		a = append(a, v)
+		s.ws()
+		if s.eat(']') {
+			return a, true
+		}
+		if !s.eat(',') {
+			return nil, false
+		}
+	}
+}
+
+// value reads one member value or array item, at depth of its container.
+func (s *scanner) value(depth int) (any, bool) {
+	if s.values++; s.lim.MaxValues > 0 && s.values > s.lim.MaxValues {
+		return nil, false
+	}
+	s.ws()
+	if s.i >= len(s.data) {
+		return nil, false
+	}
+	switch c := s.data[s.i]; {
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		str, ok := s.str()
+		return str, ok && len(str) <= s.lim.MaxString
+	case c == '-' || '0' <= c && c <= '9':
+		return s.number()
+	case c == 't':
+		return true, s.literal("true")
+	case c == 'f':
+		return false, s.literal("false")
+	case c == 'n':
+		return nil, s.literal("null")
+	}
+	return nil, false
+}
+
+func (s *scanner) literal(word string) bool {
+	if len(s.data)-s.i < len(word) || string(s.data[s.i:s.i+len(word)]) != word {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// number reads a JSON number, as json.Number, when the gate can check it.
+func (s *scanner) number() (any, bool) {
+	start := s.i
+	s.eat('-')
+	switch {
+	case s.eat('0'):
+	case s.digits() > 0:
+	default:
+		return nil, false
+	}
+	if s.eat('.') && s.digits() == 0 {
+		return nil, false
+	}
+	if s.eat('e') || s.eat('E') {
+		if !s.eat('+') {
+			s.eat('-')
+		}
+		if s.digits() == 0 {
+			return nil, false
+		}
+	}
+	text := string(s.data[start:s.i])
+	if n, ok := parseNumber(text); !ok || n.tooLarge() {
+		return nil, false
+	}
+	return json.Number(text), true
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.data) && '0' <= s.data[s.i] && s.data[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+// str reads a string at '"': valid UTF-8, no control character, and of
+// the escapes only the one-letter ones.
+func (s *scanner) str() (string, bool) {
+	if !s.eat('"') {
+		return "", false
+	}
+	start, ascii := s.i, true
+	for s.i < len(s.data) {
+		switch c := s.data[s.i]; {
+		case c == '"':
+			raw := s.data[start:s.i]
+			s.i++
+			if !ascii && !utf8.Valid(raw) {
+				return "", false
+			}
+			return string(raw), true
+		case c == '\\':
+			return s.escaped(start)
+		case c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		s.i++
+	}
+	return "", false
+}
+
+// escaped finishes a string from its first backslash.
+func (s *scanner) escaped(start int) (string, bool) {
+	buf := append([]byte(nil), s.data[start:s.i]...)
+	for s.i < len(s.data) {
+		c := s.data[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			if !utf8.Valid(buf) {
+				return "", false
+			}
+			return string(buf), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			buf = append(buf, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.data) {
+			return "", false
+		}
+		var r byte
+		switch s.data[s.i+1] {
+		case '"', '\\', '/':
+			r = s.data[s.i+1]
+		case 'b':
+			r = '\b'
+		case 'f':
+			r = '\f'
+		case 'n':
+			r = '\n'
+		case 'r':
+			r = '\r'
+		case 't':
+			r = '\t'
+		default: // \u, or no escape at all: the exact paths decide
+			return "", false
+		}
+		buf = append(buf, r)
+		s.i += 2
+	}
+	return "", false
+}
