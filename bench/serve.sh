@@ -19,11 +19,16 @@ awk -v n="$lines" 'BEGIN { for (i = 0; i < n; i++) {
 "$tmp/aimon-gw" serve --log-level error < "$tmp/in.jsonl" > "$tmp/gw.out"
 paste -d'\t' "$tmp/floor.out" "$tmp/gw.out" | awk -F'\t' 'NR % 10 != 0 && $1 != $2 { bad++ } END { if (bad) { print bad " valid calls differ"; exit 1 } }'
 now() { date +%s%N; }
-total_floor=0 total_gw=0
+total_floor=0 total_gw=0 pipe_floor=0 pipe_gw=0
 for r in $(seq "$rounds"); do
 	t0=$(now); "$tmp/floor" < "$tmp/in.jsonl" > /dev/null; t1=$(now)
 	"$tmp/aimon-gw" serve --log-level error < "$tmp/in.jsonl" > /dev/null; t2=$(now)
 	total_floor=$((total_floor + t1 - t0)); total_gw=$((total_gw + t2 - t1))
+	# As an agent reads it: standard output a pipe.
+	t0=$(now); "$tmp/floor" < "$tmp/in.jsonl" | cat > /dev/null; t1=$(now)
+	"$tmp/aimon-gw" serve --log-level error < "$tmp/in.jsonl" | cat > /dev/null; t2=$(now)
+	pipe_floor=$((pipe_floor + t1 - t0)); pipe_gw=$((pipe_gw + t2 - t1))
 done
-awk -v f="$total_floor" -v g="$total_gw" -v n="$((lines * rounds))" 'BEGIN {
-	printf "floor       %.2f µs/call\naimon-gw    %.2f µs/call\nratio       %.2f× the floor\n", f / n / 1000, g / n / 1000, g / f }'
+awk -v f="$total_floor" -v g="$total_gw" -v pf="$pipe_floor" -v pg="$pipe_gw" -v n="$((lines * rounds))" 'BEGIN {
+	printf "floor       %.2f µs/call\naimon-gw    %.2f µs/call\nratio       %.2f× the floor\n", f / n / 1000, g / n / 1000, g / f
+	printf "through a pipe: floor %.2f, aimon-gw %.2f µs/call, %.2f× the floor\n", pf / n / 1000, pg / n / 1000, pg / pf }'
