@@ -66,7 +66,7 @@ func prepare(cur *Current, eff *allow.Effective, ceil ceiling, chainErr error, c
 		p.refuse(eff.Decide(c.Name, nil, ""))
 		return p
 	}
-	if len(c.Input) == 0 {
+	if len(c.Input) == 0 && c.decoded == nil {
 		p.refuse(rule.Refused(rule.R2, noInput(c.Name)))
 		return p
 	}

@@ -161,13 +161,13 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 		var calls []call
 		for _, b := range req.Content {
 			if b.Type == "tool_use" {
-				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input})
+				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded})
 			}
 		}
 		if len(calls) == 0 {
 			return errorReply("the assistant message has no tool_use block, so there is nothing to answer; send only messages that call tools.")
 		}
-		return marshal(userMessage{Role: "user", Content: run(calls)})
+		return appendUserMessage(dst, run(calls))
 	case req.Object == "response":
 		// A Responses object (form 5): its function_call items are one batch.
 		var calls []call

@@ -43,10 +43,11 @@ type request struct {
 }
 
 type block struct {
-	Type  string
-	ID    string
-	Name  string
-	Input json.RawMessage
+	Type    string
+	ID      string
+	Name    string
+	Input   json.RawMessage
+	decoded map[string]any // the input, when the line was read in one pass
 }
 
 // openaiCall is one Chat Completions tool call.
@@ -122,6 +123,23 @@ func appendResult(dst []byte, r result) []byte {
 	return append(dst, `,"is_error":false}`+"\n"...)
 }
 
+// appendUserMessage appends the user message of rs and a newline to dst as
+// marshal would encode it (FuzzAppendResultIsMarshal).
+func appendUserMessage(dst []byte, rs []result) []byte {
+	if rs == nil {
+		return append(dst, marshal(userMessage{Role: "user"})...)
+	}
+	dst = append(dst, `{"role":"user","content":[`...)
+	for i, r := range rs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendResult(dst, r)
+		dst = dst[:len(dst)-1] // its newline
+	}
+	return append(dst, "]}\n"...)
+}
+
 // appendString appends s as a JSON string, as marshal's encoder does: a
 // plain string as itself, any other through encoding/json.
 func appendString(dst []byte, s string) []byte {
@@ -145,7 +163,57 @@ func decode(line []byte) (*request, error) {
 	if r, ok := decodeToolUse(line); ok {
 		return r, nil
 	}
+	if r, ok := decodeMessage(line); ok {
+		return r, nil
+	}
 	return decodeExact(line)
+}
+
+// decodeMessage reads an Anthropic assistant message, {"role", "content"},
+// in one pass with the inputs of its blocks (gate.ScanLine). Any other
+// line, any block member of another kind than decodeExact reads without a
+// sentence, or an input past the gate's limits, is left to decodeExact,
+// which reads it to the same request (FuzzMessageIsDecode).
+func decodeMessage(line []byte) (*request, bool) {
+	top, ok := gate.ScanLine(line)
+	if !ok || len(top) != 2 {
+		return nil, false
+	}
+	r := request{hasContent: true}
+	if r.Role, ok = top["role"].(string); !ok {
+		return nil, false
+	}
+	items, ok := top["content"].([]any)
+	if !ok {
+		return nil, false
+	}
+	r.Content = make([]block, 0, len(items))
+	for _, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		var b block
+		for name, dst := range map[string]*string{"type": &b.Type, "id": &b.ID, "name": &b.Name} {
+			if v, present := m[name]; present {
+				if *dst, ok = v.(string); !ok {
+					return nil, false
+				}
+			}
+		}
+		if v, present := m["input"]; present {
+			in, ok := v.(map[string]any)
+			if !ok || !gate.Within(in, gate.DefaultLimits) {
+				return nil, false
+			}
+			b.decoded = in
+		}
+		r.Content = append(r.Content, b)
+	}
+	if validIDs(&r) != nil {
+		return nil, false
+	}
+	return &r, true
 }
 
 // decodeToolUse reads the most common line, one tool_use block, in one pass

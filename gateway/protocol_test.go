@@ -287,6 +287,10 @@ func TestToolUseTakesTheOnePass(t *testing.T) {
 			t.Errorf("not read in one pass: %s", line)
 		}
 	}
+	msg := `{"role":"assistant","content":[{"type":"text","text":"Reading."},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}},{"type":"tool_use","id":"toolu_2","name":"Echo","input":{"message":"m"}}]}`
+	if _, ok := decodeMessage([]byte(msg)); !ok {
+		t.Errorf("not read in one pass: %s", msg)
+	}
 }
 
 // FuzzAppendResultIsMarshal: the reply serve writes without encoding/json
@@ -300,6 +304,65 @@ func FuzzAppendResultIsMarshal(f *testing.F) {
 		r := result{Type: "tool_result", ToolUseID: id, Content: content, IsError: isErr}
 		if got, want := appendResult([]byte("prefix"), r), append([]byte("prefix"), marshal(r)...); !bytes.Equal(got, want) {
 			t.Fatalf("appendResult %q, marshal %q", got, want)
+		}
+	})
+}
+
+// FuzzMessageIsDecode: an assistant message the one-pass reading takes
+// gives the request the exact reading gives it, each block's input as
+// gate.Decode reads it from its bytes (issue 21).
+func FuzzMessageIsDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"x","times":2}}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo","input":{"a":1,"a":2}}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo"}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo","input":null}]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"\ud800","name":"E","input":{}}]}`,
+		`{"role":"assistant","content":"text"}`, `{"role":"user","content":[]}`,
+		`{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"E","input":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast, ok := decodeMessage(line)
+		if !ok {
+			return
+		}
+		exact, err := decodeExact(line)
+		if err != nil {
+			t.Fatalf("%q: the one pass reads a message the exact reading refuses: %v", line, err)
+		}
+		if len(fast.Content) != len(exact.Content) {
+			t.Fatalf("%q: %d blocks, exact %d", line, len(fast.Content), len(exact.Content))
+		}
+		for i, b := range exact.Content {
+			fb := fast.Content[i]
+			if (fb.decoded == nil) != (len(b.Input) == 0) {
+				t.Fatalf("%q: block %d has an input in one reading only", line, i)
+			}
+			if fb.decoded != nil {
+				in, err := gate.Decode(b.Input, gate.DefaultLimits)
+				if err != nil || !reflect.DeepEqual(in, fb.decoded) {
+					t.Fatalf("%q: block %d input %v, gate.Decode %v %v", line, i, fb.decoded, in, err)
+				}
+			}
+			fast.Content[i].decoded, exact.Content[i].Input = nil, nil
+		}
+		if !reflect.DeepEqual(fast, exact) {
+			t.Fatalf("%q: one pass %+v, exact %+v", line, fast, exact)
+		}
+	})
+}
+
+// FuzzAppendUserMessageIsMarshal: the user message serve writes without
+// encoding/json is the bytes marshal writes.
+func FuzzAppendUserMessageIsMarshal(f *testing.F) {
+	f.Add("c1", "ok", "c2", "a\"\n<é>", true)
+	f.Fuzz(func(t *testing.T, id1, c1, id2, c2 string, isErr bool) {
+		for _, rs := range [][]result{nil, {}, {{Type: "tool_result", ToolUseID: id1, Content: c1}}, {{Type: "tool_result", ToolUseID: id1, Content: c1}, {Type: "tool_result", ToolUseID: id2, Content: c2, IsError: isErr}}} {
+			if got, want := appendUserMessage(nil, rs), marshal(userMessage{Role: "user", Content: rs}); !bytes.Equal(got, want) {
+				t.Fatalf("appendUserMessage %q, marshal %q", got, want)
+			}
 		}
 	})
 }

@@ -33,6 +33,25 @@ func scan(data []byte, lim Limits) (map[string]any, bool) {
 	return m, s.i == len(s.data)
 }
 
+// lineLimits bound a whole line as encoding/json does: its depth only.
+var lineLimits = Limits{MaxDepth: 10000, MaxKeys: 1 << 30, MaxKeyLen: 1 << 30, MaxString: 1 << 30, MaxItems: 1 << 30}
+
+// ScanLine decodes a line that is one JSON object in one pass, as
+// encoding/json with UseNumber would, but false for a name given twice at
+// any depth and for whatever the one pass does not read (a \u escape, a
+// number too large for the gate). An input found in it is then held to
+// the gate's limits by Within, as Decode would hold it.
+func ScanLine(line []byte) (map[string]any, bool) {
+	return scan(line, lineLimits)
+}
+
+// Within reports whether an input decoded by ScanLine is one that Decode,
+// given its bytes alone, would accept under lim.
+func Within(in map[string]any, lim Limits) bool {
+	w := fastWalk{lim: lim}
+	return w.value(in, 1)
+}
+
 // Envelope reads a line that is one JSON object whose members are strings
 // but for one, named obj, which is an object: field is given each string
 // member, and may refuse it (false), and obj's value is decoded as Decode
