@@ -251,6 +251,7 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	_ = sv.LookupPath(cue.ParsePath("command")).Decode(&spec.Command)
 	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
 	spec.URL = str(sv.LookupPath(cue.ParsePath("url")))
+	spec.Start = str(sv.LookupPath(cue.ParsePath("start")))
 	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
 	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))

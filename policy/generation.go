@@ -148,6 +148,8 @@ type Upstream struct {
 	// URL and Headers reach a streamable-HTTP server, instead of Command.
 	URL     string
 	Headers map[string]string
+	// Start is when a started server runs: "load" or "call" (first use).
+	Start string
 	// TrustAnnotations lets the server's annotations say a tool's effect.
 	TrustAnnotations bool
 }

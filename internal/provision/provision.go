@@ -34,6 +34,10 @@ type Lister interface {
 	List(ctx context.Context, server *policy.Tool) (names []string, release func(), err error)
 }
 
+// A Settler is a kind with something to do once a generation is bound
+// whole: stop the servers that start on first use.
+type Settler interface{ Settle() }
+
 // A Binding is one tool bound to its implementation.
 type Binding struct {
 	Tool tools.Tool
@@ -111,6 +115,11 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 		return nil, errs
 	}
 	g.Generation = gen
+	for _, k := range r {
+		if s, ok := k.(Settler); ok {
+			s.Settle()
+		}
+	}
 	return g, nil
 }
 

@@ -60,12 +60,13 @@ type upstream struct {
 	sb   *tools.Sandbox
 	refs int
 
-	mu      sync.Mutex
-	session *mcp.ClientSession
-	cmd     *exec.Cmd
-	tools   map[string]*mcp.Tool
-	pins    map[string]string // PinOf each of tools
-	retired bool
+	mu       sync.Mutex
+	session  *mcp.ClientSession
+	cmd      *exec.Cmd
+	tools    map[string]*mcp.Tool
+	pins     map[string]string // PinOf each of tools
+	retired  bool
+	inflight int // calls running
 }
 
 // Bind leases the tool's server, starting it if needed, and imports what it
@@ -165,6 +166,30 @@ func (u *Upstreams) Definition(ctx context.Context, t *policy.Tool) (*mcp.Tool, 
 	return s.describe(ctx, t.Upstream.Tool)
 }
 
+// Settle stops the servers that start on first use ("call") and run no
+// call: provisioning started them only to list their tools, which they
+// keep. The next call starts the server again.
+func (u *Upstreams) Settle() {
+	u.mu.Lock()
+	var idle []*upstream
+	for _, s := range u.servers {
+		if s.spec.Start == "call" {
+			idle = append(idle, s)
+		}
+	}
+	u.mu.Unlock()
+	for _, s := range idle {
+		s.mu.Lock()
+		session := s.session
+		if s.inflight > 0 || session == nil {
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		s.drop(session)
+	}
+}
+
 // Close stops every server.
 func (u *Upstreams) Close() {
 	u.mu.Lock()
@@ -249,7 +274,11 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		session.Close()
 		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, err)
 	}
-	s.setTools(list.Tools)
+	if s.setTools(list.Tools) {
+		// A server started again lists other tools than before: calls of
+		// a changed one are refused, and a reload re-checks the pins.
+		go s.changed()
+	}
 	s.session, s.cmd = session, cmd
 	return session, nil
 }
@@ -372,13 +401,18 @@ func (s *upstream) relist(session *mcp.ClientSession) {
 	changed := s.setTools(list.Tools)
 	s.mu.Unlock()
 	if changed {
-		s.u.log().Warn("an MCP server's tools changed; calls of a changed tool are refused until a reload re-checks its pin", "server", s.spec.Server)
-		s.u.mu.Lock()
-		f := s.u.onChange
-		s.u.mu.Unlock()
-		if f != nil {
-			f(s.spec.Server)
-		}
+		s.changed()
+	}
+}
+
+// changed says that the server's tools changed, and asks for a reload.
+func (s *upstream) changed() {
+	s.u.log().Warn("an MCP server's tools changed; calls of a changed tool are refused until a reload re-checks its pin", "server", s.spec.Server)
+	s.u.mu.Lock()
+	f := s.u.onChange
+	s.u.mu.Unlock()
+	if f != nil {
+		f(s.spec.Server)
 	}
 }
 
@@ -449,6 +483,15 @@ type upstreamTool struct {
 func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Result {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	// Counted before the server may start, so that Settle leaves it be.
+	t.s.mu.Lock()
+	t.s.inflight++
+	t.s.mu.Unlock()
+	defer func() {
+		t.s.mu.Lock()
+		t.s.inflight--
+		t.s.mu.Unlock()
+	}()
 	session, err := t.s.connect(ctx)
 	if err != nil {
 		return tools.Failure(err, "The tool %s__%s is not available: %v. The tool was not executed.", t.s.spec.Server, t.name, err)

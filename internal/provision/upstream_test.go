@@ -289,3 +289,48 @@ func TestS3StreamableHTTPServer(t *testing.T) {
 		})
 	}
 }
+
+// TestR4StartOnFirstUse: a server that starts on first use (start: "call")
+// runs at provisioning only to list its tools, is stopped once the
+// generation is bound, and starts again for the first call (issue 17).
+func TestR4StartOnFirstUse(t *testing.T) {
+	bin := fsServer(t)
+	f := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(f, []byte("hello"), 0o644)
+	gen := load(t, fmt.Sprintf("servers: fs: {command: [%q], expose: [\"read_file\"], start: \"call\"}\ntools: Echo: schema.#Echo\n", bin))
+	up := &Upstreams{}
+	defer up.Close()
+	pg, err := Registry{"builtin": Builtins(func(string) (tools.Tool, bool) { return tools.Func(nil), true }), "upstream": up}.Provision(context.Background(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Retire()
+	server := func() *upstream {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		for _, s := range up.servers {
+			return s
+		}
+		return nil
+	}
+	s := server()
+	s.mu.Lock()
+	running, listed := s.session != nil, len(s.tools)
+	s.mu.Unlock()
+	if running || listed == 0 {
+		t.Fatalf("after provisioning: running %v, %d tools known; want stopped, its tools known", running, listed)
+	}
+	if pg.Tools["fs__read_file"].Gate == nil {
+		t.Fatal("the tool was not completed from what the server declared")
+	}
+	impl, _ := pg.Impl("fs__read_file")
+	if r := impl.Run(context.Background(), nil, tools.Input{"path": f}); r.IsError || r.Text != "hello" {
+		t.Fatalf("the first call: %+v", r)
+	}
+	s.mu.Lock()
+	pid := s.cmd.Process.Pid
+	s.mu.Unlock()
+	if !alive(pid) {
+		t.Fatal("the server does not run after its first call")
+	}
+}
