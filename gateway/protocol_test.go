@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"aimon.dev/gw/internal/gate"
 )
@@ -365,4 +367,40 @@ func FuzzAppendUserMessageIsMarshal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestR2LoneLineIsAnsweredAtOnce: a line with nothing after it is answered
+// while the input stays open, as an agent that waits for the answer before
+// it sends more needs: replies are held back only while more lines wait
+// (issue 21).
+func TestR2LoneLineIsAnsweredAtOnce(t *testing.T) {
+	g, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx, inR, outW) }()
+	defer func() {
+		cancel()
+		inW.Close()
+		outR.Close()
+		<-done
+	}()
+	replies := bufio.NewReader(outR)
+	for i := range 3 {
+		fmt.Fprintf(inW, `{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m"}}`+"\n", i)
+		got := make(chan string, 1)
+		go func() {
+			line, _ := replies.ReadString('\n')
+			got <- line
+		}()
+		select {
+		case line := <-got:
+			if !strings.Contains(line, fmt.Sprintf(`"tool_use_id":"c%d"`, i)) {
+				t.Fatalf("reply %d: %s", i, line)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("line %d, alone, is not answered while the input stays open", i)
+		}
+	}
 }
