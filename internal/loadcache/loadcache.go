@@ -40,6 +40,11 @@ const magic = "aimon-gw loadcache 1\n"
 // maxRecord bounds what is read of a record.
 const maxRecord = 32 << 20
 
+// maxManifest bounds the bytes a manifest hashes on each call: a policy
+// directory that holds more (a whole project's tree) is loaded afresh
+// rather than re-read whole for every decision.
+const maxManifest = 4 << 20
+
 // A Cache keeps records in Dir, one per policy directory.
 type Cache struct {
 	// Dir holds the records; it is created (0700) when missing.
@@ -288,7 +293,7 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 	if dir == "" {
 		return m, ""
 	}
-	sums, busy := watch.Sums(dir, extra)
+	sums, busy := watch.Sums(dir, extra, maxManifest)
 	if busy != "" {
 		return m, busy
 	}

@@ -241,3 +241,20 @@ type fileInfo struct {
 }
 
 func (f fileInfo) Sys() any { return f.sys }
+
+// TestR3CacheBoundsItsManifest: a policy directory that holds more than a
+// manifest may hash on each call is loaded afresh every time, not re-read
+// whole for every decision.
+func TestR3CacheBoundsItsManifest(t *testing.T) {
+	dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	write(t, filepath.Join(dir, "vendor", "big.bin"), strings.Repeat("x", maxManifest+1))
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	for range 2 {
+		if g, hit := load(t, c, dir, "/w"); hit || !decide(t, g, "Bash", "command", "git status", "/w") {
+			t.Fatalf("hit %v; want a fresh load that allows git status", hit)
+		}
+	}
+	if _, err := os.Stat(c.path(dir)); !os.IsNotExist(err) {
+		t.Fatalf("a record of a policy too large to verify: %v", err)
+	}
+}

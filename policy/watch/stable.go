@@ -15,7 +15,7 @@ import (
 // files cannot be taken now ("" when they can): one of them is open for
 // writing by some process, or cannot be read.
 func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
-	sums, busy = w.sums()
+	sums, busy = w.sums(0)
 	if busy == "" {
 		if p := openForWriting(sums); p != "" {
 			busy = p + " is open for writing"
@@ -28,14 +28,16 @@ func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
 // watcher on it with these extra directories follows them: the files in
 // and below dir and each extra directory, cue.mod, and the .cue files of
 // dir's ancestors up to the module root. busy says which file cannot be
-// read ("" when all can).
-func Sums(dir string, extra []string) (sums map[string][32]byte, busy string) {
+// read ("" when all can), or that the files hold more than budget bytes
+// (0: no bound), after which Sums reads no more.
+func Sums(dir string, extra []string, budget int64) (sums map[string][32]byte, busy string) {
 	w := &Watcher{dir: dir, modRoot: moduleRoot(dir), extra: extra}
-	return w.sums()
+	return w.sums(budget)
 }
 
-func (w *Watcher) sums() (sums map[string][32]byte, busy string) {
+func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 	sums = map[string][32]byte{}
+	var read int64
 	add := func(p string) {
 		if busy != "" {
 			return
@@ -43,6 +45,10 @@ func (w *Watcher) sums() (sums map[string][32]byte, busy string) {
 		fi, err := os.Stat(p)
 		if err != nil || !fi.Mode().IsRegular() {
 			return // the loader reports what is not a regular file
+		}
+		if read += fi.Size(); budget > 0 && read > budget {
+			busy = "the files a policy there may be read from hold more than " + strconv.FormatInt(budget, 10) + " bytes"
+			return
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -54,6 +60,8 @@ func (w *Watcher) sums() (sums map[string][32]byte, busy string) {
 	walk := func(top string) {
 		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			switch {
+			case busy != "":
+				return fs.SkipAll
 			case err != nil:
 				return nil
 			case d.IsDir() && p != top && strings.HasPrefix(d.Name(), "."):
