@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -169,25 +170,75 @@ func decode(line []byte) (*request, error) {
 	return decodeExact(line)
 }
 
-// decodeMessage reads an Anthropic assistant message, {"role", "content"},
-// in one pass with the inputs of its blocks (gate.ScanLine). Any other
-// line, any block member of another kind than decodeExact reads without a
-// sentence, or an input past the gate's limits, is left to decodeExact,
+// strs reads the named members of m that must be strings; false when one
+// is of another kind, or m has a name not in names.
+func strs(m map[string]any, names map[string]*string, more ...string) bool {
+	for name, v := range m {
+		if dst, ok := names[name]; ok {
+			if *dst, ok = v.(string); !ok {
+				return false
+			}
+		} else if !slices.Contains(more, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeMessage reads an assistant message in one pass (gate.ScanLine):
+// Anthropic's {"role", "content"} with the inputs of its blocks, each held
+// to the gate's limits by gate.Within, or Chat Completions' {"role",
+// "content"?, "tool_calls"}, whose arguments are strings the gate reads
+// once. Any other line, a member of another kind than decodeExact reads
+// without a sentence, or an input past the limits, is left to decodeExact,
 // which reads it to the same request (FuzzMessageIsDecode).
 func decodeMessage(line []byte) (*request, bool) {
 	top, ok := gate.ScanLine(line)
-	if !ok || len(top) != 2 {
-		return nil, false
-	}
-	r := request{hasContent: true}
-	if r.Role, ok = top["role"].(string); !ok {
-		return nil, false
-	}
-	items, ok := top["content"].([]any)
 	if !ok {
 		return nil, false
 	}
-	r.Content = make([]block, 0, len(items))
+	var r request
+	if !strs(top, map[string]*string{"role": &r.Role}, "content", "tool_calls") || r.Role == "" {
+		return nil, false
+	}
+	content, hasContent := top["content"]
+	calls, hasCalls := top["tool_calls"]
+	r.hasContent, r.hasToolCalls = hasContent, hasCalls
+	switch c := content.(type) {
+	case nil:
+		if hasContent {
+			r.Content = []block{} // null, as encoding/json reads it into a slice
+		}
+	case string:
+		r.Content = []block{}
+	case []any:
+		if hasCalls {
+			return nil, false
+		}
+		if r.Content, ok = contentBlocks(c); !ok {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	if hasCalls {
+		items, ok := calls.([]any)
+		if !ok {
+			return nil, false
+		}
+		if r.ToolCalls, ok = chatCalls(items); !ok {
+			return nil, false
+		}
+	}
+	if validIDs(&r) != nil {
+		return nil, false
+	}
+	return &r, true
+}
+
+// contentBlocks reads an Anthropic content array, as blocks does.
+func contentBlocks(items []any) ([]block, bool) {
+	out := make([]block, 0, len(items))
 	for _, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
@@ -208,12 +259,36 @@ func decodeMessage(line []byte) (*request, bool) {
 			}
 			b.decoded = in
 		}
-		r.Content = append(r.Content, b)
+		out = append(out, b)
 	}
-	if validIDs(&r) != nil {
-		return nil, false
+	return out, true
+}
+
+// chatCalls reads a Chat Completions tool_calls array, as toolCalls does.
+func chatCalls(items []any) ([]openaiCall, bool) {
+	out := make([]openaiCall, 0, len(items))
+	for _, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		var c openaiCall
+		if !strs(m, map[string]*string{"id": &c.ID, "type": &c.Type}, "function") {
+			return nil, false
+		}
+		if fv, present := m["function"]; present {
+			fn, ok := fv.(map[string]any)
+			var args string
+			if !ok || !strs(fn, map[string]*string{"name": &c.Name, "arguments": &args}) {
+				return nil, false
+			}
+			if _, present := fn["arguments"]; present {
+				c.Arguments = &args
+			}
+		}
+		out = append(out, c)
 	}
-	return &r, true
+	return out, true
 }
 
 // decodeToolUse reads the most common line, one tool_use block, in one pass

@@ -289,9 +289,13 @@ func TestToolUseTakesTheOnePass(t *testing.T) {
 			t.Errorf("not read in one pass: %s", line)
 		}
 	}
-	msg := `{"role":"assistant","content":[{"type":"text","text":"Reading."},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}},{"type":"tool_use","id":"toolu_2","name":"Echo","input":{"message":"m"}}]}`
-	if _, ok := decodeMessage([]byte(msg)); !ok {
-		t.Errorf("not read in one pass: %s", msg)
+	for _, msg := range []string{
+		`{"role":"assistant","content":[{"type":"text","text":"Reading."},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}},{"type":"tool_use","id":"toolu_2","name":"Echo","input":{"message":"m"}}]}`,
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"Echo","arguments":"{\"message\":\"x\"}"}}]}`,
+	} {
+		if _, ok := decodeMessage([]byte(msg)); !ok {
+			t.Errorf("not read in one pass: %s", msg)
+		}
 	}
 }
 
@@ -320,7 +324,10 @@ func FuzzMessageIsDecode(f *testing.F) {
 		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo"}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo","input":null}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","id":"\ud800","name":"E","input":{}}]}`,
-		`{"role":"assistant","content":"text"}`, `{"role":"user","content":[]}`,
+		`{"role":"assistant","content":"text"}`, `{"role":"user","content":[]}`, `{"role":"assistant","content":null}`,
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"Echo","arguments":"{\"message\":\"x\"}"}}]}`,
+		`{"role":"assistant","tool_calls":[{"id":"call_1","function":{"name":"Echo"}},{"id":"call_2","type":"function","function":{"arguments":""}}]}`,
+		`{"role":"assistant","tool_calls":null}`, `{"role":"assistant","tool_calls":[{"id":3}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"E","input":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}]}`,
 	} {
 		f.Add([]byte(s))

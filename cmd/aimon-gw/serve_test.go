@@ -189,11 +189,11 @@ func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 	}
 }
 
-// TestServeCorpusByteForByte replays a corpus of 1402 lines — Echo calls
-// as bench/serve.sh sends them and assistant messages of several blocks,
-// with strings, numbers and types of every kind, and lines the exact
-// reading must answer (names given twice, escapes, lone surrogates,
-// invalid UTF-8, limits, other forms) — and
+// TestServeCorpusByteForByte replays a corpus of 1522 lines — Echo calls
+// as bench/serve.sh sends them, Anthropic and Chat Completions assistant
+// messages of several calls, with strings, numbers and types of every
+// kind, and lines the exact reading must answer (names given twice,
+// escapes, lone surrogates, invalid UTF-8, limits, other forms) — and
 // compares the replies byte for byte with serve.golden, which the gateway
 // wrote before the one-pass reading of issue 21 (commit 360e825): the
 // speed-up changed no verdict and no sentence.
