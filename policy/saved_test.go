@@ -83,3 +83,44 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestS8ExpandBadInput: a server that exposes "*" and lists a tool whose
+// gateway name no model accepts has that tool left out with a warning;
+// expanding a server that does not expose "*" is an error; and the
+// server settings that cannot hold do not load (issue 17).
+func TestS8ExpandBadInput(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": "package policy\n\nservers: fs: {command: [\"x\"], expose: \"*\"}\nservers: named: {command: [\"y\"], expose: [\"a\"]}\n"})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := g.Expand(map[string][]string{"fs": {"ok", strings.Repeat("x", 70), "bad name"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Tools["fs__ok"] == nil || len(out.Tools) != len(g.Tools)+1 {
+		t.Errorf("tools after Expand: %v", out.Names())
+	}
+	warned := 0
+	for _, w := range out.Warnings {
+		if strings.Contains(w.Message, "no model accepts") {
+			warned++
+		}
+	}
+	if warned != 2 {
+		t.Errorf("%d warnings of bad names, want 2: %v", warned, out.Warnings)
+	}
+	if _, err := g.Expand(map[string][]string{"named": {"b"}}); err == nil {
+		t.Error("Expand of a server that does not expose \"*\" succeeded")
+	}
+	for _, bad := range []string{
+		`servers: s: {command: ["x"], expose: ["a"], start: "sometimes"}`,
+		`servers: s: {expose: ["a"]}`,
+		`servers: s: {url: "ftp://x", expose: ["a"]}`,
+		`servers: s: {command: ["x"], expose: "all"}`,
+	} {
+		if _, err := Load(writePolicy(t, map[string]string{"policy.cue": "package policy\n\n" + bad + "\n"})); err == nil {
+			t.Errorf("%s loads", bad)
+		}
+	}
+}
