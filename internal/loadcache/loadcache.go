@@ -302,12 +302,11 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 	}
 	for _, in := range inputs {
 		if _, ok := m.Files[in]; !ok {
-			data, err := os.ReadFile(in)
-			if err != nil {
-				return m, "cannot read " + in
+			sum, why := hashFile(in)
+			if why != "" {
+				return m, why
 			}
-			s := sha256.Sum256(data)
-			m.Files[in] = hex.EncodeToString(s[:])
+			m.Files[in] = sum
 		}
 		d := filepath.Dir(in)
 		if _, ok := m.Dirs[d]; ok {
@@ -324,6 +323,25 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 		m.Dirs[d] = names
 	}
 	return m, ""
+}
+
+// hashFile hashes a regular file. Anything else (a FIFO put in a file's
+// place) is a reason for a fresh load, which reports it; it is never
+// opened in a way that could wait (rule C2: a hook must not hang).
+func hashFile(p string) (string, string) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", "cannot read " + p
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", p + " is not a regular file"
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxManifest+1)); err != nil {
+		return "", "cannot read " + p
+	}
+	return hex.EncodeToString(h.Sum(nil)), ""
 }
 
 // executable identifies the running binary: a record another build wrote

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"aimon.dev/gw/internal/defaultpolicy"
 	"aimon.dev/gw/policy"
@@ -256,5 +257,32 @@ func TestR3CacheBoundsItsManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(c.path(dir)); !os.IsNotExist(err) {
 		t.Fatalf("a record of a policy too large to verify: %v", err)
+	}
+}
+
+// TestC2CacheNeverWaitsOnAFIFO: a policy file replaced by a FIFO after its
+// record was written neither hangs the verification nor is taken: the
+// fresh load reports it, and the call is refused (a hook must not hang).
+func TestC2CacheNeverWaitsOnAFIFO(t *testing.T) {
+	dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	load(t, c, dir, "/w")
+	p := filepath.Join(dir, "policy.cue")
+	os.Remove(p)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Load(dir, loader(dir, "/w"), policy.WithWorkdir("/w"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "named pipe") {
+			t.Fatalf("Load = %v, want the fresh load's error naming the FIFO", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cache waits on a FIFO in the policy's place")
 	}
 }

@@ -2,11 +2,13 @@ package watch
 
 import (
 	"crypto/sha256"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // snapshot hashes every file the policy may be read from: the regular files
@@ -50,12 +52,26 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 			busy = "the files a policy there may be read from hold more than " + strconv.FormatInt(budget, 10) + " bytes"
 			return
 		}
-		data, err := os.ReadFile(p)
+		// Opened without waiting and checked again on the descriptor: a
+		// FIFO put in the file's place since the Stat must not hang a read.
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			busy = "cannot read " + p
 			return
 		}
-		sums[p] = sha256.Sum256(data)
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			busy = p + " is no longer a regular file"
+			return
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			busy = "cannot read " + p
+			return
+		}
+		var sum [32]byte
+		copy(sum[:], h.Sum(nil))
+		sums[p] = sum
 	}
 	walk := func(top string) {
 		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
