@@ -164,8 +164,11 @@ func decode(line []byte) (*request, error) {
 	if r, ok := decodeToolUse(line); ok {
 		return r, nil
 	}
-	if r, ok := decodeMessage(line); ok {
-		return r, nil
+	// Only a line that can be a message is read twice when it is not.
+	if bytes.Contains(line, []byte(`"role"`)) {
+		if r, ok := decodeMessage(line); ok {
+			return r, nil
+		}
 	}
 	return decodeExact(line)
 }

@@ -203,18 +203,26 @@ func TestR4ServerThatCannotServe(t *testing.T) {
 	}
 }
 
+// provisionUpstream binds gen with its upstream tools on a pool of the
+// test's own, and built-ins that do nothing.
+func provisionUpstream(t *testing.T, gen *policy.Generation) (*Upstreams, *Generation) {
+	t.Helper()
+	up := &Upstreams{}
+	t.Cleanup(up.Close)
+	pg, err := Registry{"builtin": Builtins(func(string) (tools.Tool, bool) { return tools.Func(nil), true }), "upstream": up}.Provision(context.Background(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Retire)
+	return up, pg
+}
+
 // TestS8ExposeAllProvision: provisioning a server that exposes "*" adds
 // every tool it lists, bound like named ones (issue 17).
 func TestS8ExposeAllProvision(t *testing.T) {
 	bin := fsServer(t)
 	gen := load(t, fmt.Sprintf("servers: fs: {command: [%q], expose: \"*\"}\ntools: Echo: schema.#Echo\nagent: \"allowed-tools\": [\"Echo\", \"fs__read_file\"]\n", bin))
-	up := &Upstreams{}
-	defer up.Close()
-	pg, err := Registry{"builtin": Builtins(func(string) (tools.Tool, bool) { return tools.Func(nil), true }), "upstream": up}.Provision(context.Background(), gen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Retire()
+	_, pg := provisionUpstream(t, gen)
 	for _, name := range []string{"fs__read_file", "fs__write_file", "fs__crash", "fs__rugpull"} {
 		if tl := pg.Tools[name]; tl == nil || tl.Pending() || tl.Gate == nil {
 			t.Errorf("%s is not a bound tool: %+v", name, tl)
@@ -298,13 +306,7 @@ func TestR4StartOnFirstUse(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(f, []byte("hello"), 0o644)
 	gen := load(t, fmt.Sprintf("servers: fs: {command: [%q], expose: [\"read_file\"], start: \"call\"}\ntools: Echo: schema.#Echo\n", bin))
-	up := &Upstreams{}
-	defer up.Close()
-	pg, err := Registry{"builtin": Builtins(func(string) (tools.Tool, bool) { return tools.Func(nil), true }), "upstream": up}.Provision(context.Background(), gen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Retire()
+	up, pg := provisionUpstream(t, gen)
 	server := func() *upstream {
 		up.mu.Lock()
 		defer up.mu.Unlock()
