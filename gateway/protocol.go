@@ -110,7 +110,7 @@ func marshal(v any) []byte {
 }
 
 // appendResult appends r and a newline to dst as marshal would encode
-// them, byte for byte (FuzzAppendResultIsMarshal).
+// them, byte for byte (FuzzR1AppendResultIsMarshal).
 func appendResult(dst []byte, r result) []byte {
 	dst = append(dst, `{"type":`...)
 	dst = appendString(dst, r.Type)
@@ -125,7 +125,7 @@ func appendResult(dst []byte, r result) []byte {
 }
 
 // appendUserMessage appends the user message of rs and a newline to dst as
-// marshal would encode it (FuzzAppendResultIsMarshal).
+// marshal would encode it (FuzzR1AppendResultIsMarshal).
 func appendUserMessage(dst []byte, rs []result) []byte {
 	if rs == nil {
 		return append(dst, marshal(userMessage{Role: "user"})...)
@@ -194,7 +194,7 @@ func strs(m map[string]any, names map[string]*string, more ...string) bool {
 // "content"?, "tool_calls"}, whose arguments are strings the gate reads
 // once. Any other line, a member of another kind than decodeExact reads
 // without a sentence, or an input past the limits, is left to decodeExact,
-// which reads it to the same request (FuzzMessageIsDecode).
+// which reads it to the same request (FuzzR2MessageIsDecode).
 func decodeMessage(line []byte) (*request, bool) {
 	top, ok := gate.ScanLine(line)
 	if !ok {
@@ -297,7 +297,7 @@ func chatCalls(items []any) ([]openaiCall, bool) {
 // decodeToolUse reads the most common line, one tool_use block, in one pass
 // with its input (gate.Envelope). Any other line, or one that pass does not
 // read, is left to decodeExact, which reads it to the same request
-// (FuzzToolUseIsDecode).
+// (FuzzR2ToolUseIsDecode).
 func decodeToolUse(line []byte) (*request, bool) {
 	var r request
 	in, raw, ok := gate.Envelope(line, "input", gate.DefaultLimits, func(name, v string) bool {

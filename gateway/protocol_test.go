@@ -243,10 +243,10 @@ func FuzzMembers(f *testing.F) {
 	})
 }
 
-// FuzzToolUseIsDecode: a line the one-pass reading takes gives the request
+// FuzzR2ToolUseIsDecode: a line the one-pass reading takes gives the request
 // the exact reading gives it, with the input gate.Decode reads from it
 // (issue 21: the same verdict and sentence on every input).
-func FuzzToolUseIsDecode(f *testing.F) {
+func FuzzR2ToolUseIsDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":2}}`,
 		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":"2"}}`,
@@ -278,9 +278,9 @@ func FuzzToolUseIsDecode(f *testing.F) {
 	})
 }
 
-// TestToolUseTakesTheOnePass: the common line is read in one pass, so the
+// TestR2ToolUseTakesTheOnePass: the common line is read in one pass, so the
 // fuzz test above compares a path that is taken.
-func TestToolUseTakesTheOnePass(t *testing.T) {
+func TestR2ToolUseTakesTheOnePass(t *testing.T) {
 	for _, line := range []string{
 		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m1","times":2}}`,
 		` {"name":"Read","input":{"file_path":"/tmp/a b\tc"},"id":"toolu_01","type":"tool_use"} `,
@@ -299,9 +299,9 @@ func TestToolUseTakesTheOnePass(t *testing.T) {
 	}
 }
 
-// FuzzAppendResultIsMarshal: the reply serve writes without encoding/json
+// FuzzR1AppendResultIsMarshal: the reply serve writes without encoding/json
 // is the bytes marshal writes, whatever the id and content hold.
-func FuzzAppendResultIsMarshal(f *testing.F) {
+func FuzzR1AppendResultIsMarshal(f *testing.F) {
 	for _, s := range []string{"m1m1", "", "a\"b\\c", "line\nnext\t<&>", "é\u2028\u2029", "\x00\x7f", "\xff\xfe"} {
 		f.Add("c1", s, false)
 		f.Add(s, "x", true)
@@ -314,10 +314,10 @@ func FuzzAppendResultIsMarshal(f *testing.F) {
 	})
 }
 
-// FuzzMessageIsDecode: an assistant message the one-pass reading takes
+// FuzzR2MessageIsDecode: an assistant message the one-pass reading takes
 // gives the request the exact reading gives it, each block's input as
 // gate.Decode reads it from its bytes (issue 21).
-func FuzzMessageIsDecode(f *testing.F) {
+func FuzzR2MessageIsDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"x","times":2}}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"Echo","input":{"a":1,"a":2}}]}`,
@@ -363,9 +363,9 @@ func FuzzMessageIsDecode(f *testing.F) {
 	})
 }
 
-// FuzzAppendUserMessageIsMarshal: the user message serve writes without
+// FuzzR1AppendUserMessageIsMarshal: the user message serve writes without
 // encoding/json is the bytes marshal writes.
-func FuzzAppendUserMessageIsMarshal(f *testing.F) {
+func FuzzR1AppendUserMessageIsMarshal(f *testing.F) {
 	f.Add("c1", "ok", "c2", "a\"\n<é>", true)
 	f.Fuzz(func(t *testing.T, id1, c1, id2, c2 string, isErr bool) {
 		for _, rs := range [][]result{nil, {}, {{Type: "tool_result", ToolUseID: id1, Content: c1}}, {{Type: "tool_result", ToolUseID: id1, Content: c1}, {Type: "tool_result", ToolUseID: id2, Content: c2, IsError: isErr}}} {

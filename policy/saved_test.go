@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestSaveRefusesWhatFilesDoNotSay: a generation whose decisions depend on
+// TestR3SaveRefusesWhatFilesDoNotSay: a generation whose decisions depend on
 // more than its files is not saved (issue 14): a plugin's declared tools,
 // and a gate that decides some inputs through CUE.
-func TestSaveRefusesWhatFilesDoNotSay(t *testing.T) {
+func TestR3SaveRefusesWhatFilesDoNotSay(t *testing.T) {
 	tests := []struct{ note, body, want string }{
 		{"a plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
 		{"a completed plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
@@ -35,8 +35,8 @@ func TestSaveRefusesWhatFilesDoNotSay(t *testing.T) {
 	}
 }
 
-// TestRestoreBadInput: what is not a saved generation is an error.
-func TestRestoreBadInput(t *testing.T) {
+// TestR3RestoreBadInput: what is not a saved generation is an error.
+func TestR3RestoreBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
 		{"not JSON", `{"Format":1,`, "cannot be read"},
 		{"another format", `{"Format":99}`, "format 99"},
@@ -55,9 +55,9 @@ func TestRestoreBadInput(t *testing.T) {
 	}
 }
 
-// FuzzRestore: no byte string makes Restore, or a restored generation's
+// FuzzR3Restore: no byte string makes Restore, or a restored generation's
 // decision, panic.
-func FuzzRestore(f *testing.F) {
+func FuzzR3Restore(f *testing.F) {
 	g, err := Load("../examples/policies/team")
 	if err != nil {
 		f.Fatal(err)

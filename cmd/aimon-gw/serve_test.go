@@ -189,7 +189,7 @@ func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 	}
 }
 
-// TestServeCorpusByteForByte replays a corpus of 1522 lines — Echo calls
+// TestR2ServeCorpusByteForByte replays a corpus of 1522 lines — Echo calls
 // as bench/serve.sh sends them, Anthropic and Chat Completions assistant
 // messages of several calls, with strings, numbers and types of every
 // kind, and lines the exact reading must answer (names given twice,
@@ -197,7 +197,7 @@ func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 // compares the replies byte for byte with serve.golden, which the gateway
 // wrote before the one-pass reading of issue 21 (commit 360e825): the
 // speed-up changed no verdict and no sentence.
-func TestServeCorpusByteForByte(t *testing.T) {
+func TestR2ServeCorpusByteForByte(t *testing.T) {
 	in, err := os.ReadFile("testdata/corpus/serve.jsonl")
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func FuzzDecodeFastIsSlow(f *testing.F) {
 		if ok && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: fast %v, slow %v", data, fast, slow)
 		}
-		// The one-pass scanner too (FuzzScanIsDecode's test, with these limits).
+		// The one-pass scanner too: what it accepts, as the slow path reads it.
 		if sc, ok := scan(data, lim); ok && (serr != nil || !reflect.DeepEqual(sc, slow)) {
 			t.Fatalf("%q: the scanner gives %v where the slow path gives %v, %v", data, sc, slow, serr)
 		}

@@ -10,9 +10,9 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 )
 
-// TestSaveNeedsCUE: a gate that decides some inputs through CUE is not
+// TestS4SaveNeedsCUE: a gate that decides some inputs through CUE is not
 // saved, so a cache can never hold half a gate.
-func TestSaveNeedsCUE(t *testing.T) {
+func TestS4SaveNeedsCUE(t *testing.T) {
 	v := cuecontext.New().CompileString(`#In: {a: int, b?: int & >a}`)
 	g, err := Compile(v.LookupPath(cue.ParsePath("#In")))
 	if err != nil {
@@ -23,8 +23,8 @@ func TestSaveNeedsCUE(t *testing.T) {
 	}
 }
 
-// TestRestoreBadInput: what is not a saved gate is an error, never a gate.
-func TestRestoreBadInput(t *testing.T) {
+// TestS4RestoreBadInput: what is not a saved gate is an error, never a gate.
+func TestS4RestoreBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
 		{"not JSON", `{"Root":`, "unexpected end"},
 		{"no schema", `{"Limits":{}}`, "has no schema"},
@@ -50,9 +50,9 @@ func restoreJSON(data []byte) (*Gate, error) {
 	return Restore(&s)
 }
 
-// FuzzRestore: no byte string makes Restore panic, and what it accepts
+// FuzzS4RestoredGate: no byte string makes Restore panic, and what it accepts
 // saves again to what it read.
-func FuzzRestore(f *testing.F) {
+func FuzzS4RestoredGate(f *testing.F) {
 	for _, c := range diffGates(f) {
 		if s, err := c.gate.Save(); err == nil {
 			data, _ := json.Marshal(s)

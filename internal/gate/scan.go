@@ -9,7 +9,7 @@ import (
 // without encoding/json's reflection: objects, arrays, strings (without
 // \u escapes), numbers and literals, within the limits. It gives up (ok
 // false) on anything else, and Decode's exact paths then read the input
-// and give their sentences: FuzzScanIsDecode holds the values it accepts
+// and give their sentences: FuzzDecodeFastIsSlow holds the values it accepts
 // to theirs.
 type scanner struct {
 	data   []byte

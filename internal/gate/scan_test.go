@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestScanReadsCommonInputs: the one pass reads what tool calls usually
+// TestS4ScanReadsCommonInputs: the one pass reads what tool calls usually
 // hold, so that it is the path taken, and as the exact path reads it.
-func TestScanReadsCommonInputs(t *testing.T) {
+func TestS4ScanReadsCommonInputs(t *testing.T) {
 	for _, in := range []string{
 		`{}`, ` { "file_path" : "/srv/a.go" , "limit": 3 } `, `{"message":"m1","times":2}`,
 		`{"command":"go test ./...\n","timeout":120000,"description":"Run the tests"}`,
@@ -29,9 +29,9 @@ func TestScanReadsCommonInputs(t *testing.T) {
 	}
 }
 
-// TestScanLeavesTheRestToTheExactPaths: what the scanner does not read, or
+// TestS4ScanLeavesTheRestToTheExactPaths: what the scanner does not read, or
 // a limit refuses, goes to the paths that give the sentence.
-func TestScanLeavesTheRestToTheExactPaths(t *testing.T) {
+func TestS4ScanLeavesTheRestToTheExactPaths(t *testing.T) {
 	lim := DefaultLimits
 	lim.MaxKeys, lim.MaxItems, lim.MaxString, lim.MaxDepth, lim.MaxKeyLen = 2, 2, 4, 3, 4
 	for _, tc := range []struct{ note, in string }{
@@ -63,9 +63,9 @@ func TestScanLeavesTheRestToTheExactPaths(t *testing.T) {
 	}
 }
 
-// FuzzEnvelopeIsDecode: a line the one pass reads gives the strings and
+// FuzzS4EnvelopeIsDecode: a line the one pass reads gives the strings and
 // the input that encoding/json and Decode give it.
-func FuzzEnvelopeIsDecode(f *testing.F) {
+func FuzzS4EnvelopeIsDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m","times":2}}`,
 		`{"type":"tool_use","id":"c1","name":"Echo","input":{"a":1},"id":"c2"}`,

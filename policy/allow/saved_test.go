@@ -57,10 +57,10 @@ func sameDecisions(t testing.TB, what string, e, r *Effective, tool string, in m
 
 var savedPatterns = []string{"git:*", "git log:*", "ls", "/a/**", "/a/b/*", "**/*.go", "/a/{b,c}/**", "[", "./src/**", "x:*", "domain:example.com", "domain:*.example.com", ""}
 
-// FuzzRestoredEffectiveDecides: an effective list saved and restored
+// FuzzP10RestoredEffectiveDecides: an effective list saved and restored
 // decides, explains and bounds every call as the compiled one does (the
 // hook's cache), for any two lists of any patterns and any subject.
-func FuzzRestoredEffectiveDecides(f *testing.F) {
+func FuzzP10RestoredEffectiveDecides(f *testing.F) {
 	for i, p := range savedPatterns {
 		f.Add(p, savedPatterns[(i+3)%len(savedPatterns)], "git log -1", "/a/b/c.go")
 	}
@@ -90,16 +90,16 @@ func FuzzRestoredEffectiveDecides(f *testing.F) {
 	})
 }
 
-// TestSaveNeedsCUE: a list whose tool has its own rule is not saved.
-func TestSaveEffectiveNeedsCUE(t *testing.T) {
+// TestP10SaveEffectiveNeedsCUE: a list whose tool has its own rule is not saved.
+func TestP10SaveEffectiveNeedsCUE(t *testing.T) {
 	e := chain(t, []string{"Browser(click:)", "Read"})
 	if _, err := e.Save(); !errors.Is(err, ErrNeedsCUE) {
 		t.Fatalf("Save = %v, want ErrNeedsCUE", err)
 	}
 }
 
-// TestRestoreEffectiveBadInput: what is not a saved list is an error.
-func TestRestoreEffectiveBadInput(t *testing.T) {
+// TestP10RestoreEffectiveBadInput: what is not a saved list is an error.
+func TestP10RestoreEffectiveBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
 		{"a name without a rule", `{"Names":["Read"],"Rules":{}}`, "no rule for it"},
 		{"a rule without a matcher", `{"Names":["Read"],"Rules":{"Read":{"Kind":"path"}}}`, "no matcher"},
