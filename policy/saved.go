@@ -37,8 +37,9 @@ type saved struct {
 	// Chains are the effective lists of the chains a hook decides under
 	// (the agent, and the agent with each other surface), by Effective's
 	// key; Workdir is the working directory they were resolved against,
-	// "" when no entry is relative to it.
-	Chains  map[string]*allow.SavedEffective
+	// "" when no entry is relative to it. Each is read only when a
+	// decision needs it: a hook decides under one chain.
+	Chains  map[string]json.RawMessage
 	Workdir string
 }
 
@@ -68,7 +69,7 @@ func (g *Generation) Save() ([]byte, error) {
 		}
 		s.Gates[name] = gs
 	}
-	s.Chains = map[string]*allow.SavedEffective{}
+	s.Chains = map[string]json.RawMessage{}
 	for _, ref := range g.SurfaceRefs() {
 		chain := []string{"agent"}
 		if ref != "agent" {
@@ -78,7 +79,11 @@ func (g *Generation) Save() ([]byte, error) {
 		// be compiled from the lists on use.
 		if e, err := g.Effective(chain); err == nil {
 			if se, err := e.Save(); err == nil {
-				s.Chains[chainKey(chain)] = se
+				b, err := json.Marshal(se)
+				if err != nil {
+					return nil, err
+				}
+				s.Chains[chainKey(chain)] = b
 			}
 		}
 	}

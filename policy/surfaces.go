@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,8 +74,8 @@ type lazyLists struct {
 	c         *compiler
 	subjects  map[string]allow.Subject
 	done      map[string][]*allow.List
-	saved     map[string]*allow.SavedEffective // by chain key
-	effective map[string]*allow.Effective      // restored from saved
+	saved     map[string]json.RawMessage  // allow.SavedEffective, by chain key
+	effective map[string]*allow.Effective // restored from saved
 }
 
 // restored returns the saved effective list of the chain key, nil when none
@@ -89,9 +90,12 @@ func (l *lazyLists) restored(key string) *allow.Effective {
 	if !ok {
 		return nil
 	}
-	e, err := allow.RestoreEffective(s)
-	if err != nil {
-		e = nil
+	var e *allow.Effective
+	var se *allow.SavedEffective
+	if json.Unmarshal(s, &se) == nil {
+		if r, err := allow.RestoreEffective(se); err == nil {
+			e = r
+		}
 	}
 	l.effective[key] = e
 	return e

@@ -41,48 +41,50 @@ func Restore(s *Saved) (*Gate, error) {
 }
 
 // Saved is a gate as data. Its forms spell out every field of the shape,
-// nil and empty kept apart (an enum of nothing is not "no enum").
+// nil and empty kept apart (an enum of nothing is not "no enum"): a field
+// is left out of the JSON only when it is zero (omitzero), which an empty
+// list or map is not.
 type Saved struct {
 	Limits Limits
 	Root   *savedNode
 }
 
 type savedNode struct {
-	Kinds     kinds
-	Enum      []savedScalar
-	Fields    map[string]savedField // its sorted names are the node's names
-	Closed    bool
-	Extra     *savedNode
-	Patterned bool
-	Allow     []savedRule
-	Elem      *savedNode
-	Text      string
-	Checks    []savedCheck
+	Kinds     kinds                 `json:",omitzero"`
+	Enum      []savedScalar         `json:",omitzero"`
+	Fields    map[string]savedField `json:",omitzero"` // its sorted names are the node's names
+	Closed    bool                  `json:",omitzero"`
+	Extra     *savedNode            `json:",omitzero"`
+	Patterned bool                  `json:",omitzero"`
+	Allow     []savedRule           `json:",omitzero"`
+	Elem      *savedNode            `json:",omitzero"`
+	Text      string                `json:",omitzero"`
+	Checks    []savedCheck          `json:",omitzero"`
 }
 
 type savedField struct {
-	Node     *savedNode
-	Required bool
+	Node     *savedNode `json:",omitzero"`
+	Required bool       `json:",omitzero"`
 }
 
 type savedScalar struct {
-	K kinds
-	S string
-	B bool
+	K kinds  `json:",omitzero"`
+	S string `json:",omitzero"`
+	B bool   `json:",omitzero"`
 }
 
 type savedRule struct {
-	Re   string
-	Neg  bool
-	Text string
+	Re   string `json:",omitzero"`
+	Neg  bool   `json:",omitzero"`
+	Text string `json:",omitzero"`
 }
 
 type savedCheck struct {
-	Op     cue.Op
-	Neg    bool
-	Digits string
-	Exp    int
-	Re     *string
+	Op     cue.Op  `json:",omitzero"`
+	Neg    bool    `json:",omitzero"`
+	Digits string  `json:",omitzero"`
+	Exp    int     `json:",omitzero"`
+	Re     *string `json:",omitzero"`
 }
 
 func saveNode(n *node) *savedNode {

@@ -70,3 +70,40 @@ func FuzzS4RestoredGate(f *testing.F) {
 		g.Check(map[string]any{"a": "x", "b": []any{1.5, nil}})
 	})
 }
+
+// TestS4SavedFormKeepsEmptyApart: the saved form leaves zero fields out of
+// its JSON, but an empty enum (which refuses every value) is not a missing
+// one (which refuses none): it survives the round trip and still refuses.
+func TestS4SavedFormKeepsEmptyApart(t *testing.T) {
+	for _, tc := range []struct {
+		note    string
+		enum    []scalar
+		refuses bool
+	}{
+		{"no enum", nil, false},
+		{"an enum of nothing", []scalar{}, true},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			a := &node{kinds: kAll, enum: tc.enum}
+			g := &Gate{root: &node{kinds: kObject, fields: map[string]*field{"a": {node: a}}, names: []string{"a"}}, lim: DefaultLimits}
+			s, err := g.Save()
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := restoreJSON(data)
+			if err != nil {
+				t.Fatalf("%s: %v", data, err)
+			}
+			if got := r.root.fields["a"].node.enum != nil; got != (tc.enum != nil) {
+				t.Fatalf("%s: restored enum present = %v, want %v", data, got, tc.enum != nil)
+			}
+			if v := r.Check(map[string]any{"a": "x"}); (len(v) > 0) != tc.refuses {
+				t.Fatalf("%s: Check({a: x}) = %v, want refused %v", data, v, tc.refuses)
+			}
+		})
+	}
+}

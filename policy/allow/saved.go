@@ -21,27 +21,28 @@ type SavedEffective struct {
 }
 
 type savedRule struct {
-	Field        string
-	Kind         Kind
-	Top          bool
-	Match        *savedMatcher // nil only when Top
-	Levels       [][]savedEntry
-	RulePatterns []string
+	Field        string         `json:",omitzero"`
+	Kind         Kind           `json:",omitzero"`
+	Top          bool           `json:",omitzero"`
+	Match        *savedMatcher  `json:",omitzero"` // nil only when Top
+	Levels       [][]savedEntry `json:",omitzero"`
+	RulePatterns []string       `json:",omitzero"`
 }
 
 type savedEntry struct {
 	Entry
-	Err   *string
-	Idx   int
-	Match *savedMatcher
+	Err   *string       `json:",omitzero"`
+	Idx   int           `json:",omitzero"`
+	Match *savedMatcher `json:",omitzero"`
 }
 
 // savedMatcher is one matcher: Op is any, all, exactly, re, not or always.
+// Fields are left out of the JSON only when zero (omitzero).
 type savedMatcher struct {
 	Op  string
-	S   string
-	B   bool
-	Sub []*savedMatcher
+	S   string          `json:",omitzero"`
+	B   bool            `json:",omitzero"`
+	Sub []*savedMatcher `json:",omitzero"`
 }
 
 // Save returns e as data that RestoreEffective turns back into a list that
@@ -98,6 +99,9 @@ func RestoreEffective(s *SavedEffective) (*Effective, error) {
 		return &Effective{}, nil
 	}
 	e := &Effective{names: s.Names, rules: make(map[string]*toolRule, len(s.Rules))}
+	// The same expression recurs in many matchers (a rule and its
+	// entries); each is compiled once.
+	res := map[string]*regexp.Regexp{}
 	for _, n := range s.Names {
 		if s.Rules[n] == nil {
 			return nil, fmt.Errorf("the saved effective list names %s but has no rule for it", n)
@@ -111,7 +115,7 @@ func RestoreEffective(s *SavedEffective) (*Effective, error) {
 		var err error
 		switch {
 		case sr.Match != nil:
-			if r.m, err = sr.Match.matcher(0); err != nil {
+			if r.m, err = sr.Match.matcher(0, res); err != nil {
 				return nil, err
 			}
 		case !sr.Top:
@@ -125,7 +129,7 @@ func RestoreEffective(s *SavedEffective) (*Effective, error) {
 					out[i].err = errors.New(*in.Err)
 				}
 				if in.Match != nil {
-					if out[i].m, err = in.Match.matcher(0); err != nil {
+					if out[i].m, err = in.Match.matcher(0, res); err != nil {
 						return nil, err
 					}
 				}
@@ -170,7 +174,7 @@ func saveMatcher(m matcher) (*savedMatcher, error) {
 // maxMatcherDepth bounds a saved matcher's nesting.
 const maxMatcherDepth = 64
 
-func (s *savedMatcher) matcher(depth int) (matcher, error) {
+func (s *savedMatcher) matcher(depth int, res map[string]*regexp.Regexp) (matcher, error) {
 	if s == nil {
 		return nil, errors.New("a saved matcher is empty")
 	}
@@ -181,7 +185,7 @@ func (s *savedMatcher) matcher(depth int) (matcher, error) {
 	case "any", "all":
 		ms := make([]matcher, 0, len(s.Sub))
 		for _, x := range s.Sub {
-			m, err := x.matcher(depth + 1)
+			m, err := x.matcher(depth+1, res)
 			if err != nil {
 				return nil, err
 			}
@@ -194,9 +198,13 @@ func (s *savedMatcher) matcher(depth int) (matcher, error) {
 	case "exactly":
 		return exactly(s.S), nil
 	case "re", "not":
-		re, err := regexp.Compile(s.S)
-		if err != nil {
-			return nil, err
+		re, ok := res[s.S]
+		if !ok {
+			var err error
+			if re, err = regexp.Compile(s.S); err != nil {
+				return nil, err
+			}
+			res[s.S] = re
 		}
 		if s.Op == "re" {
 			return reMatch{re}, nil
