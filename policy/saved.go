@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 )
 
 // savedFormat changes whenever the saved form does.
-const savedFormat = 1
+const savedFormat = 2
 
 // ErrNotSaved says why a generation cannot be saved: some decision of it
 // needs more than its saved form holds.
@@ -34,12 +35,12 @@ type saved struct {
 	Warnings     []Diagnostic
 	Dirs         []string
 	Inputs       []string
-	// Chains are the effective lists of the chains a hook decides under
+	// Chains name the effective lists of the chains a hook decides under
 	// (the agent, and the agent with each other surface), by Effective's
-	// key; Workdir is the working directory they were resolved against,
-	// "" when no entry is relative to it. Each is read only when a
-	// decision needs it: a hook decides under one chain.
-	Chains  map[string]json.RawMessage
+	// key, in the order of the lines that follow the object; Workdir is
+	// the working directory they were resolved against, "" when no entry
+	// is relative to it.
+	Chains  []string
 	Workdir string
 }
 
@@ -69,7 +70,7 @@ func (g *Generation) Save() ([]byte, error) {
 		}
 		s.Gates[name] = gs
 	}
-	s.Chains = map[string]json.RawMessage{}
+	var lists [][]byte
 	for _, ref := range g.SurfaceRefs() {
 		chain := []string{"agent"}
 		if ref != "agent" {
@@ -83,14 +84,24 @@ func (g *Generation) Save() ([]byte, error) {
 				if err != nil {
 					return nil, err
 				}
-				s.Chains[chainKey(chain)] = b
+				s.Chains = append(s.Chains, chainKey(chain))
+				lists = append(lists, b)
 			}
 		}
 	}
 	if g.comp != nil && g.relative() {
 		s.Workdir = g.comp.opts.workdir
 	}
-	return json.Marshal(s)
+	// The lists follow the object, a line each (JSON holds no newline),
+	// so that a restore reads only the one a decision needs.
+	out, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range lists {
+		out = append(append(out, '\n'), b...)
+	}
+	return out, nil
 }
 
 // Restore makes a generation from what Save wrote, with path patterns
@@ -100,7 +111,8 @@ func (g *Generation) Save() ([]byte, error) {
 // generation is for deciding calls.
 func Restore(data []byte, opts ...Option) (*Generation, error) {
 	var s saved
-	if err := json.Unmarshal(data, &s); err != nil {
+	head, rest, _ := bytes.Cut(data, []byte("\n"))
+	if err := json.Unmarshal(head, &s); err != nil {
 		return nil, fmt.Errorf("the saved policy cannot be read: %w", err)
 	}
 	if s.Format != savedFormat {
@@ -144,8 +156,20 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 	c := newCompiler(s.Dir, opts)
 	c.ctx = cuecontext.New()
 	g.lazy = &lazyLists{c: c, subjects: listSubjects(g), done: map[string][]*allow.List{}, effective: map[string]*allow.Effective{}}
+	lists := map[string][]byte{}
+	for _, key := range s.Chains {
+		var line []byte
+		if len(rest) == 0 {
+			return nil, errors.New("the saved policy has fewer effective lists than it names")
+		}
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		lists[key] = line
+	}
+	if len(rest) > 0 {
+		return nil, errors.New("the saved policy has more effective lists than it names")
+	}
 	if s.Workdir == "" || s.Workdir == c.opts.workdir {
-		g.lazy.saved = s.Chains
+		g.lazy.saved = lists
 	}
 	return g, nil
 }

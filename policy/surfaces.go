@@ -74,7 +74,7 @@ type lazyLists struct {
 	c         *compiler
 	subjects  map[string]allow.Subject
 	done      map[string][]*allow.List
-	saved     map[string]json.RawMessage  // allow.SavedEffective, by chain key
+	saved     map[string][]byte           // JSON of allow.SavedEffective, by chain key
 	effective map[string]*allow.Effective // restored from saved
 }
 

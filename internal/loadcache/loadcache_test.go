@@ -118,7 +118,7 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 			os.WriteFile(p, bytes.Replace(data, []byte("loadcache 1"), []byte("loadcache 0"), 1), 0o600)
 		}, true},
 		{"a sealed record holds no policy", func(t *testing.T, c *Cache, dir string) {
-			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, []byte(`{"Format":1}`) })
+			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, []byte(`{"Format":2}`) })
 		}, true},
 		{"another binary wrote the record", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
