@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"aimon.dev/gw/internal/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -363,34 +361,14 @@ servers: fs: {command: [%q], env: AIMON_TEST_EXTRA: string | *"", expose: "*"}
 // token taken from the gateway's environment, is gated and decided like a
 // stdio one: a call the policy narrows away never reaches it (issue 17).
 func TestS3StreamableHTTPServerBehindTheGate(t *testing.T) {
-	var got []string
-	var mu sync.Mutex
-	s := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "v1"}, nil)
-	type echoIn struct {
-		Text string `json:"text"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text."}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-		mu.Lock()
-		got = append(got, in.Text)
-		mu.Unlock()
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
-	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer s3cret" {
-			http.Error(w, "who are you?", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
+	srv := mcptest.NewEcho(t, "s3cret")
 	dir := moduleDir(t, fmt.Sprintf(`package policy
 
 servers: web: {url: %q, headers: Authorization: "Bearer ${AIMON_TEST_TOKEN}", expose: ["echo"]}
 tools: web__echo: input: text: =~"^[a-z]+$"
 agent: "allowed-tools": ["web__echo"]
 validation: "enforce"
-`, srv.URL+"/mcp"))
+`, srv.URL))
 	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, []string{"AIMON_TEST_TOKEN=s3cret"},
 		toolLine("ok", "web__echo", map[string]any{"text": "hello"}),
 		toolLine("bad", "web__echo", map[string]any{"text": "DROP TABLE"}))
@@ -400,9 +378,7 @@ validation: "enforce"
 	if r := replies[1]; r["is_error"] != true || !strings.Contains(text(r), "text") {
 		t.Errorf("a call the policy narrows away: %v", r)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0] != "hello" {
+	if got := srv.Got(); len(got) != 1 || got[0] != "hello" {
 		t.Errorf("the server received %q", got)
 	}
 	// Both of command and url, or url with a sandbox, do not load.

@@ -3,8 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"aimon.dev/gw/internal/mcptest"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/tools"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 var fsBuild struct {
@@ -237,34 +235,11 @@ func TestS8ExposeAllProvision(t *testing.T) {
 	}
 }
 
-// httpServer serves an MCP server over streamable HTTP that answers only
-// requests carrying the bearer token, with a tool echo.
-func httpServer(t *testing.T, token string) string {
-	t.Helper()
-	s := mcp.NewServer(&mcp.Implementation{Name: "httpserver", Version: "v1"}, nil)
-	type echoIn struct {
-		Text string `json:"text"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text."}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
-	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "who are you?", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
-}
-
 // TestS3StreamableHTTPServer: a server reached at its url, with headers
 // whose ${NAME} comes from the gateway's environment; a header that cannot
 // be made, or a server that refuses it, is a sentence at Bind (issue 17).
 func TestS3StreamableHTTPServer(t *testing.T) {
-	url := httpServer(t, "s3cret")
+	url := mcptest.NewEcho(t, "s3cret").URL
 	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
 	t.Setenv("AIMON_TEST_WRONG", "guess")
 	for _, tc := range []struct {
