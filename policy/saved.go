@@ -45,8 +45,9 @@ type saved struct {
 }
 
 // Save returns what Restore needs to make a generation that decides every
-// call as g does: the compiled gates and the allow lists as written. It
-// refuses (ErrNotSaved) a generation whose decisions depend on more than
+// call as g does: the compiled gates and the allow lists as written, as a
+// JSON object, then the effective list of each chain a hook decides under
+// as a line of JSON of its own. It refuses (ErrNotSaved) a generation whose decisions depend on more than
 // its files: a plugin's or an upstream server's declared tools, or a gate
 // that needs CUE for some input.
 func (g *Generation) Save() ([]byte, error) {
