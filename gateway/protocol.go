@@ -23,7 +23,7 @@ type request struct {
 	Role    string
 	Content []block
 	// One call (form 2); decoded is its input when the line was read in
-	// one pass (decodeToolUse).
+	// one pass (decodeItem).
 	ID      string
 	Name    string
 	Input   json.RawMessage
@@ -161,7 +161,7 @@ const maxDepth = 10000
 // decode parses one line. Numbers stay json.Number so that 3.0 and 3 keep
 // their spelling for the gate (rule S5).
 func decode(line []byte) (*request, error) {
-	if r, ok := decodeToolUse(line); ok {
+	if r, ok := decodeItem(line); ok {
 		return r, nil
 	}
 	// Only a line that can be a message is read twice when it is not.
@@ -294,11 +294,11 @@ func chatCalls(items []any) ([]openaiCall, bool) {
 	return out, true
 }
 
-// decodeToolUse reads the most common line, one tool_use block, in one pass
-// with its input (gate.Envelope). Any other line, or one that pass does not
-// read, is left to decodeExact, which reads it to the same request
-// (FuzzR2ToolUseIsDecode).
-func decodeToolUse(line []byte) (*request, bool) {
+// decodeItem reads the most common lines, one tool_use block with its input
+// or one Responses function_call item, in one pass (gate.Envelope). Any
+// other line, or one that pass does not read, is left to decodeExact,
+// which reads it to the same request (FuzzR2ItemIsDecode).
+func decodeItem(line []byte) (*request, bool) {
 	var r request
 	in, raw, ok := gate.Envelope(line, "input", gate.DefaultLimits, func(name, v string) bool {
 		switch name {
@@ -308,12 +308,19 @@ func decodeToolUse(line []byte) (*request, bool) {
 			r.ID = v
 		case "name":
 			r.Name = v
+		case "call_id":
+			r.CallID = v
+		case "arguments":
+			a := v
+			r.Arguments = &a
+		case "status":
+			// A Responses item's; the exact reading ignores it too.
 		default:
 			return false
 		}
 		return true
 	})
-	if !ok || r.Type != "tool_use" || validIDs(&r) != nil {
+	if !ok || validIDs(&r) != nil {
 		return nil, false
 	}
 	r.Input, r.decoded = raw, in

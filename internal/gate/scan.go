@@ -53,12 +53,13 @@ func Within(in map[string]any, lim Limits) bool {
 }
 
 // Envelope reads a line that is one JSON object whose members are strings
-// but for one, named obj, which is an object: field is given each string
-// member, and may refuse it (false), and obj's value is decoded as Decode
-// decodes an input on its own (its depth counting from 1, under lim), and
-// returned with its bytes. ok is false for any other line — another kind
-// of member, a name given twice, a limit passed, an escape the one pass
-// does not read — which the caller then reads its slower, exact way.
+// but for at most one, named obj, which is an object: field is given each
+// string member, and may refuse it (false), and obj's value is decoded as
+// Decode decodes an input on its own (its depth counting from 1, under
+// lim), and returned with its bytes; both are nil when the line has no
+// member obj. ok is false for any other line — another kind of member, a
+// name given twice, a limit passed, an escape the one pass does not read —
+// which the caller then reads its slower, exact way.
 func Envelope(line []byte, obj string, lim Limits, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
 	s := scanner{data: line, lim: lim}
 	s.ws()
@@ -107,7 +108,7 @@ func Envelope(line []byte, obj string, lim Limits, field func(name, value string
 		s.ws()
 	}
 	s.ws()
-	if s.i != len(s.data) || in == nil {
+	if s.i != len(s.data) {
 		return nil, nil, false
 	}
 	return in, raw, true
