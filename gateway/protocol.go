@@ -188,14 +188,21 @@ func strs(m map[string]any, names map[string]*string, more ...string) bool {
 	return true
 }
 
-// decodeMessage reads an assistant message in one pass (gate.ScanLine):
-// Anthropic's {"role", "content"} with the inputs of its blocks, each held
-// to the gate's limits by gate.Within, or Chat Completions' {"role",
+// decodeMessage reads an assistant message in one pass: block by block
+// (decodeBlocks) when it can, else with gate.ScanLine, Anthropic's
+// {"role", "content"} with the inputs of its blocks, each held to the
+// gate's limits by gate.Within, or Chat Completions' {"role",
 // "content"?, "tool_calls"}, whose arguments are strings the gate reads
 // once. Any other line, a member of another kind than decodeExact reads
 // without a sentence, or an input past the limits, is left to decodeExact,
 // which reads it to the same request (FuzzR2MessageIsDecode).
 func decodeMessage(line []byte) (*request, bool) {
+	// A Chat Completions message is never one decodeBlocks reads.
+	if !bytes.Contains(line, []byte(`"tool_calls"`)) {
+		if r, ok := decodeBlocks(line); ok {
+			return r, true
+		}
+	}
 	top, ok := gate.ScanLine(line)
 	if !ok {
 		return nil, false
@@ -237,6 +244,50 @@ func decodeMessage(line []byte) (*request, bool) {
 		return nil, false
 	}
 	return &r, true
+}
+
+// decodeBlocks reads the most common message, Anthropic's {"role",
+// "content"} whose blocks are strings but for their input, with
+// gate.Envelopes: each input is decoded as the gate decodes it on its own.
+func decodeBlocks(line []byte) (*request, bool) {
+	var r request
+	bs := []block{}
+	ins, ok := gate.Envelopes(line, "content", "input", gate.DefaultLimits, func(item int, name, v string) bool {
+		if item < 0 {
+			if name != "role" {
+				return false
+			}
+			r.Role = v
+			return true
+		}
+		for len(bs) <= item {
+			bs = append(bs, block{})
+		}
+		switch name {
+		case "type":
+			bs[item].Type = v
+		case "id":
+			bs[item].ID = v
+		case "name":
+			bs[item].Name = v
+		}
+		return true // blocks ignores the other members
+	})
+	if !ok || r.Role == "" {
+		return nil, false
+	}
+	for len(bs) < len(ins) {
+		bs = append(bs, block{})
+	}
+	for i, in := range ins {
+		bs[i].decoded = in
+	}
+	r.Content, r.hasContent = bs, true
+	if validIDs(&r) != nil {
+		return nil, false
+	}
+	out := r // r stays on the stack for the lines this does not read
+	return &out, true
 }
 
 // contentBlocks reads an Anthropic content array, as blocks does.

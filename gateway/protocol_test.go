@@ -307,6 +307,10 @@ func TestR2ItemsTakeTheOnePass(t *testing.T) {
 			t.Errorf("not read in one pass: %s", msg)
 		}
 	}
+	anthropic := `{"role":"assistant","content":[{"type":"thinking","thinking":"Reading.","signature":"x"},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}}]}`
+	if _, ok := decodeBlocks([]byte(anthropic)); !ok {
+		t.Errorf("not read block by block: %s", anthropic)
+	}
 }
 
 // FuzzR1AppendResultIsMarshal: the reply serve writes without encoding/json

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -63,6 +64,87 @@ func Within(in map[string]any, lim Limits) bool {
 func Envelope(line []byte, obj string, lim Limits, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
 	s := scanner{data: line, lim: lim}
 	s.ws()
+	if in, raw, ok = s.envelope(obj, field); !ok {
+		return nil, nil, false
+	}
+	s.ws()
+	if s.i != len(s.data) {
+		return nil, nil, false
+	}
+	return in, raw, true
+}
+
+// Envelopes reads a line that is one JSON object whose members are strings
+// but for one, named arr, which is an array of objects of the form Envelope
+// reads: field is given each string member of the line (item -1) and of
+// each object (item its index), and may refuse it, and ins holds each
+// object's member obj decoded as Decode decodes an input on its own, nil
+// for an object without one. ok is false for any other line (as for
+// Envelope, or a line without arr), which the caller then reads its
+// slower, exact way.
+func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, name, value string) bool) (ins []map[string]any, ok bool) {
+	s := scanner{data: line, lim: lim}
+	s.ws()
+	if !s.eat('{') {
+		return nil, false
+	}
+	var names [8]string
+	n := 0
+	s.ws()
+	for !s.eat('}') {
+		if n > 0 && !s.eat(',') {
+			return nil, false
+		}
+		s.ws()
+		name, ok := s.str()
+		if !ok || n == len(names) || slices.Contains(names[:n], name) {
+			return nil, false
+		}
+		names[n] = name
+		n++
+		s.ws()
+		if !s.eat(':') {
+			return nil, false
+		}
+		s.ws()
+		if name != arr {
+			v, ok := s.str()
+			if !ok || !field(-1, name, v) {
+				return nil, false
+			}
+			s.ws()
+			continue
+		}
+		if !s.eat('[') {
+			return nil, false
+		}
+		ins = []map[string]any{}
+		s.ws()
+		for !s.eat(']') {
+			if len(ins) > 0 && !s.eat(',') || len(ins) == s.lim.MaxItems {
+				return nil, false
+			}
+			s.ws()
+			item := len(ins)
+			in, _, ok := s.envelope(obj, func(name, v string) bool { return field(item, name, v) })
+			if !ok {
+				return nil, false
+			}
+			ins = append(ins, in)
+			s.ws()
+		}
+		s.ws()
+	}
+	s.ws()
+	if s.i != len(s.data) || ins == nil {
+		return nil, false
+	}
+	return ins, true
+}
+
+// envelope reads the object at the scanner as Envelope reads a line, with
+// obj's value counted on its own against the limits.
+func (s *scanner) envelope(obj string, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
 	if !s.eat('{') {
 		return nil, nil, false
 	}
@@ -75,13 +157,8 @@ func Envelope(line []byte, obj string, lim Limits, field func(name, value string
 		}
 		s.ws()
 		name, ok := s.str()
-		if !ok || n == len(names) {
+		if !ok || n == len(names) || slices.Contains(names[:n], name) {
 			return nil, nil, false
-		}
-		for _, seen := range names[:n] {
-			if seen == name {
-				return nil, nil, false
-			}
 		}
 		names[n] = name
 		n++
@@ -95,10 +172,11 @@ func Envelope(line []byte, obj string, lim Limits, field func(name, value string
 			if !s.at('{') {
 				return nil, nil, false
 			}
+			s.values = 0
 			if in, ok = s.object(1); !ok {
 				return nil, nil, false
 			}
-			raw = line[start:s.i]
+			raw = s.data[start:s.i]
 		} else {
 			v, ok := s.str()
 			if !ok || !field(name, v) {
@@ -106,10 +184,6 @@ func Envelope(line []byte, obj string, lim Limits, field func(name, value string
 			}
 		}
 		s.ws()
-	}
-	s.ws()
-	if s.i != len(s.data) {
-		return nil, nil, false
 	}
 	return in, raw, true
 }

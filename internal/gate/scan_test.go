@@ -113,3 +113,81 @@ func FuzzS4EnvelopeIsDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzS4EnvelopesIsDecode: what Envelopes reads is what encoding/json reads
+// of the line, member by member, with each object's input as Decode reads
+// it on its own.
+func FuzzS4EnvelopesIsDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"role":"assistant","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"m","times":2}}]}`,
+		`{"role":"assistant","content":[]}`, `{"role":"assistant"}`, `{"content":[{"input":{}},{"input":{}}]}`,
+		`{"content":[{"input":{"a":1},"input":{}}]}`, `{"content":[{}],"content":[]}`, `{"content":[{"a":"b"},]}`,
+		`{"content":[{"input":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		top := map[string]string{}
+		var items []map[string]string
+		ins, ok := Envelopes(line, "content", "input", DefaultLimits, func(item int, name, v string) bool {
+			if item < 0 {
+				top[name] = v
+				return name != "refuse"
+			}
+			for len(items) <= item {
+				items = append(items, map[string]string{})
+			}
+			items[item][name] = v
+			return true
+		})
+		if !ok {
+			return
+		}
+		var whole map[string]json.RawMessage
+		if err := json.Unmarshal(line, &whole); err != nil {
+			t.Fatalf("%q: Envelopes reads what encoding/json refuses: %v", line, err)
+		}
+		if len(whole) != len(top)+1 {
+			t.Fatalf("%q: %d names, Envelopes read %d", line, len(whole), len(top)+1)
+		}
+		for name, v := range top {
+			var want string
+			if err := json.Unmarshal(whole[name], &want); err != nil || want != v {
+				t.Fatalf("%q: %s is %q, encoding/json says %q (%v)", line, name, v, want, err)
+			}
+		}
+		var blocks []map[string]json.RawMessage
+		if err := json.Unmarshal(whole["content"], &blocks); err != nil || len(blocks) != len(ins) {
+			t.Fatalf("%q: %d objects, encoding/json reads %d (%v)", line, len(ins), len(blocks), err)
+		}
+		for i, b := range blocks {
+			strs := 0
+			if i < len(items) {
+				strs = len(items[i])
+				for name, v := range items[i] {
+					var want string
+					if err := json.Unmarshal(b[name], &want); err != nil || want != v {
+						t.Fatalf("%q: object %d's %s is %q, encoding/json says %q (%v)", line, i, name, v, want, err)
+					}
+				}
+			}
+			raw, has := b["input"]
+			if has {
+				strs++
+			}
+			if len(b) != strs {
+				t.Fatalf("%q: object %d has %d names, Envelopes read %d", line, i, len(b), strs)
+			}
+			if !has {
+				if ins[i] != nil {
+					t.Fatalf("%q: object %d has an input only Envelopes sees", line, i)
+				}
+				continue
+			}
+			want, err := decodeSlow(raw, DefaultLimits)
+			if err != nil || !reflect.DeepEqual(ins[i], want) {
+				t.Fatalf("%q: object %d input %v, Decode %v %v", line, i, ins[i], want, err)
+			}
+		}
+	})
+}
