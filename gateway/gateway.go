@@ -138,7 +138,9 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 		return g.batch(ctx, cur, chain, calls)
 	}
 	switch {
-	case req.Role != "" && req.Type != "":
+	case req.Role != "" && req.Type != "" && req.Type != "message":
+		// "message" is the type of a Messages API response, which is an
+		// assistant message passed through as it came.
 		return errorReply("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both.", req.Type)
 	case req.Role != "" || req.hasContent || req.hasToolCalls:
 		if req.Role != "assistant" {

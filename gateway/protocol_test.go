@@ -153,6 +153,29 @@ func TestR2OnlyJSONWhitespaceIsBlank(t *testing.T) {
 	}
 }
 
+// TestR2MessagesAPIResponse: a Messages API response, type "message", is
+// an assistant message as it came and is answered as one; "message" with
+// another role, or beside a lone call's fields, is not.
+func TestR2MessagesAPIResponse(t *testing.T) {
+	g, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
+	for _, tc := range []struct{ note, line, want string }{
+		{"a response as it came",
+			`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Echo","input":{"message":"hi"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1}}`,
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"hi","is_error":false}]}`},
+		{"a response that calls no tool",
+			`{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn"}`,
+			`no tool_use block`},
+		{"a user message", `{"type":"message","role":"user","content":[]}`, `must have role \"assistant\"`},
+		{"a lone call's type beside a role", `{"type":"tool_use","role":"assistant","id":"t","name":"Echo","input":{}}`, `both \"role\"`},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if out := string(g.Handle(t.Context(), []byte(tc.line))); !strings.Contains(out, tc.want) {
+				t.Errorf("%s\ngot  %s\nwant %s", tc.line, out, tc.want)
+			}
+		})
+	}
+}
+
 // TestR2AmbiguousLines: a line that is two forms at once is refused.
 func TestR2AmbiguousLines(t *testing.T) {
 	g, _ := newGateway(t, "tools: Echo: schema.#Echo\n", nil)
