@@ -246,18 +246,41 @@ func decodeMessage(line []byte) (*request, bool) {
 	return &r, true
 }
 
+// lineNames are the members of a line that decodeExact reads; it ignores
+// any other.
+var lineNames = []string{"type", "role", "id", "name", "format", "call_id", "object", "input", "strict", "arguments", "surface", "content", "tool_calls", "output"}
+
+// blockNames are the members of a content block that blocks reads.
+var blockNames = []string{"type", "id", "name", "input"}
+
 // decodeBlocks reads the most common message, Anthropic's {"role",
 // "content"} whose blocks are strings but for their input, with
 // gate.Envelopes: each input is decoded as the gate decodes it on its own.
+// A Messages API response reads so too: its members of other kinds
+// (usage, stop_sequence) are ones decodeExact ignores.
 func decodeBlocks(line []byte) (*request, bool) {
 	var r request
 	bs := []block{}
 	ins, ok := gate.Envelopes(line, "content", "input", gate.DefaultLimits, func(item int, name, v string) bool {
 		if item < 0 {
-			if name != "role" {
-				return false
+			switch name {
+			case "role":
+				r.Role = v
+			case "type":
+				r.Type = v
+			case "id":
+				r.ID = v
+			case "name":
+				r.Name = v
+			case "format":
+				r.Format = v
+			case "call_id":
+				r.CallID = v
+			case "object":
+				r.Object = v
+			default:
+				return !slices.Contains(lineNames, name)
 			}
-			r.Role = v
 			return true
 		}
 		for len(bs) <= item {
@@ -272,6 +295,11 @@ func decodeBlocks(line []byte) (*request, bool) {
 			bs[item].Name = v
 		}
 		return true // blocks ignores the other members
+	}, func(item int, name string) bool {
+		if item < 0 {
+			return !slices.Contains(lineNames, name)
+		}
+		return !slices.Contains(blockNames, name)
 	})
 	if !ok || r.Role == "" {
 		return nil, false
@@ -378,7 +406,8 @@ func decodeItem(line []byte) (*request, bool) {
 	return &r, true
 }
 
-// decodeExact reads any line, with a sentence for what is wrong.
+// decodeExact reads any line, with a sentence for what is wrong. The
+// members it reads are lineNames.
 func decodeExact(line []byte) (*request, error) {
 	if !utf8.Valid(line) {
 		return nil, errors.New("the line is not valid UTF-8; send JSON text in UTF-8")

@@ -330,9 +330,13 @@ func TestR2ItemsTakeTheOnePass(t *testing.T) {
 			t.Errorf("not read in one pass: %s", msg)
 		}
 	}
-	anthropic := `{"role":"assistant","content":[{"type":"thinking","thinking":"Reading.","signature":"x"},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}}]}`
-	if _, ok := decodeBlocks([]byte(anthropic)); !ok {
-		t.Errorf("not read block by block: %s", anthropic)
+	for _, msg := range []string{
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"Reading.","signature":"x"},{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}}]}`,
+		`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":2}}`,
+	} {
+		if _, ok := decodeBlocks([]byte(msg)); !ok {
+			t.Errorf("not read block by block: %s", msg)
+		}
 	}
 }
 
@@ -366,6 +370,9 @@ func FuzzR2MessageIsDecode(f *testing.F) {
 		`{"role":"assistant","tool_calls":[{"id":"call_1","function":{"name":"Echo"}},{"id":"call_2","type":"function","function":{"arguments":""}}]}`,
 		`{"role":"assistant","tool_calls":null}`, `{"role":"assistant","tool_calls":[{"id":3}]}`,
 		`{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"E","input":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}]}`,
+		`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c1","name":"Echo","input":{"message":"x"},"cache_control":{"type":"ephemeral"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1}}`,
+		`{"type":"message","role":"assistant","content":[],"strict":true}`, `{"role":"assistant","content":[],"surface":null}`,
+		`{"role":"assistant","content":[{"type":1}]}`, `{"role":"assistant","content":[],"format":"x","name":"n","call_id":"c","object":"o"}`,
 	} {
 		f.Add([]byte(s))
 	}

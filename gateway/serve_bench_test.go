@@ -36,8 +36,9 @@ var discardLog = newDiscardLogger()
 func newDiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // BenchmarkServeForms is the same Echo calls in each line form of the
-// protocol: a lone tool_use, an Anthropic message, a Chat Completions
-// message and a Responses function_call item.
+// protocol: a lone tool_use, an Anthropic message, the same as a whole
+// Messages API response, a Chat Completions message and a Responses
+// function_call item.
 func BenchmarkServeForms(b *testing.B) {
 	g, _ := newGateway(b, "tools: Echo: schema.#Echo\nvalidation: \"enforce\"\n", nil)
 	g.log = discardLog
@@ -50,6 +51,9 @@ func BenchmarkServeForms(b *testing.B) {
 		}},
 		{"message", func(i int, times string) string {
 			return fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}]}`, i, i, times)
+		}},
+		{"api-response", func(i int, times string) string {
+			return fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":5}}`, i, i, i, times)
 		}},
 		{"chat", func(i int, times string) string {
 			return fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"Echo","arguments":%q}}]}`, i, fmt.Sprintf(`{"message":"m%d","times":%s}`, i, times))

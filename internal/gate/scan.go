@@ -64,7 +64,7 @@ func Within(in map[string]any, lim Limits) bool {
 func Envelope(line []byte, obj string, lim Limits, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
 	s := scanner{data: line, lim: lim}
 	s.ws()
-	if in, raw, ok = s.envelope(obj, field); !ok {
+	if in, raw, ok = s.envelope(obj, field, nil); !ok {
 		return nil, nil, false
 	}
 	s.ws()
@@ -79,10 +79,12 @@ func Envelope(line []byte, obj string, lim Limits, field func(name, value string
 // reads: field is given each string member of the line (item -1) and of
 // each object (item its index), and may refuse it, and ins holds each
 // object's member obj decoded as Decode decodes an input on its own, nil
-// for an object without one. ok is false for any other line (as for
+// for an object without one. A member of another kind is read and dropped
+// when skip says its name may be (a field the caller ignores, such as a
+// Messages API response's usage). ok is false for any other line (as for
 // Envelope, or a line without arr), which the caller then reads its
 // slower, exact way.
-func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, name, value string) bool) (ins []map[string]any, ok bool) {
+func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, name, value string) bool, skip func(item int, name string) bool) (ins []map[string]any, ok bool) {
 	s := scanner{data: line, lim: lim}
 	s.ws()
 	if !s.eat('{') {
@@ -108,8 +110,7 @@ func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, na
 		}
 		s.ws()
 		if name != arr {
-			v, ok := s.str()
-			if !ok || !field(-1, name, v) {
+			if !s.member(func(v string) bool { return field(-1, name, v) }, func() bool { return skip(-1, name) }) {
 				return nil, false
 			}
 			s.ws()
@@ -126,7 +127,7 @@ func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, na
 			}
 			s.ws()
 			item := len(ins)
-			in, _, ok := s.envelope(obj, func(name, v string) bool { return field(item, name, v) })
+			in, _, ok := s.envelope(obj, func(name, v string) bool { return field(item, name, v) }, func(name string) bool { return skip(item, name) })
 			if !ok {
 				return nil, false
 			}
@@ -143,8 +144,9 @@ func Envelopes(line []byte, arr, obj string, lim Limits, field func(item int, na
 }
 
 // envelope reads the object at the scanner as Envelope reads a line, with
-// obj's value counted on its own against the limits.
-func (s *scanner) envelope(obj string, field func(name, value string) bool) (in map[string]any, raw []byte, ok bool) {
+// obj's value counted on its own against the limits, and a member of
+// another kind than a string dropped when skip (nil for none) allows it.
+func (s *scanner) envelope(obj string, field func(name, value string) bool, skip func(name string) bool) (in map[string]any, raw []byte, ok bool) {
 	if !s.eat('{') {
 		return nil, nil, false
 	}
@@ -178,14 +180,31 @@ func (s *scanner) envelope(obj string, field func(name, value string) bool) (in 
 			}
 			raw = s.data[start:s.i]
 		} else {
-			v, ok := s.str()
-			if !ok || !field(name, v) {
+			var allow func() bool
+			if skip != nil {
+				allow = func() bool { return skip(name) }
+			}
+			if !s.member(func(v string) bool { return field(name, v) }, allow) {
 				return nil, nil, false
 			}
 		}
 		s.ws()
 	}
 	return in, raw, true
+}
+
+// member reads a member's value at the scanner: a string, given to field,
+// or, when skip (nil for never) allows it, any other value, dropped.
+func (s *scanner) member(field func(v string) bool, skip func() bool) bool {
+	if s.at('"') {
+		v, ok := s.str()
+		return ok && field(v)
+	}
+	if skip == nil || !skip() {
+		return false
+	}
+	_, ok := s.value(1)
+	return ok
 }
 
 func (s *scanner) ws() {

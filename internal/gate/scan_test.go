@@ -123,12 +123,15 @@ func FuzzS4EnvelopesIsDecode(f *testing.F) {
 		`{"role":"assistant","content":[]}`, `{"role":"assistant"}`, `{"content":[{"input":{}},{"input":{}}]}`,
 		`{"content":[{"input":{"a":1},"input":{}}]}`, `{"content":[{}],"content":[]}`, `{"content":[{"a":"b"},]}`,
 		`{"content":[{"input":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}]}`,
+		`{"type":"message","content":[{"input":{},"skip_cache":{"a":[1]}}],"skip_usage":{"n":1},"skip_stop":null}`,
+		`{"content":[],"noskip":1}`, `{"content":[],"skip":{"a":1,"a":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		top := map[string]string{}
 		var items []map[string]string
+		skipped := map[int]int{} // by item, -1 for the line
 		ins, ok := Envelopes(line, "content", "input", DefaultLimits, func(item int, name, v string) bool {
 			if item < 0 {
 				top[name] = v
@@ -139,6 +142,12 @@ func FuzzS4EnvelopesIsDecode(f *testing.F) {
 			}
 			items[item][name] = v
 			return true
+		}, func(item int, name string) bool {
+			if strings.HasPrefix(name, "skip") {
+				skipped[item]++
+				return true
+			}
+			return false
 		})
 		if !ok {
 			return
@@ -147,8 +156,8 @@ func FuzzS4EnvelopesIsDecode(f *testing.F) {
 		if err := json.Unmarshal(line, &whole); err != nil {
 			t.Fatalf("%q: Envelopes reads what encoding/json refuses: %v", line, err)
 		}
-		if len(whole) != len(top)+1 {
-			t.Fatalf("%q: %d names, Envelopes read %d", line, len(whole), len(top)+1)
+		if len(whole) != len(top)+skipped[-1]+1 {
+			t.Fatalf("%q: %d names, Envelopes read %d", line, len(whole), len(top)+skipped[-1]+1)
 		}
 		for name, v := range top {
 			var want string
@@ -175,6 +184,7 @@ func FuzzS4EnvelopesIsDecode(f *testing.F) {
 			if has {
 				strs++
 			}
+			strs += skipped[i]
 			if len(b) != strs {
 				t.Fatalf("%q: object %d has %d names, Envelopes read %d", line, i, len(b), strs)
 			}
