@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,33 @@ func TestR2MessagesAPIResponse(t *testing.T) {
 				t.Errorf("%s\ngot  %s\nwant %s", tc.line, out, tc.want)
 			}
 		})
+	}
+}
+
+// TestR2BlocksSkipOnlyWhatTheExactReadingIgnores: the one pass drops a
+// member of another kind only under a name decodeExact does not read, so
+// a member decodeExact would refuse or use is never dropped unseen.
+func TestR2BlocksSkipOnlyWhatTheExactReadingIgnores(t *testing.T) {
+	for _, name := range lineNames {
+		if name == "content" {
+			continue
+		}
+		line := `{"role":"assistant","content":[],` + strconv.Quote(name) + `:{"x":1}}`
+		if name == "role" {
+			line = `{"content":[],"role":{"x":1}}`
+		}
+		if _, ok := decodeBlocks([]byte(line)); ok {
+			t.Errorf("decodeBlocks dropped %q, which decodeExact reads: %s", name, line)
+		}
+	}
+	for _, name := range blockNames {
+		line := `{"role":"assistant","content":[{` + strconv.Quote(name) + `:[1]}]}`
+		if _, ok := decodeBlocks([]byte(line)); ok {
+			t.Errorf("decodeBlocks dropped the block member %q, which blocks reads: %s", name, line)
+		}
+	}
+	if _, ok := decodeBlocks([]byte(`{"role":"assistant","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"usage":{"n":1},"stop_sequence":null}`)); !ok {
+		t.Error("decodeBlocks did not drop members decodeExact ignores")
 	}
 }
 
