@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,16 +21,46 @@ func TestMain(m *testing.M) {
 	// The hook's records go to a cache of the test run's own, never the
 	// user's; the scripts set theirs in Setup, and their commands (this
 	// binary under the name aimon-gw) keep it.
+	var cleanup []string
 	if filepath.Base(os.Args[0]) != "aimon-gw" {
+		// Go's build cache lives under XDG_CACHE_HOME unless GOCACHE says
+		// otherwise: pin it first, so the helper builds stay warm.
+		if os.Getenv("GOCACHE") == "" {
+			if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+				os.Setenv("GOCACHE", strings.TrimSpace(string(out)))
+			}
+		}
 		cache, err := os.MkdirTemp("", "aimon-gw-cache")
 		if err != nil {
 			panic(err)
 		}
 		os.Setenv("XDG_CACHE_HOME", cache)
+		cleanup = append(cleanup, cache)
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleaningM{m, &cleanup}, map[string]func(){
 		"aimon-gw": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
 	})
+}
+
+// cleaningM removes what the test process made (the hook cache, the
+// helper binaries) once its tests have run.
+type cleaningM struct {
+	m    *testing.M
+	dirs *[]string
+}
+
+func (c cleaningM) Run() int {
+	code := c.m.Run()
+	builds.Range(func(_, v any) bool {
+		if b := v.(*build); b.path != "" {
+			*c.dirs = append(*c.dirs, filepath.Dir(b.path))
+		}
+		return true
+	})
+	for _, d := range *c.dirs {
+		os.RemoveAll(d)
+	}
+	return code
 }
 
 // TestScripts runs the command's scripts in testdata/script: each is a
