@@ -57,6 +57,8 @@ const (
 	R4 ID = "R4"
 	R5 ID = "R5"
 	R6 ID = "R6"
+	R7 ID = "R7"
+	R8 ID = "R8"
 )
 
 // A Mode is what the gate does with an input that breaks its schema (S9).
@@ -75,6 +77,9 @@ const (
 // at the edge.
 type Decision struct {
 	Allowed bool `json:"allowed"`
+	// Ask is a refusal that a person's approval can turn into an allow
+	// (rules P14, P15); Allowed is false with it.
+	Ask bool `json:"ask,omitempty"`
 	// Reason is the sentence a model or operator reads.
 	Reason string `json:"reason"`
 	// Rule is the rule that decided.
@@ -96,6 +101,9 @@ type Decision struct {
 	// Sandbox is where the call's commands may write (R6), for a tool that
 	// runs in one.
 	Sandbox *tools.Sandbox `json:"sandbox,omitempty"`
+	// Input is the canonical call the decision was made on, which is what
+	// runs (rule R7): path subjects absolute and cleaned, null members gone.
+	Input tools.Input `json:"-"`
 }
 
 // Refused is a decision that refuses, by rule r, with the sentence reason.
