@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,19 @@ const (
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	commands := []*cli.Command{
+		serveCommand(stdin, stdout),
+		vetCommand(stdout),
+		checkCommand(stdin, stdout),
+		mcpCommand(stdin, stdout),
+		versionCommand(stdout),
+		hookCommand(stdin, stdout),
+		importCommand(stdout, stderr),
+		testCommand(stdout),
+		initCommand(stdout),
+		pinCommand(stdout),
+	}
+	withGlobalFlags(commands, "aimon-gw")
 	app := &cli.App{
 		Name:      "aimon-gw",
 		Usage:     "a tool gateway for LLM agents, with policies in CUE",
@@ -39,27 +53,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Writer:    stderr, // help and usage go to standard error: standard output is the protocol's (rule R1)
 		ErrWriter: stderr,
 		Version:   version(),
-		Flags:     []cli.Flag{logLevelFlag(), logFormatFlag()},
-		Commands: []*cli.Command{
-			serveCommand(stdin, stdout),
-			vetCommand(stdout),
-			checkCommand(stdin, stdout),
-			mcpCommand(stdin, stdout),
-			versionCommand(stdout),
-			hookCommand(stdin, stdout),
-			importCommand(stdout, stderr),
-			testCommand(stdout),
-			initCommand(stdout),
-			pinCommand(stdout),
-		},
+		Flags:     globalFlags(),
+		Commands:  commands,
 		CommandNotFound: func(c *cli.Context, name string) {
 			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, test, init, pin, hook, import and version (aimon-gw --help).\n", name)
 			notFound = true
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return cli.Exit(fmt.Sprintf("aimon-gw: %v; see aimon-gw --help.", err), exitUsage)
-		},
+		OnUsageError:   usageError("aimon-gw"),
 	}
 	notFound = false
 	cli.VersionPrinter = func(*cli.Context) { fmt.Fprintln(stdout, "aimon-gw", version()) }
@@ -85,17 +86,94 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // --log-level, as text or, with --log-format json, JSON.
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", c.String("log-level")), exitUsage)
+	if l := globalString(c, "log-level"); level.UnmarshalText([]byte(l)) != nil {
+		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", l), exitUsage)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch c.String("log-format") {
+	switch f := globalString(c, "log-format"); f {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
+	default:
+		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-format %q is not a format; use text or json.", f), exitUsage)
 	}
-	return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-format %q is not a format; use text or json.", c.String("log-format")), exitUsage)
+}
+
+// globalFlags are accepted before or after any command and mean the same
+// everywhere.
+func globalFlags() []cli.Flag { return []cli.Flag{logLevelFlag(), logFormatFlag()} }
+
+// withGlobalFlags gives every command and subcommand the global flags,
+// checks them before the command runs (so a bad --log-level is refused
+// by every command alike), and makes a usage error one sentence.
+func withGlobalFlags(cmds []*cli.Command, path string) {
+	for _, cmd := range cmds {
+		name := path + " " + cmd.Name
+		for _, f := range globalFlags() {
+			if !slices.ContainsFunc(cmd.Flags, func(g cli.Flag) bool { return g.Names()[0] == f.Names()[0] }) {
+				cmd.Flags = append(cmd.Flags, f)
+			}
+		}
+		before, leaf := cmd.Before, len(cmd.Subcommands) == 0 // cli adds "help" to Subcommands later
+		cmd.Before = func(c *cli.Context) error {
+			if _, err := logger(c); err != nil {
+				return err
+			}
+			if leaf { // a subcommand's arguments are its own
+				if err := flagAfterArgument(c, cmd.Flags, name); err != nil {
+					return err
+				}
+			}
+			if before != nil {
+				return before(c)
+			}
+			return nil
+		}
+		cmd.OnUsageError = usageError(name)
+		withGlobalFlags(cmd.Subcommands, name)
+	}
+}
+
+// globalString is a global flag's value where it was given nearest the
+// command (after it wins over before it), or its default.
+func globalString(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.App != nil && slices.Contains(ctx.LocalFlagNames(), name) {
+			return ctx.String(name)
+		}
+	}
+	return c.String(name)
+}
+
+// flagAfterArgument refuses a flag of the command written after one of
+// its arguments, where the flag package leaves it as an argument.
+func flagAfterArgument(c *cli.Context, flags []cli.Flag, command string) error {
+	for _, arg := range c.Args().Slice() {
+		name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "-") || name == "" {
+			continue
+		}
+		for _, f := range flags {
+			if slices.Contains(f.Names(), name) {
+				return cli.Exit(fmt.Sprintf("%s: %s is written after an argument, where it is not read; put flags before the arguments (see %s --help).", command, arg, command), exitUsage)
+			}
+		}
+	}
+	return nil
+}
+
+// usageError turns the flag package's complaint into a sentence that says
+// where to look.
+func usageError(command string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = fmt.Sprintf("there is no flag --%s", strings.TrimLeft(name, "-"))
+		}
+		msg = strings.Replace(msg, " for flag -", " for flag --", 1)
+		return cli.Exit(fmt.Sprintf("%s: %s; see %s --help.", command, msg, command), exitUsage)
+	}
 }
 
 // decisionLog opens --decision-log; nil when it is not given.
@@ -119,8 +197,8 @@ func decisionLogFlag() cli.Flag {
 // notFound is set when the command line names no command of ours.
 var notFound bool
 
-// logLevelFlag is accepted before or after the command, where MCP client
-// configurations put their arguments.
+// logLevelFlag is accepted before or after the command (MCP client
+// configurations put their arguments after it).
 func logLevelFlag() cli.Flag {
 	return &cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"}
 }
@@ -160,8 +238,6 @@ func policyFlags() []cli.Flag {
 		&cli.StringFlag{Name: "surface", Value: "agent", Usage: "surface chain, e.g. agent,subagent:reviewer"},
 		&cli.StringFlag{Name: "workdir", Usage: "working directory relative paths resolve against (default: the current directory)"},
 		loadTimeoutFlag(),
-		logLevelFlag(),
-		logFormatFlag(),
 	}
 }
 

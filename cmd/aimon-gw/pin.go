@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 type pinParams struct {
 	Dir    string
 	Stdout io.Writer
+	Log    *slog.Logger // the upstream servers' logs
 }
 
 func pinCommand(stdout io.Writer) *cli.Command {
@@ -31,7 +33,11 @@ func pinCommand(stdout io.Writer) *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw pin takes one policy directory: aimon-gw pin DIR.", exitUsage)
 			}
-			return pin(pinParams{Dir: c.Args().First(), Stdout: stdout})
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			return pin(pinParams{Dir: c.Args().First(), Stdout: stdout, Log: log})
 		},
 	}
 }
@@ -43,7 +49,10 @@ func pin(p pinParams) error {
 	if err != nil {
 		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
 	}
-	up := &provision.Upstreams{Log: discard}
+	if p.Log == nil {
+		p.Log = discard
+	}
+	up := &provision.Upstreams{Log: p.Log}
 	defer up.Close()
 	pins := map[string]map[string]string{}
 	// The tools to pin: those the policy names, and every tool a server

@@ -28,7 +28,7 @@ func testCommand(stdout io.Writer) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "v", Usage: "print every case, not only failures"},
 			&cli.StringFlag{Name: "run", Usage: "run only the cases whose name matches this regular expression"},
-			loadTimeoutFlag(), logLevelFlag(),
+			loadTimeoutFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ type vetParams struct {
 	Format      string // text, json or github
 	LoadTimeout time.Duration
 	Stdout      io.Writer
+	Log         *slog.Logger // the load's logs (plugins, upstream servers)
 }
 
 func vetCommand(stdout io.Writer) *cli.Command {
@@ -28,16 +30,17 @@ func vetCommand(stdout io.Writer) *cli.Command {
 		Name:      "vet",
 		Usage:     "check a policy directory; exit 0 sound, 1 with its problems, 2 on a usage error",
 		ArgsUsage: "DIR",
-		Flags: []cli.Flag{loadTimeoutFlag(), logLevelFlag(),
+		Flags: []cli.Flag{loadTimeoutFlag(),
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (file:line:col: message), json (an array of problems), or github (workflow commands)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw vet takes one policy directory: aimon-gw vet DIR.", exitUsage)
 			}
-			if _, err := logger(c); err != nil {
+			log, err := logger(c)
+			if err != nil {
 				return err
 			}
-			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
+			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Log: log})
 		},
 	}
 }
@@ -53,7 +56,10 @@ func vet(p vetParams) error {
 	if st, err := os.Stat(p.Dir); err != nil || !st.IsDir() {
 		return cli.Exit(fmt.Sprintf("aimon-gw vet: %s is not a directory; give vet the directory of a policy: aimon-gw vet DIR.", p.Dir), exitUsage)
 	}
-	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", p.LoadTimeout, discard)
+	if p.Log == nil {
+		p.Log = discard
+	}
+	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", p.LoadTimeout, p.Log)
 	if err == nil {
 		defer closeGen()
 	}
