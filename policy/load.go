@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	stderrors "errors"
@@ -116,17 +117,21 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	}
 	c := newCompiler(abs, opts)
 	c.data = data
-	return timed(dir, c.opts.timeout, func() (*Generation, error) {
+	return timed(c.opts.ctx, dir, c.opts.timeout, func() (*Generation, error) {
 		return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, c)
 	})
 }
 
-// timed runs a load within d (no limit when d is 0). A load past it is
-// rejected with a sentence and left to finish on its own: CUE cannot be
-// interrupted, and the caller must not wait behind it (rule R5).
-func timed(dir string, d time.Duration, load func() (*Generation, error)) (*Generation, error) {
-	if d <= 0 {
+// timed runs a load within d (no limit when d is 0), and until ctx is done
+// (nil for never). A load past either is rejected with a sentence and left
+// to finish on its own: CUE cannot be interrupted, and the caller must not
+// wait behind it (rule R5), nor a signal to stop (SIGTERM).
+func timed(ctx context.Context, dir string, d time.Duration, load func() (*Generation, error)) (*Generation, error) {
+	if d <= 0 && (ctx == nil || ctx.Done() == nil) {
 		return load()
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	type loaded struct {
 		g   *Generation
@@ -137,13 +142,19 @@ func timed(dir string, d time.Duration, load func() (*Generation, error)) (*Gene
 		g, err := load()
 		ch <- loaded{g, err}
 	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case l := <-ch:
 		return l.g, l.err
-	case <-t.C:
+	case <-expired:
 		return nil, Errors{{Pos: dirPos(dir), Code: "R5", Message: fmt.Sprintf("the policy did not load within %s, so it is rejected (a large comprehension or list.Range?); simplify it, or raise --load-timeout.", d)}}
+	case <-ctx.Done():
+		return nil, Errors{{Pos: dirPos(dir), Code: "R5", Message: fmt.Sprintf("the load of the policy was stopped (%v) before it finished.", context.Cause(ctx))}}
 	}
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,12 @@ type Option func(*options)
 type options struct {
 	workdir string
 	timeout time.Duration
+	ctx     context.Context
 }
+
+// WithContext ends the wait for a load when ctx is done (SIGTERM during a
+// load): the load is then rejected at once, as one past its time bound is.
+func WithContext(ctx context.Context) Option { return func(o *options) { o.ctx = ctx } }
 
 // WithTimeout bounds how long a load may take; a load past it is rejected
 // (rule R5). 0, the default, is no bound.

@@ -15,7 +15,7 @@ import (
 )
 
 // savedFormat changes whenever the saved form does.
-const savedFormat = 2
+const savedFormat = 3
 
 // ErrNotSaved says why a generation cannot be saved: some decision of it
 // needs more than its saved form holds.

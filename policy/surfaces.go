@@ -11,7 +11,10 @@ import (
 )
 
 // compileLists compiles every declared allow list once per generation
-// (rules P1, P7, P10). An entry that cannot be used is reported; it denies.
+// (rules P1, P7, P10), and the effective list of the main agent and of
+// each surface it starts, so that their cost is paid within the load's
+// time bound (rule R5) rather than by a call. An entry that cannot be used
+// is reported; it denies.
 func (c *compiler) compileLists(g *Generation) {
 	subjects := listSubjects(g)
 	g.lists = map[string][]*allow.List{}
@@ -19,6 +22,9 @@ func (c *compiler) compileLists(g *Generation) {
 		if ls := c.surfaceLists(g.Surfaces[ref], subjects); ls != nil {
 			g.lists[ref] = ls
 		}
+	}
+	for _, ref := range g.SurfaceRefs() {
+		g.Effective([]string{ref}) // a refusal is kept for the calls too
 	}
 }
 

@@ -23,8 +23,10 @@ type checkParams struct {
 	Surface string
 	Workdir string
 	Call    string // a tool_use block as JSON, or "-" for Stdin
-	// LoadTimeout bounds the policy load.
+	// LoadTimeout bounds the policy load, and Ctx ends it (SIGTERM); nil
+	// for never.
 	LoadTimeout time.Duration
+	Ctx         context.Context
 	Stdin       io.Reader
 	Stdout      io.Writer
 }
@@ -41,7 +43,7 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			}
 			return check(checkParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Call: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout,
+				Call: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Ctx: c.Context, Stdin: stdin, Stdout: stdout,
 			})
 		},
 	}
@@ -103,7 +105,7 @@ func check(p checkParams) error {
 	if err != nil {
 		return err
 	}
-	gen, closeGen, err := reload.Once(context.Background(), p.Policy, workdir, p.LoadTimeout, discard)
+	gen, closeGen, err := reload.Once(orBackground(p.Ctx), p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
 	}

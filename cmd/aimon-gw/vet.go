@@ -22,7 +22,8 @@ type vetParams struct {
 	Format      string // text, json or github
 	LoadTimeout time.Duration
 	Stdout      io.Writer
-	Log         *slog.Logger // the load's logs (plugins, upstream servers)
+	Log         *slog.Logger    // the load's logs (plugins, upstream servers)
+	Ctx         context.Context // ends the load (SIGTERM); nil for never
 }
 
 func vetCommand(stdout io.Writer) *cli.Command {
@@ -40,7 +41,7 @@ func vetCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Log: log})
+			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Log: log, Ctx: c.Context})
 		},
 	}
 }
@@ -59,7 +60,7 @@ func vet(p vetParams) error {
 	if p.Log == nil {
 		p.Log = discard
 	}
-	gen, closeGen, err := reload.Once(context.Background(), p.Dir, "", p.LoadTimeout, p.Log)
+	gen, closeGen, err := reload.Once(orBackground(p.Ctx), p.Dir, "", p.LoadTimeout, p.Log)
 	if err == nil {
 		defer closeGen()
 	}
@@ -131,4 +132,12 @@ func ghEscape(s string, prop bool) string {
 		s = strings.NewReplacer(":", "%3A", ",", "%2C").Replace(s)
 	}
 	return s
+}
+
+// orBackground is ctx, or the background context when it is nil.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

@@ -68,7 +68,7 @@ func Registry(h *host.Host, up *provision.Upstreams) provision.Registry {
 // Load loads and provisions the policy in dir ("" for the embedded
 // default), with relative path patterns resolving against workdir.
 func Load(ctx context.Context, reg provision.Registry, dir, workdir string, timeout time.Duration) (*provision.Generation, error) {
-	gen, err := loadPolicy(dir, workdir, timeout)
+	gen, err := loadPolicy(ctx, dir, workdir, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +79,9 @@ func Load(ctx context.Context, reg provision.Registry, dir, workdir string, time
 	return pg, err
 }
 
-// loadPolicy loads the policy in dir ("" for the embedded default).
-func loadPolicy(dir, workdir string, timeout time.Duration) (*policy.Generation, error) {
+// loadPolicy loads the policy in dir ("" for the embedded default); the
+// wait for it ends when ctx is done.
+func loadPolicy(ctx context.Context, dir, workdir string, timeout time.Duration) (*policy.Generation, error) {
 	if dir == "" {
 		gen, err := policy.LoadFS(defaultpolicy.FS(), policy.WithWorkdir(workdir))
 		if err != nil {
@@ -88,7 +89,7 @@ func loadPolicy(dir, workdir string, timeout time.Duration) (*policy.Generation,
 		}
 		return gen, nil
 	}
-	return policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout))
+	return policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout), policy.WithContext(ctx))
 }
 
 // warnSandbox logs, at load, tools whose sandbox is required when none can
@@ -114,7 +115,7 @@ func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *
 // nil: a record that verifies stands for the load (package loadcache).
 func OnceCached(ctx context.Context, cache *loadcache.Cache, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
 	h, up := host.New(log), &provision.Upstreams{Log: log}
-	load := func() (*policy.Generation, error) { return loadPolicy(dir, workdir, timeout) }
+	load := func() (*policy.Generation, error) { return loadPolicy(ctx, dir, workdir, timeout) }
 	var pg *policy.Generation
 	if cache != nil {
 		if dir != "" {
@@ -167,6 +168,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		return r, nil
 	}
 	// The watcher's first load is provisioned below, the later ones in swap.
+	log.Debug("loading the policy", "dir", o.Dir)
 	w, err := watch.New(o.Dir, func(g *policy.Generation) error {
 		pg, err := reg.Provision(ctx, g)
 		if err != nil {
@@ -178,7 +180,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 		return nil
 	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
-		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout))
+		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx))
 	}})
 	if err != nil {
 		r.host.Close()

@@ -14,21 +14,22 @@ const commandMeta = ";|&`$><()\n\r\x00"
 // commandMetaRE is the same set as an RE2 class, for the CUE constraint.
 const commandMetaRE = "[;|&`$><()\\n\\r\\x00]"
 
-// commandAlt is the CUE constraint of one valid command pattern, without the
-// metacharacter guard: the exact command, or a prefix with a word boundary
-// when the pattern ends in ":*" (rule P3).
-func commandAlt(pattern string) (string, error) {
+// commandMatcher compiles one command pattern, without the metacharacter
+// guard, which applies to the whole list: the exact command, or a prefix
+// with a word boundary when the pattern ends in ":*" (rule P3). The second
+// result is the same as a CUE alternative.
+func commandMatcher(pattern string) (matcher, string, error) {
 	if strings.ContainsAny(pattern, commandMeta) {
-		return "", fmt.Errorf("the command pattern contains one of ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte, so no command could ever match it")
+		return nil, "", fmt.Errorf("the command pattern contains one of ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte, so no command could ever match it")
 	}
 	prefix, wild := strings.CutSuffix(pattern, ":*")
 	if !wild {
-		return cueString(pattern), nil
+		return exactly(pattern), cueString(pattern), nil
 	}
 	if strings.TrimSpace(prefix) == "" {
-		return "", fmt.Errorf("the command pattern has nothing before ':*'; write the name alone to allow every command")
+		return nil, "", fmt.Errorf("the command pattern has nothing before ':*'; write the name alone to allow every command")
 	}
-	return cueString(prefix) + " | =~" + cueString("^"+regexp.QuoteMeta(prefix+" ")), nil
+	return wordPrefix(prefix), cueString(prefix) + " | =~" + cueString("^"+regexp.QuoteMeta(prefix+" ")), nil
 }
 
 // commandConstraint is the CUE constraint of a tool's command patterns.
@@ -54,6 +55,5 @@ func commandSubject(v any) (string, string) {
 }
 
 // hasCommandMeta reports whether a command matches no pattern whatever the
-// patterns are (rule P3). Only used to explain a denial; the decision itself
-// comes from the CUE constraint.
+// patterns are (rule P3).
 func hasCommandMeta(s string) bool { return strings.ContainsAny(s, commandMeta) }

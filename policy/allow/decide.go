@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"cuelang.org/go/cue"
-
 	"aimon.dev/gw/internal/rule"
 )
 
@@ -17,32 +15,33 @@ import (
 var ErrNoTool = errors.New("no tool is left")
 
 // Effective is the effective allowed-tools list of a surface chain: the
-// unification of its lists (P10). It is immutable and safe for concurrent
-// use. A nil *Effective, or one from a chain without lists, is unlimited.
+// meet of its lists (P10), kept as the lists themselves. A call is allowed
+// when every list that narrows its tool has an entry that admits it, which
+// is what the unification of the lists' CUE values means; a differential
+// test holds the two equal. It is immutable and safe for concurrent use. A
+// nil *Effective, or one from a chain without lists, is unlimited.
 type Effective struct {
-	ctx   *cue.Context
-	value cue.Value
 	rules map[string]*toolRule // listed tools only
 	names []string             // listed known tools, sorted
+	lists []*List              // the chain's lists, the caller first
 }
 
-// toolRule is what the effective value says about one tool, prepared once.
+// toolRule is what the chain says about one tool.
 type toolRule struct {
 	tool         string
 	subject      Subject
-	field        cue.Value // the unified constraint on the subject
-	top          bool      // name-only everywhere: every call (P6)
-	m            matcher   // derived from field; nil: ask CUE
-	levels       [][]entryInfo
-	rulePatterns []string // every pattern a Ruler must answer for
+	top          bool           // name-only everywhere: every call (P6)
+	levels       []*toolEntries // the tool's entries in each list, the caller first
+	rulePatterns []string       // every pattern a Ruler must answer for
 }
 
-// Chain unifies the lists along a surface chain, the main agent first. Nil
-// lists (surfaces without a list) are skipped; with none left the result is
-// unlimited. It is an error, wrapping ErrNoTool, when the lists have no
-// known tool in common (P11), and when they come from different contexts.
+// Chain is the effective list of a surface chain, the main agent first.
+// Nil lists (surfaces without a list) are skipped; with none left the
+// result is unlimited. It is an error, wrapping ErrNoTool, when the lists
+// have no known tool in common (P11). Its cost is linear in the number of
+// tools and lists, whatever the number of entries.
 func Chain(lists ...*List) (*Effective, error) {
-	// Unification is idempotent: a list met twice along a chain (a skill
+	// The meet is idempotent: a list met twice along a chain (a skill
 	// that calls itself) binds once.
 	var ls []*List
 	for _, l := range lists {
@@ -53,33 +52,31 @@ func Chain(lists ...*List) (*Effective, error) {
 	if len(ls) == 0 {
 		return &Effective{}, nil
 	}
-	e := &Effective{ctx: ls[0].ctx, value: ls[0].value, rules: map[string]*toolRule{}}
 	for _, l := range ls[1:] {
-		if l.ctx != e.ctx {
+		if l.ctx != ls[0].ctx {
 			return nil, fmt.Errorf("the allowed-tools lists of one chain were compiled with different CUE contexts; compile a policy's lists with one context")
 		}
-		e.value = e.value.Unify(l.value)
 	}
+	e := &Effective{rules: map[string]*toolRule{}, lists: ls}
 	subjects := ls[len(ls)-1].subjects
 	for _, t := range ls[0].names {
-		field := e.value.LookupPath(cue.MakePath(cue.Str(t).Optional()))
-		// Allows says yes to a field the intersection closed off; the
-		// field's own error tells.
-		if !field.Exists() || field.Err() != nil {
-			continue
-		}
-		r := &toolRule{tool: t, subject: subjects[t], field: field, top: field.IncompleteKind() == cue.TopKind}
-		if m, ok := derive(field); ok && !r.top {
-			r.m = m
-		}
+		r := &toolRule{tool: t, subject: subjects[t], top: true}
 		for _, l := range ls {
-			infos := l.tools[t]
-			r.levels = append(r.levels, infos)
-			for _, in := range infos {
-				if in.HasPattern && in.err == nil && !slices.Contains(r.rulePatterns, in.Pattern) {
-					r.rulePatterns = append(r.rulePatterns, in.Pattern)
+			te := l.tools[t]
+			if te == nil {
+				r = nil // a closed list leaves the tool out (P10)
+				break
+			}
+			r.levels = append(r.levels, te)
+			r.top = r.top && !te.patterned
+			for _, i := range te.rules {
+				if p := te.infos[i].Pattern; !slices.Contains(r.rulePatterns, p) {
+					r.rulePatterns = append(r.rulePatterns, p)
 				}
 			}
+		}
+		if r == nil {
+			continue
 		}
 		e.rules[t] = r
 		if _, known := subjects[t]; known {
@@ -92,14 +89,21 @@ func Chain(lists ...*List) (*Effective, error) {
 	return e, nil
 }
 
+// describeLists shows the lists of a chain, each cut to its first entries.
 func describeLists(ls []*List) string {
 	var parts []string
 	for _, l := range ls {
 		var es []string
+		n := 0
 		for _, t := range l.names {
-			for _, in := range l.tools[t] {
-				es = append(es, in.Raw)
+			for _, in := range l.tools[t].infos {
+				if n++; n <= maxShown {
+					es = append(es, in.Raw)
+				}
 			}
+		}
+		if n > maxShown {
+			es = append(es, fmt.Sprintf("and %d more", n-maxShown))
 		}
 		parts = append(parts, "["+strings.Join(es, ", ")+"]")
 	}
@@ -129,14 +133,6 @@ func (e *Effective) Listed(tool string) bool {
 	return ok
 }
 
-// Value is the effective list as a CUE value; not meaningful when Unlimited.
-func (e *Effective) Value() cue.Value {
-	if e == nil {
-		return cue.Value{}
-	}
-	return e.value
-}
-
 // Decision is the outcome of one call: the lattice fills Allowed, Reason
 // (a sentence naming the tool and subject), Rule and Entries.
 type Decision = rule.Decision
@@ -156,7 +152,11 @@ func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decis
 		return Decision{Allowed: true, Rule: rule.P6, Reason: fmt.Sprintf("%s is allowed by name.", tool), Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
 	}
 	if bad := r.deniesAll(); bad != nil {
-		return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: its only patterns cannot be used, so every call is denied (%s).", tool, strings.Join(bad, "; ")), Entries: r.raws(nil)}
+		_, shown := r.allowedText("")
+		if len(bad) > maxShown {
+			bad = append(bad[:maxShown:maxShown], fmt.Sprintf("and %d more", len(bad)-maxShown))
+		}
+		return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: its only patterns cannot be used, so every call is denied (%s).", tool, strings.Join(bad, "; ")), Entries: shown}
 	}
 	switch r.subject.Kind {
 	case Command, Path, Domain:
@@ -186,33 +186,41 @@ func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string
 		if r.subject.Rule != nil {
 			return r.decideRule(e, in, workdir, why)
 		}
-		return Decision{Rule: rule.P5, Entries: r.raws(func(in entryInfo) bool { return in.HasPattern }),
-			Reason: fmt.Sprintf("%s is not allowed: its %s field %s %s, and on this surface %s is limited to %s. Call it with %s set to a %s those patterns allow.", r.tool, kind, field, why, r.tool, r.allowedText(), field, kind)}
+		text, shown := r.allowedText("")
+		return Decision{Rule: rule.P5, Entries: shown,
+			Reason: fmt.Sprintf("%s is not allowed: its %s field %s %s, and on this surface %s is limited to %s. Call it with %s set to a %s those patterns allow.", r.tool, kind, field, why, r.tool, text, field, kind)}
 	}
-	if r.allows(e, subj) {
-		by := r.matching(subj)
+	if by, ok := r.match(subj); ok {
 		return Decision{Allowed: true, Rule: ruleOf(kind), Entries: by,
 			Reason: fmt.Sprintf("%s %s %s is allowed by %s.", r.tool, kind, quoteSubject(raw, subj), strings.Join(by, " and "))}
 	}
-	d := Decision{Rule: ruleOf(kind), Entries: r.raws(func(in entryInfo) bool { return in.HasPattern })}
-	d.Reason = fmt.Sprintf("%s %s %s is not allowed on this surface: allowed are %s.", r.tool, kind, quoteSubject(raw, subj), r.allowedText())
+	text, shown := r.allowedText(subj)
+	d := Decision{Rule: ruleOf(kind), Entries: shown}
+	d.Reason = fmt.Sprintf("%s %s %s is not allowed on this surface: allowed are %s.", r.tool, kind, quoteSubject(raw, subj), text)
 	if kind == Command && hasCommandMeta(subj) {
-		d.Reason = fmt.Sprintf("%s %s %s is not allowed on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte matches no pattern; run one simple command at a time. Allowed are %s.", r.tool, kind, quoteSubject(raw, subj), r.allowedText())
+		d.Reason = fmt.Sprintf("%s %s %s is not allowed on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte matches no pattern; run one simple command at a time. Allowed are %s.", r.tool, kind, quoteSubject(raw, subj), text)
 	}
 	return d
 }
 
-// allows decides a subject against the unified constraint: through the
-// matcher derived from it, or through CUE when there is none.
-func (r *toolRule) allows(e *Effective, subj string) bool {
-	if r.m != nil {
-		return r.m.match(subj)
+// match decides a subject in one pass over the chain: at every level that
+// narrows the tool, some entry must admit it (the meet, P10). It returns
+// the entries that let it through: the admitting patterns, and the
+// name-only entries of the levels without patterns.
+func (r *toolRule) match(subj string) ([]string, bool) {
+	var by []string
+	for _, lv := range r.levels {
+		var ok bool
+		if by, ok = lv.matches(subj, by); !ok {
+			return nil, false
+		}
 	}
-	return r.field.Unify(e.ctx.Encode(subj)).Validate(cue.Concrete(true)) == nil
+	return by, true
 }
 
-// decideRule asks the tool's own rule about every pattern of the chain and
-// unifies the answers with the effective constraint.
+// decideRule asks the tool's own rule about every pattern of the chain: a
+// level admits the call when the rule admits it under one of the level's
+// patterns.
 func (r *toolRule) decideRule(e *Effective, in map[string]any, workdir, why string) Decision {
 	answers := make(map[string]bool, len(r.rulePatterns))
 	var errs []string
@@ -223,26 +231,32 @@ func (r *toolRule) decideRule(e *Effective, in map[string]any, workdir, why stri
 		}
 		answers[p] = ok && err == nil
 	}
-	entries := r.raws(func(in entryInfo) bool { return in.HasPattern })
-	if r.field.Unify(e.ctx.Encode(answers)).Validate(cue.Concrete(true)) == nil {
-		var by []string
-		for _, lv := range r.levels {
-			for _, in := range lv {
-				if in.HasPattern && answers[in.Pattern] {
-					by = append(by, in.Raw)
-				}
+	var by []string
+	allowed := true
+	for _, lv := range r.levels {
+		n := len(by)
+		if !lv.patterned {
+			continue // name-only: the level does not narrow
+		}
+		for _, i := range lv.rules {
+			if in := lv.infos[i]; answers[in.Pattern] {
+				by = append(by, in.Raw)
 			}
 		}
+		allowed = allowed && len(by) > n
+	}
+	if allowed {
 		return Decision{Allowed: true, Rule: rule.P2, Entries: by, Reason: fmt.Sprintf("%s call is allowed by its own rule under %s.", r.tool, strings.Join(by, " and "))}
 	}
-	reason := fmt.Sprintf("%s call is not allowed on this surface: its own rule admits it under none of %s", r.tool, r.allowedText())
+	text, shown := r.allowedText("")
+	reason := fmt.Sprintf("%s call is not allowed on this surface: its own rule admits it under none of %s", r.tool, text)
 	if why != "" {
-		reason = fmt.Sprintf("%s call is not allowed on this surface: its %s field %s %s, and its own rule admits it under none of %s", r.tool, r.subject.Kind, r.subject.Field, why, r.allowedText())
+		reason = fmt.Sprintf("%s call is not allowed on this surface: its %s field %s %s, and its own rule admits it under none of %s", r.tool, r.subject.Kind, r.subject.Field, why, text)
 	}
 	if len(errs) > 0 {
 		reason += " (" + strings.Join(errs, "; ") + ")"
 	}
-	return Decision{Rule: rule.P2, Entries: entries, Reason: reason + "."}
+	return Decision{Rule: rule.P2, Entries: shown, Reason: reason + "."}
 }
 
 // safeAllow calls a Ruler, turning a panic into a denial (C2).
@@ -259,45 +273,17 @@ func safeAllow(rule Ruler, p string, in map[string]any, workdir string) (ok bool
 // such a level lets no call through (P7).
 func (r *toolRule) deniesAll() []string {
 	for _, lv := range r.levels {
-		var bad []string
-		valid := false
-		for _, in := range lv {
-			if !in.HasPattern {
-				continue
-			}
-			if in.err != nil {
-				bad = append(bad, in.err.Error())
-			} else {
-				valid = true
-			}
-		}
-		if len(bad) > 0 && !valid {
-			return bad
+		if len(lv.bad) > 0 && !lv.valid {
+			return lv.bad
 		}
 	}
 	return nil
 }
 
-// matching returns the pattern entries, at every level, whose own
-// constraint admits subj, and the name-only entries of levels without
-// patterns: the entries that let the call through.
-func (r *toolRule) matching(subj string) []string {
-	var out []string
-	for _, lv := range r.levels {
-		patterned := slices.ContainsFunc(lv, func(in entryInfo) bool { return in.HasPattern })
-		for _, in := range lv {
-			if (!patterned && !in.HasPattern) || (in.m != nil && in.m.match(subj)) {
-				out = append(out, in.Raw)
-			}
-		}
-	}
-	return out
-}
-
 func (r *toolRule) raws(keep func(entryInfo) bool) []string {
 	var out []string
 	for _, lv := range r.levels {
-		for _, in := range lv {
+		for _, in := range lv.infos {
 			if keep == nil || keep(in) {
 				out = append(out, in.Raw)
 			}
@@ -306,22 +292,74 @@ func (r *toolRule) raws(keep func(entryInfo) bool) []string {
 	return out
 }
 
+// maxShown bounds how many entries a sentence names.
+const maxShown = 10
+
 // allowedText lists the tool's patterns: the surface's own, within those of
-// its callers when they narrow it too.
-func (r *toolRule) allowedText() string {
-	var parts []string
+// its callers when they narrow it too. Of a level with more than its share
+// of maxShown, it names those closest to subj (the longest common prefix;
+// the first ones when subj is "") and says how many more there are. It
+// returns the entries it names too.
+func (r *toolRule) allowedText(subj string) (string, []string) {
+	var levels []*toolEntries
 	for i := len(r.levels) - 1; i >= 0; i-- {
-		var ps []string
-		for _, in := range r.levels[i] {
-			if in.HasPattern {
-				ps = append(ps, in.Raw)
-			}
-		}
-		if len(ps) > 0 {
-			parts = append(parts, strings.Join(ps, ", "))
+		if r.levels[i].patterned {
+			levels = append(levels, r.levels[i])
 		}
 	}
-	return strings.Join(parts, " within the caller's ")
+	share := max(maxShown/max(len(levels), 1), 1)
+	parts := make([]string, len(levels))
+	named := make([][]string, len(levels))
+	for i, lv := range levels {
+		names, more := lv.closest(subj, share)
+		named[i] = names
+		if more > 0 {
+			names = append(slices.Clip(names), fmt.Sprintf("and %d more", more))
+		}
+		parts[i] = strings.Join(names, ", ")
+	}
+	// The entries named, the caller's first as Entries are ordered.
+	var shown []string
+	for i := len(named) - 1; i >= 0; i-- {
+		shown = append(shown, named[i]...)
+	}
+	return strings.Join(parts, " within the caller's "), shown
+}
+
+// closest returns at most n of the level's pattern entries, those whose
+// pattern shares the longest prefix with subj, in their order, and how many
+// it left out.
+func (te *toolEntries) closest(subj string, n int) ([]string, int) {
+	type scored struct{ i, score int }
+	top := make([]scored, 0, n+1)
+	total := 0
+	for i, in := range te.infos {
+		if !in.HasPattern {
+			continue
+		}
+		total++
+		k := 0
+		for k < len(in.Pattern) && k < len(subj) && in.Pattern[k] == subj[k] {
+			k++
+		}
+		// Keep the n best, the earlier first among equals.
+		j := len(top)
+		for j > 0 && top[j-1].score < k {
+			j--
+		}
+		if j < n {
+			top = slices.Insert(top, j, scored{i, k})
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	}
+	slices.SortFunc(top, func(a, b scored) int { return a.i - b.i })
+	out := make([]string, len(top))
+	for j, s := range top {
+		out[j] = te.infos[s.i].Raw
+	}
+	return out, total - len(top)
 }
 
 func (e *Effective) toolList() string {

@@ -246,7 +246,7 @@ func TestP11Unlimited(t *testing.T) {
 	}
 }
 
-func mustChain(t *testing.T, ls ...*List) *Effective {
+func mustChain(t testing.TB, ls ...*List) *Effective {
 	t.Helper()
 	e, err := Chain(ls...)
 	if err != nil {
@@ -498,5 +498,28 @@ func TestP7MalformedEntryDenies(t *testing.T) {
 				t.Errorf("Read /etc/passwd = %+v, want a P7 denial", d)
 			}
 		})
+	}
+}
+
+// TestP10RefusalNamesClosestEntries: under long lists a refusal names a
+// bounded number of entries, the closest to the subject first among them,
+// and says how many more there are; short lists are named whole.
+func TestP10RefusalNamesClosestEntries(t *testing.T) {
+	agent, skill := longLists(t, 1000)
+	e := mustChain(t, agent, skill)
+	d := e.Decide("Read", map[string]any{"file_path": "/srv/d500/src/x.go"}, "/")
+	if d.Allowed || len(d.Entries) > maxShown || !slices.Contains(d.Entries, "Read(/srv/d500/docs/**)") || !slices.Contains(d.Entries, "Read(/srv/d500/**)") {
+		t.Errorf("Entries = %q, want at most %d, the closest of both levels among them", d.Entries, maxShown)
+	}
+	if !strings.Contains(d.Reason, "and 995 more") || len(d.Reason) > 1000 {
+		t.Errorf("reason (%d bytes) %q, want the count of the entries left out", len(d.Reason), d.Reason)
+	}
+	d = e.Decide("Bash", map[string]any{"command": "rm -rf /"}, "/")
+	if d.Allowed || len(d.Entries) != maxShown || !strings.Contains(d.Reason, "more") {
+		t.Errorf("%+v", d)
+	}
+	e = chain(t, []string{"Bash(git:*)", "Bash(ls)"})
+	if d := e.Decide("Bash", map[string]any{"command": "rm"}, "/"); !slices.Equal(d.Entries, []string{"Bash(git:*)", "Bash(ls)"}) || strings.Contains(d.Reason, "more") {
+		t.Errorf("a short list: %+v", d)
 	}
 }

@@ -39,3 +39,14 @@ func domainRegexp(p string) (string, error) {
 	}
 	return "^" + strings.ReplaceAll(regexp.QuoteMeta(host), `\*`, `[a-z0-9.-]*`) + "$", nil
 }
+
+// domainMatcher compiles one domain pattern, and gives it as a CUE
+// alternative.
+func domainMatcher(pattern string) (matcher, string, error) {
+	re, err := domainRegexp(pattern)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := compileRE(re)
+	return m, "=~" + cueString(re), err
+}

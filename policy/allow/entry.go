@@ -1,13 +1,18 @@
 // Package allow decides whether a tool call may run under the allowed-tools
 // lists of a surface chain (rules P1–P7, P10, P11).
 //
-// Each declared list is compiled to a CUE value: a closed struct with one
+// The meaning of a declared list is a CUE value: a closed struct with one
 // optional field per tool, whose value constrains the call's permission
 // subject. The effective list of a chain is the unification of its lists, so
-// a child can never be wider than its caller; a call is decided against that
-// one value. For speed, Chain derives Go matchers from the unified value's
-// expression (never from the entries), and falls back to CUE unification
-// for any constraint it does not recognise; a fuzz test holds the two equal.
+// a child can never be wider than its caller. Unifying long lists costs
+// their cross product, so calls are decided by what that unification means,
+// computed from each entry's compiled matcher: a call is allowed when every
+// list that narrows its tool has an entry that admits it. Each list indexes
+// its command entries by first word and its path entries by literal
+// directory, so a decision looks at the entries that can match only; a
+// chain costs its number of lists and tools, whatever the entries. A
+// differential test (table, generated lists, fuzz) holds the decisions to
+// the unification of the lists' CUE values (List.Value).
 //
 // The field values:
 //

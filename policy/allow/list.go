@@ -5,33 +5,41 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/literal"
 
 	"aimon.dev/gw/tools"
-	"cuelang.org/go/cue/literal"
 )
 
-// List is one declared allowed-tools list compiled to a CUE value: a closed
-// struct with one optional field per tool, whose value constrains the
-// subject. A nil *List is a surface that declares no list: unlimited (P11).
+// List is one declared allowed-tools list: per tool, its entries with a
+// matcher each and an index over them. A nil *List is a surface that
+// declares no list: unlimited (P11). Its CUE value, the lattice's meaning
+// of the list, is built only when asked for (Value): decisions come from
+// the matchers, which a differential test holds to it.
 type List struct {
 	ctx      *cue.Context
-	value    cue.Value
-	src      string
 	subjects map[string]Subject
-	tools    map[string][]entryInfo // every entry, by tool, in order
-	names    []string               // tools with a field, sorted
+	tools    map[string]*toolEntries // by tool
+	names    []string                // tools with an entry, sorted
+	entries  []string                // as written
+
+	cueOnce sync.Once
+	src     string
+	value   cue.Value
 }
 
-// entryInfo is a parsed entry with what it contributes on its own; the
-// matcher only explains decisions, which come from the unified value.
+// entryInfo is a parsed entry with what it contributes on its own.
 type entryInfo struct {
 	Entry
-	err error   // the pattern cannot be used: it denies (P7)
-	idx int     // its place in the list
-	m   matcher // this entry's constraint alone; nil for name-only or bad
+	err  error   // the pattern cannot be used: it denies (P7)
+	idx  int     // its place in the list
+	m    matcher // its constraint on the subject; nil for name-only, bad or rule-only
+	rule bool    // the tool's own rule reads its pattern (P2)
+	alt  string  // its CUE alternative on the subject, for the reference value
 }
 
 // Compile compiles one declared list. subjects maps every tool the policy
@@ -39,10 +47,24 @@ type entryInfo struct {
 // subjects is unknown. The errors are *EntryError, one for each entry that
 // cannot be used: an entry without a readable tool name is dropped, and a
 // pattern that cannot be used denies every call of its tool (P7). All lists
-// of one chain must be compiled with the same ctx.
+// of one chain must be compiled with the same ctx, which is used only for
+// their CUE values (Value).
 func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*List, []error) {
-	l := &List{ctx: ctx, subjects: subjects, tools: map[string][]entryInfo{}}
-	byEntry := make([]error, len(entries)) // errors in the order of the entries
+	l := &List{ctx: ctx, subjects: subjects, entries: entries}
+	var errs []error
+	l.tools, errs = compileEntries(entries, subjects)
+	for t := range l.tools {
+		l.names = append(l.names, t)
+	}
+	slices.Sort(l.names)
+	return l, errs
+}
+
+// compileEntries parses entries by tool and compiles each one's matcher;
+// the errors are in the order of the entries.
+func compileEntries(entries []string, subjects map[string]Subject) (map[string]*toolEntries, []error) {
+	byTool := map[string]*toolEntries{}
+	byEntry := make([]error, len(entries))
 	for i, raw := range entries {
 		e, err := ParseEntry(raw)
 		if e.Tool == "" {
@@ -57,126 +79,60 @@ func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*
 				continue
 			}
 		}
-		l.tools[e.Tool] = append(l.tools[e.Tool], entryInfo{Entry: e, err: err, idx: i})
+		te := byTool[e.Tool]
+		if te == nil {
+			te = &toolEntries{}
+			byTool[e.Tool] = te
+		}
+		te.infos = append(te.infos, entryInfo{Entry: e, err: err, idx: i})
 	}
-	for t := range l.tools {
-		l.names = append(l.names, t)
-	}
-	slices.Sort(l.names)
-
-	var b strings.Builder
-	b.WriteString("close({\n")
-	for _, t := range l.names {
-		infos := l.tools[t]
-		c := l.constrain(t, infos)
-		for _, in := range infos {
+	for t, te := range byTool {
+		sub, known := subjects[t]
+		for j := range te.infos {
+			in := &te.infos[j]
+			if in.HasPattern && in.err == nil {
+				in.compile(t, sub, known)
+			}
 			byEntry[in.idx] = in.err
 		}
-		fmt.Fprintf(&b, "\t%s?: %s\n", cueString(t), c)
+		te.index(sub.Kind)
 	}
-	b.WriteString("})\n")
 	var errs []error
 	for _, err := range byEntry {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	l.src = b.String()
-	l.value = ctx.CompileString(l.src, cue.Filename("allowed-tools"))
-	if err := l.value.Err(); err != nil {
-		// Every piece is quoted or checked above, so this is a bug; deny
-		// everything rather than run unlimited.
-		errs = append(errs, fmt.Errorf("internal error: the allowed-tools list does not compile to CUE (%v); every call is denied", err))
-		l.value = ctx.CompileString("close({})")
-		l.names = nil
-		l.tools = map[string][]entryInfo{}
-	}
-	return l, errs
+	return byTool, errs
 }
 
-// constrain builds the CUE constraint of one tool's entries and records, in
-// infos, the errors of patterns that cannot be used and each entry's own
-// matcher.
-func (l *List) constrain(tool string, infos []entryInfo) string {
-	sub, known := l.subjects[tool]
-	var kindAlts, ruleAlts []string
-	patterned := false
-	for i := range infos {
-		in := &infos[i]
-		if !in.HasPattern {
-			continue
-		}
-		patterned = true
-		if in.err != nil {
-			continue
-		}
-		alt, err := "", error(nil)
-		switch sub.Kind {
-		case Command:
-			alt, err = commandAlt(in.Pattern)
-		case Path:
-			var re string
-			if re, err = globRegexp(in.Pattern); err == nil {
-				alt = "=~" + cueString(re)
-			}
-		case Domain:
-			var re string
-			if re, err = domainRegexp(in.Pattern); err == nil {
-				alt = "=~" + cueString(re)
-			}
-		default:
-			switch {
-			case !known:
-				err = fmt.Errorf("%s is not a tool this policy defines, so its pattern cannot be checked; check the name", tool)
-			case sub.Rule == nil:
-				err = fmt.Errorf("%s has neither a permission subject nor its own rule, so a pattern cannot be checked and denies every call; write %s alone or declare subject in the tool's policy", tool, tool)
-			}
-		}
-		if err != nil && sub.Rule != nil {
-			// The tool's own rule may still read the pattern; it decides
-			// the calls that have no subject.
-			alt, err = "", nil
-		}
-		if err != nil {
-			in.err = &EntryError{Entry: in.Raw, Reason: err.Error()}
-			continue
-		}
-		single := ""
-		if alt != "" {
-			kindAlts = append(kindAlts, alt)
-			single = kindConstraint(sub.Kind, []string{alt})
-		}
-		if sub.Rule != nil {
-			ra := "{" + cueString(in.Pattern) + ": true}"
-			ruleAlts = append(ruleAlts, ra)
-			if single == "" {
-				single = ra
-			}
-		}
-		if m, ok := derive(l.ctx.CompileString(single)); ok {
-			in.m = m
+// compile sets the entry's matcher and CUE alternative, or its error.
+func (in *entryInfo) compile(tool string, sub Subject, known bool) {
+	var err error
+	switch sub.Kind {
+	case Command:
+		in.m, in.alt, err = commandMatcher(in.Pattern)
+	case Path:
+		in.m, in.alt, err = pathMatcher(in.Pattern)
+	case Domain:
+		in.m, in.alt, err = domainMatcher(in.Pattern)
+	default:
+		switch {
+		case !known:
+			err = fmt.Errorf("%s is not a tool this policy defines, so its pattern cannot be checked; check the name", tool)
+		case sub.Rule == nil:
+			err = fmt.Errorf("%s has neither a permission subject nor its own rule, so a pattern cannot be checked and denies every call; write %s alone or declare subject in the tool's policy", tool, tool)
 		}
 	}
-	switch {
-	case !patterned:
-		return "_"
-	case len(kindAlts) == 0 && len(ruleAlts) == 0:
-		return "=~" + cueString(nothing)
-	case len(ruleAlts) == 0:
-		return kindConstraint(sub.Kind, kindAlts)
-	case len(kindAlts) == 0:
-		return strings.Join(ruleAlts, " | ")
+	if sub.Rule != nil {
+		// The tool's own rule may still read the pattern; it decides
+		// the calls that have no subject.
+		in.rule, err = true, nil
 	}
-	// Judged on its subject first: a call with a subject is a string and
-	// meets the first branch; one without meets the rule's.
-	return "(string & " + kindConstraint(sub.Kind, kindAlts) + ") | " + strings.Join(ruleAlts, " | ")
-}
-
-func kindConstraint(k Kind, alts []string) string {
-	if k == Command {
-		return commandConstraint(alts)
+	if err != nil {
+		in.m, in.alt = nil, ""
+		in.err = &EntryError{Entry: in.Raw, Reason: err.Error()}
 	}
-	return "(" + strings.Join(alts, " | ") + ")"
 }
 
 // Tools returns the known tools the list has an entry for, sorted. An
@@ -209,11 +165,73 @@ func (l *List) Unknown() []string {
 	return out
 }
 
-// Value is the list as a CUE value.
-func (l *List) Value() cue.Value { return l.value }
+// Value is the list as a CUE value: a closed struct with one optional field
+// per tool, whose value constrains the subject (see the package comment).
+// The effective list of a chain means the unification of these values
+// (P10); it is built on demand, as the reference of tests and for
+// debugging, never to decide a call.
+func (l *List) Value() cue.Value {
+	l.cueOnce.Do(func() {
+		if l.ctx == nil { // a restored list
+			l.ctx = cuecontext.New()
+		}
+		l.src = l.cueSource()
+		l.value = l.ctx.CompileString(l.src, cue.Filename("allowed-tools"))
+	})
+	return l.value
+}
 
 // Source is the list as CUE source, for logs and debugging.
-func (l *List) Source() string { return l.src }
+func (l *List) Source() string {
+	l.Value()
+	return l.src
+}
+
+func (l *List) cueSource() string {
+	var b strings.Builder
+	b.WriteString("close({\n")
+	for _, t := range l.names {
+		fmt.Fprintf(&b, "\t%s?: %s\n", cueString(t), l.tools[t].constraint(l.subjects[t].Kind))
+	}
+	b.WriteString("})\n")
+	return b.String()
+}
+
+// constraint is the CUE constraint of one tool's entries in one list.
+func (te *toolEntries) constraint(k Kind) string {
+	var kindAlts, ruleAlts []string
+	for _, in := range te.infos {
+		if !in.HasPattern || in.err != nil {
+			continue
+		}
+		if in.alt != "" {
+			kindAlts = append(kindAlts, in.alt)
+		}
+		if in.rule {
+			ruleAlts = append(ruleAlts, "{"+cueString(in.Pattern)+": true}")
+		}
+	}
+	switch {
+	case !te.patterned:
+		return "_"
+	case len(kindAlts) == 0 && len(ruleAlts) == 0:
+		return "=~" + cueString(nothing)
+	case len(ruleAlts) == 0:
+		return kindConstraint(k, kindAlts)
+	case len(kindAlts) == 0:
+		return strings.Join(ruleAlts, " | ")
+	}
+	// Judged on its subject first: a call with a subject is a string and
+	// meets the first branch; one without meets the rule's.
+	return "(string & " + kindConstraint(k, kindAlts) + ") | " + strings.Join(ruleAlts, " | ")
+}
+
+func kindConstraint(k Kind, alts []string) string {
+	if k == Command {
+		return commandConstraint(alts)
+	}
+	return "(" + strings.Join(alts, " | ") + ")"
+}
 
 func cueString(s string) string { return literal.String.Quote(s) }
 

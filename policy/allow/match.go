@@ -1,100 +1,137 @@
 package allow
 
 import (
-	"fmt"
 	"regexp"
-
-	"cuelang.org/go/cue"
+	"slices"
+	"strings"
 )
 
-// matcher is a compiled form of a CUE subject constraint. It is derived by
-// walking the unified value's expression, never written by hand, so it
-// cannot drift from the lattice; constraints it does not understand are
-// decided by CUE itself.
+// matcher is the compiled constraint of one entry on a subject. It is built
+// from the pattern by the same translation as the entry's CUE alternative
+// (commandAlt, globRegexp, domainRegexp); a differential test holds a
+// chain's decisions to the unification of its lists' CUE values.
 type matcher interface{ match(s string) bool }
 
 type (
-	anyOf   []matcher
-	allOf   []matcher
+	// exactly matches one string: a command without :*, a path pattern
+	// without a glob character.
 	exactly string
+	// wordPrefix matches a command pattern P:*: P itself, or P and a space.
+	wordPrefix string
+	// dirTree matches a path pattern D/**: D and everything below it.
+	dirTree string
 	reMatch struct{ re *regexp.Regexp }
-	reNot   struct{ re *regexp.Regexp }
-	always  bool
 )
 
-func (m anyOf) match(s string) bool {
-	for _, x := range m {
-		if x.match(s) {
-			return true
-		}
-	}
-	return false
-}
-
-func (m allOf) match(s string) bool {
-	for _, x := range m {
-		if !x.match(s) {
-			return false
-		}
-	}
-	return true
-}
-
 func (m exactly) match(s string) bool { return string(m) == s }
+func (m wordPrefix) match(s string) bool {
+	return s == string(m) || len(s) > len(m) && s[len(m)] == ' ' && strings.HasPrefix(s, string(m))
+}
+func (m dirTree) match(s string) bool {
+	return s == string(m) || len(s) > len(m) && s[len(m)] == '/' && strings.HasPrefix(s, string(m))
+}
 func (m reMatch) match(s string) bool { return m.re.MatchString(s) }
-func (m reNot) match(s string) bool   { return !m.re.MatchString(s) }
-func (m always) match(string) bool    { return bool(m) }
 
-// derive compiles a string constraint: &, |, =~, !~, string literals, string
-// and _. It reports false for anything else.
-func derive(v cue.Value) (matcher, bool) {
-	op, args := v.Expr()
-	switch op {
-	case cue.AndOp, cue.OrOp:
-		ms := make([]matcher, 0, len(args))
-		for _, a := range args {
-			m, ok := derive(a)
-			if !ok {
-				return nil, false
+// toolEntries are one list's entries for one tool, indexed so that a
+// decision looks only at the entries that can match its subject: command
+// patterns by their first word, path patterns by their literal directory.
+type toolEntries struct {
+	infos     []entryInfo
+	patterned bool     // some entry has a pattern: the list narrows the tool (P6)
+	bad       []string // the errors of its patterns that cannot be used (P7)
+	valid     bool     // some pattern can be used
+	kind      Kind
+	byKey     map[string][]int // entry indexes by first word or literal directory
+	rest      []int            // entries with a matcher that no key narrows
+	rules     []int            // entries whose pattern the tool's own rule reads
+}
+
+func (te *toolEntries) index(k Kind) {
+	te.kind = k
+	for i, in := range te.infos {
+		if !in.HasPattern {
+			continue
+		}
+		te.patterned = true
+		if in.err != nil {
+			te.bad = append(te.bad, in.err.Error())
+			continue
+		}
+		te.valid = true
+		if in.rule {
+			te.rules = append(te.rules, i)
+		}
+		if in.m == nil {
+			continue
+		}
+		key, ok := "", false
+		switch k {
+		case Command:
+			prefix, _ := strings.CutSuffix(in.Pattern, ":*")
+			key, ok = firstWord(prefix), true
+		case Path:
+			key, ok = LiteralDir(in.Pattern), true
+		}
+		if !ok {
+			te.rest = append(te.rest, i)
+			continue
+		}
+		if te.byKey == nil {
+			te.byKey = map[string][]int{}
+		}
+		te.byKey[key] = append(te.byKey[key], i)
+	}
+}
+
+// firstWord is a command up to its first space: a pattern's first word is
+// its command's, for every command the pattern matches (rule P3).
+func firstWord(s string) string {
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// candidates appends the indexes of the entries that may match subj, in
+// the order of the list.
+func (te *toolEntries) candidates(subj string, out []int) []int {
+	n := len(out)
+	switch te.kind {
+	case Command:
+		out = append(out, te.byKey[firstWord(subj)]...)
+	case Path:
+		// Every directory the subject lies in, itself included (under).
+		out = append(out, te.byKey["/"]...)
+		for i := 2; i <= len(subj); i++ {
+			if i == len(subj) || subj[i] == '/' {
+				out = append(out, te.byKey[subj[:i]]...)
 			}
-			ms = append(ms, m)
-		}
-		if op == cue.AndOp {
-			return allOf(ms), true
-		}
-		return anyOf(ms), true
-	case cue.RegexMatchOp, cue.NotRegexMatchOp:
-		if len(args) != 1 {
-			return nil, false
-		}
-		src, err := args[0].String()
-		if err != nil {
-			return nil, false
-		}
-		re, err := regexp.Compile(src)
-		if err != nil {
-			return nil, false
-		}
-		if op == cue.RegexMatchOp {
-			return reMatch{re}, true
-		}
-		return reNot{re}, true
-	case cue.NoOp:
-		if v.Err() != nil {
-			return nil, false
-		}
-		switch k := v.IncompleteKind(); {
-		case k == cue.TopKind:
-			return always(true), true
-		case k == cue.StringKind && v.IsConcrete():
-			s, err := v.String()
-			if err != nil {
-				return nil, false
-			}
-			return exactly(s), true
-		case k == cue.StringKind && fmt.Sprint(v) == "string":
-			return always(true), true // the type string: subjects are strings
 		}
 	}
-	return nil, false
+	out = append(out, te.rest...)
+	slices.Sort(out[n:])
+	return out
+}
+
+// matches appends the entries of the list that admit subj, in order; ok is
+// false when the list narrows the tool and none does. A list without a
+// pattern for the tool admits it by its name-only entries (P6).
+func (te *toolEntries) matches(subj string, out []string) ([]string, bool) {
+	if !te.patterned {
+		for _, in := range te.infos {
+			out = append(out, in.Raw)
+		}
+		return out, true
+	}
+	if te.kind == Command && hasCommandMeta(subj) {
+		return out, false // rule P3
+	}
+	var buf [16]int
+	n := len(out)
+	for _, i := range te.candidates(subj, buf[:0]) {
+		if in := &te.infos[i]; in.m.match(subj) {
+			out = append(out, in.Raw)
+		}
+	}
+	return out, len(out) > n
 }

@@ -1,38 +1,217 @@
 package allow
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"cuelang.org/go/cue"
 )
 
-// cueAllows decides a subject with CUE alone, the reference the derived
-// matchers are held to.
-func cueAllows(e *Effective, tool, subj string) bool {
-	r := e.rules[tool]
-	return r.field.Unify(e.ctx.Encode(subj)).Validate(cue.Concrete(true)) == nil
+// cueReference is the lattice's own answer about a chain: the unification
+// of its lists' CUE values, which the matchers must agree with (P10). The
+// lists are closed structs, so a tool is in the meet when every list has
+// its field; its constraint is the unification of those fields. (Looking
+// the field up in the unified struct instead is not reliable: CUE v0.17
+// keeps a field there that a list closes off, when another field's
+// constraint fails; see TestP10AllowsIsNotListing.)
+type cueReference struct {
+	ctx   *cue.Context
+	lists []*List
 }
 
-// TestDerivedMatcherIsUsed: command and path constraints, unified along a
-// chain, compile to matchers, so that decisions do not unify per call.
-func TestDerivedMatcherIsUsed(t *testing.T) {
-	e := chain(t, []string{"Bash(git:*)", "Bash(ls)", "Read(/a/**)", "Read(/b/*.go)", "Write(/x/[!./]*)"}, []string{"Bash(git log:*)", "Read(/a/b/**)", "Read", "Write"})
-	three := chain(t, []string{"Bash(git:*)", "Read(/a/**)"}, []string{"Bash", "Read(/a/b/**)"}, []string{"Bash(git log:*)", "Read(/a/b/c/*)"})
-	for _, e := range []*Effective{e, three} {
-		for tool, r := range e.rules {
-			if r.m == nil {
-				t.Errorf("%s: no matcher derived from %v", tool, r.field)
+func referenceOf(ls ...*List) cueReference { return cueReference{ls[0].ctx, ls} }
+
+// field is the unified constraint on tool; ok is false when the chain
+// leaves the tool out.
+func (c cueReference) field(tool string) (cue.Value, bool) {
+	var f cue.Value
+	for i, l := range c.lists {
+		lf := l.Value().LookupPath(cue.MakePath(cue.Str(tool).Optional()))
+		if !lf.Exists() || lf.Err() != nil {
+			return lf, false
+		}
+		if i == 0 {
+			f = lf
+		} else {
+			f = f.Unify(lf)
+		}
+	}
+	return f, f.Err() == nil
+}
+
+func (c cueReference) allows(tool string, subj any) bool {
+	f, ok := c.field(tool)
+	return ok && f.Unify(c.ctx.Encode(subj)).Validate(cue.Concrete(true)) == nil
+}
+
+// subjectOf is the subject a Decide of tool computes from v, "" for none.
+func subjectOf(tool string, v any) string {
+	var s, why string
+	switch plainSubjects[tool].Kind {
+	case Command:
+		s, why = commandSubject(v)
+	case Path:
+		s, why = pathSubject(v, "/w")
+	case Domain:
+		s, why = domainSubject(v)
+	}
+	if why != "" {
+		return ""
+	}
+	return s
+}
+
+// agreeWithCUE fails when the chain of lists decides a call of a subject
+// tool, or lists a tool, otherwise than the unification of the lists does.
+// It returns how many calls were allowed and how many decided.
+func agreeWithCUE(t testing.TB, what string, ls []*List, calls map[string][]string) (allowed, decided int) {
+	t.Helper()
+	e, err := Chain(ls...)
+	ref := referenceOf(ls...)
+	for tool, subjects := range calls {
+		_, listed := ref.field(tool)
+		if err != nil {
+			if listed && plainSubjects[tool] != (Subject{}) {
+				t.Fatalf("%s: Chain refused (%v) but CUE keeps %s", what, err, tool)
+			}
+			continue
+		}
+		// CUE closes off a tool whose levels allow disjoint concrete
+		// commands; the matchers keep it listed and deny every call,
+		// as both do for disjoint globs.
+		if e.Listed(tool) != listed && (listed || !e.Listed(tool)) {
+			t.Fatalf("%s: Listed(%s) = %v, CUE %v", what, tool, e.Listed(tool), listed)
+		}
+		field := plainSubjects[tool].Field
+		for _, raw := range subjects {
+			subj := subjectOf(tool, raw)
+			if subj == "" {
+				continue
+			}
+			got := e.Decide(tool, map[string]any{field: raw}, "/w")
+			decided++
+			if got.Allowed {
+				allowed++
+			}
+			if want := ref.allows(tool, subj); got.Allowed != want {
+				f, _ := ref.field(tool)
+				t.Fatalf("%s: %s %q: Decide %+v, CUE allows=%v under %v", what, tool, raw, got, want, f)
 			}
 		}
 	}
-	if three.rules["Bash"].m.match("git status") || !three.rules["Bash"].m.match("git log") {
-		t.Errorf("the derived matcher lost a level of the chain")
+	return allowed, decided
+}
+
+// TestP10MatchersAgreeWithCUE: a table of chains whose decisions must be
+// the unification's, entry kinds and their mixes each.
+func TestP10MatchersAgreeWithCUE(t *testing.T) {
+	subjects := map[string][]string{
+		"Bash":     {"git", "git log", "git log -1", "git push", "gitk", "ls", "ls -l", "make test", "git log; rm", "rm -rf /", "go test ./..."},
+		"Read":     {"/a", "/a/b", "/a/b/c.go", "/a/c", "/b/x", "/tmp/../a/x", "x.go", "/a/b/c/d/e.md", "/"},
+		"Write":    {"/w/x", "/w/sub/x", "/etc/passwd"},
+		"WebFetch": {"https://example.com/x", "https://docs.example.com", "http://evil.com"},
+	}
+	tests := []struct {
+		note  string
+		lists [][]string
+	}{
+		{"name meets pattern", [][]string{{"Bash(git:*)", "Read"}, {"Bash", "Read(/a/**)"}}},
+		{"nested command patterns", [][]string{{"Bash(git:*)", "Bash(ls)"}, {"Bash(git log:*)", "Bash(ls:*)"}}},
+		{"disjoint paths", [][]string{{"Read(/a/**)"}, {"Read(/b/**)"}}},
+		{"globs and braces", [][]string{{"Read(/a/**)", "Read(**/*.go)"}, {"Read(/a/{b,c}/**)", "Read(/a/b/*)"}}},
+		{"name beside pattern (P6)", [][]string{{"Read", "Read(/a/b/**)"}, {"Read"}}},
+		{"bad pattern beside a good one", [][]string{{"Read(src/**)", "Read(/a/**)"}, {"Read"}}},
+		{"only bad patterns (P7)", [][]string{{"Read(src/**)", "Bash(x:*)"}, {"Read", "Bash"}}},
+		{"three levels", [][]string{{"Bash(git:*)", "Read"}, {"Bash", "Read(/a/**)"}, {"Bash(git log:*)", "Bash(git push)", "Read(/a/b/**)"}}},
+		{"a tool only in the caller", [][]string{{"Read", "Write(/w/*)"}, {"Read(/a/**)"}}},
+		{"domains", [][]string{{"WebFetch(domain:*.example.com)", "WebFetch(domain:example.com)"}, {"WebFetch(domain:docs.example.com)"}}},
+		{"literal files and root", [][]string{{"Read(/a/b/c.go)", "Read(/**)"}, {"Read(/a/b/c.go)"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			var ls []*List
+			for _, es := range tc.lists {
+				l, _ := Compile(testCtx, es, plainSubjects)
+				ls = append(ls, l)
+			}
+			agreeWithCUE(t, tc.note, ls, subjects)
+		})
 	}
 }
 
-// FuzzDerivedAgreesWithCUE holds the derived matcher to the unified CUE
-// value for any two lists and any subject.
-func FuzzDerivedAgreesWithCUE(f *testing.F) {
+// TestP10MatchersAgreeWithCUERandom: generated chains of two and three
+// lists, each with some dozens of entries drawn from overlapping
+// vocabularies, and calls drawn from the same words.
+func TestP10MatchersAgreeWithCUERandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(32, 28))
+	words := []string{"git", "log", "ls", "a"}
+	dirs := []string{"a", "b", "x.go"}
+	pick := func(ss []string) string { return ss[r.IntN(len(ss))] }
+	command := func(n int) string {
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = pick(words)
+		}
+		return strings.Join(ws, " ")
+	}
+	path := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString("/" + pick(dirs))
+		}
+		return b.String()
+	}
+	entry := func() string {
+		switch r.IntN(10) {
+		case 0, 9:
+			return pick([]string{"Bash", "Read", "Write"})
+		case 1, 2:
+			return "Bash(" + command(1+r.IntN(2)) + ")"
+		case 3, 4:
+			return "Bash(" + command(1+r.IntN(2)) + ":*)"
+		case 5:
+			return "Read(" + path(1+r.IntN(3)) + "/**)"
+		case 6:
+			return "Read(" + path(1+r.IntN(2)) + pick([]string{"/*", "/*.go", "/{a,b}/**", "", "/**/c"}) + ")"
+		case 7:
+			return "Write(" + path(1+r.IntN(2)) + "/**)"
+		}
+		return pick([]string{"Read(**/*.go)", "Read(rel/**)", "Bash(:*)", "Write(/[ab]/*)"})
+	}
+	allowed, decided := 0, 0
+	for round := range 40 {
+		var ls []*List
+		var desc []string
+		for range 2 + r.IntN(2) {
+			es := make([]string, 2+r.IntN(16))
+			for i := range es {
+				es[i] = entry()
+			}
+			l, _ := Compile(testCtx, es, plainSubjects)
+			ls = append(ls, l)
+			desc = append(desc, fmt.Sprintf("%q", es))
+		}
+		calls := map[string][]string{}
+		for range 25 {
+			calls["Bash"] = append(calls["Bash"], command(1+r.IntN(3)))
+			calls["Read"] = append(calls["Read"], path(1+r.IntN(4)))
+			calls["Write"] = append(calls["Write"], path(1+r.IntN(3)))
+		}
+		a, d := agreeWithCUE(t, fmt.Sprintf("round %d: %s", round, strings.Join(desc, " within ")), ls, calls)
+		allowed, decided = allowed+a, decided+d
+	}
+	// The generator must give both outcomes, or it tests little.
+	if allowed < decided/20 || allowed > decided*19/20 {
+		t.Errorf("%d of %d generated calls allowed; change the vocabularies so that both outcomes are common", allowed, decided)
+	}
+	t.Logf("%d of %d generated calls allowed", allowed, decided)
+}
+
+// FuzzP10MatchersAgreeWithCUE holds the matchers to the unified CUE value
+// for any two lists and any subject.
+func FuzzP10MatchersAgreeWithCUE(f *testing.F) {
 	for _, s := range [][3]string{
 		{"git:*", "git log:*", "git log -1"}, {"git:*", "ls", "ls"}, {"/a/**", "/a/b/*", "/a/b/c"},
 		{"/a/{b,c}/**", "**/*.go", "/a/c/x.go"}, {"x", "x:*", "x"}, {"[", "/a", "/a"},
@@ -45,83 +224,100 @@ func FuzzDerivedAgreesWithCUE(f *testing.F) {
 		}
 		l1, _ := Compile(testCtx, []string{"Bash(" + p1 + ")", "Read(" + p1 + ")", "Write", "Write(" + p2 + ")"}, testSubjects)
 		l2, _ := Compile(testCtx, []string{"Bash(" + p2 + ")", "Bash", "Read(" + p2 + ")", "Write"}, testSubjects)
+		calls := map[string][]string{"Bash": {subj}, "Read": {subj}, "Write": {subj}}
 		for _, ls := range [][]*List{{l1}, {l2}, {l1, l2}, {l2, l1, l2}} {
-			e, err := Chain(ls...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for tool, r := range e.rules {
-				if r.m == nil {
-					continue
-				}
-				if got, want := r.m.match(subj), cueAllows(e, tool, subj); got != want {
-					t.Fatalf("%s %q: matcher %v, CUE %v, constraint %v", tool, subj, got, want, r.field)
-				}
-			}
+			agreeWithCUE(t, p1+" / "+p2, ls, calls)
 		}
 	})
 }
 
-// BenchmarkDecide measures one decision against a cached chain: through the
-// derived matcher, and through CUE unification for comparison.
-func BenchmarkDecide(b *testing.B) {
-	e := chain(b, []string{"Bash(git:*)", "Bash(go test:*)", "Read(/work/**)", "Read(/tmp/**)"}, []string{"Bash(git log:*)", "Bash(git status)", "Read(/work/src/**)", "Read"})
-	in := map[string]any{"command": "git log --oneline -20"}
-	pin := map[string]any{"file_path": "src/pkg/x.go"}
-	b.Run("command", func(b *testing.B) {
-		for b.Loop() {
-			if !e.Decide("Bash", in, "/work").Allowed {
-				b.Fatal("denied")
-			}
-		}
-	})
-	b.Run("path", func(b *testing.B) {
-		for b.Loop() {
-			if !e.Decide("Read", pin, "/work").Allowed {
-				b.Fatal("denied")
-			}
-		}
-	})
-	b.Run("command-cue-only", func(b *testing.B) {
-		for b.Loop() {
-			if !cueAllows(e, "Bash", "git log --oneline -20") {
-				b.Fatal("denied")
-			}
-		}
-	})
+// TestP10IndexedDecisionsScanLittle: a decision under long lists looks at
+// the entries of its command's first word or its path's directories only.
+func TestP10IndexedDecisionsScanLittle(t *testing.T) {
+	var cmds, paths []string
+	for i := range 1000 {
+		cmds = append(cmds, fmt.Sprintf("Bash(tool%d sub:*)", i))
+		paths = append(paths, fmt.Sprintf("Read(/srv/d%d/**)", i))
+	}
+	l := compile(t, append(cmds, paths...)...)
+	bash, read := l.tools["Bash"], l.tools["Read"]
+	if got := bash.candidates("tool7 sub x", nil); len(got) != 1 || bash.infos[got[0]].Raw != "Bash(tool7 sub:*)" {
+		t.Errorf("command candidates = %v", got)
+	}
+	if got := read.candidates("/srv/d7/x/y", nil); len(got) != 1 || read.infos[got[0]].Raw != "Read(/srv/d7/**)" {
+		t.Errorf("path candidates = %v", got)
+	}
+	if got := read.candidates("/", nil); len(got) != 0 {
+		t.Errorf("candidates of / = %v", got)
+	}
 }
 
-// TestP10AllowsIsNotListing pins the caution that decided the design:
-// cue.Value.Allows says yes for a tool the intersection closed off, so
-// Listed looks the field up and checks its error instead.
+// TestP10AllowsIsNotListing pins the cautions of the reference: CUE's
+// Allows says yes for a tool the intersection closed off, and looking the
+// field up in the unified struct keeps it when another tool's constraint
+// fails (seen on a generated chain); the meet leaves out a tool that some
+// list does not name.
 func TestP10AllowsIsNotListing(t *testing.T) {
-	e := chain(t, []string{"Read", "Write"}, []string{"Read", "Grep"})
-	if e.Listed("Write") || e.Listed("Grep") || !e.Listed("Read") {
-		t.Errorf("Listed: Write %v Grep %v Read %v", e.Listed("Write"), e.Listed("Grep"), e.Listed("Read"))
-	}
-	if f := e.Value().LookupPath(cue.MakePath(cue.Str("Write").Optional())); f.Err() == nil {
-		t.Errorf("the unified value keeps Write: %v", e.Value())
+	for _, tc := range []struct {
+		note  string
+		lists [][]string
+	}{
+		{"names only", [][]string{{"Read", "Write"}, {"Read", "Grep"}}},
+		{"a failing constraint beside", [][]string{{"Write(/a/**)", "Bash(log:*)", "Read(/a/*)"}, {"Bash", "Read(/b/**)"}, {"Bash(log)", "Read(rel/**)"}}},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			var ls []*List
+			for _, es := range tc.lists {
+				l, _ := Compile(testCtx, es, testSubjects)
+				ls = append(ls, l)
+			}
+			e := mustChain(t, ls...)
+			if e.Listed("Write") || e.Listed("Grep") {
+				t.Errorf("Listed: Write %v Grep %v", e.Listed("Write"), e.Listed("Grep"))
+			}
+			if _, ok := referenceOf(ls...).field("Write"); ok {
+				t.Errorf("the reference keeps Write")
+			}
+		})
 	}
 }
 
-// BenchmarkChain compares computing a chain's effective list with taking
-// it from the per-generation cache, which is why Chains exists.
-func BenchmarkChain(b *testing.B) {
-	agent := compile(b, "Bash(git:*)", "Bash(go test:*)", "Read(/work/**)", "Read(/tmp/**)", "Write(/work/**)", "Grep", "Glob")
-	skill := compile(b, "Bash(git log:*)", "Read(/work/src/**)", "Read", "Grep")
-	b.Run("compute", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := Chain(agent, skill); err != nil {
-				b.Fatal(err)
+// longLists are two lists, a caller's and a child's, of n Bash and n Read
+// entries each, the child's within the caller's.
+func longLists(b testing.TB, n int) (*List, *List) {
+	var agent, skill []string
+	for i := range n {
+		agent = append(agent, fmt.Sprintf("Bash(tool%d:*)", i), fmt.Sprintf("Read(/srv/d%d/**)", i))
+		skill = append(skill, fmt.Sprintf("Bash(tool%d run:*)", i), fmt.Sprintf("Read(/srv/d%d/docs/**)", i))
+	}
+	return compile(b, agent...), compile(b, skill...)
+}
+
+// BenchmarkP10ChainLongLists measures a chain of two lists of N entries per
+// tool: compiling them, their meet and the first decisions (what a load
+// and a first call pay), and a decision on the computed chain. Each should
+// grow at most linearly with N; report the ratios against N=10.
+func BenchmarkP10ChainLongLists(b *testing.B) {
+	allowed := map[string]any{"command": "tool7 run --all"}
+	refused := map[string]any{"file_path": "/srv/d7/src/x.go"}
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("load+first/N=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				agent, skill := longLists(b, n)
+				e, err := Chain(agent, skill)
+				if err != nil || !e.Decide("Bash", allowed, "/").Allowed || e.Decide("Read", refused, "/").Allowed {
+					b.Fatal("wrong decision")
+				}
 			}
-		}
-	})
-	b.Run("cached", func(b *testing.B) {
-		var c Chains
-		for b.Loop() {
-			if _, err := c.Get("agent\x00skill:x", agent, skill); err != nil {
-				b.Fatal(err)
+		})
+		b.Run(fmt.Sprintf("decide/N=%d", n), func(b *testing.B) {
+			agent, skill := longLists(b, n)
+			e := mustChain(b, agent, skill)
+			for b.Loop() {
+				if !e.Decide("Bash", allowed, "/").Allowed || e.Decide("Read", refused, "/").Allowed {
+					b.Fatal("wrong decision")
+				}
 			}
-		}
-	})
+		})
+	}
 }

@@ -378,3 +378,34 @@ func pathSubject(v any, workdir string) (string, string) {
 	}
 	return path.Clean(s), ""
 }
+
+// pathMatcher compiles one path pattern, and gives it as a CUE alternative.
+// A pattern without glob characters is its path; one that is such a path
+// followed by /** is that directory's tree; the rest match by their
+// regular expression.
+func pathMatcher(pattern string) (matcher, string, error) {
+	re, err := globRegexp(pattern)
+	if err != nil {
+		return nil, "", err
+	}
+	alt := "=~" + cueString(re)
+	const globChars = "*?[]{}\\"
+	if lit, ok := strings.CutSuffix(pattern, "/**"); ok && !strings.ContainsAny(lit, globChars) {
+		return dirTree(lit), alt, nil
+	}
+	if !strings.ContainsAny(pattern, globChars) {
+		return exactly(pattern), alt, nil
+	}
+	m, err := compileRE(re)
+	return m, alt, err
+}
+
+// compileRE compiles a translated pattern; it never fails for what the
+// translations produce, and an error makes the entry deny (P7).
+func compileRE(re string) (matcher, error) {
+	c, err := regexp.Compile(re)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: the pattern translates to %q, which does not compile (%v)", re, err)
+	}
+	return reMatch{c}, nil
+}

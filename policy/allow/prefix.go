@@ -27,7 +27,7 @@ func (e *Effective) Prefixes(tool string) (dirs []string, all bool) {
 	for _, lv := range r.levels {
 		var mine []string
 		patterned := false
-		for _, in := range lv {
+		for _, in := range lv.infos {
 			if !in.HasPattern {
 				continue
 			}

@@ -101,11 +101,9 @@ func TestP10SaveEffectiveNeedsCUE(t *testing.T) {
 // TestP10RestoreEffectiveBadInput: what is not a saved list is an error.
 func TestP10RestoreEffectiveBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
-		{"a name without a rule", `{"Names":["Read"],"Rules":{}}`, "no rule for it"},
-		{"a rule without a matcher", `{"Names":["Read"],"Rules":{"Read":{"Kind":"path"}}}`, "no matcher"},
-		{"an unknown matcher", `{"Names":["Read"],"Rules":{"Read":{"Match":{"Op":"maybe"}}}}`, "unknown form"},
-		{"a bad regular expression", `{"Names":["Read"],"Rules":{"Read":{"Match":{"Op":"re","S":"("}}}}`, "missing closing"},
-		{"a nested matcher too deep", `{"Names":["Read"],"Rules":{"Read":{"Match":` + strings.Repeat(`{"Op":"all","Sub":[`, 70) + `{"Op":"always","B":true}` + strings.Repeat(`]}`, 70) + `}}}`, "too deeply"},
+		{"no list at all", `{}`, "has no list"},
+		{"an unknown kind of subject", `{"Subjects":{"Read":{"Kind":"glob"}},"Lists":[["Read(/a/**)"]]}`, "unknown kind"},
+		{"lists with no tool in common", `{"Subjects":{"Read":{"Field":"file_path","Kind":"path"},"Write":{}},"Lists":[["Read"],["Write"]]}`, "no tool in common"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			var s SavedEffective
