@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -78,13 +78,31 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 			Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions}},
 		In: p.Stdin, Out: p.Stdout, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
 	})
+	var exit cli.ExitCoder
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, mcpfront.ErrSurface):
-		return cli.Exit("aimon-gw mcp: "+strings.TrimSuffix(err.Error(), ".")+"; give --surface a chain the policy declares.", exitUsage)
-	case err != nil && isLoadError(err):
-		return cli.Exit(loadProblem(p.Policy, err), exitFinding)
-	case err != nil:
-		return cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
+		exit = cli.Exit(surfaceProblem("mcp", err), exitUsage)
+	case isLoadError(err):
+		exit = cli.Exit(loadProblem(p.Policy, err), exitFinding)
+	default:
+		exit = cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
 	}
-	return nil
+	if errors.Is(err, mcpfront.ErrStart) && !isTerminal(p.Stdin) {
+		// The client waits for its answer to initialize: give it the
+		// sentence, so that it shows why (the MCP Inspector).
+		mcpfront.Refuse(p.Stdin, p.Stdout, exit.Error(), 5*time.Second)
+	}
+	return exit
+}
+
+// isTerminal: a person is typing, and no client waits for an answer.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

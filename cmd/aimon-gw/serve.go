@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -74,6 +75,9 @@ func serve(ctx context.Context, p serveParams) error {
 		return err
 	}
 	defer rt.Close()
+	if _, err := rt.Gateway().Tools(nil); err != nil {
+		return cli.Exit(surfaceProblem("serve", err), exitUsage) // as mcp does
+	}
 	if err := rt.Gateway().Serve(ctx, p.Stdin, p.Stdout); err != nil {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
@@ -88,6 +92,16 @@ func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
 		return nil, cli.Exit(loadProblem(o.Dir, err), exitFinding)
 	}
 	return rt, nil
+}
+
+// surfaceProblem is the sentence for a --surface the policy cannot run.
+func surfaceProblem(command string, err error) string {
+	msg := strings.TrimSuffix(err.Error(), ".")
+	msg = strings.TrimSuffix(msg, ". The tool was not executed")
+	if msg != "" {
+		msg = strings.ToLower(msg[:1]) + msg[1:]
+	}
+	return fmt.Sprintf("aimon-gw %s: %s; give --surface a chain the policy declares.", command, msg)
 }
 
 // loadProblem is the sentence for a policy that does not load.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -34,6 +35,9 @@ type guard struct {
 	wmu       sync.Mutex
 	cmu       sync.Mutex
 	cancelled map[string]bool
+	inFlight  map[string]bool // ids of the requests the SDK has not answered yet
+	answered  chan struct{}   // a request left inFlight
+	lastErr   error           // the end of input, met with the last frame (Read's only)
 	closed    chan struct{}
 	once      sync.Once
 	frames    chan frame
@@ -45,7 +49,7 @@ type frame struct {
 }
 
 func newGuard(r io.Reader, w io.Writer, max int) *guard {
-	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, closed: make(chan struct{}), frames: make(chan frame)}
+	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
 	go g.readLoop()
 	return g
 }
@@ -101,6 +105,9 @@ func readFrame(br *bufio.Reader, limit int) ([]byte, error) {
 
 // Read returns the next frame that is a JSON-RPC message for the SDK.
 func (g *guard) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if g.lastErr != nil {
+		return nil, g.drain(ctx, g.lastErr)
+	}
 	for {
 		var f frame
 		select {
@@ -116,15 +123,41 @@ func (g *guard) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		if len(bytes.TrimSpace(f.data)) == 0 {
 			if f.err != nil {
-				return nil, f.err
+				return nil, g.drain(ctx, f.err)
 			}
 			continue
 		}
 		if msg := g.check(ctx, f.data); msg != nil {
+			if f.err != nil {
+				// The last frame had no newline: hand it over, and end
+				// the input at the next Read.
+				g.lastErr = f.err
+			}
 			return msg, nil
 		}
 		if f.err != nil {
-			return nil, f.err
+			return nil, g.drain(ctx, f.err)
+		}
+	}
+}
+
+// drain holds the end of input back until every request read has been
+// answered, so that a client that sends its requests and closes its side
+// still gets each answer (the SDK ends the session at the end of input).
+func (g *guard) drain(ctx context.Context, err error) error {
+	for {
+		g.cmu.Lock()
+		n := len(g.inFlight)
+		g.cmu.Unlock()
+		if n == 0 {
+			return err
+		}
+		select {
+		case <-g.answered:
+		case <-g.closed:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -154,9 +187,13 @@ func (g *guard) check(ctx context.Context, data []byte) jsonrpc.Message {
 		g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, `the message lacks "jsonrpc": "2.0"`)
 		return nil
 	}
+	if problem := idProblem(env.ID, env.Method != nil); problem != "" {
+		g.reply(nil, nil, jsonrpc.CodeInvalidRequest, problem)
+		return nil
+	}
 	msg, err := jsonrpc.DecodeMessage(data)
 	if err != nil {
-		g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, "the message is not a valid JSON-RPC request: "+err.Error())
+		g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, "the message is not a valid JSON-RPC request or response; send an object with \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an \"id\"")
 		return nil
 	}
 	if env.Method != nil {
@@ -183,11 +220,75 @@ func (g *guard) check(ctx context.Context, data []byte) jsonrpc.Message {
 			}
 		}
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		key := idKey(env.ID)
+		g.cmu.Lock()
+		reused := g.inFlight[key]
+		g.inFlight[key] = true
+		g.cmu.Unlock()
+		if reused {
+			// Answered here, so that both requests get their one answer
+			// (the first one's comes when it ends).
+			g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.ID))
+			return nil
+		}
+	}
 	return msg
 }
 
-// idKey spells a request id for the cancelled set: 2 and "2" differ.
-func idKey(raw json.RawMessage) string { return strings.TrimSpace(string(raw)) }
+// idProblem is the sentence for an id JSON-RPC does not allow, or "".
+// The SDK reads a null id as a notification's (no answer at all), a
+// fraction as its integer part and a large integer through a float, so
+// each would be answered under another id or not at all.
+func idProblem(raw json.RawMessage, request bool) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return ""
+	}
+	const advice = "give each request a string or an integer id (a notification has no id at all)"
+	switch v := v.(type) {
+	case nil:
+		if !request {
+			return "" // a response to a request the client could not read
+		}
+		return `the request's "id" is null; ` + advice
+	case string:
+		return ""
+	case json.Number:
+		if n, err := strconv.ParseInt(v.String(), 10, 64); err != nil || n > 1<<53 || n < -(1<<53) {
+			return fmt.Sprintf("the id %s is not an integer within ±2^53 (what a JSON number keeps exactly); %s", v, advice)
+		}
+		return ""
+	}
+	return fmt.Sprintf("the id %s is neither a string nor an integer; %s", raw, advice)
+}
+
+// idKey spells a request id for the cancelled and in-flight sets as the
+// SDK reads it: 2 and "2" differ, "\u0032" and "2" do not.
+func idKey(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return strings.TrimSpace(string(raw))
+	}
+	return keyOf(v)
+}
+
+func keyOf(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case float64:
+		return strconv.FormatInt(int64(v), 10)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	return fmt.Sprint(v)
+}
 
 // reply writes a response of the guard's own: result, or an error.
 func (g *guard) reply(id json.RawMessage, result any, code int, message string) {
@@ -218,11 +319,16 @@ func (g *guard) write(b []byte) error {
 // the receiver of a cancellation does not respond (MCP, "Cancellation").
 func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
-		raw, _ := json.Marshal(resp.ID.Raw())
+		key := keyOf(resp.ID.Raw())
 		g.cmu.Lock()
-		cancelled := g.cancelled[idKey(raw)]
-		delete(g.cancelled, idKey(raw))
+		cancelled := g.cancelled[key]
+		delete(g.cancelled, key)
+		delete(g.inFlight, key)
 		g.cmu.Unlock()
+		select {
+		case g.answered <- struct{}{}:
+		default:
+		}
 		if cancelled {
 			return nil
 		}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,6 +41,24 @@ type Options struct {
 // the policy (an undeclared surface, lists with no tool in common).
 var ErrSurface = errors.New("the surface cannot run under this policy")
 
+// ErrStart is wrapped by Serve's error when the session never started (the
+// policy does not load, or the surface cannot run): the client's first
+// request is still unanswered, and Refuse can answer it.
+var ErrStart = errors.New("the MCP session did not start")
+
+// startError is the error of a session that did not start; its text is
+// the cause's sentence alone.
+type startError struct {
+	err     error
+	surface bool
+}
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+func (e startError) Is(target error) bool {
+	return target == ErrStart || e.surface && target == ErrSurface
+}
+
 // Serve serves one MCP session until it ends or ctx is done.
 func Serve(ctx context.Context, o Options) error {
 	log := o.Reload.Gateway.Logger
@@ -57,12 +76,12 @@ func Serve(ctx context.Context, o Options) error {
 	o.Reload.OnSwap = ts.sync
 	rt, err := reload.Start(ctx, o.Reload)
 	if err != nil {
-		return err
+		return startError{err: err}
 	}
 	defer rt.Close()
 	gw := rt.Gateway()
 	if _, err := gw.Tools(nil); err != nil {
-		return fmt.Errorf("%w: %v", ErrSurface, err)
+		return startError{err: err, surface: true}
 	}
 	ts.sync(gw)
 	t := o.Transport
@@ -179,4 +198,38 @@ func annotations(d gateway.ToolDef) *mcp.ToolAnnotations {
 	open := d.OpenWorld
 	return &mcp.ToolAnnotations{Title: d.Title, ReadOnlyHint: readOnly, DestructiveHint: &destructive,
 		IdempotentHint: d.Idempotent, OpenWorldHint: &open}
+}
+
+// codeNotServing is the JSON-RPC error (in the range left to servers) of a
+// session refused at start.
+const codeNotServing = -32000
+
+// Refuse answers the client's first request with an error that carries the
+// sentence, so that a client (the MCP Inspector) shows why the server is
+// about to exit rather than "Connection closed". It waits for that request
+// at most wait; at the end of input it returns at once.
+func Refuse(in io.Reader, out io.Writer, sentence string, wait time.Duration) {
+	g := newGuard(in, out, 1<<20)
+	defer g.Close()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		var f frame
+		select {
+		case f = <-g.frames:
+		case <-timer.C:
+			return
+		}
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method *string         `json:"method"`
+		}
+		if json.Unmarshal(f.data, &env) == nil && env.Method != nil && len(env.ID) > 0 {
+			g.reply(env.ID, nil, codeNotServing, sentence)
+			return
+		}
+		if f.err != nil && !errors.Is(f.err, errTooLong) {
+			return
+		}
+	}
 }
