@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"time"
 
 	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/tools"
@@ -19,12 +20,12 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 		switch {
 		case c.ID == "":
 			ps[i] = prepared{call: c}
-			ps[i].refuse(rule.Refused(rule.R2, noID()))
+			ps[i].settle(rule.Refused(rule.R2, noID()))
 		case seen[c.ID]:
 			ps[i] = prepared{call: c}
-			ps[i].refuse(rule.Refused(rule.R2, duplicateID(c.ID)))
+			ps[i].settle(rule.Refused(rule.R2, duplicateID(c.ID)))
 		default:
-			ps[i] = prepare(cur, eff, ceil, chainErr, c)
+			ps[i] = g.prepare(cur, chain, eff, ceil, chainErr, c)
 		}
 		seen[c.ID] = true
 	}
@@ -32,7 +33,7 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 	if !parallel(cur, ps) {
 		for i, p := range ps {
 			if ctx.Err() != nil {
-				out[i] = errorResult(p.ID, cancelledBeforeRun())
+				out[i] = g.cancelled(cur, chain, p)
 				continue
 			}
 			out[i] = g.run(ctx, cur, chain, p)
@@ -47,12 +48,12 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 		go func() {
 			defer wg.Done()
 			if !acquire(ctx, perBatch) {
-				out[i] = errorResult(p.ID, cancelledBeforeRun())
+				out[i] = g.cancelled(cur, chain, p)
 				return
 			}
 			defer func() { <-perBatch }()
 			if !g.pool.acquire(ctx) {
-				out[i] = errorResult(p.ID, cancelledBeforeRun())
+				out[i] = g.cancelled(cur, chain, p)
 				return
 			}
 			defer g.pool.release()
@@ -81,7 +82,7 @@ func parallel(cur *Current, ps []prepared) bool {
 	}
 	instant := true
 	for _, p := range ps {
-		if p.refused != nil || !tools.MayRunInParallel(p.tool.Concurrency, p.tool.Interrupt) {
+		if p.settled != nil || !tools.MayRunInParallel(p.tool.Concurrency, p.tool.Interrupt) {
 			return false
 		}
 		impl, _ := cur.Impl(p.Name)
@@ -92,4 +93,12 @@ func parallel(cur *Current, ps []prepared) bool {
 	// than handed to goroutines: a parallel batch is never slower than the
 	// same batch run in order.
 	return !instant
+}
+
+// cancelled answers, and records, a call whose batch was cancelled before
+// it ran: decided, but not run (rules R2, R7).
+func (g *Gateway) cancelled(cur *Current, chain []string, p prepared) result {
+	d := rule.Refused(rule.R2, cancelledBeforeRun())
+	g.record(cur, chain, p, d, time.Now(), nil)
+	return errorResult(p.ID, d.Reason)
 }

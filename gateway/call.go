@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -20,9 +19,10 @@ import (
 	"aimon.dev/gw/tools"
 )
 
-// prepared is a call whose tool, effective list and input are settled
-// enough to tell whether it may join a parallel batch. When the call cannot
-// run, refused holds its decision.
+// prepared is a call whose tool, effective list and input are known well
+// enough to tell whether it may join a parallel batch. When the call was
+// decided before its input is gated (refused, or a client's own tool),
+// settled holds that decision.
 type prepared struct {
 	call
 	cur     *Current
@@ -30,51 +30,55 @@ type prepared struct {
 	eff     *allow.Effective
 	ceil    ceiling
 	input   tools.Input
-	refused *rule.Decision
+	settled *rule.Decision
 }
 
-func (p *prepared) refuse(d rule.Decision) { p.refused = &d }
+func (p *prepared) settle(d rule.Decision) { p.settled = &d }
 
 // prepare finds the tool and checks that the surface lists it (rule P9).
 // eff is the chain's effective list, computed once per line; err is why
 // the chain cannot run.
-func prepare(cur *Current, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
+func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
 	p := prepared{call: c, cur: cur, eff: eff, ceil: ceil}
 	if chainErr != nil {
-		p.refuse(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
+		p.settle(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
 		return p
 	}
 	t, ok := cur.Tools[c.Name]
 	if !ok {
-		p.refuse(rule.Refused(rule.P9, unknownTool(c.Name, listed(cur, eff, ceil))))
+		if g.opts.ClientTools != "" {
+			p.settle(clientTool(cur, chain, g.opts.ClientTools, c.Name))
+			return p
+		}
+		p.settle(rule.Refused(rule.P9, unknownTool(c.Name, listed(cur, eff, ceil))))
 		return p
 	}
 	p.tool = t
 	if t.Unpinned != "" {
-		p.refuse(rule.Refused(rule.S3, notExecuted(t.Name+" changed on its server since it was pinned, so it is withheld; tell the operator")))
+		p.settle(rule.Refused(rule.S3, notExecuted(t.Name+" changed on its server since it was pinned, so it is withheld; tell the operator")))
 		return p
 	}
 	if policy.Above(t.Effect, ceil.effect) {
 		// Neither listed nor allowed, whatever the lists say (rule P13).
 		d := rule.Refused(rule.P13, aboveCeiling(t.Name, t.Effect, ceil.effect, ceil.by))
 		d.Ceiling = ceil.effect
-		p.refuse(d)
+		p.settle(d)
 		return p
 	}
 	if !eff.Listed(c.Name) {
 		// Not allowed, a different sentence from unknown (rule P9).
-		p.refuse(eff.Decide(c.Name, nil, ""))
+		p.settle(eff.Decide(c.Name, nil, ""))
 		return p
 	}
 	if len(c.Input) == 0 && c.decoded == nil {
-		p.refuse(rule.Refused(rule.R2, noInput(c.Name)))
+		p.settle(rule.Refused(rule.R2, noInput(c.Name)))
 		return p
 	}
 	in := c.decoded
 	if in == nil {
 		var err error
 		if in, err = gate.Decode(c.Input, gate.DefaultLimits); err != nil {
-			p.refuse(rule.Refused(rule.S4, badInput(c.Name, err)))
+			p.settle(rule.Refused(rule.S4, badInput(c.Name, err)))
 			return p
 		}
 	}
@@ -106,8 +110,8 @@ func listed(cur *Current, eff *allow.Effective, ceil ceiling) []string {
 // decide gates a prepared call's input and decides its permission: the
 // call's one decision.
 func (g *Gateway) decide(p prepared) rule.Decision {
-	if p.refused != nil {
-		return *p.refused
+	if p.settled != nil {
+		return *p.settled
 	}
 	mode := p.tool.Validation
 	// The gate (rules S4, S9).
@@ -124,43 +128,66 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 		d.Violations, d.Mode = violations, mode
 		return d
 	}
+	// The canonical call (rule R7): what permission is decided on is what
+	// runs. A subject the tool leaves out stands for its declared default
+	// (Glob and Grep search the working directory), so the decision is
+	// about what the tool will do (rule P2).
+	in, why := canonical(p.tool, p.input, g.opts.Workdir, g.opts.Paths)
+	if why != "" {
+		d := rule.Refused(rule.R7, why)
+		d.Violations, d.Mode = violations, mode
+		return d
+	}
 	// Permission (rules P2–P11).
-	d := p.eff.Decide(p.Name, subjectInput(p), g.opts.Workdir)
+	d := p.eff.Decide(p.Name, in, g.opts.Workdir)
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
+	d.Input = in
+	d.Reason = showResolved(p.tool, p.input, in, d.Reason)
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
 	}
 	return d
 }
 
-// subjectInput is the input permission is decided on: where the call leaves
-// out its subject field and the tool declares what that means (Glob and
-// Grep search the working directory), the declared default stands in, so
-// the decision is about what the tool will do (rule P2).
-func subjectInput(p prepared) map[string]any {
-	s := p.tool.Subject
-	if s == nil || s.Default == "" || p.input[s.Field] != nil {
-		return p.input
-	}
-	in := maps.Clone(p.input)
-	in[s.Field] = s.Default
-	return in
+// A Call is one call as a front end read it, for Decide.
+type Call struct {
+	ID, Name string
+	// Input is the call's input as JSON.
+	Input json.RawMessage
+	// Unread is why the front end could not read the call as its client
+	// meant it (a hook input without a working directory); the call is
+	// refused with that sentence (rule R7).
+	Unread string
+	// decoded is the input when ReadCalls read it in the same pass.
+	decoded map[string]any
 }
 
-// Check decides a call as serving it would, without running it; input is
-// the call's input as JSON.
-func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) rule.Decision {
+// Decide is the one decision of a call that every front end reaches
+// without running it (rule R7): surface is the chain the call names (nil
+// for the gateway's own), bound by the gateway's chain (rule R5); then the
+// tool (P9, P13), its input (S4, S9), its canonical form (R7) and the
+// lattice (P1–P14), recorded in the decision log. It returns the chain the
+// call was decided on (surface itself when R5 refused it).
+func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 	cur := g.enter()
 	defer cur.Exit()
-	if chain == nil {
-		chain = g.opts.Chain
-	}
 	start := time.Now()
-	eff, err := cur.Effective(chain)
-	p := prepare(cur, eff, ceilingOf(cur, chain), err, call{ID: id, Name: name, Input: input})
-	d := g.decide(p)
-	if err == nil && d.Effective == nil {
-		d.Effective = eff.Entries(name)
+	chain, err := g.LineChain(surface)
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded}, cur: cur}
+	var d rule.Decision
+	switch {
+	case err != nil:
+		chain = surface
+		d = rule.Refused(rule.R5, err.Error())
+	case c.Unread != "":
+		d = rule.Refused(rule.R7, c.Unread)
+	default:
+		eff, err := cur.Effective(chain)
+		p = g.prepare(cur, chain, eff, ceilingOf(cur, chain), err, p.call)
+		d = g.decide(p)
+		if err == nil && d.Effective == nil {
+			d.Effective = eff.Entries(c.Name)
+		}
 	}
 	if d.Allowed && g.opts.Decisions != nil {
 		if lerr := g.opts.Decisions.Err(); lerr != nil {
@@ -169,6 +196,12 @@ func (g *Gateway) Check(chain []string, id, name string, input json.RawMessage) 
 	}
 	g.record(cur, chain, p, d, start, nil)
 	d.EntryAt = entryPlaces(cur, chain, d.Entries)
+	return chain, d
+}
+
+// Check is Decide for a caller that needs only the decision.
+func (g *Gateway) Check(surface []string, id, name string, input json.RawMessage) rule.Decision {
+	_, d := g.Decide(surface, Call{ID: id, Name: name, Input: input})
 	return d
 }
 
@@ -197,12 +230,24 @@ func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decisi
 		Rule: string(d.Rule), Entries: d.Entries, Violations: d.Violations, Validation: string(d.Mode),
 		Revision: cur.Revision, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		ResultError: isErr, Reason: d.Reason}
-	if p.tool != nil && p.tool.Subject != nil && p.input != nil {
-		rec.Subject = subjectInput(p)[p.tool.Subject.Field]
+	if in := subjectOf(p, d); in != nil {
+		rec.Subject = in[p.tool.Subject.Field]
 	}
 	if err := g.opts.Decisions.Log(rec); err != nil {
 		g.log.Error("the decision log cannot be written; no call is allowed until it can", "cause", err)
 	}
+}
+
+// subjectOf is the input whose subject a record shows: the canonical one
+// when the call got that far, else the call's own.
+func subjectOf(p prepared, d rule.Decision) tools.Input {
+	if p.tool == nil || p.tool.Subject == nil {
+		return nil
+	}
+	if d.Input != nil {
+		return d.Input
+	}
+	return p.input
 }
 
 // execute runs an allowed call, or answers a refused one.
@@ -227,11 +272,11 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 	log := g.log
 	if log.Enabled(ctx, slog.LevelDebug) {
 		log = log.With("tool", p.Name, "id", p.ID)
-		log.Debug("running", "input", p.input)
+		log.Debug("running", "input", d.Input)
 	}
 	env := g.env(p.ID, chain)
 	env.Sandbox, env.Scope, env.MaxFileBytes = d.Sandbox, g.scope(p, d), p.tool.MaxFileBytes
-	r := safeRun(ctx, impl, env, p.input)
+	r := safeRun(ctx, impl, env, d.Input)
 	// Built-ins log their own failures at the level rule C7 gives; the
 	// gateway logs a panic, and the cause of another tool's failure.
 	var pe *panicError

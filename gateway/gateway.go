@@ -5,6 +5,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,13 @@ import (
 type Options struct {
 	// Workdir is the working directory tools run in; "" for none.
 	Workdir string
+	// ClientTools is what a front end whose client runs tools of its own
+	// (Claude Code's hook) answers for a tool the policy does not define:
+	// "deny" or "ask"; an MCP tool named mcp__SERVER[__TOOL] is decided by
+	// the lists' entries for it. "" refuses such a tool as unknown (P9).
+	ClientTools string
+	// Paths is how the front end's client writes path subjects (rule R7).
+	Paths PathForm
 	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
 	Chain []string
 	// MaxLineBytes bounds one input line; 0 means 16 MiB.
@@ -115,36 +124,29 @@ func (g *Gateway) env(id string, chain []string) *tools.Env {
 // Handle answers one line. It never fails: a bad line gets an error line.
 func (g *Gateway) Handle(ctx context.Context, line []byte) []byte { return g.handle(ctx, line, nil) }
 
-// handle is Handle, appending the reply of a lone tool_use to dst (serve's
-// output buffer), the common reply encoded without encoding/json.
-func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
-	req, err := decode(line)
-	if err != nil {
-		g.log.Warn("bad line", "error", err)
-		return errorReply("%s.", err)
-	}
-	cur := g.enter()
-	defer cur.Exit()
-	chain, chainErr := g.LineChain(req.Surface)
-	if chainErr != nil {
-		g.log.Warn("line refused", "rule", "R5", "reason", chainErr)
-	}
-	// run answers the calls of one line: refused together when the line's
-	// chain is wider than the process's, else as one batch.
-	run := func(calls []call) []result {
-		if chainErr != nil {
-			return refuseAll(calls, chainErr)
-		}
-		return g.batch(ctx, cur, chain, calls)
-	}
+// The forms of a line that carries calls, each answered in its own form.
+type form int
+
+const (
+	notCalls      form = iota // list_tools, status
+	toolUseForm               // an Anthropic tool_use block
+	messageForm               // an Anthropic assistant message
+	chatForm                  // a Chat Completions assistant message
+	responseForm              // a Responses object
+	functionForm              // a Responses function_call item
+)
+
+// lineCalls is the one reading of a line's calls, for serve and check
+// alike; err is the sentence that answers a line that cannot be read.
+func lineCalls(req *request) ([]call, form, error) {
 	switch {
 	case req.Role != "" && req.Type != "" && req.Type != "message":
 		// "message" is the type of a Messages API response, which is an
 		// assistant message passed through as it came.
-		return errorReply("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both.", req.Type)
+		return nil, 0, fmt.Errorf("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both", req.Type)
 	case req.Role != "" || req.hasContent || req.hasToolCalls:
 		if req.Role != "assistant" {
-			return errorReply("a message line must have role \"assistant\", not %q: send the model's response as it came.", req.Role)
+			return nil, 0, fmt.Errorf("a message line must have role \"assistant\", not %q: send the model's response as it came", req.Role)
 		}
 		if req.hasToolCalls {
 			// A Chat Completions message (form 4): one batch of its tool_calls.
@@ -153,12 +155,12 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 				calls[i] = openaiInput(c.ID, c.Name, c.Arguments)
 			}
 			if len(calls) == 0 {
-				return errorReply("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools.")
+				return nil, 0, errors.New("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools")
 			}
-			return marshal(chatToolMessages(run(calls)))
+			return calls, chatForm, nil
 		}
 		if req.Content == nil {
-			return errorReply("an assistant message needs a content array of blocks.")
+			return nil, 0, errors.New("an assistant message needs a content array of blocks")
 		}
 		var calls []call
 		for _, b := range req.Content {
@@ -167,41 +169,103 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 			}
 		}
 		if len(calls) == 0 {
-			return errorReply("the assistant message has no tool_use block, so there is nothing to answer; send only messages that call tools.")
+			return nil, 0, errors.New("the assistant message has no tool_use block, so there is nothing to answer; send only messages that call tools")
 		}
-		return appendUserMessage(dst, run(calls))
+		return calls, messageForm, nil
 	case req.Object == "response":
 		// A Responses object (form 5): its function_call items are one batch.
 		var calls []call
 		for i, raw := range req.Output {
 			item, err := decode(raw)
 			if err != nil {
-				return errorReply("output item %d of the response: %s.", i, err)
+				return nil, 0, fmt.Errorf("output item %d of the response: %s", i, err)
 			}
 			if item.Type == "function_call" {
 				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
 			}
 		}
 		if len(calls) == 0 {
-			return errorReply("the response has no function_call item, so there is nothing to answer; send only responses that call tools.")
+			return nil, 0, errors.New("the response has no function_call item, so there is nothing to answer; send only responses that call tools")
 		}
-		return marshal(functionOutputs(run(calls)))
+		return calls, responseForm, nil
 	case req.Type == "function_call":
-		return marshal(functionOutputs(run([]call{openaiInput(req.CallID, req.Name, req.Arguments)}))[0])
+		return []call{openaiInput(req.CallID, req.Name, req.Arguments)}, functionForm, nil
 	case req.Type == "tool_use":
-		return appendResult(dst, run([]call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded}})[0])
-	case req.Type == "list_tools":
-		if chainErr != nil {
-			return errorReply("%s", chainErr)
-		}
-		return g.listTools(cur, chain, req.Format, req.Strict)
-	case req.Type == "status":
-		return g.status(cur)
+		return []call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded}}, toolUseForm, nil
+	case req.Type == "list_tools", req.Type == "status":
+		return nil, notCalls, nil
 	case req.Type == "":
-		return errorReply("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block, {\"type\":\"list_tools\"} or {\"type\":\"status\"}.")
+		return nil, 0, errors.New("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block, {\"type\":\"list_tools\"} or {\"type\":\"status\"}")
 	default:
-		return errorReply("unknown line type %q: the forms are an assistant message (Anthropic or OpenAI), \"tool_use\", \"function_call\", a response object, \"list_tools\" and \"status\".", req.Type)
+		return nil, 0, fmt.Errorf("unknown line type %q: the forms are an assistant message (Anthropic or OpenAI), \"tool_use\", \"function_call\", a response object, \"list_tools\" and \"status\"", req.Type)
 	}
+}
+
+// handle is Handle, appending the reply of a lone tool_use to dst (serve's
+// output buffer), the common reply encoded without encoding/json.
+func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
+	req, err := decode(line)
+	if err != nil {
+		g.log.Warn("bad line", "error", err)
+		return errorReply("%s.", err)
+	}
+	calls, f, err := lineCalls(req)
+	if err != nil {
+		return errorReply("%s.", err)
+	}
+	cur := g.enter()
+	defer cur.Exit()
+	chain, chainErr := g.LineChain(req.Surface)
+	if chainErr != nil {
+		g.log.Warn("line refused", "rule", "R5", "reason", chainErr)
+	}
+	var rs []result
+	switch {
+	case f == notCalls && chainErr != nil:
+		return errorReply("%s", chainErr)
+	case f == notCalls && req.Type == "list_tools":
+		return g.listTools(cur, chain, req.Format, req.Strict)
+	case f == notCalls:
+		return g.status(cur)
+	case chainErr != nil:
+		// Refused together: the line's chain is wider than the process's.
+		rs = g.refuseLine(cur, req.Surface, calls, chainErr)
+	default:
+		rs = g.batch(ctx, cur, chain, calls)
+	}
+	switch f {
+	case chatForm:
+		return marshal(chatToolMessages(rs))
+	case messageForm:
+		return appendUserMessage(dst, rs)
+	case responseForm:
+		return marshal(functionOutputs(rs))
+	case functionForm:
+		return marshal(functionOutputs(rs)[0])
+	}
+	return appendResult(dst, rs[0])
+}
+
+// ReadCalls reads one line as serve reads it: its calls, and the surface
+// chain it names (nil for none); err is the sentence serve would answer
+// the line with. Check reads its calls through it, so both read alike.
+func ReadCalls(line []byte) ([]Call, []string, error) {
+	req, err := decode(line)
+	if err != nil {
+		return nil, nil, err
+	}
+	calls, f, err := lineCalls(req)
+	if err == nil && f == notCalls {
+		err = fmt.Errorf("the line is %q, which carries no call; send a tool call", req.Type)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Call, len(calls))
+	for i, c := range calls {
+		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded}
+	}
+	return out, req.Surface, nil
 }
 
 // statusReply is the answer to {"type":"status"}: the generation in force

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"aimon.dev/gw/internal/rule"
 )
 
 // Bounds on a line's surface chain: chains come from callers, and each
@@ -44,11 +47,14 @@ func (g *Gateway) LineChain(surface []string) ([]string, error) {
 
 func show(chain []string) string { return "[" + strings.Join(chain, ", ") + "]" }
 
-// refuseAll answers every call of a line that cannot run with one sentence.
-func refuseAll(calls []call, err error) []result {
+// refuseLine answers, and records, every call of a line whose surface chain
+// the gateway's own does not admit (rule R5).
+func (g *Gateway) refuseLine(cur *Current, surface []string, calls []call, err error) []result {
 	out := make([]result, len(calls))
 	for i, c := range calls {
-		out[i] = errorResult(c.ID, notExecuted(err.Error()))
+		d := rule.Refused(rule.R5, notExecuted(err.Error()))
+		g.record(cur, surface, prepared{call: c, cur: cur}, d, time.Now(), nil)
+		out[i] = errorResult(c.ID, d.Reason)
 	}
 	return out
 }

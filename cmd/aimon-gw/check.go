@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -56,16 +57,6 @@ type checkReply struct {
 	rule.Decision
 }
 
-// checkCall is a call as check reads it: a tool_use block, with the
-// line's own chain, bound by --surface as serve binds it (rule R5).
-type checkCall struct {
-	Type    string          `json:"type"`
-	ID      string          `json:"id"`
-	Name    string          `json:"name"`
-	Input   json.RawMessage `json:"input"`
-	Surface []string        `json:"surface"`
-}
-
 // check prints the gateway's verdict on a call as JSON; with "-" it reads
 // JSON lines and prints one verdict a line. It exits 0 when every call
 // would be allowed, 1 when one would be refused, 2 on errors.
@@ -85,16 +76,24 @@ func check(p checkParams) error {
 	} else {
 		calls = [][]byte{[]byte(p.Call)}
 	}
-	parsed := make([]checkCall, len(calls))
+	// Each line is read as serve reads it (rule R7): a tool_use block, or
+	// any other form of the line protocol, one verdict per call.
+	type lineCall struct {
+		gateway.Call
+		surface []string
+	}
+	var parsed []lineCall
 	for i, data := range calls {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(&parsed[i]); err != nil || parsed[i].Name == "" {
+		cs, surface, err := gateway.ReadCalls(data)
+		if err != nil {
 			where := ""
 			if p.Call == "-" {
 				where = fmt.Sprintf(" (line %d)", i+1)
 			}
-			return cli.Exit("aimon-gw check: the call"+where+" must be a tool_use block as JSON, with at least \"name\" and \"input\": {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}.", exitUsage)
+			return cli.Exit(fmt.Sprintf("aimon-gw check: the call%s must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s.", where, strings.TrimSuffix(err.Error(), ".")), exitUsage)
+		}
+		for _, c := range cs {
+			parsed = append(parsed, lineCall{c, surface})
 		}
 	}
 	chain, err := parseChain(p.Surface)
@@ -112,19 +111,14 @@ func check(p checkParams) error {
 	defer closeGen()
 	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard})
 	refused := false
-	for _, call := range parsed {
-		if call.ID == "" {
-			call.ID = "check"
+	single := p.Call != "-" && len(parsed) == 1
+	for _, c := range parsed {
+		if c.ID == "" {
+			c.ID = "check"
 		}
-		lineChain, err := gw.LineChain(call.Surface)
-		v := rule.Refused(rule.R5, "")
-		if err != nil {
-			v.Reason, lineChain = err.Error(), call.Surface
-		} else {
-			v = gw.Check(lineChain, call.ID, call.Name, call.Input)
-		}
+		chain, v := gw.Decide(c.surface, c.Call)
 		refused = refused || !v.Allowed
-		if err := printVerdict(p.Stdout, call.Name, lineChain, v, p.Call != "-"); err != nil {
+		if err := printVerdict(p.Stdout, c.Name, chain, v, single); err != nil {
 			return err
 		}
 	}

@@ -78,10 +78,12 @@ func hook(p hookParams) error {
 	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
 		return fail("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
 	}
-	if in.Cwd == "" {
-		in.Cwd, _ = os.Getwd()
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
+		return fail("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)
 	}
-	if st, err := os.Stat(in.Cwd); err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd) {
+	// An input without cwd is decided, and refused, by the one decision
+	// (rule R7), so that the decision log records it.
+	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
 		return fail("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
 	}
 	var cache *loadcache.Cache

@@ -4,9 +4,10 @@
 package cchook
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
-	"strings"
+	"os"
+	"reflect"
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/provision"
@@ -37,6 +38,9 @@ type Decision struct {
 	HookEventName            string `json:"hookEventName"`
 	PermissionDecision       string `json:"permissionDecision"`
 	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// UpdatedInput is the canonical input Claude Code runs instead of the
+	// one it sent, when they differ (rule R7).
+	UpdatedInput map[string]any `json:"updatedInput,omitempty"`
 }
 
 // Chain is the surface chain of a hook input: the main agent, and the
@@ -53,26 +57,19 @@ func Chain(gen *policy.Generation, in Input) []string {
 	return []string{"agent"}
 }
 
-// Decide decides one hook input under gen, with the working directory the
-// input gives.
+// Decide decides one hook input under gen through the gateway's one
+// decision (rule R7): paths as Claude Code reads them (trimmed, "~" the
+// user's home, relative to the input's cwd, which must be given), tools
+// the policy does not define by its MCP entries or claudeCode:
+// unknownTools. An allowed call whose canonical input differs from what
+// Claude Code sent is answered with that input, so what runs is what was
+// decided.
 func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 	chain := Chain(gen.Generation, in)
-	answer := func(decision, reason string) Output {
-		return Output{Decision{HookEventName: "PreToolUse", PermissionDecision: decision, PermissionDecisionReason: reason}}
-	}
-	if _, defined := gen.Tools[in.ToolName]; !defined {
-		if policy.IsMCPEntry(in.ToolName) {
-			if ok, reason, mentioned := mcpTool(gen.Generation, chain, in.ToolName); mentioned {
-				if ok {
-					return answer("allow", reason)
-				}
-				return answer("deny", reason)
-			}
-		}
-		reason := fmt.Sprintf("The aimon-gw policy does not mention %s, so it answers %q for it (claudeCode: unknownTools).", in.ToolName, unknown(gen.Generation))
-		return answer(unknown(gen.Generation), reason)
-	}
+	home, _ := os.UserHomeDir()
 	opts.Workdir, opts.Chain = in.Cwd, chain
+	opts.Paths = gateway.PathForm{Home: home, Trim: true}
+	opts.ClientTools = unknown(gen.Generation)
 	gw := gateway.New(gen, opts)
 	input := in.ToolInput
 	if len(input) == 0 || string(input) == "null" {
@@ -82,11 +79,36 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 	if id == "" {
 		id = "hook"
 	}
-	d := gw.Check(chain, id, in.ToolName, input)
-	if d.Allowed {
-		return answer("allow", d.Reason)
+	c := gateway.Call{ID: id, Name: in.ToolName, Input: input}
+	if in.Cwd == "" {
+		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
-	return answer("deny", d.Reason)
+	_, d := gw.Decide(chain, c)
+	out := Output{Decision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: d.Reason}}
+	switch {
+	case d.Allowed:
+		out.HookSpecificOutput.PermissionDecision = "allow"
+		if changed(input, d.Input) {
+			out.HookSpecificOutput.UpdatedInput = d.Input
+		}
+	case d.Ask:
+		out.HookSpecificOutput.PermissionDecision = "ask"
+	}
+	return out
+}
+
+// changed reports whether the canonical input differs from the one sent.
+func changed(sent json.RawMessage, canon map[string]any) bool {
+	if canon == nil {
+		return false
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(sent))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return true
+	}
+	return !reflect.DeepEqual(m, canon)
 }
 
 func unknown(gen *policy.Generation) string {
@@ -94,45 +116,4 @@ func unknown(gen *policy.Generation) string {
 		return "ask"
 	}
 	return "deny"
-}
-
-// mcpTool decides a Claude Code MCP tool the policy does not define, by
-// name: mcp__SERVER allows every tool of the server, mcp__SERVER__TOOL one
-// tool, and every declared list along the chain must allow it (rule P10).
-// mentioned is false when no list of the policy names the server at all.
-func mcpTool(gen *policy.Generation, chain []string, name string) (ok bool, reason string, mentioned bool) {
-	rest := strings.TrimPrefix(name, "mcp__")
-	server := "mcp__" + strings.SplitN(rest, "__", 2)[0]
-	names := func(e string) bool { e = strings.TrimSpace(e); return e == name || e == server }
-	for _, s := range gen.Surfaces {
-		for _, e := range s.Entries {
-			e = strings.TrimSpace(e)
-			mentioned = mentioned || e == server || strings.HasPrefix(e, server+"__")
-		}
-	}
-	if !mentioned {
-		return false, "", false
-	}
-	var by []string
-	for _, ref := range chain {
-		s := gen.Surfaces[ref]
-		if s == nil || !s.Declared {
-			continue
-		}
-		found := ""
-		for _, e := range s.Entries {
-			if names(e) {
-				found = e
-				break
-			}
-		}
-		if found == "" {
-			return false, fmt.Sprintf("%s is not allowed on this surface: the allowed-tools of %s have no entry %s or %s.", name, ref, server, name), true
-		}
-		by = append(by, found)
-	}
-	if len(by) == 0 {
-		return true, fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", name), true
-	}
-	return true, fmt.Sprintf("%s is allowed by %s.", name, strings.Join(by, " and ")), true
 }
