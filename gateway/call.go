@@ -226,7 +226,7 @@ func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decisi
 	if g.opts.Decisions == nil {
 		return
 	}
-	rec := decisionlog.Record{Time: start.UTC(), CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed,
+	rec := decisionlog.Record{Time: start.UTC(), CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
 		Rule: string(d.Rule), Entries: d.Entries, Violations: d.Violations, Validation: string(d.Mode),
 		Revision: cur.Revision, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		ResultError: isErr, Reason: d.Reason}

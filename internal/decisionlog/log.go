@@ -20,6 +20,7 @@ type Record struct {
 	Surface     []string  `json:"surface"`
 	Subject     any       `json:"subject,omitempty"`
 	Allowed     bool      `json:"allowed"`
+	Ask         bool      `json:"ask,omitempty"`
 	Rule        string    `json:"rule,omitempty"`
 	Entries     []string  `json:"entries,omitempty"`
 	Violations  []string  `json:"violations,omitempty"`
