@@ -128,12 +128,12 @@ func (g *Gateway) Handle(ctx context.Context, line []byte) []byte { return g.han
 type form int
 
 const (
-	notCalls      form = iota // list_tools, status
-	toolUseForm               // an Anthropic tool_use block
-	messageForm               // an Anthropic assistant message
-	chatForm                  // a Chat Completions assistant message
-	responseForm              // a Responses object
-	functionForm              // a Responses function_call item
+	notCalls     form = iota // list_tools, status
+	toolUseForm              // an Anthropic tool_use block
+	messageForm              // an Anthropic assistant message
+	chatForm                 // a Chat Completions assistant message
+	responseForm             // a Responses object
+	functionForm             // a Responses function_call item
 )
 
 // lineCalls is the one reading of a line's calls, for serve and check

@@ -19,8 +19,8 @@ func TestR7HookDecidesThePathClaudeCodeOpens(t *testing.T) {
 	t.Setenv("HOME", "/home/u")
 	for _, tc := range []struct {
 		note, cwd, tool, input string
-		want, says              string
-		updated                 map[string]any // nil: no updatedInput
+		want, says             string
+		updated                map[string]any // nil: no updatedInput
 	}{
 		{note: "~ is the user's home, not a directory under cwd", cwd: "/work/proj/src", tool: "Write",
 			input: `{"file_path":"~/.bashrc","content":"x"}`, want: "deny", says: `"~/.bashrc" (resolved to "/home/u/.bashrc")`},
