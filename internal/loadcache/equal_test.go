@@ -95,7 +95,7 @@ func TestR3RestoredDecidesAsLoaded(t *testing.T) {
 					in.Cwd = wd
 					da := cchook.Decide(a, in, gateway.Options{Logger: discard})
 					db := cchook.Decide(b, in, gateway.Options{Logger: discard})
-					if da != db {
+					if !reflect.DeepEqual(da, db) {
 						t.Errorf("%s as %s: loaded %+v, restored %+v", in.ToolName, ref, da, db)
 					}
 					chain := []string{"agent"}
