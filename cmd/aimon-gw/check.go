@@ -78,22 +78,24 @@ func check(p checkParams) error {
 	}
 	// Each line is read as serve reads it (rule R7): a tool_use block, or
 	// any other form of the line protocol, one verdict per call.
+	// From standard input, a line serve cannot read gets the error serve
+	// answers it with, in its place, and check reads on.
 	type lineCall struct {
 		gateway.Call
 		surface []string
+		unread  error
 	}
 	var parsed []lineCall
 	for i, data := range calls {
 		cs, surface, err := gateway.ReadCalls(data)
-		if err != nil {
-			where := ""
-			if p.Call == "-" {
-				where = fmt.Sprintf(" (line %d)", i+1)
-			}
-			return cli.Exit(fmt.Sprintf("aimon-gw check: the call%s must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s.", where, strings.TrimSuffix(err.Error(), ".")), exitUsage)
+		switch {
+		case err != nil && p.Call == "-":
+			parsed = append(parsed, lineCall{unread: fmt.Errorf("line %d: %s", i+1, err)})
+		case err != nil:
+			return cli.Exit(fmt.Sprintf("aimon-gw check: the call must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s.", strings.TrimSuffix(err.Error(), ".")), exitUsage)
 		}
 		for _, c := range cs {
-			parsed = append(parsed, lineCall{c, surface})
+			parsed = append(parsed, lineCall{Call: c, surface: surface})
 		}
 	}
 	chain, err := parseChain(p.Surface)
@@ -113,6 +115,13 @@ func check(p checkParams) error {
 	refused := false
 	single := p.Call != "-" && len(parsed) == 1
 	for _, c := range parsed {
+		if c.unread != nil {
+			refused = true
+			if err := json.NewEncoder(p.Stdout).Encode(map[string]string{"error": c.unread.Error() + "."}); err != nil {
+				return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
+			}
+			continue
+		}
 		if c.ID == "" {
 			c.ID = "check"
 		}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestR7FrontEndsAgree is the differential test of the one decision: over
+// the shipped example policies and a generated corpus of calls (relative,
+// "~", climbing and blank paths, nulls, a name given twice, chained
+// commands), on every surface chain, serve, check and the hook give the
+// same verdict by the same rule, and the decision log holds exactly one
+// record per call (issue 26).
+func TestR7FrontEndsAgree(t *testing.T) {
+	bin := gatewayBinary(t)
+	for _, tc := range []struct {
+		note, policy string
+		chains       []string
+	}{
+		{note: "team", policy: "team", chains: []string{"agent,subagent:docs-writer", "agent", "agent,subagent:reviewer", "agent,skill:lint", "agent,command:test", "agent,subagent:nobody"}},
+		{note: "team in YAML", policy: "yaml", chains: []string{"agent", "agent,subagent:reviewer", "agent,subagent:docs-writer"}},
+		{note: "Claude Code", policy: "claude-code", chains: []string{"agent,subagent:reviewer", "agent"}},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			t.Parallel()
+			root, _ := filepath.EvalSymlinks(t.TempDir())
+			os.MkdirAll(filepath.Join(root, "repo", "docs"), 0o755)
+			dir := copyPolicy(t, filepath.Join("../../examples/policies", tc.policy), "/srv/repo", filepath.Join(root, "repo"))
+			wd := filepath.Join(root, "repo")
+			lines := corpus(filepath.Join(root, "repo"))
+			for i, chain := range tc.chains {
+				logs := t.TempDir()
+				served := filepath.Join(logs, "serve.jsonl")
+				serve := exec.Command(bin, "serve", "--policy", dir, "--workdir", wd, "--surface", chain, "--decision-log", served)
+				serve.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+				serve.Dir = wd
+				if out, err := serve.CombinedOutput(); err != nil && !strings.Contains(chain, "nobody") {
+					t.Fatalf("serve on %s: %v\n%s", chain, err, out)
+				}
+				check := exec.Command(bin, "check", "--policy", dir, "--workdir", wd, "--surface", chain, "-")
+				check.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+				checked, _ := check.Output()
+				if strings.Contains(chain, "nobody") {
+					continue // an undeclared surface: refused before any call
+				}
+				// The last line names "name" twice: no call, so no record,
+				// and check says what serve says of it.
+				records := readRecords(t, served)
+				verdicts := strings.Split(strings.TrimSpace(string(checked)), "\n")
+				if len(records) != len(lines)-1 || len(verdicts) != len(lines) {
+					t.Fatalf("%s: %d lines, %d records, %d verdicts; want a record for each call and a verdict for each line\n%s", chain, len(lines), len(records), len(verdicts), checked)
+				}
+				if last := verdicts[len(lines)-1]; !strings.Contains(last, `"error"`) || !strings.Contains(last, "name") {
+					t.Errorf("check on a line naming \"name\" twice: %s", last)
+				}
+				for j, line := range lines[:len(lines)-1] {
+					var v map[string]any
+					json.Unmarshal([]byte(verdicts[j]), &v)
+					r := records[j]
+					if v["allowed"] != r["allowed"] || v["rule"] != r["rule"] {
+						t.Errorf("%s, %s:\n  serve: %v by %v: %v\n  check: %v by %v: %v", chain, line, r["allowed"], r["rule"], r["reason"], v["allowed"], v["rule"], v["reason"])
+					}
+					// The hook, a process per call, is asked on the first
+					// chain of each policy: the one that narrows most.
+					if i == 0 && hookChain(chain) && !strings.Contains(line, "~") {
+						if h := hookRecord(t, bin, dir, wd, chain, line); h != nil && (h["allowed"] != r["allowed"] || h["rule"] != r["rule"]) {
+							t.Errorf("%s, %s:\n  serve: %v by %v: %v\n  hook:  %v by %v: %v", chain, line, r["allowed"], r["rule"], r["reason"], h["allowed"], h["rule"], h["reason"])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// copyPolicy copies a policy directory (and the module it is in) with old
+// replaced by new in every file, so the example's paths are the test's.
+func copyPolicy(t *testing.T, src, old, new string) string {
+	t.Helper()
+	dir := moduleDir(t, "package policy\n")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, e.Name()), strings.ReplaceAll(string(b), old, new))
+	}
+	return dir
+}
+
+// corpus is the calls every chain is asked about, one line each, each
+// with an id of its own.
+func corpus(repo string) []string {
+	paths := []string{repo + "/main.go", repo + "/docs/a.md", "docs/b.md", "./docs/../x.go", repo + "/docs/../../etc/passwd",
+		"/etc/passwd", "~/.bashrc", "", repo + "/docs/"}
+	var lines []string
+	add := func(name, input string) {
+		lines = append(lines, fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":%q,"input":%s}`, len(lines), name, input))
+	}
+	for _, p := range paths {
+		q, _ := json.Marshal(p)
+		add("Read", fmt.Sprintf(`{"file_path":%s}`, q))
+		add("Read", fmt.Sprintf(`{"file_path":%s,"offset":null,"limit":null}`, q))
+		add("Write", fmt.Sprintf(`{"file_path":%s,"content":"x"}`, q))
+		add("Edit", fmt.Sprintf(`{"file_path":%s,"old_string":"a","new_string":"b"}`, q))
+		add("Grep", fmt.Sprintf(`{"pattern":"zzz-no-match","path":%s}`, q))
+		add("Glob", fmt.Sprintf(`{"pattern":"*.zzz","path":%s}`, q))
+	}
+	add("Grep", `{"pattern":"zzz-no-match"}`)
+	add("Glob", `{"pattern":"*.zzz"}`)
+	for _, c := range []string{"git status", "make lint", "go test ./...", "git status; rm -rf /", "echo hi", "make test"} {
+		q, _ := json.Marshal(c)
+		add("Bash", fmt.Sprintf(`{"command":%s}`, q))
+	}
+	add("Bash", `{"command":"git status","timeout":999999}`)
+	add("Read", `{"file_paht":"x"}`)
+	add("Read", `{"file_path":3}`)
+	add("Frobnicate", `{}`)
+	lines = append(lines, fmt.Sprintf(`{"type":"tool_use","id":"c%d","NAME":"Read","input":{"file_path":"x"}}`, len(lines)))
+	lines = append(lines, fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Read","name":"Write","input":{"file_path":"x"}}`, len(lines)))
+	return lines
+}
+
+func readRecords(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("record %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// hookChain reports whether the hook can be asked on chain: Claude Code
+// names the main agent or one subagent.
+func hookChain(chain string) bool {
+	return chain == "agent" || (strings.HasPrefix(chain, "agent,subagent:") && strings.Count(chain, ",") == 1)
+}
+
+// hookRecord asks the hook about a serve line and returns its record; nil
+// for a line that is no call the hook could be given.
+func hookRecord(t *testing.T, bin, dir, cwd, chain, line string) map[string]any {
+	t.Helper()
+	var call struct {
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	// encoding/json matches names in any case; the hook input carries what
+	// serve read, so a line that names no "name" is not one to give it.
+	if json.Unmarshal([]byte(line), &call) != nil || strings.Count(line, `"name"`) != 1 {
+		return nil
+	}
+	in := map[string]any{"cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": call.Name, "tool_input": call.Input, "tool_use_id": call.ID}
+	if sub, ok := strings.CutPrefix(chain, "agent,subagent:"); ok {
+		in["agent_type"] = sub
+	}
+	b, _ := json.Marshal(in)
+	log := filepath.Join(t.TempDir(), "hook.jsonl")
+	hook := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--decision-log", log)
+	hook.Stdin = strings.NewReader(string(b))
+	if out, err := hook.CombinedOutput(); err != nil {
+		t.Fatalf("hook on %s: %v\n%s", b, err, out)
+	}
+	rs := readRecords(t, log)
+	if len(rs) != 1 {
+		t.Fatalf("hook on %s: %d records, want 1", b, len(rs))
+	}
+	return rs[0]
+}
