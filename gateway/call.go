@@ -25,6 +25,7 @@ import (
 // settled holds that decision.
 type prepared struct {
 	call
+	chain   []string
 	cur     *Current
 	tool    *policy.Tool
 	eff     *allow.Effective
@@ -39,7 +40,7 @@ func (p *prepared) settle(d rule.Decision) { p.settled = &d }
 // eff is the chain's effective list, computed once per line; err is why
 // the chain cannot run.
 func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
-	p := prepared{call: c, cur: cur, eff: eff, ceil: ceil}
+	p := prepared{call: c, chain: chain, cur: cur, eff: eff, ceil: ceil}
 	if chainErr != nil {
 		p.settle(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
 		return p
@@ -143,6 +144,9 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
 	d.Input = in
 	d.Reason = showResolved(p.tool, p.input, in, d.Reason)
+	if d.Ask {
+		d = g.approve(p, d)
+	}
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
 	}
@@ -158,6 +162,8 @@ type Call struct {
 	// meant it (a hook input without a working directory); the call is
 	// refused with that sentence (rule R7).
 	Unread string
+	// Approvals are tokens a person gave for this call (rule P15).
+	Approvals []string
 	// decoded is the input when ReadCalls read it in the same pass.
 	decoded map[string]any
 }
@@ -173,7 +179,7 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 	defer cur.Exit()
 	start := time.Now()
 	chain, err := g.LineChain(surface)
-	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded}, cur: cur}
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, approvals: c.Approvals}, cur: cur}
 	var d rule.Decision
 	switch {
 	case err != nil:

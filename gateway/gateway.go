@@ -20,6 +20,12 @@ import (
 type Options struct {
 	// Workdir is the working directory tools run in; "" for none.
 	Workdir string
+	// Approvals seals the line protocol's asks into tokens (rule P15); nil
+	// refuses an ask, since no person can be asked.
+	Approvals *Approvals
+	// ClientAsks is set by a front end whose client asks a person itself
+	// (Claude Code's hook answers "ask"): its asks carry no token.
+	ClientAsks bool
 	// ClientTools is what a front end whose client runs tools of its own
 	// (Claude Code's hook) answers for a tool the policy does not define:
 	// "deny" or "ask"; an MCP tool named mcp__SERVER[__TOOL] is decided by
@@ -213,6 +219,9 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 	if err != nil {
 		return errorReply("%s.", err)
 	}
+	for i := range calls {
+		calls[i].approvals = req.Approvals
+	}
 	cur := g.enter()
 	defer cur.Exit()
 	chain, chainErr := g.LineChain(req.Surface)
@@ -263,7 +272,7 @@ func ReadCalls(line []byte) ([]Call, []string, error) {
 	}
 	out := make([]Call, len(calls))
 	for i, c := range calls {
-		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded}
+		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, Approvals: req.Approvals}
 	}
 	return out, req.Surface, nil
 }

@@ -33,6 +33,9 @@ type request struct {
 	Strict bool
 	// The line's own surface chain, within the process chain (rule R5).
 	Surface []string
+	// Approvals are the tokens a person gave for calls of this line that
+	// asked (rule P15).
+	Approvals []string
 	// OpenAI forms (4, 5).
 	ToolCalls []openaiCall
 	CallID    string
@@ -63,10 +66,11 @@ type openaiCall struct {
 // once, refusing what encoding/json would let through (a name given twice),
 // unless the line's one pass read it already (decoded).
 type call struct {
-	ID      string
-	Name    string
-	Input   json.RawMessage
-	decoded map[string]any
+	ID        string
+	Name      string
+	Input     json.RawMessage
+	decoded   map[string]any
+	approvals []string
 }
 
 // result is a tool_result block; is_error is always present.
@@ -248,7 +252,7 @@ func decodeMessage(line []byte) (*request, bool) {
 
 // lineNames are the members of a line that decodeExact reads; it ignores
 // any other.
-var lineNames = []string{"type", "role", "id", "name", "format", "call_id", "object", "input", "strict", "arguments", "surface", "content", "tool_calls", "output"}
+var lineNames = []string{"type", "role", "id", "name", "format", "call_id", "object", "input", "strict", "arguments", "surface", "content", "tool_calls", "output", "approvals"}
 
 // blockNames are the members of a content block that blocks reads.
 var blockNames = []string{"type", "id", "name", "input"}
@@ -449,6 +453,11 @@ func decodeExact(line []byte) (*request, error) {
 		}
 		if r.Surface == nil {
 			r.Surface = nil // null: the line gives none
+		}
+	}
+	if raw, ok := top["approvals"]; ok {
+		if err := json.Unmarshal(raw, &r.Approvals); err != nil {
+			return nil, errors.New("field \"approvals\" must be an array of the approval tokens a person gave, as strings")
 		}
 	}
 	if raw, ok := top["content"]; ok {

@@ -69,7 +69,7 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 	home, _ := os.UserHomeDir()
 	opts.Workdir, opts.Chain = in.Cwd, chain
 	opts.Paths = gateway.PathForm{Home: home, Trim: true}
-	opts.ClientTools = unknown(gen.Generation)
+	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
 	gw := gateway.New(gen, opts)
 	input := in.ToolInput
 	if len(input) == 0 || string(input) == "null" {

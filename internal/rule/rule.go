@@ -45,6 +45,8 @@ const (
 	P11 ID = "P11"
 	P12 ID = "P12"
 	P13 ID = "P13"
+	P14 ID = "P14"
+	P15 ID = "P15"
 
 	K1 ID = "K1"
 	K2 ID = "K2"
@@ -80,6 +82,9 @@ type Decision struct {
 	// Ask is a refusal that a person's approval can turn into an allow
 	// (rules P14, P15); Allowed is false with it.
 	Ask bool `json:"ask,omitempty"`
+	// Approval is the sealed token that approves an ask in the line
+	// protocol (rule P15): the harness sends it back with the same call.
+	Approval string `json:"approval,omitempty"`
 	// Reason is the sentence a model or operator reads.
 	Reason string `json:"reason"`
 	// Rule is the rule that decided.

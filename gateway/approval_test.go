@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/tools"
+)
+
+// TestP15ApprovalTokens: a token approves the one call it was sealed for,
+// on its chain, under its policy revision, once, before it expires; a
+// forged, altered, expired, replayed or misdirected token is refused with
+// a sentence.
+func TestP15ApprovalTokens(t *testing.T) {
+	key := []byte(strings.Repeat("k", MinKeyBytes))
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	newA := func() *Approvals {
+		a, err := NewApprovals(key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.now = func() time.Time { return now }
+		return a
+	}
+	in := tools.Input{"command": "git push origin main"}
+	chain := []string{"agent"}
+	other, _ := NewApprovals([]byte(strings.Repeat("o", MinKeyBytes)), time.Minute)
+	for _, tc := range []struct {
+		note  string
+		token func(a *Approvals) string
+		open  func(a *Approvals, tok string) error
+		says  string // "" for accepted
+	}{
+		{note: "the call it was sealed for", says: ""},
+		{note: "another input", open: func(a *Approvals, tok string) error {
+			return a.Open(tok, "Bash", tools.Input{"command": "git push --force"}, chain, "r1")
+		}, says: "another call"},
+		{note: "another tool", open: func(a *Approvals, tok string) error { return a.Open(tok, "Write", in, chain, "r1") }, says: "another call"},
+		{note: "another chain", open: func(a *Approvals, tok string) error {
+			return a.Open(tok, "Bash", in, []string{"agent", "subagent:x"}, "r1")
+		}, says: "another surface chain"},
+		{note: "another revision", open: func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r2") }, says: "another revision"},
+		{note: "expired", open: func(a *Approvals, tok string) error {
+			a.now = func() time.Time { return now.Add(2 * time.Minute) }
+			return a.Open(tok, "Bash", in, chain, "r1")
+		}, says: "expired"},
+		{note: "replayed", open: func(a *Approvals, tok string) error {
+			if err := a.Open(tok, "Bash", in, chain, "r1"); err != nil {
+				return err
+			}
+			return a.Open(tok, "Bash", in, chain, "r1")
+		}, says: "already used"},
+		{note: "forged with another key", token: func(*Approvals) string {
+			tok, _ := other.Seal("Bash", in, chain, "r1")
+			return tok
+		}, says: "not one this gateway sealed"},
+		{note: "payload altered", token: func(a *Approvals) string {
+			tok, _ := a.Seal("Bash", in, chain, "r1")
+			p, sig, _ := strings.Cut(tok, ".")
+			return p + "x." + sig
+		}, says: "not one this gateway sealed"},
+		{note: "not a token", token: func(*Approvals) string { return "yes" }, says: "not one this gateway sealed"},
+		{note: "empty", token: func(*Approvals) string { return "" }, says: "not one this gateway sealed"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			a := newA()
+			tok, _ := a.Seal("Bash", in, chain, "r1")
+			if tc.token != nil {
+				tok = tc.token(a)
+			}
+			open := tc.open
+			if open == nil {
+				open = func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r1") }
+			}
+			err := open(a, tok)
+			switch {
+			case tc.says == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
+				t.Fatalf("got %v, want a refusal saying %q", err, tc.says)
+			}
+		})
+	}
+	if _, err := NewApprovals([]byte("short"), 0); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
