@@ -51,16 +51,24 @@ type CallResult struct {
 	Text       string
 	IsError    bool
 	Structured any
+	// Approval is set when the call needs a person's approval (rule P15):
+	// the token that CallApproved takes once the person has given it.
+	Approval string
 }
 
 // Call runs one call as a line of its own would; input is the call's input
 // as JSON, chain nil means the default chain.
 func (g *Gateway) Call(ctx context.Context, chain []string, id, name string, input json.RawMessage) CallResult {
+	return g.CallApproved(ctx, chain, Call{ID: id, Name: name, Input: input})
+}
+
+// CallApproved is Call with the approvals a person gave (c.Approvals).
+func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) CallResult {
 	if chain == nil {
 		chain = g.opts.Chain
 	}
 	cur := g.enter()
 	defer cur.Exit()
-	r := g.batch(ctx, cur, chain, []call{{ID: id, Name: name, Input: input}})[0]
-	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured}
+	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals}})[0]
+	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval}
 }

@@ -172,8 +172,12 @@ func (g *Gateway) approve(p prepared, d rule.Decision) rule.Decision {
 	if why != nil {
 		d.Reason = fmt.Sprintf("The approval given with the call was not accepted: %s. %s", why, d.Reason)
 	}
-	tok, exp := a.Seal(p.Name, d.Input, p.chain, p.cur.Revision)
-	d.Approval = tok
-	d.Reason += fmt.Sprintf(" A person must approve it: to run it, send the same call again with \"approvals\": [%q] on its line before %s.", tok, exp.UTC().Format(time.RFC3339))
+	d.Approval, _ = a.Seal(p.Name, d.Input, p.chain, p.cur.Revision)
 	return d
+}
+
+// askSentence is what the line protocol answers an ask with: the reason,
+// and how a person's approval is sent back.
+func (g *Gateway) askSentence(d rule.Decision) string {
+	return fmt.Sprintf("%s A person must approve it: to run it, send the same call again with \"approvals\": [%q] on its line within %s.", d.Reason, d.Approval, g.opts.Approvals.ttl)
 }

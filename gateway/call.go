@@ -267,7 +267,11 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 		if warn {
 			g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "rule", d.Rule, "reason", d.Reason)
 		}
-		return errorResult(p.ID, d.Reason)
+		r := errorResult(p.ID, d.Reason)
+		if d.Approval != "" {
+			r.Content, r.approval = g.askSentence(d), d.Approval
+		}
+		return r
 	}
 	impl, ok := p.cur.Impl(p.Name)
 	if !ok {

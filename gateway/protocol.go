@@ -81,6 +81,9 @@ type result struct {
 	IsError   bool   `json:"is_error"`
 	// structured is the tool's structured result, for the MCP front end.
 	structured any
+	// approval is the token of a call that asks (rule P15), for the MCP
+	// front end, which asks the person itself.
+	approval string
 }
 
 type userMessage struct {

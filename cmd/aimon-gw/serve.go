@@ -25,6 +25,10 @@ type serveParams struct {
 	Stdout       io.Writer
 	Log          *slog.Logger
 	Decisions    gateway.DecisionLog
+	// ApprovalKey is the file of the key that seals approval tokens
+	// (rule P15); "" for a key of this process's own.
+	ApprovalKey string
+	ApprovalTTL time.Duration
 }
 
 func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -35,6 +39,8 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
 			decisionLogFlag(),
+			&cli.StringFlag{Name: "approval-key", Usage: "file holding the key (32 or more random bytes, mode 0600) that seals approval tokens; without it a key of this process's own"},
+			&cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -54,6 +60,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"),
 			})
 		},
 	}
@@ -69,8 +76,18 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
+	var key []byte
+	if p.ApprovalKey != "" {
+		if key, err = gateway.ReadApprovalKey(p.ApprovalKey); err != nil {
+			return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		}
+	}
+	approvals, err := gateway.NewApprovals(key, p.ApprovalTTL)
+	if err != nil {
+		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	}
 	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
-		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions}})
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}})
 	if err != nil {
 		return err
 	}

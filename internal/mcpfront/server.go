@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,15 @@ func Serve(ctx context.Context, o Options) error {
 		// not advertise logging.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	if o.Reload.Gateway.Approvals == nil {
+		// An approval is asked and given within one call: a key of this
+		// process's own seals it.
+		a, err := gateway.NewApprovals(nil, 0)
+		if err != nil {
+			return err
+		}
+		o.Reload.Gateway.Approvals = a
+	}
 	ts := &toolSet{ctx: ctx, server: server, chain: o.Reload.Gateway.Chain, log: log, listed: map[string]bool{}}
 	o.Reload.OnSwap = ts.sync
 	rt, err := reload.Start(ctx, o.Reload)
@@ -93,7 +103,7 @@ func Serve(ctx context.Context, o Options) error {
 		g := newGuard(o.In, o.Out, max)
 		g.listed = ts.isListed
 		g.refuse = func(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
-			return toResult(ts.call(ctx, gw, name, args))
+			return toResult(ts.call(ctx, gw, nil, name, args))
 		}
 		t = g
 	}
@@ -122,15 +132,49 @@ func (m *toolSet) isListed(name string) bool {
 	return m.listed[name]
 }
 
-// call runs one call through the gateway, cancelled with the process.
-func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, name string, input json.RawMessage) gateway.CallResult {
+// call runs one call through the gateway, cancelled with the process. A
+// call that needs a person's approval (rule P15) is put to the person
+// through elicitation, when the client declares it, and run only on an
+// approval; a session that cannot be asked (nil: the guard's refusals)
+// refuses it with a sentence.
+func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, session *mcp.ServerSession, name string, input json.RawMessage) gateway.CallResult {
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
-	return gw.Call(ctx, m.chain, "mcp_"+strconv.FormatInt(m.seq.Add(1), 10), name, input)
+	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input}
+	r := gw.CallApproved(ctx, m.chain, c)
+	if r.Approval == "" {
+		return r
+	}
+	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
+	if !canElicit(session) {
+		return gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."}
+	}
+	res, err := session.Elicit(ctx, &mcp.ElicitParams{
+		Message: reason + " Approve this call?",
+		RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
+			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve " + name}}},
+	})
+	switch {
+	case err != nil:
+		return gateway.CallResult{IsError: true, Text: fmt.Sprintf("%s Asking for approval failed (%v), so the call is refused.", reason, err)}
+	case res.Action != "accept" || res.Content["approve"] != true:
+		return gateway.CallResult{IsError: true, Text: fmt.Sprintf("%s The person did not approve it (%s), so the call was not run.", reason, res.Action)}
+	}
+	c.Approvals = []string{r.Approval}
+	return gw.CallApproved(ctx, m.chain, c)
+}
+
+// canElicit reports whether the client of session declared elicitation.
+func canElicit(session *mcp.ServerSession) bool {
+	if session == nil {
+		return false
+	}
+	p := session.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
 }
 
 func toResult(r gateway.CallResult) *mcp.CallToolResult {
@@ -154,7 +198,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 		name := d.Name
 		now[name] = true
 		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return toResult(m.call(ctx, gw, name, req.Params.Arguments)), nil
+			return toResult(m.call(ctx, gw, req.Session, name, req.Params.Arguments)), nil
 		})
 	}
 	var gone []string
