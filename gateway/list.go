@@ -16,12 +16,6 @@ type anthropicTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-type mcpTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-}
-
 type openaiTool struct {
 	Type     string         `json:"type"`
 	Function openaiFunction `json:"function"`
@@ -59,7 +53,10 @@ func (g *Gateway) listTools(cur *Current, chain []string, format string, strict 
 		case "anthropic":
 			reply.Tools = append(reply.Tools, anthropicTool{t.Name, t.Description, t.InputSchema})
 		case "mcp":
-			reply.Tools = append(reply.Tools, mcpTool{t.Name, t.Description, t.InputSchema})
+			// Left out as the MCP server leaves it out.
+			if m, err := t.MCP(); err == nil {
+				reply.Tools = append(reply.Tools, m)
+			}
 		default:
 			f := openaiFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}
 			if strict {

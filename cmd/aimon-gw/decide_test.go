@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -143,5 +145,31 @@ claudeCode: unknownTools: "ask"
 	}
 	if got["mcp"]["allowed"] != true || got["unknown"]["allowed"] != false || got["nocwd"]["allowed"] != false {
 		t.Errorf("verdicts: mcp %v, unknown %v, nocwd %v", got["mcp"], got["unknown"], got["nocwd"])
+	}
+}
+
+// TestR7OneMCPRendering: list_tools with format "mcp" lists each tool
+// exactly as the MCP server does: title, schemas and annotations.
+func TestR7OneMCPRendering(t *testing.T) {
+	s := mcpClient(t, mcpParams{Surface: "agent"})
+	list, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := runServe(t, nil, nil, `{"type":"list_tools","format":"mcp"}`)[0]
+	byName := map[string]any{}
+	for _, tool := range served["tools"].([]any) {
+		byName[tool.(map[string]any)["name"].(string)] = tool
+	}
+	if len(list.Tools) == 0 || len(byName) != len(list.Tools) {
+		t.Fatalf("mcp lists %d tools, list_tools %d", len(list.Tools), len(byName))
+	}
+	for _, tool := range list.Tools {
+		b, _ := json.Marshal(tool)
+		var viaMCP any
+		json.Unmarshal(b, &viaMCP)
+		if !reflect.DeepEqual(viaMCP, byName[tool.Name]) {
+			t.Errorf("%s:\n  mcp:        %s\n  list_tools: %v", tool.Name, b, byName[tool.Name])
+		}
 	}
 }

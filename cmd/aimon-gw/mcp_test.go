@@ -19,6 +19,13 @@ import (
 // and connects the official Go SDK's client to it.
 func mcpClient(t *testing.T, p mcpParams) *mcp.ClientSession {
 	t.Helper()
+	return mcpClientWith(t, p, nil)
+}
+
+// mcpClientWith is mcpClient with the client's options (its elicitation
+// handler, say).
+func mcpClientWith(t *testing.T, p mcpParams, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -31,7 +38,7 @@ func mcpClient(t *testing.T, p mcpParams) *mcp.ClientSession {
 		done <- serveMCP(ctx, p)
 		outW.Close()
 	}()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, opts).
 		Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)

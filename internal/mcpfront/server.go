@@ -190,7 +190,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 	defer m.mu.Unlock()
 	now := map[string]bool{}
 	for _, d := range defs {
-		tool, err := mcpTool(d)
+		tool, err := d.MCP()
 		if err != nil {
 			m.log.Error("mcp: leaving a tool out", "tool", d.Name, "error", err)
 			continue
@@ -211,37 +211,6 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 		m.server.RemoveTools(gone...)
 	}
 	m.listed = now
-}
-
-// mcpTool is a gateway tool as MCP lists it: its title, schemas, and the
-// annotations its side effect (rule P13) and declarations give.
-func mcpTool(d gateway.ToolDef) (*mcp.Tool, error) {
-	var in map[string]any
-	if err := json.Unmarshal(d.InputSchema, &in); err != nil || in == nil {
-		return nil, fmt.Errorf("its input schema is not a JSON object: %v", err)
-	}
-	in["type"] = "object" // every input is an object; MCP requires it be said
-	t := &mcp.Tool{Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: in,
-		Annotations: annotations(d)}
-	if d.OutputSchema != nil {
-		var out map[string]any
-		if err := json.Unmarshal(d.OutputSchema, &out); err != nil {
-			return nil, fmt.Errorf("its output schema is not a JSON object: %v", err)
-		}
-		delete(out, "$schema")
-		t.OutputSchema = out
-	}
-	return t, nil
-}
-
-// annotations: readOnlyHint for none and read, destructiveHint for
-// destructive (rule P13); idempotentHint and openWorldHint as declared.
-func annotations(d gateway.ToolDef) *mcp.ToolAnnotations {
-	readOnly := d.Effect == "none" || d.Effect == "read"
-	destructive := d.Effect == "destructive"
-	open := d.OpenWorld
-	return &mcp.ToolAnnotations{Title: d.Title, ReadOnlyHint: readOnly, DestructiveHint: &destructive,
-		IdempotentHint: d.Idempotent, OpenWorldHint: &open}
 }
 
 // codeNotServing is the JSON-RPC error (in the range left to servers) of a
