@@ -55,8 +55,8 @@ func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ce
 		return p
 	}
 	p.tool = t
-	if t.Unpinned != "" {
-		p.settle(rule.Refused(rule.S3, notExecuted(t.Name+" changed on its server since it was pinned, so it is withheld; tell the operator")))
+	if code, why := t.Withheld(); why != "" {
+		p.settle(rule.Refused(code, notExecuted(why)))
 		return p
 	}
 	if policy.Above(t.Effect, ceil.effect) {
@@ -101,7 +101,7 @@ func ceilingOf(cur *Current, chain []string) ceiling {
 func listed(cur *Current, eff *allow.Effective, ceil ceiling) []string {
 	var names []string
 	for _, n := range cur.Names() {
-		if t := cur.Tools[n]; eff.Listed(n) && !policy.Above(t.Effect, ceil.effect) && t.Unpinned == "" {
+		if t := cur.Tools[n]; eff.Listed(n) && !policy.Above(t.Effect, ceil.effect) && t.Unpinned == "" && t.Unavailable == "" {
 			names = append(names, n)
 		}
 	}

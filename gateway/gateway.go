@@ -290,10 +290,13 @@ type statusReply struct {
 	// Unpinned are the upstream tools withheld because their definitions
 	// changed since they were pinned, with how.
 	Unpinned []string `json:"unpinned,omitempty"`
+	// Unavailable are the upstream servers that could not be started or
+	// reached at the last load, with their withheld tools (rule R4).
+	Unavailable []provision.Unavailable `json:"unavailable,omitempty"`
 }
 
 func (g *Gateway) status(cur *Current) []byte {
-	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools)}
+	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools), Unavailable: cur.Unavailable}
 	for _, n := range cur.Names() {
 		if u := cur.Tools[n].Unpinned; u != "" {
 			r.Unpinned = append(r.Unpinned, u)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -103,6 +104,10 @@ type Tool struct {
 	// Unpinned says why an upstream tool is withheld: its definition no
 	// longer matches its pin. Such a tool is neither listed nor run.
 	Unpinned string
+	// Unavailable says why an upstream tool is withheld because its
+	// server cannot be started or reached; it is offered again once the
+	// server answers (rule R4).
+	Unavailable string
 	// External names the program that runs the tool, when the gateway only
 	// decides it ("claude-code").
 	External string
@@ -128,6 +133,18 @@ func (t *Tool) Kind() string {
 		return "upstream"
 	}
 	return "builtin"
+}
+
+// Withheld says why the tool is neither listed nor run, as a sentence for
+// a caller, and the rule that withholds it; "" when it is offered.
+func (t *Tool) Withheld() (rule.ID, string) {
+	switch {
+	case t.Unavailable != "":
+		return rule.R4, fmt.Sprintf("%s is withheld because its MCP server %s is unavailable: %s The gateway tries the server again and offers the tool once it answers", t.Name, t.Upstream.Server, t.Unavailable)
+	case t.Unpinned != "":
+		return rule.S3, t.Name + " changed on its server since it was pinned, so it is withheld; tell the operator"
+	}
+	return "", ""
 }
 
 // Pending reports whether the tool waits for its implementation to declare

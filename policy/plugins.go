@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,9 @@ type Declared struct {
 	// Unpinned, for an upstream tool, says how its definition differs from
 	// its pin; the tool is then withheld.
 	Unpinned string
+	// Unavailable, for an upstream tool, says why its server cannot be
+	// started or reached; the tool is then withheld.
+	Unavailable string
 	// Hints are an upstream tool's MCP annotations; nil for none. They say
 	// the tool's effect only where the server is trusted to
 	// (trustAnnotations) and the policy does not say it.
@@ -94,9 +98,9 @@ func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
 		t := *pt
 		if c.declare(&t, d) && c.compileInput(&t) && c.checkSubject(&t) {
 			t.pending, t.value = false, cue.Value{}
-			t.Unpinned = d.Unpinned
-			if d.Unpinned != "" {
-				out.Warnings = append(slices.Clone(out.Warnings), Diagnostic{Pos: t.ImplPos, Code: "S3", Warning: true, Message: d.Unpinned})
+			t.Unpinned, t.Unavailable = d.Unpinned, d.Unavailable
+			if code, why := t.Withheld(); why != "" {
+				out.Warnings = append(slices.Clone(out.Warnings), Diagnostic{Pos: t.ImplPos, Code: string(code), Warning: true, Message: cmp.Or(d.Unpinned, why+".")})
 			}
 			out.Tools[t.Name] = &t
 		}

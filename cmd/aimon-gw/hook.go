@@ -96,7 +96,7 @@ func hook(p hookParams) error {
 			cache = &loadcache.Cache{Dir: p.Cache, Log: p.Log}
 		}
 	}
-	gen, closeGen, err := reload.OnceCached(context.Background(), cache, p.Policy, in.Cwd, p.LoadTimeout, discard)
+	gen, closeGen, err := reload.OnceCached(context.Background(), cache, true, p.Policy, in.Cwd, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}

@@ -136,7 +136,8 @@ validation: "enforce"
 // TestS3RugPullIsRefused: pin writes the servers' tool definitions;
 // pinning an unchanged server changes no byte; a server that changes a
 // tool's description after it was pinned has that tool withheld: not
-// listed, and refused with a sentence, while its other tools work.
+// listed, and refused with a sentence, while its other tools work; vet
+// works from the pins.
 func TestS3RugPullIsRefused(t *testing.T) {
 	bin := fsServer(t)
 	root := t.TempDir()
@@ -184,9 +185,10 @@ servers: fs: {command: [%q], env: AIMON_TEST_DESCRIPTION: string | *"", expose: 
 	if list := fmt.Sprint(replies[2]); strings.Contains(list, "fs__write_file") || !strings.Contains(list, "fs__read_file") {
 		t.Errorf("list_tools offers a rug-pulled tool: %s", list)
 	}
-	out, _ := exec.Command(gatewayBinary(t), "vet", dir).CombinedOutput()
-	if !strings.Contains(string(out), "changed since it was pinned") {
-		t.Errorf("vet does not show the change: %s", out)
+	// vet decides from the pins without starting the server (issue 29):
+	// the live change is the status line's and pin's to show.
+	if out, err := exec.Command(gatewayBinary(t), "vet", dir).CombinedOutput(); err != nil {
+		t.Errorf("vet of a pinned policy: %v\n%s", err, out)
 	}
 }
 

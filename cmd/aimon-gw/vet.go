@@ -60,7 +60,7 @@ func vet(p vetParams) error {
 	if p.Log == nil {
 		p.Log = discard
 	}
-	gen, closeGen, err := reload.Once(orBackground(p.Ctx), p.Dir, "", p.LoadTimeout, p.Log)
+	gen, closeGen, err := reload.OnceCached(orBackground(p.Ctx), nil, true, p.Dir, "", p.LoadTimeout, p.Log)
 	if err == nil {
 		defer closeGen()
 	}

@@ -4,6 +4,7 @@ package mcptest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -24,8 +25,16 @@ type Echo struct {
 }
 
 // NewEcho starts an Echo server that accepts token, stopped when t ends.
-func NewEcho(t testing.TB, token string) *Echo {
+func NewEcho(t testing.TB, token string) *Echo { return NewEchoAt(t, token, "127.0.0.1:0") }
+
+// NewEchoAt is NewEcho listening at addr (host:port): a test can start the
+// server where a gateway found none.
+func NewEchoAt(t testing.TB, token, addr string) *Echo {
 	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &Echo{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "v1"}, nil)
 	type echoIn struct {
@@ -38,13 +47,16 @@ func NewEcho(t testing.TB, token string) *Echo {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "who are you?", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
 	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
 	t.Cleanup(srv.Close)
 	e.URL = srv.URL + "/mcp"
 	return e

@@ -11,6 +11,8 @@ package provision
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,7 +58,10 @@ type Registry map[string]Kind
 // it holds when its last call exits. Safe for concurrent use.
 type Generation struct {
 	*policy.Generation
-	impls map[string]tools.Tool
+	// Unavailable are the upstream servers that could not be started or
+	// reached, whose tools are withheld (rule R4), by server name.
+	Unavailable []Unavailable
+	impls       map[string]tools.Tool
 
 	mu       sync.Mutex
 	active   int
@@ -66,6 +71,14 @@ type Generation struct {
 	released chan struct{}
 }
 
+// Unavailable is an upstream server that is down, why, and the tools it
+// withholds; the gateway offers them again once the server answers.
+type Unavailable struct {
+	Server string   `json:"server"`
+	Reason string   `json:"reason"`
+	Tools  []string `json:"tools,omitempty"`
+}
+
 // Provision binds every tool of gen. When any tool cannot be bound, what
 // was bound is released and the error is a policy.Errors with the place
 // each failed tool is declared.
@@ -73,8 +86,9 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 	g := &Generation{impls: map[string]tools.Tool{}, released: make(chan struct{})}
 	decls := map[string]policy.Declared{}
 	var errs policy.Errors
+	down := map[string]*Unavailable{}
 	if len(gen.Wildcards) > 0 {
-		expanded, release, err := r.expand(ctx, gen)
+		expanded, release, err := r.expand(ctx, gen, down)
 		defer release()
 		if err != nil {
 			return nil, err
@@ -101,6 +115,14 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 		g.impls[name] = b.Tool
 		if b.Declared != nil {
 			decls[name] = *b.Declared
+			if why := b.Declared.Unavailable; why != "" {
+				d := down[t.Upstream.Server]
+				if d == nil {
+					d = &Unavailable{Server: t.Upstream.Server, Reason: why}
+					down[t.Upstream.Server] = d
+				}
+				d.Tools = append(d.Tools, name)
+			}
 		}
 	}
 	if len(errs) == 0 && len(gen.Pending()) > 0 {
@@ -115,6 +137,9 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 		return nil, errs
 	}
 	g.Generation = gen
+	for _, server := range slices.Sorted(maps.Keys(down)) {
+		g.Unavailable = append(g.Unavailable, *down[server])
+	}
 	for _, k := range r {
 		if s, ok := k.(Settler); ok {
 			s.Settle()
@@ -124,7 +149,8 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 }
 
 // expand adds the tools of the servers that expose "*", as they list them.
-func (r Registry) expand(ctx context.Context, gen *policy.Generation) (*policy.Generation, func(), error) {
+// A server that cannot list them is recorded in down, and adds none.
+func (r Registry) expand(ctx context.Context, gen *policy.Generation, down map[string]*Unavailable) (*policy.Generation, func(), error) {
 	var releases []func()
 	release := func() {
 		for _, f := range releases {
@@ -136,18 +162,14 @@ func (r Registry) expand(ctx context.Context, gen *policy.Generation) (*policy.G
 		return nil, release, fmt.Errorf("this gateway cannot list the tools of an MCP server")
 	}
 	listed := map[string][]string{}
-	var errs policy.Errors
 	for server, w := range gen.Wildcards {
 		names, rel, err := lister.List(ctx, w)
 		if err != nil {
-			errs = append(errs, policy.Diagnostic{Pos: w.ImplPos, Code: string(rule.R4), Message: fmt.Sprintf("server %s: %s", server, sentence(err))})
+			down[server] = &Unavailable{Server: server, Reason: sentence(err)}
 			continue
 		}
 		releases = append(releases, rel)
 		listed[server] = names
-	}
-	if len(errs) > 0 {
-		return nil, release, errs
 	}
 	out, err := gen.Expand(listed)
 	return out, release, err

@@ -34,12 +34,26 @@ import (
 // (rule R4).
 type Upstreams struct {
 	Log *slog.Logger
+	// Retry has a server that cannot be started or reached tried again,
+	// with back-off, until it answers; OnChange is then called, so that a
+	// reload offers its tools again. Off for a one-shot decision.
+	Retry bool
+	// Offline binds tools without starting or reaching their servers, for
+	// decisions that run no tool (vet, the hook): each is declared as its
+	// server's pins know it, its input as open as the policy leaves it.
+	Offline bool
 
 	mu       sync.Mutex
 	servers  map[string]*upstream
+	down     map[string]error // by server key: why it is down, while it is retried
+	stop     chan struct{}    // closed by Close: ends the retries
 	closed   bool
 	onChange func(server string)
 }
+
+// RetryMin and RetryMax bound the back-off between tries of a server that
+// is down.
+var RetryMin, RetryMax = 500 * time.Millisecond, 30 * time.Second
 
 // OnChange has f called after a server said its tools changed
 // (notifications/tools/list_changed) and one of their definitions differs:
@@ -71,7 +85,12 @@ type upstream struct {
 
 // Bind leases the tool's server, starting it if needed, and imports what it
 // declares of the tool (rules S3, S8).
+// A server that cannot be started or reached, or does not list the tool,
+// does not fail the binding: the tool is withheld, saying why (rule R4).
 func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
+	if u.Offline {
+		return u.bindOffline(t), nil
+	}
 	s, err := u.lease(t)
 	if err != nil {
 		return Binding{}, err
@@ -79,10 +98,11 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 	release := func() { u.release(s) }
 	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
 	defer cancel()
-	tool, err := s.describe(ctx, t.Upstream.Tool)
+	tool, err := u.describe(ctx, s, t.Upstream.Tool)
 	if err != nil {
 		release()
-		return Binding{}, err
+		u.log().Warn("an upstream tool is withheld: its MCP server is unavailable", "tool", t.Name, "server", t.Upstream.Server, "cause", err)
+		return withheld(t, sentence(err)), nil
 	}
 	schema, err := json.Marshal(tool.InputSchema)
 	if err != nil {
@@ -100,11 +120,47 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 	pin := PinOf(tool)
 	var impl tools.Tool = &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout, bound: pin}
 	if d.Unpinned = unpinned(t, pin); d.Unpinned != "" {
+		u.log().Warn("an upstream tool is withheld: it does not match its pin", "tool", t.Name, "server", t.Upstream.Server, "why", d.Unpinned)
 		impl = tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
 			return tools.Errorf("%s changed on its server since it was pinned, so it is not run; tell the operator. The tool was not executed.", t.Name)
 		})
 	}
 	return Binding{Tool: impl, Declared: d, Release: release}, nil
+}
+
+// openInput is the input schema of a tool whose server has not declared
+// one: any object, which the policy's input may narrow, with the field
+// its permission subject names (rule P2).
+func openInput(t *policy.Tool) []byte {
+	if t.Subject == nil {
+		return []byte(`{"type":"object"}`)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{t.Subject.Field: map[string]any{"type": "string"}}})
+	return b
+}
+
+// withheld binds a tool whose server is unavailable: it is declared with
+// an open input and refuses to run, saying why.
+func withheld(t *policy.Tool, why string) Binding {
+	return Binding{
+		Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
+			return tools.Errorf("%s is withheld: its MCP server %s is unavailable (%s). The tool was not executed.", t.Name, t.Upstream.Server, why)
+		}),
+		Declared: &policy.Declared{InputSchema: openInput(t), Concurrency: "sequential", Interrupt: "cooperative", Unavailable: why},
+	}
+}
+
+// bindOffline binds a tool without its server, for a decision that runs
+// none: declared with an open input (rule S8), held to its server's pins.
+func (u *Upstreams) bindOffline(t *policy.Tool) Binding {
+	d := &policy.Declared{InputSchema: openInput(t), Concurrency: "sequential", Interrupt: "cooperative"}
+	d.Unpinned = unpinned(t, t.Upstream.Pin())
+	return Binding{
+		Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
+			return tools.Errorf("%s was decided without starting its MCP server %s, so it is not run here. The tool was not executed.", t.Name, t.Upstream.Server)
+		}),
+		Declared: d,
+	}
 }
 
 // unpinned says why a tool whose definition has the given pin is withheld;
@@ -125,7 +181,11 @@ func unpinned(t *policy.Tool, pin string) string {
 
 // List leases the server, starting it if needed, and returns the names of
 // the tools it lists; release gives the lease back.
+// Offline, the names are those the server's pins list.
 func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, func(), error) {
+	if u.Offline {
+		return slices.Sorted(maps.Keys(server.Upstream.Pins)), func() {}, nil
+	}
 	s, err := u.lease(server)
 	if err != nil {
 		return nil, func() {}, err
@@ -133,8 +193,9 @@ func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, fu
 	release := func() { u.release(s) }
 	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
 	defer cancel()
-	if _, err := s.connect(ctx); err != nil {
+	if err := u.reach(ctx, s); err != nil {
 		release()
+		u.log().Warn("an upstream server's tools are withheld: it is unavailable", "server", server.Upstream.Server, "cause", err)
 		return nil, func() {}, err
 	}
 	s.mu.Lock()
@@ -163,7 +224,74 @@ func (u *Upstreams) Definition(ctx context.Context, t *policy.Tool) (*mcp.Tool, 
 		return nil, err
 	}
 	defer u.release(s)
-	return s.describe(ctx, t.Upstream.Tool)
+	return u.describe(ctx, s, t.Upstream.Tool)
+}
+
+// reach connects to the server unless it is known to be down and is
+// being retried; a server that fails to connect is then retried (Retry).
+func (u *Upstreams) reach(ctx context.Context, s *upstream) error {
+	u.mu.Lock()
+	err := u.down[s.key]
+	u.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err = s.connect(ctx); err != nil {
+		u.retry(s, err)
+	}
+	return err
+}
+
+// retry records that a server is down, so that its other tools do not
+// wait for it again, and with Retry tries it again with back-off in the
+// background until it answers or the gateway stops; then OnChange has its
+// tools provisioned again. Only one retry runs per server.
+func (u *Upstreams) retry(s *upstream, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.down[s.key] != nil {
+		return
+	}
+	if u.down == nil {
+		u.down = map[string]error{}
+	}
+	u.down[s.key] = err
+	if !u.Retry {
+		return
+	}
+	if u.stop == nil {
+		u.stop = make(chan struct{})
+	}
+	key, spec, sb, stop := s.key, s.spec, s.sb, u.stop
+	go func() {
+		for delay := RetryMin; ; delay = min(2*delay, RetryMax) {
+			select {
+			case <-time.After(delay):
+			case <-stop:
+				return
+			}
+			probe := &upstream{u: u, key: key, spec: spec, sb: sb}
+			ctx, cancel := context.WithTimeout(context.Background(), DescribeTimeout)
+			_, err := probe.connect(ctx)
+			cancel()
+			probe.stop()
+			u.mu.Lock()
+			if err != nil {
+				u.down[key] = err
+				u.mu.Unlock()
+				u.log().Debug("an upstream server is still unavailable", "server", spec.Server, "cause", err, "next", 2*delay)
+				continue
+			}
+			delete(u.down, key)
+			f := u.onChange
+			u.mu.Unlock()
+			u.log().Info("an upstream server answers again; its tools are provisioned again", "server", spec.Server)
+			if f != nil {
+				f(spec.Server)
+			}
+			return
+		}
+	}()
 }
 
 // Settle stops the servers that start on first use ("call") and run no
@@ -196,6 +324,10 @@ func (u *Upstreams) Close() {
 	u.closed = true
 	all := u.servers
 	u.servers = nil
+	if u.stop != nil {
+		close(u.stop)
+		u.stop = nil
+	}
 	u.mu.Unlock()
 	for _, s := range all {
 		s.stop()
@@ -423,8 +555,8 @@ func (u *Upstreams) log() *slog.Logger {
 	return u.Log
 }
 
-func (s *upstream) describe(ctx context.Context, name string) (*mcp.Tool, error) {
-	if _, err := s.connect(ctx); err != nil {
+func (u *Upstreams) describe(ctx context.Context, s *upstream, name string) (*mcp.Tool, error) {
+	if err := u.reach(ctx, s); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -52,7 +52,9 @@ func bind(t *testing.T, up *Upstreams, pt *policy.Tool) Binding {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Release)
+	if b.Release != nil {
+		t.Cleanup(b.Release)
+	}
 	return b
 }
 
@@ -176,8 +178,21 @@ func TestR4ConcurrentCallsAndACrash(t *testing.T) {
 	}
 }
 
+// unavailable is why Bind withheld a tool, or its error; "" when the tool
+// was bound to run.
+func unavailable(b Binding, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case b.Declared != nil:
+		return b.Declared.Unavailable
+	}
+	return ""
+}
+
 // TestR4ServerThatCannotServe: a command that is no MCP server, or none at
-// all, is an error with a sentence at Bind, and leaves no process.
+// all, does not fail Bind: the tool is withheld with a sentence, refuses to
+// run, and leaves no process.
 func TestR4ServerThatCannotServe(t *testing.T) {
 	for _, tc := range []struct {
 		note, want string
@@ -193,9 +208,12 @@ func TestR4ServerThatCannotServe(t *testing.T) {
 			pt := &policy.Tool{Name: "x__y", Upstream: &policy.Upstream{Server: "x", Tool: "y", Command: tc.command, NoPin: true}}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := up.Bind(ctx, pt)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "servers.x.command") {
-				t.Fatalf("Bind = %v, want a sentence saying %q and what to fix", err, tc.want)
+			b, err := up.Bind(ctx, pt)
+			if why := unavailable(b, err); err != nil || !strings.Contains(why, tc.want) || !strings.Contains(why, "servers.x.command") {
+				t.Fatalf("Bind = %v, withheld for %q; want a sentence saying %q and what to fix", err, why, tc.want)
+			}
+			if r := b.Tool.Run(ctx, nil, tools.Input{}); !r.IsError || !strings.Contains(r.Text, "unavailable") {
+				t.Errorf("a call of the withheld tool: %+v", r)
 			}
 		})
 	}
@@ -256,14 +274,11 @@ func TestS3StreamableHTTPServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			b, err := up.Bind(ctx, pt)
-			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("Bind = %v, want an error saying %q", err, tc.want)
-				}
-				return
+			if why := unavailable(b, err); err != nil || !strings.Contains(why, tc.want) || (tc.want == "") != (why == "") {
+				t.Fatalf("Bind = %v, withheld for %q; want it withheld for %q", err, why, tc.want)
 			}
-			if err != nil {
-				t.Fatal(err)
+			if tc.want != "" {
+				return
 			}
 			defer b.Release()
 			if r := b.Tool.Run(ctx, nil, tools.Input{"text": "hi"}); r.IsError || r.Text != "echo hi" {

@@ -105,16 +105,19 @@ func warnSandbox(g *provision.Generation) {
 	}
 }
 
-// Once loads and provisions a policy for one decision (check, vet): close
-// releases the generation and stops what it started.
+// Once loads and provisions a policy for one decision (check): close
+// releases the generation and stops what it started. An upstream server
+// that is down has its tools withheld, as serve would.
 func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	return OnceCached(ctx, nil, dir, workdir, timeout, log)
+	return OnceCached(ctx, nil, false, dir, workdir, timeout, log)
 }
 
 // OnceCached is Once through a cache of compiled loads, when cache is not
 // nil: a record that verifies stands for the load (package loadcache).
-func OnceCached(ctx context.Context, cache *loadcache.Cache, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	h, up := host.New(log), &provision.Upstreams{Log: log}
+// Offline, no upstream server is started or reached (vet, the hook): their
+// tools are declared from the pins (provision.Upstreams.Offline).
+func OnceCached(ctx context.Context, cache *loadcache.Cache, offline bool, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	h, up := host.New(log), &provision.Upstreams{Log: log, Offline: offline}
 	load := func() (*policy.Generation, error) { return loadPolicy(ctx, dir, workdir, timeout) }
 	var pg *policy.Generation
 	if cache != nil {
@@ -149,7 +152,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		log = slog.Default()
 		o.Gateway.Logger = log
 	}
-	r := &Runtime{host: host.New(log), up: &provision.Upstreams{Log: log}, done: make(chan struct{})}
+	r := &Runtime{host: host.New(log), up: &provision.Upstreams{Log: log, Retry: true}, done: make(chan struct{})}
 	reg := Registry(r.host, r.up)
 	wd := o.Gateway.Workdir
 	if o.Dir == "" {
@@ -187,6 +190,10 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		r.up.Close()
 		return nil, err
 	}
+	// A server whose tools changed, or that answers again after it was
+	// down, is provisioned again: its tools are then held to their pins
+	// as at load. Set before the first load, whose servers may be down.
+	r.up.OnChange(func(string) { w.Reload() })
 	first, err := reg.Provision(ctx, w.Initial())
 	if err != nil {
 		w.Close()
@@ -195,9 +202,6 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.w = w
-	// A server whose tools changed is provisioned again: its tools are
-	// then held to their pins as at load.
-	r.up.OnChange(func(string) { w.Reload() })
 	o.Gateway.LastReload = func() (string, time.Time) {
 		st := w.Status()
 		return st.LastError, st.LastErrorAt
