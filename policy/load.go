@@ -501,8 +501,8 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		// Every problem in one run: what compiled beside the errors is
 		// reported too, warnings included.
 		errs = merge(errs, c.warnings)
-		sortDiagnostics(errs)
-		return nil, errs
+		errs = merge(errs, vetChecks(g, c.warnings))
+		return nil, Errors(OnePerPlace(errs))
 	}
 	sortDiagnostics(c.warnings)
 	g.Warnings = c.warnings

@@ -185,14 +185,22 @@ commands: deploy: "allowed-tools": ["Bsh"]
 	for _, w := range []string{
 		`policy.cue:7:34: agent allowed-tools entry "Raed" names no tool the policy defines; did you mean "Read"?`,
 		`policy.cue:8:37: command:deploy allowed-tools entry "Bsh" names no tool the policy defines; the tools are Read.`,
-		`policy.cue:8:37: command:deploy allowed-tools leaves no tool at all`,
 	} {
 		if !strings.Contains(text, w) {
 			t.Errorf("vet lacks %q; got:\n%s", w, text)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("%d problems, want 3:\n%s", len(got), text)
+	// The misspelt tool is reported once: the list it empties is its
+	// consequence, at the same place (issue 33). The load still logs it.
+	if len(got) != 2 {
+		t.Errorf("%d problems, want 2:\n%s", len(got), text)
+	}
+	var logged bool
+	for _, w := range g.Warnings {
+		logged = logged || strings.Contains(w.String(), `policy.cue:8:37: command:deploy allowed-tools leaves no tool at all`)
+	}
+	if !logged {
+		t.Errorf("the load's warnings lack the list that leaves no tool: %v", g.Warnings)
 	}
 }
 

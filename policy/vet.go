@@ -13,22 +13,45 @@ import (
 // P12) and a declared list that has nothing in common with the main agent's,
 // so that every run on it would be refused (rule P11).
 func Vet(g *Generation) []Diagnostic {
-	ds := append([]Diagnostic(nil), g.Warnings...)
-	ds = append(ds, emptiedByCeiling(g)...)
+	return OnePerPlace(append(append([]Diagnostic(nil), g.Warnings...), vetChecks(g, g.Warnings)...))
+}
+
+// vetChecks are vet's findings beyond the load's warnings. They run on
+// what compiled, also beside errors, so that one run reports every problem.
+func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
+	ds := emptiedByCeiling(g)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {
 			continue
 		}
-		if _, err := g.Effective([]string{"agent", ref}); errors.Is(err, allow.ErrNoTool) && !hasNoTool(ds, s) {
+		if _, err := g.Effective([]string{"agent", ref}); errors.Is(err, allow.ErrNoTool) && !hasNoTool(warnings, s) {
 			ds = append(ds, Diagnostic{Pos: s.EntryPos[0], Code: "P11", Warning: true,
 				Message: ref + " allowed-tools has no tool in common with the main agent's, so every run on it is refused; allow it a tool the agent may use."})
 			continue
 		}
 		ds = append(ds, disjointCommands(g, s)...)
 	}
-	sortDiagnostics(ds)
 	return ds
+}
+
+// OnePerPlace sorts diagnostics by place and keeps one per place: one
+// mistake (a misspelt tool) is reported once, not again for each of its
+// consequences (the list it empties, the pattern it cannot check). An
+// error wins over a warning; otherwise the first found, the most direct.
+func OnePerPlace(ds []Diagnostic) []Diagnostic {
+	sortDiagnostics(ds)
+	out := ds[:0:0]
+	for _, d := range ds {
+		if n := len(out); n > 0 && d.Pos.IsValid() && out[n-1].Pos == d.Pos {
+			if out[n-1].Warning && !d.Warning {
+				out[n-1] = d
+			}
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // hasNoTool reports whether P12 already said that s leaves no tool at all.

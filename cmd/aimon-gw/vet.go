@@ -20,6 +20,7 @@ import (
 type vetParams struct {
 	Dir         string
 	Format      string // text, json or github
+	Strict      bool   // warnings fail too
 	LoadTimeout time.Duration
 	Stdout      io.Writer
 	Log         *slog.Logger    // the load's logs (plugins, upstream servers)
@@ -29,9 +30,10 @@ type vetParams struct {
 func vetCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "vet",
-		Usage:     "check a policy directory; exit 0 sound, 1 with its problems, 2 on a usage error",
+		Usage:     "check a policy directory; exit 0 sound or with warnings only, 1 with errors (or, with --strict, warnings), 2 on a usage error",
 		ArgsUsage: "DIR",
 		Flags: []cli.Flag{loadTimeoutFlag(),
+			&cli.BoolFlag{Name: "strict", Usage: "exit 1 on warnings too (entries that deny, lists that leave no tool): for CI"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (file:line:col: message), json (an array of problems), or github (workflow commands)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -41,13 +43,15 @@ func vetCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Log: log, Ctx: c.Context})
+			return vet(vetParams{Dir: c.Args().First(), Format: c.String("format"), Strict: c.Bool("strict"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Log: log, Ctx: c.Context})
 		},
 	}
 }
 
 // vet prints every problem of the policy in p.Dir, one per line, and fails
-// with exit code 1 when there is any.
+// with exit code 1 when one is an error, or with p.Strict when there is any.
+// A warning is a policy that loads and is served, but not as its authors
+// meant (an entry that denies, a list that leaves no tool).
 func vet(p vetParams) error {
 	switch p.Format {
 	case "", "text", "json", "github":
@@ -77,8 +81,10 @@ func vet(p vetParams) error {
 	if err := printProblems(p.Stdout, p.Format, problems); err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v.", err), exitUsage)
 	}
-	if len(problems) > 0 {
-		return cli.Exit("", exitFinding)
+	for _, d := range problems {
+		if !d.Warning || p.Strict {
+			return cli.Exit("", exitFinding)
+		}
 	}
 	return nil
 }
@@ -120,6 +126,10 @@ func printProblems(w io.Writer, format string, problems []policy.Diagnostic) err
 		return nil
 	}
 	for _, d := range problems {
+		if d.Warning {
+			// Said in the line, as vet exits 0 on warnings alone.
+			d.Message = "warning: " + d.Message
+		}
 		fmt.Fprintln(w, d.String())
 	}
 	return nil

@@ -22,7 +22,7 @@ const maxAlternatives = 64
 // the author's mistake.
 func globRegexp(pattern string) (string, error) {
 	if !strings.HasPrefix(pattern, "/") && !strings.HasPrefix(pattern, "**") {
-		return "", fmt.Errorf("the path pattern is relative; write an absolute pattern such as /work/src/** or one starting with ** such as **/*.go")
+		return "", fmt.Errorf("the path pattern is relative; write ./%[1]s for under the working directory, an absolute pattern such as /srv/repo/%[1]s, or one starting with ** such as **/%[1]s", pattern)
 	}
 	if strings.ContainsRune(pattern, 0) {
 		return "", fmt.Errorf("the path pattern contains a NUL byte")
