@@ -65,6 +65,20 @@ func toolNames(t *testing.T, s *mcp.ClientSession) string {
 	return strings.Join(names, ",")
 }
 
+// toolsByName lists the session's tools by name.
+func toolsByName(t *testing.T, s *mcp.ClientSession) map[string]*mcp.Tool {
+	t.Helper()
+	list, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tool := range list.Tools {
+		byName[tool.Name] = tool
+	}
+	return byName
+}
+
 func resultText(r *mcp.CallToolResult) string {
 	if len(r.Content) == 0 {
 		return ""
@@ -121,14 +135,7 @@ func TestMCPServesTheSurfacesTools(t *testing.T) {
 func TestP13MCPAnnotationsAndStructure(t *testing.T) {
 	dir := moduleDir(t, mcpPolicy)
 	s := mcpClient(t, mcpParams{Surface: "agent", Policy: dir, Workdir: dir})
-	list, err := s.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*mcp.Tool{}
-	for _, tool := range list.Tools {
-		byName[tool.Name] = tool
-	}
+	byName := toolsByName(t, s)
 	if a := byName["Bash"].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || byName["Bash"].OutputSchema == nil {
 		t.Errorf("Bash: %+v", byName["Bash"])
 	}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -134,7 +135,7 @@ func (x *exporter) object(s map[string]any, v cue.Value, depth int) {
 		fv := it.Value()
 		ps := x.schema(fv, depth+1)
 		if doc := docOf(fv); doc != "" {
-			ps["description"] = doc
+			ps["description"] = boundedDoc(doc, ps)
 		}
 		props[name] = ps
 		switch sel.ConstraintType() {
@@ -382,6 +383,36 @@ func jsonTypes(ks kinds) any {
 		return ts[0]
 	}
 	return ts
+}
+
+// statedBound is a bound a description states in words.
+var statedBound = regexp.MustCompile(`\b(at most|at least) (-?\d+)\b`)
+
+// boundedDoc makes the bound a description states the one the schema
+// enforces: a built-in says "at most 600000", a policy that narrows it to
+// <=300000 exports "at most 300000", so that a model is not told a value
+// the gate refuses. A bound the description does not state stays in the
+// schema's keywords alone.
+func boundedDoc(doc string, s map[string]any) string {
+	return statedBound.ReplaceAllStringFunc(doc, func(m string) string {
+		sub := statedBound.FindStringSubmatch(m)
+		stated, err := strconv.ParseInt(sub[2], 10, 64)
+		if err != nil {
+			return m
+		}
+		key, tighter := "maximum", func(b int64) bool { return b < stated }
+		if sub[1] == "at least" {
+			key, tighter = "minimum", func(b int64) bool { return b > stated }
+		}
+		n, ok := s[key].(json.Number)
+		if !ok {
+			return m
+		}
+		if b, err := n.Int64(); err == nil && tighter(b) {
+			return sub[1] + " " + n.String()
+		}
+		return m
+	})
 }
 
 // docOf joins a field's doc comments into one description.

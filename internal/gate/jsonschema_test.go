@@ -305,3 +305,32 @@ func TestImportContradiction(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoInput", err)
 	}
 }
+
+// TestS1ExportDescriptionStatesTheEnforcedBound: a bound the description
+// states in words follows the bound the exported schema enforces, so that
+// the model is not told a value the gate refuses (issue 33).
+func TestS1ExportDescriptionStatesTheEnforcedBound(t *testing.T) {
+	for _, tc := range []struct{ note, field, want string }{
+		{"a policy narrows the built-in's bound", `int & <=300000`, "Wait (at most 300000, at least 1)."},
+		{"no bound in the schema: the words stay", `int`, "Wait (at most 600000, at least 1)."},
+		{"a wider bound does not widen the words", `int & <=900000 & >=0`, "Wait (at most 600000, at least 1)."},
+		{"a tighter lower bound", `int & >=10`, "Wait (at most 600000, at least 10)."},
+		{"both", `int & >=10 & <=20`, "Wait (at most 20, at least 10)."},
+		{"a fractional bound is left to the keyword", `number & <=2.5`, "Wait (at most 600000, at least 1)."},
+	} {
+		v := cueCtx().CompileString("#In: {\n\t// Wait (at most 600000, at least 1).\n\tn?: " + tc.field + "\n}")
+		b, err := ExportJSONSchema(v.LookupPath(cue.ParsePath("#In")))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.note, err)
+		}
+		var got struct {
+			Properties map[string]struct{ Description string }
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if d := got.Properties["n"].Description; d != tc.want {
+			t.Errorf("%s: description %q, want %q", tc.note, d, tc.want)
+		}
+	}
+}
