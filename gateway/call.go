@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
@@ -201,7 +200,7 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 		}
 	}
 	g.record(cur, chain, p, d, start, nil)
-	d.EntryAt = entryPlaces(cur, chain, d.Entries)
+	d.EntryAt = entryPlaces(cur, chain, d)
 	return chain, d
 }
 
@@ -323,18 +322,24 @@ func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) 
 	return t.Run(ctx, env, in)
 }
 
-// entryPlaces is where the deciding entries are written, along the chain.
-func entryPlaces(cur *Current, chain []string, entries []string) []string {
+// entryPlaces is where the deciding entries are written, along the chain:
+// in the deny or ask entries for a P14 decision, else the allow entries.
+func entryPlaces(cur *Current, chain []string, d rule.Decision) []string {
+	key := "allowed-tools"
+	switch {
+	case d.Rule == rule.P14 && d.Ask:
+		key = allow.AskTools
+	case d.Rule == rule.P14:
+		key = allow.DeniedTools
+	}
 	var out []string
-	for _, e := range entries {
+	for _, e := range d.Entries {
 		for _, ref := range rooted(chain) {
-			s := cur.Surfaces[ref]
-			if s == nil {
-				continue
-			}
-			if i := slices.Index(s.Entries, e); i >= 0 && i < len(s.EntryPos) {
-				out = append(out, s.EntryPos[i].String())
-				break
+			if s := cur.Surfaces[ref]; s != nil {
+				if pos, ok := s.Place(e, key); ok {
+					out = append(out, pos.String())
+					break
+				}
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"aimon.dev/gw/internal/gate"
 	"aimon.dev/gw/internal/rule"
+	"aimon.dev/gw/policy/allow"
 	"aimon.dev/gw/tools"
 )
 
@@ -326,6 +327,7 @@ func (c *compiler) tests(g *Generation, v cue.Value) {
 		tv := iter.Value()
 		t := Test{Name: iter.Selector().Unquoted(), Pos: c.pos(tv, 0), Tool: str(tv.LookupPath(cue.ParsePath("tool"))),
 			Workdir: str(tv.LookupPath(cue.ParsePath("workdir"))), Allowed: boolean(tv.LookupPath(cue.ParsePath("allowed"))),
+			Ask:  boolean(tv.LookupPath(cue.ParsePath("ask"))),
 			Rule: str(tv.LookupPath(cue.ParsePath("rule"))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
 		sv := tv.LookupPath(cue.ParsePath("surface"))
 		if d, ok := sv.Default(); ok {
@@ -454,27 +456,44 @@ func (c *compiler) surface(ref string, v cue.Value) *Surface {
 	if m := v.LookupPath(cue.MakePath(cue.Str("max-effect"))); m.Exists() {
 		s.MaxEffect, s.MaxEffectPos = str(m), position(m.Pos())
 	}
-	list := v.LookupPath(cue.MakePath(cue.Str("allowed-tools")))
-	if !list.Exists() {
-		return s
+	entries := func(key string, es *[]string, pos *[]Position) bool {
+		list := v.LookupPath(cue.MakePath(cue.Str(key)))
+		iter, err := list.List()
+		for err == nil && iter.Next() {
+			*es = append(*es, str(iter.Value()))
+			*pos = append(*pos, position(iter.Value().Pos()))
+		}
+		return list.Exists()
 	}
-	s.Declared = true
-	iter, _ := list.List()
-	for iter.Next() {
-		s.Entries = append(s.Entries, str(iter.Value()))
-		s.EntryPos = append(s.EntryPos, position(iter.Value().Pos()))
-	}
+	s.Declared = entries("allowed-tools", &s.Entries, &s.EntryPos)
+	entries(allow.DeniedTools, &s.Denied, &s.DeniedPos)
+	entries(allow.AskTools, &s.Asked, &s.AskedPos)
 	return s
 }
 
 // checkList reports entries that name no tool, and a list that leaves no
-// tool at all (rule P12).
+// tool at all (rule P12); deny and ask entries that name no tool too (rule
+// P14): they would deny or ask for nothing.
 func (c *compiler) checkList(g *Generation, s *Surface) {
+	c.namesTools(g, s, allow.DeniedTools, s.Denied, s.DeniedPos, "P14")
+	c.namesTools(g, s, allow.AskTools, s.Asked, s.AskedPos, "P14")
 	if !s.Declared {
 		return
 	}
-	known := 0
-	for i, e := range s.Entries {
+	known := c.namesTools(g, s, "allowed-tools", s.Entries, s.EntryPos, "P12")
+	if known == 0 {
+		pos := Position{}
+		if len(s.EntryPos) > 0 {
+			pos = s.EntryPos[0]
+		}
+		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
+	}
+}
+
+// namesTools warns of each entry of a list that names no tool the policy
+// defines, and returns how many do name one.
+func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []string, pos []Position, code string) (known int) {
+	for i, e := range entries {
 		name := entryName(e)
 		if _, _, wild := c.wildcardTool(name); defines(g, name) || IsMCPEntry(name) || wild {
 			// mcp__SERVER and mcp__SERVER__TOOL name Claude Code's MCP
@@ -483,21 +502,15 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 			known++
 			continue
 		}
-		msg := fmt.Sprintf("%s allowed-tools entry %q names no tool the policy defines", s.Ref, e)
+		msg := fmt.Sprintf("%s %s entry %q names no tool the policy defines", s.Ref, key, e)
 		if near := tools.Closest(name, g.Names()); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		} else {
 			msg += fmt.Sprintf("; the tools are %s.", joinNames(g.Names()))
 		}
-		c.warn(s.EntryPos[i], "P12", "%s", msg)
+		c.warn(pos[i], code, "%s", msg)
 	}
-	if known == 0 {
-		pos := Position{}
-		if len(s.EntryPos) > 0 {
-			pos = s.EntryPos[0]
-		}
-		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
-	}
+	return known
 }
 
 func defines(g *Generation, name string) bool { _, ok := g.Tools[name]; return ok }

@@ -183,6 +183,7 @@ type Test struct {
 	Input   json.RawMessage
 	Workdir string
 	Allowed bool
+	Ask     bool // the call must need approval (rule P14)
 	Rule    string
 	Reason  string // a regular expression the sentence must match
 }
@@ -223,12 +224,48 @@ type Surface struct {
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
 	EntryPos []Position
+	// Denied and Asked are the denied-tools and ask-tools entries as
+	// written, with their positions (rule P14), from every source.
+	Denied    []string
+	DeniedPos []Position
+	Asked     []string
+	AskedPos  []Position
+	// RuleFiles are the markdown files that give the surface deny or ask
+	// entries and no allowed-tools (the others are in Sources).
+	RuleFiles []string
 	// Sources split Entries into the lists they came from: the CUE one and
 	// each markdown file's; each is a level of rule P10's lattice.
 	Sources []Source
 	// MaxEffect is the surface's side-effect ceiling (rule P13); "" for none.
 	MaxEffect    string
 	MaxEffectPos Position
+}
+
+// Place is where entry is written on the surface, in the list named key:
+// allowed-tools, denied-tools or ask-tools.
+func (s *Surface) Place(entry, key string) (Position, bool) {
+	entries, places := s.Entries, s.EntryPos
+	switch key {
+	case allow.DeniedTools:
+		entries, places = s.Denied, s.DeniedPos
+	case allow.AskTools:
+		entries, places = s.Asked, s.AskedPos
+	}
+	if i := slices.Index(entries, entry); i >= 0 && i < len(places) {
+		return places[i], true
+	}
+	return Position{}, false
+}
+
+// Files are the markdown files the surface's lists come from.
+func (s *Surface) Files() []string {
+	out := slices.Clone(s.RuleFiles)
+	for _, src := range s.Sources {
+		if src.File != "" {
+			out = append(out, src.File)
+		}
+	}
+	return out
 }
 
 // A Source is one list of a surface: Entries[Start:End], from File ("" for

@@ -220,12 +220,9 @@ func revisionWith(rev string, g *Generation) string {
 	h := sha256.New()
 	h.Write([]byte(rev))
 	for _, ref := range g.SurfaceRefs() {
-		for _, src := range g.Surfaces[ref].Sources {
-			if src.File == "" {
-				continue
-			}
-			data, _ := os.ReadFile(src.File)
-			fmt.Fprintf(h, "\x00%s\x00%d\x00", src.File, len(data))
+		for _, f := range g.Surfaces[ref].Files() {
+			data, _ := os.ReadFile(f)
+			fmt.Fprintf(h, "\x00%s\x00%d\x00", f, len(data))
 			h.Write(data)
 		}
 	}
@@ -513,11 +510,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	inputs = slices.DeleteFunc(inputs, func(f string) bool { _, ok := cfg.Overlay[f]; return ok })
 	g.Inputs = append(inputs, c.data...)
 	for _, ref := range g.SurfaceRefs() {
-		for _, src := range g.Surfaces[ref].Sources {
-			if src.File != "" {
-				g.Inputs = append(g.Inputs, src.File)
-			}
-		}
+		g.Inputs = append(g.Inputs, g.Surfaces[ref].Files()...)
 	}
 	slices.Sort(g.Inputs)
 	g.Inputs = slices.Compact(g.Inputs)

@@ -20,12 +20,17 @@ import (
 // matter. A surface's name is its name: key, or its file's (skill: its
 // directory's) name.
 
-// mdList is one markdown file's list.
+// mdList is one markdown file's lists: its allowed-tools when allow is
+// set, and its denied-tools and ask-tools (rule P14).
 type mdList struct {
-	ref     string
-	file    string
-	entries []string
-	pos     []Position
+	ref       string
+	file      string
+	allow     bool
+	entries   []string
+	pos       []Position
+	deny, ask []string
+	denyPos   []Position
+	askPos    []Position
 }
 
 // markdownSurfaces reads the surfaces of each directory; a front matter
@@ -104,45 +109,56 @@ func (c *compiler) markdownFile(kind, file, name string) (mdList, bool) {
 		key := iter.Selector().Unquoted()
 		switch {
 		case key == "allowed-tools" || key == "tools" && kind == "subagent":
+			found, l.allow = true, true
+			l.entries, l.pos = c.mdEntries(l.ref, key, iter.Value(), l.entries, l.pos)
+		case key == "denied-tools" || key == "disallowed-tools":
+			// disallowed-tools is Claude Code's name for the same list.
 			found = true
-			c.mdEntries(&l, key, iter.Value())
-		case nearAllowedTools(key):
-			c.errs = append(c.errs, Diagnostic{Pos: position(iter.Value().Pos()), Code: "P8", Message: fmt.Sprintf(
-				"%s: front matter key %q is not allowed-tools; write allowed-tools (it is never read as anything else).", l.ref, key)})
-			return l, false
+			l.deny, l.denyPos = c.mdEntries(l.ref, key, iter.Value(), l.deny, l.denyPos)
+		case key == "ask-tools":
+			found = true
+			l.ask, l.askPos = c.mdEntries(l.ref, key, iter.Value(), l.ask, l.askPos)
+		default:
+			if want := nearListKey(key); want != "" {
+				c.errs = append(c.errs, Diagnostic{Pos: position(iter.Value().Pos()), Code: "P8", Message: fmt.Sprintf(
+					"%s: front matter key %q is not %s; write %s (it is never read as anything else).", l.ref, key, want, want)})
+				return l, false
+			}
 		}
 	}
 	return l, found
 }
 
-// mdEntries reads a list: a YAML list, or one string of entries separated
-// by spaces (Agent Skills) or, for Claude Code's tools: key, commas.
-func (c *compiler) mdEntries(l *mdList, key string, v cue.Value) {
+// mdEntries reads a list, appending it to entries and pos: a YAML list, or
+// one string of entries separated by spaces (Agent Skills) or, for Claude
+// Code's tools: and disallowed-tools: keys, commas.
+func (c *compiler) mdEntries(ref, key string, v cue.Value, entries []string, pos []Position) ([]string, []Position) {
 	if iter, err := v.List(); err == nil {
 		for iter.Next() {
 			s, err := iter.Value().String()
 			if err != nil {
-				c.errs = append(c.errs, Diagnostic{Pos: position(iter.Value().Pos()), Code: "P8", Message: fmt.Sprintf("%s: every %s entry must be a string.", l.ref, key)})
+				c.errs = append(c.errs, Diagnostic{Pos: position(iter.Value().Pos()), Code: "P8", Message: fmt.Sprintf("%s: every %s entry must be a string.", ref, key)})
 				continue
 			}
-			l.entries = append(l.entries, s)
-			l.pos = append(l.pos, position(iter.Value().Pos()))
+			entries = append(entries, s)
+			pos = append(pos, position(iter.Value().Pos()))
 		}
-		return
+		return entries, pos
 	}
 	s, err := v.String()
 	if err != nil {
-		c.errs = append(c.errs, Diagnostic{Pos: position(v.Pos()), Code: "P8", Message: fmt.Sprintf("%s: %s must be a list of entries or one string of them.", l.ref, key)})
-		return
+		c.errs = append(c.errs, Diagnostic{Pos: position(v.Pos()), Code: "P8", Message: fmt.Sprintf("%s: %s must be a list of entries or one string of them.", ref, key)})
+		return entries, pos
 	}
 	sep := func(r rune) bool { return r == ' ' || r == '\t' }
-	if key == "tools" {
+	if key == "tools" || key == "disallowed-tools" {
 		sep = func(r rune) bool { return r == ',' }
 	}
 	for _, e := range splitEntries(s, sep) {
-		l.entries = append(l.entries, e)
-		l.pos = append(l.pos, position(v.Pos()))
+		entries = append(entries, e)
+		pos = append(pos, position(v.Pos()))
 	}
+	return entries, pos
 }
 
 // splitEntries splits a string of entries at sep outside parentheses, so
@@ -169,11 +185,17 @@ func splitEntries(s string, sep func(rune) bool) []string {
 	return out
 }
 
-// nearAllowedTools reports a key that is a near miss of allowed-tools:
-// another spelling (allowedTools, allowed_tools, Allowed-Tools).
-func nearAllowedTools(key string) bool {
+// nearListKey returns the list key that key is a near miss of, another
+// spelling (allowedTools, allowed_tools, Allowed-Tools, disallowedTools),
+// or "" for none.
+func nearListKey(key string) string {
 	norm := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(key))
-	return key != "allowed-tools" && norm == "allowedtools"
+	for _, want := range []string{"allowed-tools", "denied-tools", "disallowed-tools", "ask-tools"} {
+		if key != want && norm == strings.ReplaceAll(want, "-", "") {
+			return want
+		}
+	}
+	return ""
 }
 
 // frontMatter is a file's YAML front matter, with the lines before it kept
@@ -213,6 +235,14 @@ func (c *compiler) mergeMarkdown(g *Generation, lists []mdList) {
 		if s == nil {
 			s = &Surface{Ref: l.ref}
 			g.Surfaces[l.ref] = s
+		}
+		s.Denied, s.DeniedPos = append(s.Denied, l.deny...), append(s.DeniedPos, l.denyPos...)
+		s.Asked, s.AskedPos = append(s.Asked, l.ask...), append(s.AskedPos, l.askPos...)
+		if !l.allow {
+			if len(l.deny)+len(l.ask) > 0 {
+				s.RuleFiles = append(s.RuleFiles, relative(l.file))
+			}
+			continue
 		}
 		if s.Declared && len(s.Sources) == 0 {
 			s.Sources = []Source{{Start: 0, End: len(s.Entries)}}

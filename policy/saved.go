@@ -15,7 +15,7 @@ import (
 )
 
 // savedFormat changes whenever the saved form does.
-const savedFormat = 3
+const savedFormat = 4
 
 // ErrNotSaved says why a generation cannot be saved: some decision of it
 // needs more than its saved form holds.
@@ -147,8 +147,8 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 				return nil, fmt.Errorf("the saved surface %s has a list outside its entries", ref)
 			}
 		}
-		if len(sf.EntryPos) != len(sf.Entries) {
-			return nil, fmt.Errorf("the saved surface %s has %d positions for %d entries", ref, len(sf.EntryPos), len(sf.Entries))
+		if len(sf.EntryPos) != len(sf.Entries) || len(sf.DeniedPos) != len(sf.Denied) || len(sf.AskedPos) != len(sf.Asked) {
+			return nil, fmt.Errorf("the saved surface %s has %d positions for %d entries", ref, len(sf.EntryPos)+len(sf.DeniedPos)+len(sf.AskedPos), len(sf.Entries)+len(sf.Denied)+len(sf.Asked))
 		}
 	}
 	// The lists are compiled as a load compiles them, from the entries as
@@ -180,8 +180,10 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 func (g *Generation) relative() bool {
 	subjects := listSubjects(g)
 	for _, s := range g.Surfaces {
-		if !slices.Equal(g.comp.resolveEntries(s.Entries, subjects), s.Entries) {
-			return true
+		for _, es := range [][]string{s.Entries, s.Denied, s.Asked} {
+			if !slices.Equal(g.comp.resolveEntries(es, subjects), es) {
+				return true
+			}
 		}
 	}
 	return false

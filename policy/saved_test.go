@@ -38,16 +38,16 @@ func TestR3SaveRefusesWhatFilesDoNotSay(t *testing.T) {
 // TestR3RestoreBadInput: what is not a saved generation is an error.
 func TestR3RestoreBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
-		{"not JSON", `{"Format":3,`, "cannot be read"},
+		{"not JSON", `{"Format":4,`, "cannot be read"},
 		{"another format", `{"Format":99}`, "format 99"},
-		{"no agent", `{"Format":3,"Surfaces":{}}`, "no agent surface"},
-		{"a tool under another name", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Write"}}}`, `"Read" is not named so`},
-		{"a tool without its gate", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read"}}}`, "no schema"},
-		{"a surface under another name", `{"Format":3,"Surfaces":{"agent":{"Ref":"skill:x"}}}`, "not named so"},
-		{"a list outside its entries", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"],"EntryPos":[{}],"Sources":[{"Start":0,"End":5}]}}}`, "outside its entries"},
-		{"a named list that is missing", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent"}},"Chains":["agent"]}`, "fewer effective lists"},
-		{"a list that is not named", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent"}}}` + "\n{}", "more effective lists"},
-		{"positions that do not match the entries", `{"Format":3,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for 1 entries"},
+		{"no agent", `{"Format":4,"Surfaces":{}}`, "no agent surface"},
+		{"a tool under another name", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Write"}}}`, `"Read" is not named so`},
+		{"a tool without its gate", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read"}}}`, "no schema"},
+		{"a surface under another name", `{"Format":4,"Surfaces":{"agent":{"Ref":"skill:x"}}}`, "not named so"},
+		{"a list outside its entries", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"],"EntryPos":[{}],"Sources":[{"Start":0,"End":5}]}}}`, "outside its entries"},
+		{"a named list that is missing", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent"}},"Chains":["agent"]}`, "fewer effective lists"},
+		{"a list that is not named", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent"}}}` + "\n{}", "more effective lists"},
+		{"positions that do not match the entries", `{"Format":4,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for 1 entries"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			if g, err := Restore([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -69,7 +69,7 @@ func FuzzR3Restore(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(data)
-	f.Add([]byte(`{"Format":3,"Surfaces":{"agent":{"Ref":"agent"}}}`))
+	f.Add([]byte(`{"Format":4,"Surfaces":{"agent":{"Ref":"agent"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := Restore(data, WithWorkdir("/w"))
 		if err != nil {

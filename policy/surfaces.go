@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,9 +43,11 @@ func listSubjects(g *Generation) map[string]allow.Subject {
 }
 
 // surfaceLists compiles the lists of one surface, one per source; nil when
-// it declares none.
+// it declares none. Its deny and ask entries, which accumulate rather than
+// meet (rule P14), go with its first list, or make one of their own when
+// it declares no allowed-tools.
 func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) []*allow.List {
-	if !s.Declared {
+	if !s.Declared && len(s.Denied) == 0 && len(s.Asked) == 0 {
 		return nil
 	}
 	sources := s.Sources
@@ -52,25 +55,40 @@ func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) [
 		sources = []Source{{Start: 0, End: len(s.Entries)}}
 	}
 	var out []*allow.List
-	for _, src := range sources {
-		entries := c.resolveEntries(s.Entries[src.Start:src.End], subjects)
-		l, errs := allow.Compile(c.ctx, entries, subjects)
+	for i, src := range sources {
+		d := allow.Decl{AllowNone: !s.Declared}
+		if s.Declared {
+			d.Allow = c.resolveEntries(s.Entries[src.Start:src.End], subjects)
+		}
+		if i == 0 {
+			d.Deny, d.Ask = c.resolveEntries(s.Denied, subjects), c.resolveEntries(s.Asked, subjects)
+		}
+		l, errs := allow.CompileDecl(c.ctx, d, subjects)
 		out = append(out, l)
 		for _, err := range errs {
-			pos := Position{}
-			var ee *allow.EntryError
-			if errors.As(err, &ee) {
-				for i, e := range entries {
-					if e == ee.Entry {
-						pos = s.EntryPos[src.Start+i]
-						break
-					}
-				}
-			}
-			c.warn(pos, "P7", "%s: %v; until it is fixed it denies.", s.Ref, err)
+			c.warn(s.errorPlace(err, d, src.Start), "P7", "%s: %v; until it is fixed it denies.", s.Ref, err)
 		}
 	}
 	return out
+}
+
+// errorPlace is where the entry of an *allow.EntryError is written.
+func (s *Surface) errorPlace(err error, d allow.Decl, start int) Position {
+	var ee *allow.EntryError
+	if !errors.As(err, &ee) {
+		return Position{}
+	}
+	entries, pos := d.Allow, s.EntryPos[start:]
+	switch ee.List {
+	case allow.DeniedTools:
+		entries, pos = d.Deny, s.DeniedPos
+	case allow.AskTools:
+		entries, pos = d.Ask, s.AskedPos
+	}
+	if i := slices.Index(entries, ee.Entry); i >= 0 && i < len(pos) {
+		return pos[i]
+	}
+	return Position{}
 }
 
 // lazyLists compiles a restored generation's lists when a chain first

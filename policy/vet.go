@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"aimon.dev/gw/policy/allow"
@@ -20,6 +21,7 @@ func Vet(g *Generation) []Diagnostic {
 // what compiled, also beside errors, so that one run reports every problem.
 func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
+	ds = append(ds, coveredByDeny(g)...)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {
@@ -153,6 +155,48 @@ func emptiedByCeiling(g *Generation) []Diagnostic {
 		if !left {
 			ds = append(ds, Diagnostic{Pos: s.MaxEffectPos, Code: "P12", Warning: true, Message: fmt.Sprintf(
 				"%s max-effect %q leaves none of its tools (%s), so every call on it is refused; raise the ceiling or allow a tool within it.", ref, s.MaxEffect, joinNames(names))})
+		}
+	}
+	return ds
+}
+
+// coveredByDeny reports each allow entry that a deny entry along its
+// surface's chain (the main agent's and the surface's own) covers whole,
+// so that it allows nothing (rule P14).
+func coveredByDeny(g *Generation) []Diagnostic {
+	if g.comp == nil {
+		return nil
+	}
+	subjects := listSubjects(g)
+	agent := g.Surfaces["agent"]
+	var ds []Diagnostic
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		denied := slices.Clone(s.Denied)
+		if ref != "agent" {
+			denied = append(slices.Clip(agent.Denied), denied...)
+		}
+		if len(denied) == 0 || !s.Declared {
+			continue
+		}
+		denies := make([]allow.Entry, len(denied))
+		for j, raw := range g.comp.resolveEntries(denied, subjects) {
+			if e, err := allow.ParseEntry(raw); err == nil {
+				denies[j] = e // one that cannot be read covers nothing here; P7 reports it
+			}
+		}
+		for i, raw := range g.comp.resolveEntries(s.Entries, subjects) {
+			a, err := allow.ParseEntry(raw)
+			if err != nil {
+				continue
+			}
+			for j, d := range denies {
+				if allow.Covers(subjects[a.Tool].Kind, d, a) {
+					ds = append(ds, Diagnostic{Pos: s.EntryPos[i], Code: "P14", Warning: true, Message: fmt.Sprintf(
+						"%s allowed-tools entry %q is covered whole by the denied-tools entry %q, so it allows nothing; remove it, or narrow the deny entry.", ref, s.Entries[i], denied[j])})
+					break
+				}
+			}
 		}
 	}
 	return ds

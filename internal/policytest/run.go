@@ -72,17 +72,21 @@ func decide(gw *gateway.Gateway, t policy.Test) Result {
 	} else {
 		r.Got = gw.Check(chain, "test", t.Tool, t.Input)
 	}
-	verdict := func(allowed bool) string {
-		if allowed {
+	verdict := func(allowed, ask bool) string {
+		switch {
+		case allowed:
 			return "allowed"
+		case ask:
+			return "a call that needs approval"
 		}
 		return "refused"
 	}
+	want, got := verdict(t.Allowed, t.Ask), verdict(r.Got.Allowed, r.Got.Ask)
 	switch {
-	case r.Got.Allowed != t.Allowed:
-		r.Failure = fmt.Sprintf("want %s, got %s by %s: %s", verdict(t.Allowed), verdict(r.Got.Allowed), r.Got.Rule, r.Got.Reason)
+	case got != want:
+		r.Failure = fmt.Sprintf("want %s, got %s by %s: %s", want, got, r.Got.Rule, r.Got.Reason)
 	case t.Rule != "" && string(r.Got.Rule) != t.Rule:
-		r.Failure = fmt.Sprintf("want %s by %s, got it by %s: %s", verdict(t.Allowed), t.Rule, r.Got.Rule, r.Got.Reason)
+		r.Failure = fmt.Sprintf("want %s by %s, got it by %s: %s", want, t.Rule, r.Got.Rule, r.Got.Reason)
 	case t.Reason != "":
 		re, err := regexp.Compile(t.Reason)
 		if err != nil {

@@ -89,7 +89,8 @@ type Decision struct {
 	Reason string `json:"reason"`
 	// Rule is the rule that decided.
 	Rule ID `json:"rule,omitempty"`
-	// Entries are the allowed-tools entries that decided.
+	// Entries are the entries that decided: allowed-tools entries, or the
+	// denied-tools or ask-tools entries of a P14 decision.
 	Entries []string `json:"entries,omitempty"`
 	// EntryAt is where each deciding entry is written (file:line:col: a
 	// policy file, or the markdown file a list came from); check only.

@@ -21,9 +21,13 @@ var ErrNoTool = errors.New("no tool is left")
 // test holds the two equal. It is immutable and safe for concurrent use. A
 // nil *Effective, or one from a chain without lists, is unlimited.
 type Effective struct {
-	rules map[string]*toolRule // listed tools only
+	rules map[string]*toolRule // listed tools only; nil when no allow list limits the chain
 	names []string             // listed known tools, sorted
 	lists []*List              // the chain's lists, the caller first
+	// deny and ask are the denied-tools and ask-tools entries of every
+	// list along the chain, by tool: they accumulate (P14).
+	deny, ask map[string][]*toolEntries
+	subjects  map[string]Subject
 }
 
 // toolRule is what the chain says about one tool.
@@ -57,8 +61,14 @@ func Chain(lists ...*List) (*Effective, error) {
 			return nil, fmt.Errorf("the allowed-tools lists of one chain were compiled with different CUE contexts; compile a policy's lists with one context")
 		}
 	}
-	e := &Effective{rules: map[string]*toolRule{}, lists: ls}
 	subjects := ls[len(ls)-1].subjects
+	e := &Effective{lists: ls, subjects: subjects}
+	e.deny, e.ask = accumulate(ls, func(l *List) map[string]*toolEntries { return l.deny }), accumulate(ls, func(l *List) map[string]*toolEntries { return l.ask })
+	ls = slices.DeleteFunc(slices.Clone(ls), func(l *List) bool { return l.allowNone })
+	if len(ls) == 0 {
+		return e, nil // no allow list: only deny and ask entries bind
+	}
+	e.rules = map[string]*toolRule{}
 	for _, t := range ls[0].names {
 		r := &toolRule{tool: t, subject: subjects[t], top: true}
 		for _, l := range ls {
@@ -110,23 +120,33 @@ func describeLists(ls []*List) string {
 	return strings.Join(parts, " within ")
 }
 
-// Unlimited reports whether no list limits the chain.
-func (e *Effective) Unlimited() bool { return e == nil || e.rules == nil }
+// Unlimited reports whether no list limits the chain: no allow list, and
+// no deny or ask entry.
+func (e *Effective) Unlimited() bool {
+	return e.allowAll() && (e == nil || len(e.deny) == 0 && len(e.ask) == 0)
+}
+
+// allowAll reports whether no allow list limits the chain (P11).
+func (e *Effective) allowAll() bool { return e == nil || e.rules == nil }
 
 // Tools returns the known tools that have an entry, sorted; nil when the
 // chain is unlimited (P9).
 func (e *Effective) Tools() []string {
-	if e.Unlimited() {
+	if e.allowAll() {
 		return nil
 	}
-	return slices.Clone(e.names)
+	return slices.DeleteFunc(slices.Clone(e.names), func(t string) bool { return e.deniedWhole(t) != nil })
 }
 
 // Listed reports whether the tool has an entry in the effective list, so
 // that its definition is sent to the model (P9). An entry with a pattern
 // keeps its tool listed. Every tool is listed when the chain is unlimited.
+// A tool that a name-only deny entry denies is not listed (P14).
 func (e *Effective) Listed(tool string) bool {
-	if e.Unlimited() {
+	if e.deniedWhole(tool) != nil {
+		return false
+	}
+	if e.allowAll() {
 		return true
 	}
 	_, ok := e.rules[tool]
@@ -139,9 +159,32 @@ type Decision = rule.Decision
 
 // Decide decides a call of tool with the raw decoded input in, relative
 // paths resolving against workdir. It never fails and never panics: what
-// cannot be decided is denied with a reason.
+// cannot be decided is denied with a reason. A deny entry that admits the
+// call denies it; else the allow lists decide; a call they allow that an
+// ask entry admits needs approval (Ask, P14).
 func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decision {
-	if e.Unlimited() {
+	if d, ok := e.denies(tool, in, workdir); ok {
+		return d
+	}
+	d := e.decideAllow(tool, in, workdir)
+	if !d.Allowed {
+		return d
+	}
+	return e.asks(tool, in, workdir, d)
+}
+
+// Approved decides a call whose ask was approved: as Decide, without the
+// ask entries; deny entries and the allow lists still bind (P15).
+func (e *Effective) Approved(tool string, in map[string]any, workdir string) Decision {
+	if d, ok := e.denies(tool, in, workdir); ok {
+		return d
+	}
+	return e.decideAllow(tool, in, workdir)
+}
+
+// decideAllow decides a call by the allow lists alone.
+func (e *Effective) decideAllow(tool string, in map[string]any, workdir string) Decision {
+	if e.allowAll() {
 		return Decision{Allowed: true, Rule: rule.P11, Reason: fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", tool)}
 	}
 	r, ok := e.rules[tool]
@@ -170,18 +213,23 @@ func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decis
 	return Decision{Rule: rule.P7, Reason: fmt.Sprintf("%s is not allowed on this surface: it has patterns but neither a subject nor its own rule.", tool), Entries: r.raws(nil)}
 }
 
+// subjectOf is the call's subject as the tool's kind reads it from raw,
+// the field's value, or why there is none. Allow, deny and ask entries are
+// all matched against it.
+func subjectOf(k Kind, raw any, workdir string) (subj, why string) {
+	switch k {
+	case Command:
+		return commandSubject(raw)
+	case Domain:
+		return domainSubject(raw)
+	}
+	return pathSubject(raw, workdir)
+}
+
 func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string) Decision {
 	field, kind := r.subject.Field, r.subject.Kind
 	raw := in[field]
-	var subj, why string
-	switch kind {
-	case Command:
-		subj, why = commandSubject(raw)
-	case Domain:
-		subj, why = domainSubject(raw)
-	default:
-		subj, why = pathSubject(raw, workdir)
-	}
+	subj, why := subjectOf(kind, raw, workdir)
 	if why != "" {
 		if r.subject.Rule != nil {
 			return r.decideRule(e, in, workdir, why)

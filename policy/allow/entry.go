@@ -92,10 +92,21 @@ func (e Entry) String() string { return e.Raw }
 type EntryError struct {
 	Entry  string // the entry as written
 	Reason string // why, as a sentence
+	List   string // DeniedTools or AskTools; "" for allowed-tools
 }
 
+// The keys of the lists beside allowed-tools (P14).
+const (
+	DeniedTools = "denied-tools"
+	AskTools    = "ask-tools"
+)
+
 func (e *EntryError) Error() string {
-	return fmt.Sprintf("allowed-tools entry %q cannot be used: %s", e.Entry, e.Reason)
+	key := e.List
+	if key == "" {
+		key = "allowed-tools"
+	}
+	return fmt.Sprintf("%s entry %q cannot be used: %s", key, e.Entry, e.Reason)
 }
 
 // ParseEntry parses an entry (rule P1). On error the returned Entry still

@@ -63,3 +63,21 @@ func (actionURL) Allow(pattern string, in map[string]any, _ string) (bool, error
 	u, _ := in["url"].(string)
 	return a == action && strings.HasPrefix(u, prefix), nil
 }
+
+// listsOf compiles each list (outermost first), whatever their errors.
+func listsOf(subjects map[string]Subject, lists ...[]string) []*List {
+	ls := make([]*List, len(lists))
+	for i, es := range lists {
+		ls[i], _ = Compile(testCtx, es, subjects)
+	}
+	return ls
+}
+
+// declsOf compiles each declaration (outermost first), whatever their errors.
+func declsOf(subjects map[string]Subject, decls ...Decl) []*List {
+	ls := make([]*List, len(decls))
+	for i, d := range decls {
+		ls[i], _ = CompileDecl(testCtx, d, subjects)
+	}
+	return ls
+}

@@ -26,6 +26,12 @@ type List struct {
 	tools    map[string]*toolEntries // by tool
 	names    []string                // tools with an entry, sorted
 	entries  []string                // as written
+	// allowNone is a list that declares no allowed-tools, only deny or
+	// ask entries: its allow part does not narrow (P11).
+	allowNone bool
+	deny, ask map[string]*toolEntries // denied-tools and ask-tools, by tool (P14)
+	denied    []string                // denied-tools as written
+	asked     []string                // ask-tools as written
 
 	cueOnce sync.Once
 	src     string
@@ -50,23 +56,47 @@ type entryInfo struct {
 // of one chain must be compiled with the same ctx, which is used only for
 // their CUE values (Value).
 func Compile(ctx *cue.Context, entries []string, subjects map[string]Subject) (*List, []error) {
-	l := &List{ctx: ctx, subjects: subjects, entries: entries}
-	var errs []error
-	l.tools, errs = compileEntries(entries, subjects)
+	return CompileDecl(ctx, Decl{Allow: entries}, subjects)
+}
+
+// Decl is what one source of a surface declares: its allowed-tools, or
+// none (AllowNone: unlimited, P11), and its denied-tools and ask-tools
+// (P14), each with the entry grammar of P1.
+type Decl struct {
+	Allow     []string
+	AllowNone bool
+	Deny, Ask []string
+}
+
+// CompileDecl compiles what one source declares, as Compile does; the
+// errors of deny and ask entries say which list they are in.
+func CompileDecl(ctx *cue.Context, d Decl, subjects map[string]Subject) (*List, []error) {
+	l := &List{ctx: ctx, subjects: subjects, allowNone: d.AllowNone, denied: d.Deny, asked: d.Ask}
+	var errs, more []error
+	if !d.AllowNone {
+		l.entries = d.Allow
+		l.tools, errs = compileEntries(d.Allow, subjects, "")
+	}
 	for t := range l.tools {
 		l.names = append(l.names, t)
 	}
 	slices.Sort(l.names)
-	return l, errs
+	l.deny, more = compileEntries(d.Deny, subjects, DeniedTools)
+	errs = append(errs, more...)
+	l.ask, more = compileEntries(d.Ask, subjects, AskTools)
+	return l, append(errs, more...)
 }
 
 // compileEntries parses entries by tool and compiles each one's matcher;
 // the errors are in the order of the entries.
-func compileEntries(entries []string, subjects map[string]Subject) (map[string]*toolEntries, []error) {
+func compileEntries(entries []string, subjects map[string]Subject, key string) (map[string]*toolEntries, []error) {
 	byTool := map[string]*toolEntries{}
 	byEntry := make([]error, len(entries))
 	for i, raw := range entries {
 		e, err := ParseEntry(raw)
+		if ee, ok := err.(*EntryError); ok {
+			ee.List = key
+		}
 		if e.Tool == "" {
 			// An entry that cannot be read but names a tool ("Read (/tmp/**)")
 			// is an unusable pattern of that tool: it denies (P7), and a
@@ -91,7 +121,7 @@ func compileEntries(entries []string, subjects map[string]Subject) (map[string]*
 		for j := range te.infos {
 			in := &te.infos[j]
 			if in.HasPattern && in.err == nil {
-				in.compile(t, sub, known)
+				in.compile(t, sub, known, key)
 			}
 			byEntry[in.idx] = in.err
 		}
@@ -107,7 +137,7 @@ func compileEntries(entries []string, subjects map[string]Subject) (map[string]*
 }
 
 // compile sets the entry's matcher and CUE alternative, or its error.
-func (in *entryInfo) compile(tool string, sub Subject, known bool) {
+func (in *entryInfo) compile(tool string, sub Subject, known bool, key string) {
 	var err error
 	switch sub.Kind {
 	case Command:
@@ -131,7 +161,7 @@ func (in *entryInfo) compile(tool string, sub Subject, known bool) {
 	}
 	if err != nil {
 		in.m, in.alt = nil, ""
-		in.err = &EntryError{Entry: in.Raw, Reason: err.Error()}
+		in.err = &EntryError{Entry: in.Raw, Reason: err.Error(), List: key}
 	}
 }
 

@@ -46,23 +46,6 @@ func (c cueReference) allows(tool string, subj any) bool {
 	return ok && f.Unify(c.ctx.Encode(subj)).Validate(cue.Concrete(true)) == nil
 }
 
-// subjectOf is the subject a Decide of tool computes from v, "" for none.
-func subjectOf(tool string, v any) string {
-	var s, why string
-	switch plainSubjects[tool].Kind {
-	case Command:
-		s, why = commandSubject(v)
-	case Path:
-		s, why = pathSubject(v, "/w")
-	case Domain:
-		s, why = domainSubject(v)
-	}
-	if why != "" {
-		return ""
-	}
-	return s
-}
-
 // agreeWithCUE fails when the chain of lists decides a call of a subject
 // tool, or lists a tool, otherwise than the unification of the lists does.
 // It returns how many calls were allowed and how many decided.
@@ -86,8 +69,8 @@ func agreeWithCUE(t testing.TB, what string, ls []*List, calls map[string][]stri
 		}
 		field := plainSubjects[tool].Field
 		for _, raw := range subjects {
-			subj := subjectOf(tool, raw)
-			if subj == "" {
+			subj, why := subjectOf(plainSubjects[tool].Kind, raw, "/w")
+			if why != "" {
 				continue
 			}
 			got := e.Decide(tool, map[string]any{field: raw}, "/w")
@@ -131,12 +114,7 @@ func TestP10MatchersAgreeWithCUE(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
-			var ls []*List
-			for _, es := range tc.lists {
-				l, _ := Compile(testCtx, es, plainSubjects)
-				ls = append(ls, l)
-			}
-			agreeWithCUE(t, tc.note, ls, subjects)
+			agreeWithCUE(t, tc.note, listsOf(plainSubjects, tc.lists...), subjects)
 		})
 	}
 }
@@ -266,11 +244,7 @@ func TestP10AllowsIsNotListing(t *testing.T) {
 		{"a failing constraint beside", [][]string{{"Write(/a/**)", "Bash(log:*)", "Read(/a/*)"}, {"Bash", "Read(/b/**)"}, {"Bash(log)", "Read(rel/**)"}}},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
-			var ls []*List
-			for _, es := range tc.lists {
-				l, _ := Compile(testCtx, es, testSubjects)
-				ls = append(ls, l)
-			}
+			ls := listsOf(testSubjects, tc.lists...)
 			e := mustChain(t, ls...)
 			if e.Listed("Write") || e.Listed("Grep") {
 				t.Errorf("Listed: Write %v Grep %v", e.Listed("Write"), e.Listed("Grep"))

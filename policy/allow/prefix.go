@@ -12,7 +12,10 @@ import (
 // when the chain leaves the tool unlimited (name-only everywhere, or no list
 // limits the chain); with neither dirs nor all, the tool allows nothing.
 func (e *Effective) Prefixes(tool string) (dirs []string, all bool) {
-	if e.Unlimited() {
+	if e.deniedWhole(tool) != nil {
+		return nil, false // P14
+	}
+	if e.allowAll() {
 		return nil, true
 	}
 	r, ok := e.rules[tool]

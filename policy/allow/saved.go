@@ -3,6 +3,7 @@ package allow
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -16,7 +17,7 @@ var ErrNeedsCUE = errors.New("the effective list needs its tools' own rules to d
 type SavedEffective struct {
 	Unlimited bool                    `json:",omitzero"`
 	Subjects  map[string]savedSubject `json:",omitzero"`
-	Lists     [][]string              `json:",omitzero"`
+	Lists     []Decl                  `json:",omitzero"`
 }
 
 type savedSubject struct {
@@ -33,23 +34,26 @@ func (e *Effective) Save() (*SavedEffective, error) {
 	}
 	s := &SavedEffective{Subjects: map[string]savedSubject{}}
 	for _, l := range e.lists {
-		for _, raw := range l.entries {
+		d := Decl{Allow: l.entries, AllowNone: l.allowNone, Deny: l.denied, Ask: l.asked}
+		for _, raw := range slices.Concat(d.Allow, d.Deny, d.Ask) {
 			if !utf8.ValidString(raw) {
 				// JSON would hold another string.
 				return nil, fmt.Errorf("the entry %q is not valid UTF-8, which the saved form cannot hold", raw)
 			}
 		}
-		for _, t := range l.names {
-			sub, ok := l.subjects[t]
-			if !ok {
-				continue
+		for _, m := range []map[string]*toolEntries{l.tools, l.deny, l.ask} {
+			for t := range m {
+				sub, ok := l.subjects[t]
+				if !ok {
+					continue
+				}
+				if sub.Rule != nil {
+					return nil, fmt.Errorf("%w: %s", ErrNeedsCUE, t)
+				}
+				s.Subjects[t] = savedSubject{Field: sub.Field, Kind: sub.Kind}
 			}
-			if sub.Rule != nil {
-				return nil, fmt.Errorf("%w: %s", ErrNeedsCUE, t)
-			}
-			s.Subjects[t] = savedSubject{Field: sub.Field, Kind: sub.Kind}
 		}
-		s.Lists = append(s.Lists, l.entries)
+		s.Lists = append(s.Lists, d)
 	}
 	return s, nil
 }
@@ -76,8 +80,8 @@ func RestoreEffective(s *SavedEffective) (*Effective, error) {
 		subjects[t] = Subject{Field: sub.Field, Kind: sub.Kind}
 	}
 	ls := make([]*List, len(s.Lists))
-	for i, entries := range s.Lists {
-		ls[i], _ = Compile(nil, entries, subjects)
+	for i, d := range s.Lists {
+		ls[i], _ = CompileDecl(nil, d, subjects)
 	}
 	return Chain(ls...)
 }

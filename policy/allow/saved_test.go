@@ -102,8 +102,8 @@ func TestP10SaveEffectiveNeedsCUE(t *testing.T) {
 func TestP10RestoreEffectiveBadInput(t *testing.T) {
 	for _, tc := range []struct{ note, data, want string }{
 		{"no list at all", `{}`, "has no list"},
-		{"an unknown kind of subject", `{"Subjects":{"Read":{"Kind":"glob"}},"Lists":[["Read(/a/**)"]]}`, "unknown kind"},
-		{"lists with no tool in common", `{"Subjects":{"Read":{"Field":"file_path","Kind":"path"},"Write":{}},"Lists":[["Read"],["Write"]]}`, "no tool in common"},
+		{"an unknown kind of subject", `{"Subjects":{"Read":{"Kind":"glob"}},"Lists":[{"Allow":["Read(/a/**)"]}]}`, "unknown kind"},
+		{"lists with no tool in common", `{"Subjects":{"Read":{"Field":"file_path","Kind":"path"},"Write":{}},"Lists":[{"Allow":["Read"]},{"Allow":["Write"]}]}`, "no tool in common"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			var s SavedEffective
