@@ -217,3 +217,26 @@ func isDefault(v cue.Value) bool {
 	_, ok := v.Default()
 	return ok
 }
+
+// unpinnedServers reports each upstream server held to pins (the default)
+// that has none: its tools would be offered as it describes them, with
+// nothing reviewed (rule S3).
+func unpinnedServers(g *Generation) []Diagnostic {
+	seen := map[string]bool{}
+	var ds []Diagnostic
+	report := func(t *Tool) {
+		u := t.Upstream
+		if u == nil || u.NoPin || len(u.Pins) > 0 || seen[u.Server] {
+			return
+		}
+		seen[u.Server] = true
+		ds = append(ds, Diagnostic{Pos: t.ImplPos, Code: "S3", Message: fmt.Sprintf("server %s has no pins, so its tools would be offered as it describes them, unreviewed; run aimon-gw pin on the policy directory, review pins.cue and commit it, or set servers.%s.pin: false.", u.Server, u.Server)})
+	}
+	for _, n := range g.Names() {
+		report(g.Tools[n])
+	}
+	for _, n := range slices.Sorted(maps.Keys(g.Wildcards)) {
+		report(g.Wildcards[n])
+	}
+	return ds
+}

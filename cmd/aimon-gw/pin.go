@@ -63,6 +63,10 @@ func pin(p pinParams) error {
 			upstream[name] = t
 		}
 	}
+	if len(upstream) == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(gen.Wildcards)), func(w *policy.Tool) bool { return !w.Upstream.NoPin }) {
+		fmt.Fprintf(p.Stdout, "aimon-gw pin: %s declares no upstream server held to pins (servers without pin: false), so there is nothing to pin; nothing was written.\n", p.Dir)
+		return nil
+	}
 	for server, w := range gen.Wildcards {
 		if w.Upstream.NoPin {
 			continue

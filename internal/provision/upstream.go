@@ -48,6 +48,7 @@ type Upstreams struct {
 	down     map[string]error // by server key: why it is down, while it is retried
 	stop     chan struct{}    // closed by Close: ends the retries
 	closed   bool
+	warned   map[string]bool // servers without pins, warned of
 	onChange func(server string)
 }
 
@@ -91,6 +92,9 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 	if u.Offline {
 		return u.bindOffline(t), nil
 	}
+	if up := t.Upstream; !up.NoPin && len(up.Pins) == 0 && u.warnOnce(up.Server) {
+		u.log().Warn("an upstream server has no pins, so its tools are offered unreviewed; run aimon-gw pin on the policy, or set pin: false", "server", up.Server)
+	}
 	s, err := u.lease(t)
 	if err != nil {
 		return Binding{}, err
@@ -126,6 +130,21 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 		})
 	}
 	return Binding{Tool: impl, Declared: d, Release: release}, nil
+}
+
+// warnOnce reports whether what is said of server is said for the first
+// time in this process.
+func (u *Upstreams) warnOnce(server string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.warned[server] {
+		return false
+	}
+	if u.warned == nil {
+		u.warned = map[string]bool{}
+	}
+	u.warned[server] = true
+	return true
 }
 
 // openInput is the input schema of a tool whose server has not declared

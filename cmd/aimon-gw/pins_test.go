@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestS3PinWithoutServers: pin of a policy with no server held to pins
+// says so and writes nothing (issue 29).
+func TestS3PinWithoutServers(t *testing.T) {
+	for _, tc := range []struct{ note, policy string }{
+		{"no server", "import \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\n"},
+		{"only servers that opt out", "servers: fs: {command: [\"/nonexistent/mcp\"], expose: \"*\", pin: false}\n"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			dir := moduleDir(t, "package policy\n\n"+tc.policy)
+			out, err := exec.Command(gatewayBinary(t), "pin", dir).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "nothing to pin") {
+				t.Errorf("pin: %v\n%s", err, out)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "pins.cue")); err == nil {
+				t.Error("pin wrote pins.cue for a policy with nothing to pin")
+			}
+		})
+	}
+}
+
+// TestS3VetWantsPins: vet, which starts no server, reports a server held
+// to pins that has none, and a tool named without a pin; a server that
+// opts out (pin: false) or is pinned passes (issue 29).
+func TestS3VetWantsPins(t *testing.T) {
+	const pin = `"sha256:0000000000000000000000000000000000000000000000000000000000000000"`
+	for _, tc := range []struct{ note, policy, want string }{
+		{"named tools, no pins", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file"]}`, "server fs has no pins"},
+		{"every tool, no pins", `servers: fs: {command: ["/nonexistent/mcp"], expose: "*"}`, "server fs has no pins"},
+		{"opted out", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file"], pin: false}`, ""},
+		{"pinned", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file"]}
+pins: fs: read_file: ` + pin, ""},
+		{"pinned, every tool", `servers: fs: {command: ["/nonexistent/mcp"], expose: "*"}
+pins: fs: read_file: ` + pin, ""},
+		{"a tool named without a pin", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file", "write_file"]}
+pins: fs: read_file: ` + pin, "tool fs__write_file has no pin"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			dir := moduleDir(t, "package policy\n\n"+tc.policy+"\n")
+			out, err := exec.Command(gatewayBinary(t), "vet", dir).CombinedOutput()
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("vet: %v\n%s", err, out)
+				}
+				return
+			}
+			// A server without pins is an error; a tool without a pin, a warning.
+			if failed := err != nil; failed != strings.Contains(tc.want, "has no pins") || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "policy.cue:3:") {
+				t.Errorf("vet: %v\n%s\nwant %q at the server", err, out, tc.want)
+			}
+		})
+	}
+}
+
+// TestS3WithheldToolsAreWarnings: serve logs, at WARN, a server without
+// pins and each tool it withholds (issue 29).
+func TestS3WithheldToolsAreWarnings(t *testing.T) {
+	dir := moduleDir(t, "package policy\n\nservers: fs: {command: [\"/nonexistent/mcp\"], expose: [\"read_file\"]}\n")
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir)
+	cmd.Stdin = strings.NewReader(`{"type":"status"}` + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"has no pins", "withheld"} {
+		found := false
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			found = found || strings.Contains(l, "WARN") && strings.Contains(l, want)
+		}
+		if !found {
+			t.Errorf("no WARN line saying %q:\n%s", want, stderr.String())
+		}
+	}
+}
