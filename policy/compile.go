@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/token"
 
 	"aimon.dev/gw/internal/gate"
 	"aimon.dev/gw/internal/rule"
@@ -456,12 +457,26 @@ func (c *compiler) surface(ref string, v cue.Value) *Surface {
 	if m := v.LookupPath(cue.MakePath(cue.Str("max-effect"))); m.Exists() {
 		s.MaxEffect, s.MaxEffectPos = str(m), position(m.Pos())
 	}
+	// A list may hold thousands of entries in a few files: each file's
+	// name is made relative once.
+	files := map[string]string{}
+	place := func(p token.Pos) Position {
+		if !p.IsValid() {
+			return Position{}
+		}
+		f, ok := files[p.Filename()]
+		if !ok {
+			f = relative(p.Filename())
+			files[p.Filename()] = f
+		}
+		return Position{File: f, Line: p.Line(), Col: p.Column()}
+	}
 	entries := func(key string, es *[]string, pos *[]Position) bool {
 		list := v.LookupPath(cue.MakePath(cue.Str(key)))
 		iter, err := list.List()
 		for err == nil && iter.Next() {
 			*es = append(*es, str(iter.Value()))
-			*pos = append(*pos, position(iter.Value().Pos()))
+			*pos = append(*pos, place(iter.Value().Pos()))
 		}
 		return list.Exists()
 	}
