@@ -44,6 +44,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		testCommand(stdout),
 		initCommand(stdout),
 		pinCommand(stdout),
+		completionCommand(stdout),
+		manCommand(stdout),
 	}
 	withGlobalFlags(commands, "aimon-gw")
 	app := &cli.App{
@@ -52,17 +54,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Reader:    stdin,
 		Writer:    stderr, // help and usage go to standard error: standard output is the protocol's (rule R1)
 		ErrWriter: stderr,
-		Version:   version(),
-		Flags:     globalFlags(),
-		Commands:  commands,
+		// The completion scripts ask the binary for the words
+		// (--generate-bash-completion), answered on standard output.
+		EnableBashCompletion: true,
+		Version:              version(),
+		Flags:                globalFlags(),
+		Commands:             commands,
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are serve, mcp, check, vet, test, init, pin, hook, import and version (aimon-gw --help).\n", name)
+			var names []string
+			for _, cmd := range commands {
+				names = append(names, cmd.Name)
+			}
+			fmt.Fprintf(c.App.ErrWriter, "aimon-gw: there is no command %q; the commands are %s and %s (aimon-gw --help).\n", name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 			notFound = true
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError("aimon-gw"),
 	}
 	notFound = false
+	if len(args) > 0 && args[len(args)-1] == "--generate-bash-completion" {
+		app.Writer = stdout // the words a completion script reads
+	}
 	cli.VersionPrinter = func(*cli.Context) { fmt.Fprintln(stdout, "aimon-gw", version()) }
 	err := app.RunContext(ctx, args)
 	if notFound {
@@ -131,6 +143,9 @@ func withGlobalFlags(cmds []*cli.Command, path string) {
 			return nil
 		}
 		cmd.OnUsageError = usageError(name)
+		// --help serves a command without subcommands; a "help"
+		// subcommand would only crowd completions and the man page.
+		cmd.HideHelpCommand = cmd.HideHelpCommand || leaf
 		withGlobalFlags(cmd.Subcommands, name)
 	}
 }

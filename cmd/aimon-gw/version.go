@@ -8,6 +8,15 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// Set at build time when the build records no VCS stamp (GOFLAGS has
+// -buildvcs=false, or the source is not a git checkout):
+//
+//	go install -ldflags "-X main.revision=$(git rev-parse HEAD) -X main.moduleVersion=v0.4.0" ./cmd/aimon-gw
+var (
+	moduleVersion string
+	revision      string
+)
+
 func versionCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
@@ -19,30 +28,40 @@ func versionCommand(stdout io.Writer) *cli.Command {
 	}
 }
 
-// version is the module version and, when the build recorded it, the VCS
-// revision (with +dirty for uncommitted changes), from the build info.
+// version is the module version and the VCS revision (with +dirty for
+// uncommitted changes) from the build info, or else from -ldflags -X.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(info, moduleVersion, revision)
+}
+
+func versionOf(info *debug.BuildInfo, modVersion, rev string) string {
+	v := ""
+	var stamped, dirty string
+	if info != nil {
+		v = info.Main.Version
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				stamped = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
 			}
 		}
 	}
-	if rev != "" {
-		v += " " + rev + dirty
+	if (v == "" || v == "(devel)") && modVersion != "" {
+		v = modVersion
 	}
-	return v
+	if v == "" {
+		v = "(devel)"
+	}
+	switch {
+	case stamped != "":
+		return v + " " + stamped + dirty
+	case rev != "":
+		return v + " " + rev
+	}
+	return v + " (no VCS revision recorded: build in a git checkout without -buildvcs=false, or with -ldflags \"-X main.revision=…\")"
 }
