@@ -81,6 +81,7 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	protectGateway(opts)
 	g.Swap(gen)
 	return g
 }
@@ -95,6 +96,7 @@ func (g *Gateway) Swap(gen *provision.Generation) *Current {
 		n = old.Number + 1
 	}
 	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
+	protect(gen)
 	g.pool.resize(gen.Parallel.MaxConcurrency)
 	g.cur.Store(c)
 	if old != nil && old.Generation != gen {

@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"aimon.dev/gw/internal/loadcache"
+	"aimon.dev/gw/internal/provision"
 	"aimon.dev/gw/internal/rule"
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/policy"
 	"aimon.dev/gw/policy/allow"
 	"aimon.dev/gw/tools"
@@ -16,8 +20,8 @@ import (
 // sandbox derives the sandbox of one call of t from the policy (rule R6):
 // writable are the literal directory prefixes of the call's effective
 // entries for the tools that write files (the built-ins Write and Edit,
-// whatever the policy names them), and the tool's own sandbox.write; the
-// policy directory and the binaries the gateway runs stay read-only.
+// whatever the policy names them), and the tool's own sandbox.write; what
+// the gateway reads or runs stays read-only (protect, rule R8).
 func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Env: slices.Clone(spec.Env)}
@@ -39,17 +43,6 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 	sb.Writable = slices.Compact(sb.Writable)
 	if sb.Writable == nil {
 		sb.Writable = []string{}
-	}
-	if cur.Dir != "" {
-		sb.ReadOnly = append(sb.ReadOnly, cur.Dir)
-	}
-	if exe, err := os.Executable(); err == nil {
-		sb.ReadOnly = append(sb.ReadOnly, exe)
-	}
-	for _, name := range cur.Names() {
-		if p := cur.Tools[name].Plugin; p != nil && len(p.Command) > 0 && filepath.IsAbs(p.Command[0]) {
-			sb.ReadOnly = append(sb.ReadOnly, p.Command[0])
-		}
 	}
 	for _, h := range spec.Hide {
 		sb.Hidden = append(sb.Hidden, home(h))
@@ -97,4 +90,43 @@ func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
 	return &tools.Scope{Anchor: anchor, Allows: func(path string) bool {
 		return eff.Decide(name, map[string]any{field: path}, wd).Allowed
 	}}
+}
+
+// protectGateway protects what the gateway itself reads or runs (rule
+// R8): its own binary, its decision log, and the hook's default cache of
+// compiled policies, made now so that no command can plant one first.
+func protectGateway(opts Options) {
+	if exe, err := os.Executable(); err == nil {
+		sandbox.Protect(exe)
+	}
+	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
+		sandbox.Protect(l.Path())
+	}
+	if dir, err := loadcache.DefaultDir(); err == nil && os.MkdirAll(dir, 0o700) == nil {
+		sandbox.Protect(dir)
+	}
+}
+
+// protect protects what a generation reads or runs (rule R8): its whole
+// CUE module (CUE reads a package's files up to the module root), its
+// surfaces sources and every file it read, and the executables of its
+// plugins and upstream servers, found as they will be started.
+func protect(gen *provision.Generation) {
+	var ps []string
+	if gen.Dir != "" {
+		ps = append(ps, gen.Dir, policy.ModuleRoot(gen.Dir))
+	}
+	ps = append(ps, gen.Dirs...)
+	ps = append(ps, gen.Inputs...)
+	ts := slices.Collect(maps.Values(gen.Tools))
+	ts = append(ts, slices.Collect(maps.Values(gen.Wildcards))...)
+	for _, t := range ts {
+		switch {
+		case t.Plugin != nil && len(t.Plugin.Command) > 0:
+			ps = append(ps, sandbox.Executable(t.Plugin.Command[0], t.PolicyDir))
+		case t.Upstream != nil && len(t.Upstream.Command) > 0:
+			ps = append(ps, sandbox.Executable(t.Upstream.Command[0], t.Upstream.Cwd))
+		}
+	}
+	sandbox.Protect(ps...)
 }

@@ -413,6 +413,10 @@ func newCompiler(dir string, opts []Option) *compiler {
 	return c
 }
 
+// ModuleRoot is the CUE module root of a policy directory: the directory
+// with cue.mod at or above it; "" when there is none.
+func ModuleRoot(dir string) string { return moduleRoot(dir) }
+
 func moduleRoot(dir string) string {
 	for {
 		if st, err := os.Stat(filepath.Join(dir, "cue.mod")); err == nil && st.IsDir() {

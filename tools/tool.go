@@ -143,6 +143,10 @@ type FileSet struct {
 type FileState struct {
 	Size    int64
 	ModTime time.Time
+	// ChangeTime is the inode's change time, which no one can set back as
+	// one can the modification time (rule C6).
+	ChangeTime time.Time
+	Inode      uint64
 }
 
 // NewFileSet returns an empty set.

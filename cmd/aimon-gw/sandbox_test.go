@@ -66,7 +66,14 @@ func serveLines(t *testing.T, root, surface string, env []string, lines ...strin
 // runServe runs the binary's serve with args on lines, one reply a line.
 func runServe(t *testing.T, args, env []string, lines ...string) []map[string]any {
 	t.Helper()
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve"}, args...)...)
+	return runServeAs(t, []string{gatewayBinary(t)}, args, env, lines...)
+}
+
+// runServeAs is runServe with the command line that starts the binary
+// (under setpriv, say).
+func runServeAs(t *testing.T, bin, args, env []string, lines ...string) []map[string]any {
+	t.Helper()
+	cmd := exec.Command(bin[0], append(append(bin[1:], "serve"), args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	out, err := cmd.Output()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -47,6 +48,12 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("cannot open the decision log %s: %w", path, err)
 	}
 	return &File{f: f, path: path}, nil
+}
+
+// Path is the file's absolute path: no tool may write it (rule R8).
+func (l *File) Path() string {
+	p, _ := filepath.Abs(l.path)
+	return p
 }
 
 // Log appends r. Once a write has failed, every later one fails too: the

@@ -437,18 +437,20 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 // start starts a stdio server and opens a session with it.
 func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *exec.Cmd, error) {
 	argv := s.spec.Command
-	if s.sb != nil {
-		var err error
-		if argv, err = sandbox.Argv(s.sb, s.spec.Cwd, argv, nil, nil); err != nil {
-			return nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap or set sandbox: mode: \"off\"", err)
-		}
+	env := os.Environ()
+	for k, v := range s.spec.Env {
+		env = append(env, k+"="+v)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.spec.Cwd
-	cmd.Env = os.Environ()
-	for k, v := range s.spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	cmd.Env = env
+	if s.sb != nil {
+		var err error
+		if cmd, err = sandbox.Command(s.sb, s.spec.Cwd, argv, env, func(name string) bool { _, ok := s.spec.Env[name]; return ok }); err != nil {
+			return nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap and allow user namespaces, or set sandbox: mode: \"off\"", err)
+		}
+		defer sandbox.Release(cmd)
 	}
+	cmd.Dir = s.spec.Cwd
 	// Its own process group, killed with it; and gone when the gateway is.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logWriter{s.u.Log, s.spec.Server}

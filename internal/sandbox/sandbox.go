@@ -1,15 +1,22 @@
-// Package sandbox runs a program under bubblewrap (rule R6): the whole file
-// system read-only but for the writable set, a private /tmp, its own PID
-// namespace and /proc, no network unless allowed, a cleared environment,
-// and --die-with-parent, so that the namespace and every process in it end
-// with the program or with the gateway. Bash runs each command in one, a
-// sandboxed plugin its whole process.
+// Package sandbox runs a program under bubblewrap (rules R6, R8): in a user
+// namespace with no capabilities and a seccomp filter on the system calls
+// that reach outside it, the whole file system read-only but for the
+// writable set, what the gateway reads or runs read-only even inside it,
+// a private /tmp, its own PID namespace and /proc, no network unless
+// allowed, a cleared environment, and --die-with-parent, so that the
+// namespace and every process in it end with the program or with the
+// gateway. Bash runs each command in one, a sandboxed plugin or server
+// its whole process.
 package sandbox
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +31,8 @@ var bwrapCheck struct {
 }
 
 // bwrap returns the path of a bwrap that can run here: it must be
-// installed, and able to make the namespaces (a container may forbid them).
+// installed, and able to make an unprivileged sandbox (a user namespace
+// without capabilities): where it cannot, nothing runs privileged instead.
 func bwrap() (string, error) {
 	bwrapCheck.once.Do(func() {
 		p, err := exec.LookPath("bwrap")
@@ -34,9 +42,10 @@ func bwrap() (string, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, p, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-			"--unshare-pid", "--unshare-net", "--die-with-parent", "true").CombinedOutput()
-		if err != nil {
+		cmd := exec.CommandContext(ctx, p, "--unshare-user", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			"--unshare-pid", "--unshare-net", "--die-with-parent", "true")
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
 			bwrapCheck.err = &bwrapError{err: err, out: strings.TrimSpace(string(out))}
 			return
 		}
@@ -51,7 +60,7 @@ type bwrapError struct {
 }
 
 func (e *bwrapError) Error() string {
-	return "bwrap cannot make a sandbox here: " + e.err.Error() + ": " + e.out
+	return "bwrap cannot make an unprivileged sandbox here (it needs user namespaces): " + e.err.Error() + ": " + e.out
 }
 
 // Available reports whether a sandbox can be made here, and why not.
@@ -60,10 +69,12 @@ func Available() error {
 	return err
 }
 
-// Argv is the command line that runs argv in dir inside sb. Its
-// environment is drawn from env (os.Environ() when nil); keep names more
-// variables to pass through as they are (a plugin's handshake).
-func Argv(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) ([]string, error) {
+// Command is the command that runs argv in dir inside sb: bwrap, with an
+// environment of its own that is empty, reading the seccomp filter from
+// its descriptor 3. The command's environment is drawn from env
+// (os.Environ() when nil); keep names more variables to pass through as
+// they are (a plugin's handshake). Call Release once it has started.
+func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) (*exec.Cmd, error) {
 	bw, err := bwrap()
 	if err != nil {
 		return nil, err
@@ -71,53 +82,107 @@ func Argv(sb *tools.Sandbox, dir string, argv, env []string, keep func(name stri
 	if env == nil {
 		env = os.Environ()
 	}
-	return append([]string{bw}, args(sb, dir, argv, env, keep)...), nil
+	a, err := args(sb, dir, argv, env, keep)
+	if err != nil {
+		return nil, err
+	}
+	f, err := filterFile()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bw, a...)
+	// bwrap's own environment is what its first process, PID 1 in the
+	// sandbox, shows in /proc/1/environ: nothing.
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{f}
+	return cmd, nil
+}
+
+// Release closes what Command opened for the start of cmd.
+func Release(cmd *exec.Cmd) {
+	for _, f := range cmd.ExtraFiles {
+		f.Close()
+	}
 }
 
 // passedEnv are the variables every sandboxed command keeps (rule R6).
 var passedEnv = []string{"PATH", "HOME", "LANG", "TERM"}
 
-// args is the bwrap arguments that run argv in dir inside sb.
-func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) bool) []string {
+// args is the bwrap arguments that run argv in dir inside sb. Paths are
+// bound by what they are when the sandbox is made: writable and hidden
+// paths resolved, a writable one refused when a symbolic link the agent
+// could have made takes it elsewhere (rule R8).
+func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) bool) ([]string, error) {
+	all := slices.Contains(sb.Writable, "/")
 	root := "--ro-bind"
-	for _, w := range sb.Writable {
-		if w == "/" {
-			root = "--bind"
-		}
+	if all {
+		root = "--bind"
 	}
-	a := []string{root, "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+	a := []string{"--unshare-user", "--cap-drop", "ALL", "--seccomp", "3",
+		root, "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		// The sandbox's root is the host's root by its user id: without
+		// capabilities it still owns the kernel's settings (core_pattern).
+		"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--clearenv"}
 	if !sb.Network {
 		a = append(a, "--unshare-net")
 	}
-	// The working directory stays visible when the private /tmp covers it.
-	if dir != "" && (dir == "/tmp" || strings.HasPrefix(dir, "/tmp/")) {
-		a = append(a, "--ro-bind", dir, dir)
+	writable, err := resolveWritable(sb.Writable, dir)
+	if err != nil {
+		return nil, err
 	}
-	for _, w := range sb.Writable {
-		if w != "/" && exists(w) {
-			a = append(a, "--bind", w, w)
+	binds := map[string]string{}
+	for _, w := range writable {
+		binds[w] = "--bind"
+	}
+	// The private /tmp covers a working directory under it: bound back,
+	// writable when the surface may write there.
+	if real := resolved(dir); real != "" && within(real, "/tmp") && binds[real] == "" {
+		binds[real] = "--ro-bind"
+		if all || slices.ContainsFunc(writable, func(w string) bool { return within(real, w) }) {
+			binds[real] = "--bind"
 		}
 	}
-	for _, r := range sb.ReadOnly {
-		if exists(r) {
-			a = append(a, "--ro-bind", r, r)
-		}
-	}
+	var hidden []string
 	for _, h := range sb.Hidden {
-		fi, err := os.Stat(h)
-		switch {
-		case err != nil:
-		case fi.IsDir():
+		real := resolved(h)
+		if real == "" {
+			continue
+		}
+		hidden = append(hidden, real)
+		// A directory that is a mount point cannot be renamed (EBUSY): the
+		// writable ancestors of a hidden path stay where they are, so it
+		// stays at the path that hides it.
+		for p := filepath.Dir(real); p != "/"; p = filepath.Dir(p) {
+			if binds[p] == "" && (all && !within(p, "/tmp") || slices.ContainsFunc(writable, func(w string) bool { return within(p, w) })) {
+				binds[p] = "--bind"
+			}
+		}
+	}
+	// Parents before children, so a deeper bind is not covered.
+	for _, p := range slices.Sorted(maps.Keys(binds)) {
+		a = append(a, binds[p], p, p)
+	}
+	// After the writable binds, so that they win (rule R8).
+	for _, r := range sb.ReadOnly {
+		if real := resolved(r); real != "" {
+			a = append(a, "--ro-bind", real, real)
+		}
+	}
+	for _, r := range Protected() {
+		a = append(a, "--ro-bind", r, r)
+	}
+	for _, h := range hidden {
+		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
 			a = append(a, "--tmpfs", h, "--remount-ro", h)
-		default:
+		} else if err == nil {
 			a = append(a, "--ro-bind", "/dev/null", h)
 		}
 	}
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if contains(passedEnv, name) || strings.HasPrefix(name, "LC_") || contains(sb.Env, name) || keep != nil && keep(name) {
+		if slices.Contains(passedEnv, name) || strings.HasPrefix(name, "LC_") || slices.Contains(sb.Env, name) || keep != nil && keep(name) {
 			a = append(a, "--setenv", name, value)
 		}
 	}
@@ -125,19 +190,65 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}
-	return append(append(a, "--"), argv...)
+	return append(append(a, "--"), argv...), nil
 }
 
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+// resolveWritable resolves the writable entries that exist. A symbolic
+// link on the way to one that lies in the working directory or in another
+// writable entry is the agent's to make, and refused (rule R8); one above
+// them is the system's (/var/run), and followed.
+func resolveWritable(ws []string, dir string) ([]string, error) {
+	var out []string
+	for _, w := range ws {
+		if w == "/" {
+			continue
+		}
+		real := resolved(w)
+		if real == "" {
+			continue
+		}
+		if real != w {
+			if link := agentLink(w, dir, ws); link != "" {
+				return nil, fmt.Errorf("the writable path %s leads through the symbolic link %s to %s, outside it; a command may not write through a link made where commands write. Remove the link, or write the real path into the policy", w, link, real)
+			}
+		}
+		out = append(out, real)
+	}
+	return out, nil
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
+// agentLink is the first symbolic link on the way to w that lies inside
+// dir or inside a writable entry other than "/"; "" when none does.
+func agentLink(w, dir string, ws []string) string {
+	for p := w; p != "/" && p != "."; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		inside := dir != "" && dir != "/" && within(p, dir)
+		for _, o := range ws {
+			inside = inside || o != "/" && within(p, o)
+		}
+		if inside {
+			return p
 		}
 	}
-	return false
+	return ""
+}
+
+// resolved is p with its symbolic links followed; "" when it does not exist.
+func resolved(p string) string {
+	if p == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return real
+}
+
+// within reports whether p is base or below it.
+func within(p, base string) bool {
+	return p == base || base == "/" || strings.HasPrefix(p, base+"/")
 }

@@ -38,16 +38,14 @@ func newRunner(cmd *exec.Cmd, sb *tools.Sandbox) func(hclog.Logger, *exec.Cmd, s
 			// is the one place outside it both sides reach.
 			inner := *sb
 			inner.Writable = append(slices.Clone(sb.Writable), socketDir)
-			argv, err := sandbox.Argv(&inner, "", cmd.Args, sandboxEnv(spec.Env), func(name string) bool {
+			sc, err := sandbox.Command(&inner, "", cmd.Args, sandboxEnv(spec.Env), func(name string) bool {
 				return strings.HasPrefix(name, "PLUGIN_") || name == plugin.Handshake.MagicCookieKey
 			})
 			if err != nil {
-				return nil, fmt.Errorf("the plugin runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap or set sandbox: mode: \"off\" on the tool", err)
+				return nil, fmt.Errorf("the plugin runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap and allow user namespaces, or set sandbox: mode: \"off\" on the tool", err)
 			}
-			attr := cmd.SysProcAttr
-			*cmd = *exec.Command(argv[0], argv[1:]...)
-			cmd.SysProcAttr = attr
-			cmd.Env = os.Environ()
+			sc.SysProcAttr = cmd.SysProcAttr
+			*cmd = *sc
 		} else {
 			cmd.Env = spec.Env
 		}
@@ -72,7 +70,12 @@ func sandboxEnv(pluginEnv []string) []string {
 
 var _ runner.Runner = (*cmdRunner)(nil)
 
-func (r *cmdRunner) Start(context.Context) error     { return r.cmd.Start() }
+// Start starts the plugin, and lets go of what its sandbox needed only to start.
+func (r *cmdRunner) Start(context.Context) error {
+	defer sandbox.Release(r.cmd)
+	return r.cmd.Start()
+}
+
 func (r *cmdRunner) Wait(context.Context) error      { return r.cmd.Wait() }
 func (r *cmdRunner) Diagnose(context.Context) string { return "" }
 func (r *cmdRunner) Stdout() io.ReadCloser           { return r.stdout }

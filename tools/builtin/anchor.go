@@ -211,7 +211,11 @@ func fileKind(m fs.FileMode) string {
 
 // stateOf is what a read saw of a file (rule C6).
 func stateOf(fi fs.FileInfo) tools.FileState {
-	return tools.FileState{Size: fi.Size(), ModTime: fi.ModTime()}
+	st := tools.FileState{Size: fi.Size(), ModTime: fi.ModTime()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ChangeTime, st.Inode = time.Unix(sys.Ctim.Unix()), sys.Ino
+	}
+	return st
 }
 
 // trailingSlash refuses a file path that ends with a slash: it names a

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -35,6 +37,37 @@ const (
 // the command's process group: a process that left the group (setsid) may
 // hold them open for ever.
 const drainGrace = 2 * time.Second
+
+// MaxOutputTotal bounds the output bytes a command may write, both streams
+// together: past it the command is killed (rule R8).
+const MaxOutputTotal = 64 << 20
+
+// The bounds on a command's processes (rule R8), set with prlimit inside
+// the sandbox: its processes, each one's data and file size, no core dump,
+// and CPU time no longer than the call may take.
+const (
+	maxProcs     = 1024
+	maxDataBytes = 4 << 30
+	maxFileSize  = 4 << 30
+)
+
+var prlimitPath = sync.OnceValues(func() (string, error) { return exec.LookPath("prlimit") })
+
+// limited is argv run under prlimit with the bounds of a call of ms
+// milliseconds. The process count is per user: bounded only in the
+// sandbox's own user namespace, where it counts the command's processes.
+func limited(argv []string, ms int, sandboxed bool) ([]string, error) {
+	p, err := prlimitPath()
+	if err != nil {
+		return nil, err
+	}
+	cpu := strconv.Itoa((ms + 999) / 1000)
+	a := []string{p, "--cpu=" + cpu, "--data=" + strconv.Itoa(maxDataBytes), "--fsize=" + strconv.Itoa(maxFileSize), "--core=0"}
+	if sandboxed {
+		a = append(a, "--nproc="+strconv.Itoa(maxProcs))
+	}
+	return append(append(a, "--"), argv...), nil
+}
 
 // Bash runs a command with bash -c in the working directory, in its own
 // process group. At the timeout, on cancellation, and when bash exits, the
@@ -85,15 +118,26 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			return fail(env, "Bash", err, "The working directory %s does not exist or is not a directory, so the command was not run.", wd)
 		}
 	}
-	argv := []string{"bash", "-c", p.Command}
-	if sb := env.Sandbox; sb != nil && !sb.Off {
-		var err error
-		if argv, err = sandbox.Argv(sb, workdir(env), argv, nil, nil); err != nil {
-			env.Logger().Warn("Bash refused: no usable sandbox", "cause", err)
-			return tools.Failure(err, "Bash runs commands in a bubblewrap sandbox, and none can be made here (%v). The operator must install it (apt-get install bubblewrap) or set sandbox: mode: \"off\" on the Bash tool in the policy. The command was not run.", err)
+	sb := env.Sandbox
+	sandboxed := sb != nil && !sb.Off
+	if sandboxed {
+		if err := sandbox.Available(); err != nil {
+			return noSandbox(env, err)
 		}
 	}
-	run, err := start(argv, workdir(env))
+	argv, err := limited([]string{"bash", "-c", p.Command}, ms, sandboxed)
+	if err != nil {
+		return fail(env, "Bash", err, "Bash bounds each command with prlimit, and it cannot be found here (%v); the operator must install util-linux. The command was not run.", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if sandboxed {
+		if cmd, err = sandbox.Command(sb, workdir(env), argv, nil, nil); err != nil {
+			return noSandbox(env, err)
+		}
+		defer sandbox.Release(cmd)
+	}
+	cmd.Dir = workdir(env)
+	run, err := start(cmd)
 	if run != nil {
 		run.log = env.Logger()
 	}
@@ -115,6 +159,8 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		fmt.Fprintf(&b, "The command timed out after %d ms and was killed, with its child processes.", ms)
 	case why == stopCancel:
 		b.WriteString("The call was cancelled; the command was killed, with its child processes.")
+	case why == stopOutput:
+		fmt.Fprintf(&b, "The command wrote more than %d bytes of output and was killed, with its child processes; send less to standard output (into a file, or through head).", MaxOutputTotal)
 	case st == nil:
 		b.WriteString("The command's exit status is unknown.")
 	case st.ExitCode() >= 0:
@@ -138,6 +184,12 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		ExitCode: code, Stdout: string(run.stdout.buf), Stderr: string(run.stderr.buf), TimedOut: why == stopTimeout}}
 }
 
+// noSandbox is the refusal of a command whose sandbox cannot be made.
+func noSandbox(env *tools.Env, err error) tools.Result {
+	env.Logger().Warn("Bash refused: no usable sandbox", "cause", err)
+	return tools.Failure(err, "Bash runs commands in a bubblewrap sandbox, and none can be made here (%v). The operator must install it (apt-get install bubblewrap) and allow user namespaces, or set sandbox: mode: \"off\" on the Bash tool in the policy. The command was not run.", err)
+}
+
 // BashOutput is Bash's structured result; it mirrors #BashOutput.
 type BashOutput struct {
 	ExitCode int    `json:"exit_code"`
@@ -152,6 +204,7 @@ const (
 	stopExit stop = iota
 	stopTimeout
 	stopCancel
+	stopOutput
 )
 
 // running is a started command and the capture of its output.
@@ -161,12 +214,23 @@ type running struct {
 	outR, errR     *os.File
 	stdout, stderr capped
 	readers        sync.WaitGroup
+	total          atomic.Int64  // output bytes of both streams
+	flooded        chan struct{} // closed once total passes MaxOutputTotal
+	flood          sync.Once
 }
 
-// start starts bash -c command in dir, leader of a new process group. The
-// output goes through pipes of our own (not exec's copying goroutines), so
-// that Wait returns when bash exits even if a leftover child holds them.
-func start(argv []string, dir string) (*running, error) {
+// wrote counts n more bytes of output; past MaxOutputTotal the command is
+// stopped, as a timeout would.
+func (r *running) wrote(n int) {
+	if r.total.Add(int64(n)) > MaxOutputTotal {
+		r.flood.Do(func() { close(r.flooded) })
+	}
+}
+
+// start starts cmd, leader of a new process group. The output goes
+// through pipes of our own (not exec's copying goroutines), so that Wait
+// returns when bash exits even if a leftover child holds them.
+func start(cmd *exec.Cmd) (*running, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -177,8 +241,6 @@ func start(argv []string, dir string) (*running, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
@@ -189,7 +251,8 @@ func start(argv []string, dir string) (*running, error) {
 		errR.Close()
 		return nil, err
 	}
-	r := &running{cmd: cmd, outR: outR, errR: errR}
+	r := &running{cmd: cmd, outR: outR, errR: errR, flooded: make(chan struct{})}
+	r.stdout.r, r.stderr.r = r, r
 	r.readers.Go(func() { io.Copy(&r.stdout, outR) })
 	r.readers.Go(func() { io.Copy(&r.stderr, errR) })
 	return r, nil
@@ -212,6 +275,8 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) stop {
 		why = stopTimeout
 	case <-ctx.Done():
 		why = stopCancel
+	case <-r.flooded:
+		why = stopOutput
 	}
 	// On exit too: what bash left behind in its group must not outlive the call.
 	r.killGroup()
@@ -246,10 +311,14 @@ func (r *running) killGroup() {
 type capped struct {
 	buf   []byte
 	total int
+	r     *running
 }
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.total += len(p)
+	if c.r != nil {
+		c.r.wrote(len(p))
+	}
 	if room := MaxOutput - len(c.buf); room > 0 {
 		c.buf = append(c.buf, p[:min(room, len(p))]...)
 	}

@@ -6,13 +6,16 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -141,10 +144,49 @@ func stale(env *tools.Env, tool, path string, fi tools.FileState) (tools.Result,
 	switch {
 	case !ok:
 		return refuse(env, tool, "File %s has not been read in this session. Read it first, then %s it.", path, strings.ToLower(tool)), false
-	case st != (tools.FileState{}) && (st.Size != fi.Size || !st.ModTime.Equal(fi.ModTime)):
+	case st != (tools.FileState{}) && (st.Size != fi.Size || !st.ModTime.Equal(fi.ModTime) || !st.ChangeTime.Equal(fi.ChangeTime) || st.Inode != fi.Inode):
 		return refuse(env, tool, "File %s has changed since it was read; Read it again, then %s it.", path, strings.ToLower(tool)), false
 	}
 	return tools.Result{}, true
+}
+
+// guarded refuses a path the gateway reads or runs (rule R8).
+func guarded(env *tools.Env, tool, path string) (tools.Result, bool) {
+	if p := sandbox.Protecting(path); p != "" {
+		return refuse(env, tool, "%s lies in %s, which the gateway reads or runs (its policy, a surfaces source, its decision log or cache, or a program it starts); no tool may write there.", path, p), false
+	}
+	return tools.Result{}, true
+}
+
+// Bounds of one Glob or Grep (rule R8): the files and directories it may
+// open, and how long it may take.
+var (
+	maxSearchSteps = 200000
+	searchDeadline = 30 * time.Second
+)
+
+var (
+	errSteps    = errors.New("the search's step budget is spent")
+	errDeadline = errors.New("the search's deadline passed")
+)
+
+// bounded is ctx with the search deadline.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, searchDeadline, errDeadline)
+}
+
+// overBudget is the result of a search that stopped at its deadline, its
+// step budget or its cancellation; stopped is false when it did not.
+func overBudget(env *tools.Env, tool string, ctx context.Context, err error, narrower string) (tools.Result, bool) {
+	switch {
+	case errors.Is(err, errSteps):
+		return refuse(env, tool, "%s stopped after opening %d files and directories without finishing; search with %s.", tool, maxSearchSteps, narrower), true
+	case errors.Is(context.Cause(ctx), errDeadline):
+		return refuse(env, tool, "%s stopped at its deadline of %s without finishing; search with %s.", tool, searchDeadline, narrower), true
+	case ctx.Err() != nil:
+		return cancelled(env, tool, ctx), true
+	}
+	return tools.Result{}, false
 }
 
 // quote renders a value from the model for a sentence, shortened when long.

@@ -41,6 +41,9 @@ func (Edit) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	case p.OldString == p.NewString:
 		return refuse(env, "Edit", "Parameters 'old_string' and 'new_string' are the same (%s), so the edit would change nothing.", quote(p.OldString))
 	}
+	if r, ok := guarded(env, "Edit", path); !ok {
+		return r
+	}
 	env.Logger().Debug("Edit", "path", path, "replace_all", all)
 	if ctx.Err() != nil {
 		return cancelled(env, "Edit", ctx)

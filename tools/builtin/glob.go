@@ -47,7 +47,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	case !doublestar.ValidatePattern(pattern):
 		return refuse(env, "Glob", "Parameter 'pattern' %s is not a valid glob; use for example **/*.go or src/*.{ts,tsx}.", quote(p.Pattern))
 	}
-	pattern = path.Clean(pattern)
+	pattern = collapse(path.Clean(pattern))
 
 	var root string
 	var err error
@@ -88,7 +88,9 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if err != nil {
 		return fail(env, "Glob", err, "Could not search %s: %v.", root, err)
 	}
-	fsys := ctxFS{ctx, sub}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	fsys := &ctxFS{ctx: ctx, FS: sub}
 	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -105,8 +107,11 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		hits = append(hits, hit{path, info.ModTime()})
 		return nil
 	}, doublestar.WithFilesOnly(), doublestar.WithNoFollow())
-	if ctx.Err() != nil {
-		return cancelled(env, "Glob", ctx)
+	if fsys.steps > maxSearchSteps {
+		err = errSteps // doublestar passes over the failed opens
+	}
+	if r, stopped := overBudget(env, "Glob", ctx, err, "a narrower pattern or path"); stopped {
+		return r
 	}
 	if err != nil {
 		return fail(env, "Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
@@ -142,16 +147,35 @@ type GlobOutput struct {
 	Truncated bool     `json:"truncated"`
 }
 
-// ctxFS fails every Open once ctx is done, so that a walk through a large tree
-// stops even where no file matches.
+// ctxFS fails every Open once ctx is done or the search has opened
+// maxSearchSteps files and directories, so that a walk through a large
+// tree stops even where no file matches.
 type ctxFS struct {
-	ctx context.Context
+	ctx   context.Context
+	steps int
 	fs.FS
 }
 
-func (c ctxFS) Open(name string) (fs.File, error) {
+func (c *ctxFS) Open(name string) (fs.File, error) {
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.steps++; c.steps > maxSearchSteps {
+		return nil, errSteps
+	}
 	return c.FS.Open(name)
+}
+
+// collapse writes runs of "**" segments as one: they match the same
+// paths, and each more would multiply the walk.
+func collapse(pattern string) string {
+	segs := strings.Split(pattern, "/")
+	out := segs[:0]
+	for i, s := range segs {
+		if s == "**" && i > 0 && segs[i-1] == "**" {
+			continue
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "/")
 }

@@ -91,6 +91,8 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	defer a.Close()
 	g.a = a
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	fi, rel, err := a.stat(g.root)
 	switch {
 	case errors.Is(err, errEscapes):
@@ -105,9 +107,10 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	default:
 		err = g.file(ctx, g.root)
 	}
+	if r, stopped := overBudget(env, "Grep", ctx, err, "a narrower path or glob"); stopped {
+		return r
+	}
 	switch {
-	case ctx.Err() != nil:
-		return cancelled(env, "Grep", ctx)
 	case err != nil && !errors.Is(err, errStop):
 		return fail(env, "Grep", err, "Could not search %s: %v.", g.root, err)
 	case !g.matched:
@@ -201,9 +204,14 @@ func (g *grep) walk(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	walked := &ctxFS{ctx: ctx, FS: fsys}
+	return fs.WalkDir(walked, ".", func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		// Each file searched is a step, as each directory read is.
+		if walked.steps++; walked.steps > maxSearchSteps {
+			return errSteps
 		}
 		path := filepath.Join(g.root, filepath.FromSlash(p)) // as the model named it
 		if err != nil {

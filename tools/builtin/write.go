@@ -37,6 +37,9 @@ func (Write) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resu
 	if max := maxFileBytes(env); int64(len(p.Content)) > max {
 		return refuse(env, "Write", "Parameter 'content' is %d bytes, more than the %d bytes a file may have here (maxFileBytes); write a smaller file.", len(p.Content), max)
 	}
+	if r, ok := guarded(env, "Write", path); !ok {
+		return r
+	}
 	env.Logger().Debug("Write", "path", path, "bytes", len(p.Content))
 	if ctx.Err() != nil {
 		return cancelled(env, "Write", ctx)

@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// protected are the paths the gateway reads or runs (rule R8): its policy
+// module, surfaces sources, decision log, hook cache and the executables
+// it starts. Every sandbox binds them read-only after its writable binds,
+// and Write and Edit refuse them. The set only grows: what one generation
+// ran stays protected while the gateway runs.
+var protected struct {
+	mu    sync.RWMutex
+	paths []string // as given and as resolved, sorted
+}
+
+// Protect adds paths to what no tool may write.
+func Protect(paths ...string) {
+	var add []string
+	for _, p := range paths {
+		if p == "" || !filepath.IsAbs(p) {
+			continue
+		}
+		add = append(add, filepath.Clean(p))
+		if real := resolved(p); real != "" {
+			add = append(add, real)
+		}
+	}
+	protected.mu.Lock()
+	defer protected.mu.Unlock()
+	protected.paths = append(protected.paths, add...)
+	slices.Sort(protected.paths)
+	protected.paths = slices.Compact(protected.paths)
+}
+
+// Protected lists the protected paths that exist, resolved.
+func Protected() []string {
+	protected.mu.RLock()
+	defer protected.mu.RUnlock()
+	var out []string
+	for _, p := range protected.paths {
+		if real := resolved(p); real != "" {
+			out = append(out, real)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Protecting is the protected path that path lies in, by its name or by
+// where its symbolic links lead; "" when none.
+func Protecting(path string) string {
+	real := realPath(path)
+	protected.mu.RLock()
+	defer protected.mu.RUnlock()
+	for _, p := range protected.paths {
+		if within(path, p) || within(real, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// realPath is path with the symbolic links of its deepest existing
+// ancestor followed (a file still to be created resolves by its parent).
+func realPath(path string) string {
+	path = filepath.Clean(path)
+	var rest []string
+	for p := path; ; p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			slices.Reverse(rest)
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		if p == "/" || p == "." {
+			return path
+		}
+		rest = append(rest, filepath.Base(p))
+	}
+}
+
+// Executable is where a command's program is found, resolved: a bare
+// name through PATH, a relative path against dir. "" when not found.
+func Executable(name, dir string) string {
+	switch {
+	case name == "":
+		return ""
+	case !strings.Contains(name, "/"):
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return ""
+		}
+		name, _ = filepath.Abs(p)
+	case !filepath.IsAbs(name):
+		name = filepath.Join(dir, name)
+	}
+	if _, err := os.Stat(name); err != nil {
+		return ""
+	}
+	return resolved(name)
+}

@@ -1,0 +1,109 @@
+package builtin
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"aimon.dev/gw/tools"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"aimon.dev/gw/internal/sandbox"
+)
+
+// TestC6ChangeTimeCounts: a file changed after it was read, with its size
+// and modification time put back, is refused by Write and Edit: the inode
+// change time cannot be put back.
+func TestC6ChangeTimeCounts(t *testing.T) {
+	for _, tt := range []struct{ note, tool, in string }{
+		{note: "Write", tool: "Write", in: `{"file_path":"f.txt","content":"clobbered"}`},
+		{note: "Edit", tool: "Edit", in: `{"file_path":"f.txt","old_string":"mine","new_string":"gone"}`},
+	} {
+		env := session(t)
+		p := write(t, env.Workdir, "f.txt", "mine\n")
+		if r := call(t, env, "Read", `{"file_path":"f.txt"}`); r.IsError {
+			t.Fatal(r.Text)
+		}
+		fi, _ := os.Stat(p)
+		if err := os.WriteFile(p, []byte("othr\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, fi.ModTime(), fi.ModTime())
+		r := call(t, env, tt.tool, tt.in)
+		wantResult(t, r, true, "has changed since it was read")
+		if got, _ := os.ReadFile(p); string(got) != "othr\n" {
+			t.Errorf("%s: the file was overwritten: %q", tt.note, got)
+		}
+	}
+}
+
+// TestR8WriteAndEditRefuseWhatTheGatewayReads: a protected directory and
+// a file reached through a link into it are refused with a sentence.
+func TestR8WriteAndEditRefuseWhatTheGatewayReads(t *testing.T) {
+	env := session(t)
+	mod := filepath.Join(env.Workdir, "gwpolicy")
+	write(t, mod, "policy.cue", "package policy\n")
+	os.Symlink(mod, filepath.Join(env.Workdir, "alias"))
+	sandbox.Protect(mod)
+	call(t, env, "Read", `{"file_path":"gwpolicy/policy.cue"}`)
+	for _, tt := range []struct{ note, tool, in string }{
+		{note: "a new file in it", tool: "Write", in: `{"file_path":"gwpolicy/open.cue","content":"agent: {}"}`},
+		{note: "a file it holds", tool: "Edit", in: `{"file_path":"gwpolicy/policy.cue","old_string":"package","new_string":"pkg"}`},
+		{note: "through a link", tool: "Write", in: `{"file_path":"alias/open.cue","content":"agent: {}"}`},
+		{note: "a new directory in it", tool: "Write", in: `{"file_path":"gwpolicy/a/b.cue","content":""}`},
+	} {
+		r := call(t, env, tt.tool, tt.in)
+		wantResult(t, r, true, "which the gateway reads or runs", mod)
+	}
+	if _, err := os.Stat(filepath.Join(mod, "open.cue")); err == nil {
+		t.Error("a file was written into the protected directory")
+	}
+	r := call(t, env, "Write", `{"file_path":"elsewhere.txt","content":"x"}`)
+	wantResult(t, r, false, "Created")
+}
+
+// tree1000 is 10 directories of 10 directories of 10 files, x in each.
+func tree1000(t *testing.T) *tools.Env {
+	t.Helper()
+	env := session(t)
+	for i := range 10 {
+		for j := range 10 {
+			for k := range 9 {
+				write(t, env.Workdir, fmt.Sprintf("d%d/e%d/f%d", i, j, k), "needle\n")
+			}
+			write(t, env.Workdir, fmt.Sprintf("d%d/e%d/x", i, j), "needle\n")
+		}
+	}
+	return env
+}
+
+// TestR8SearchesAreBounded: the pattern that ran for hours on main
+// answers; a walk past its step budget or its deadline stops with a
+// sentence.
+func TestR8SearchesAreBounded(t *testing.T) {
+	env := tree1000(t)
+	r := call(t, env, "Glob", `{"pattern":"**/**/**/**/**/**/**/x"}`)
+	wantResult(t, r, false, "d9/e9/x", "d0/e0/x")
+	tests := []struct {
+		note, tool, in string
+		steps          int
+		deadline       time.Duration
+		want           string
+	}{
+		{note: "Glob past its steps", tool: "Glob", in: `{"pattern":"**/*/**/*/**/*/**/x"}`, steps: 50, deadline: time.Hour, want: "Glob stopped after opening 50 files and directories"},
+		{note: "Glob past its deadline", tool: "Glob", in: `{"pattern":"**/x"}`, steps: 1 << 30, deadline: time.Nanosecond, want: "Glob stopped at its deadline"},
+		{note: "Grep past its steps", tool: "Grep", in: `{"pattern":"needle"}`, steps: 50, deadline: time.Hour, want: "Grep stopped after opening 50 files and directories"},
+		{note: "Grep past its deadline", tool: "Grep", in: `{"pattern":"needle"}`, steps: 1 << 30, deadline: time.Nanosecond, want: "Grep stopped at its deadline"},
+		{note: "Grep within both", tool: "Grep", in: `{"pattern":"needle","output_mode":"count","head_limit":1}`, steps: 1 << 30, deadline: time.Hour, want: ":1"},
+	}
+	defer func(s int, d time.Duration) { maxSearchSteps, searchDeadline = s, d }(maxSearchSteps, searchDeadline)
+	for _, tt := range tests {
+		maxSearchSteps, searchDeadline = tt.steps, tt.deadline
+		r := call(t, env, tt.tool, tt.in)
+		if !strings.Contains(r.Text, tt.want) {
+			t.Errorf("%s: %s", tt.note, r.Text)
+		}
+	}
+}
