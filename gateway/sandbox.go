@@ -94,7 +94,8 @@ func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
 
 // protectGateway protects what the gateway itself reads or runs (rule
 // R8): its own binary, its decision log, and the hook's default cache of
-// compiled policies, made now so that no command can plant one first.
+// compiled policies (bound once it exists; Write and Edit refuse it by name
+// before).
 func protectGateway(opts Options) {
 	if exe, err := os.Executable(); err == nil {
 		sandbox.Protect(exe)
@@ -102,7 +103,7 @@ func protectGateway(opts Options) {
 	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
 		sandbox.Protect(l.Path())
 	}
-	if dir, err := loadcache.DefaultDir(); err == nil && os.MkdirAll(dir, 0o700) == nil {
+	if dir, err := loadcache.DefaultDir(); err == nil {
 		sandbox.Protect(dir)
 	}
 }

@@ -239,7 +239,8 @@ func TestR8PathsAreBoundByWhatTheyAre(t *testing.T) {
 		}
 		replies = l.serve(t, "agent,subagent:docs",
 			bashLine("docs", "touch "+l.proj+"/docs/planted"),
-			bashLine("read", "cat "+l.proj+"/moved/secret/key "+l.proj+"/s2/key "+l.proj+"/conf/secret/key; true"))
+			bashLine("read", "cat "+l.proj+"/moved/secret/key "+l.proj+"/s2/key "+l.proj+"/conf/secret/key; true"),
+			toolLine("write", "Write", map[string]any{"file_path": l.proj + "/docs/planted", "content": "x"}))
 		if _, err := os.Stat(out + "/planted"); err == nil {
 			t.Error("a command wrote through docs/ out of the tree")
 		}
@@ -248,6 +249,9 @@ func TestR8PathsAreBoundByWhatTheyAre(t *testing.T) {
 		}
 		if strings.Contains(text(replies[1]), "sk-hidden-key") {
 			t.Errorf("the hidden file was read in the next call: %v", replies[1])
+		}
+		if w := text(replies[2]); replies[2]["is_error"] != true || !strings.Contains(w, "symbolic link") {
+			t.Errorf("Write through docs/: %v", replies[2])
 		}
 	})
 }

@@ -217,6 +217,11 @@ func resolveWritable(ws []string, dir string) ([]string, error) {
 	return out, nil
 }
 
+// AgentLink is the first symbolic link on the way to path that lies in
+// path itself or in the working directory dir: one the agent could have
+// made to take a tool anchored at path elsewhere; "" when none does.
+func AgentLink(path, dir string) string { return agentLink(path, dir, []string{path}) }
+
 // agentLink is the first symbolic link on the way to w that lies inside
 // dir or inside a writable entry other than "/"; "" when none does.
 func agentLink(w, dir string, ws []string) string {
@@ -225,7 +230,7 @@ func agentLink(w, dir string, ws []string) string {
 		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			continue
 		}
-		inside := dir != "" && dir != "/" && within(p, dir)
+		inside := dir != "" && dir != "/" && p != dir && within(p, dir)
 		for _, o := range ws {
 			inside = inside || o != "/" && within(p, o)
 		}

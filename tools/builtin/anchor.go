@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -38,7 +39,40 @@ func openAnchor(env *tools.Env) (*anchor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dir == "/" {
+		return &anchor{root: r, dir: dir, env: env}, nil
+	}
+	// The anchor is the directory of that name, not where a link the agent
+	// made there leads (rule R8); checked on what was opened, so that a
+	// link swapped in meanwhile is caught too.
+	link := sandbox.AgentLink(dir, workdir(env))
+	opened, err1 := r.Stat(".")
+	named, err2 := os.Stat(dir)
+	if link != "" || err1 != nil || err2 != nil || !os.SameFile(opened, named) {
+		r.Close()
+		return nil, &anchorLink{dir: dir, link: link}
+	}
 	return &anchor{root: r, dir: dir, env: env}, nil
+}
+
+// anchorLink is an anchor that a symbolic link takes elsewhere.
+type anchorLink struct{ dir, link string }
+
+func (e *anchorLink) Error() string {
+	if e.link == "" {
+		e.link = e.dir
+	}
+	return fmt.Sprintf("%s, where this surface may act, leads through the symbolic link %s to %s; a tool follows no link made there. Remove the link, or give the real path in the policy.", e.dir, e.link, leadsTo(e.dir))
+}
+
+// anchorFailure is the sentence for an anchor that could not be opened,
+// ok false for another failure.
+func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) {
+	var al *anchorLink
+	if errors.As(err, &al) {
+		return refuse(env, tool, "%s", al.Error()), true
+	}
+	return tools.Result{}, false
 }
 
 func (a *anchor) Close() { a.root.Close() }

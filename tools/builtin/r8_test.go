@@ -107,3 +107,34 @@ func TestR8SearchesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestR8AnchorIsNotWhereALinkLeads: the agent turned docs/ into a link out
+// of the tree; a surface anchored at docs/ is refused with a sentence by
+// every file tool, and a link above the working directory is followed.
+func TestR8AnchorIsNotWhereALinkLeads(t *testing.T) {
+	env := session(t)
+	out := t.TempDir()
+	write(t, out, "secret.txt", "secret\n")
+	os.Symlink(out, filepath.Join(env.Workdir, "docs"))
+	env.Scope = &tools.Scope{Anchor: filepath.Join(env.Workdir, "docs")}
+	env.Files.Add(filepath.Join(env.Workdir, "docs/secret.txt"))
+	for _, tt := range []struct{ tool, in string }{
+		{"Read", `{"file_path":"docs/secret.txt"}`},
+		{"Write", `{"file_path":"docs/planted.txt","content":"x"}`},
+		{"Edit", `{"file_path":"docs/secret.txt","old_string":"secret","new_string":"x"}`},
+		{"Grep", `{"pattern":"secret","path":"docs"}`},
+		{"Glob", `{"pattern":"**","path":"docs"}`},
+	} {
+		r := call(t, env, tt.tool, tt.in)
+		wantResult(t, r, true, "leads through the symbolic link "+filepath.Join(env.Workdir, "docs"), out)
+	}
+	if _, err := os.Stat(filepath.Join(out, "planted.txt")); err == nil {
+		t.Error("Write followed the link")
+	}
+	// The working directory itself reached through a link: the operator's.
+	link := filepath.Join(t.TempDir(), "proj")
+	os.Symlink(env.Workdir, link)
+	write(t, env.Workdir, "sub/f.txt", "x\n")
+	env2 := &tools.Env{Workdir: link, Files: tools.NewFileSet(), Scope: &tools.Scope{Anchor: filepath.Join(link, "sub")}}
+	wantResult(t, call(t, env2, "Read", `{"file_path":"sub/f.txt"}`), false, "x")
+}

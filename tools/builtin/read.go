@@ -184,6 +184,9 @@ func readLine(r *bufio.Reader, buf []byte, keep int) ([]byte, error) {
 
 // openFailure turns an error opening path into a sentence.
 func openFailure(env *tools.Env, tool, path string, err error) tools.Result {
+	if r, ok := anchorFailure(env, tool, err); ok {
+		return r
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return refuse(env, tool, "File %s does not exist. Check the path, or use Glob to find the file.", path)

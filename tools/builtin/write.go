@@ -135,6 +135,9 @@ func create(a *anchor, path string) (*os.File, error) {
 }
 
 func statFailure(env *tools.Env, tool, path string, err error) tools.Result {
+	if r, ok := anchorFailure(env, tool, err); ok {
+		return r
+	}
 	if errors.Is(err, fs.ErrPermission) {
 		return refuse(env, tool, "Permission denied reaching %s.", path)
 	}
