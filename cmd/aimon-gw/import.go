@@ -11,7 +11,10 @@ import (
 )
 
 type importParams struct {
-	File           string
+	File string
+	// Lossy writes the policy even when a rule could not be kept exactly
+	// (each is then stricter than in Claude Code).
+	Lossy          bool
 	Stdout, Stderr io.Writer
 }
 
@@ -23,11 +26,12 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 			Name:      "claude-code",
 			Usage:     "a policy from a Claude Code settings file's permissions",
 			ArgsUsage: "SETTINGS.json",
+			Flags: []cli.Flag{&cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}},
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return cli.Exit("aimon-gw import claude-code takes one settings file: aimon-gw import claude-code .claude/settings.json > policy.cue.", exitUsage)
 				}
-				return importClaudeCode(importParams{File: c.Args().First(), Stdout: stdout, Stderr: stderr})
+				return importClaudeCode(importParams{File: c.Args().First(), Lossy: c.Bool("lossy"), Stdout: stdout, Stderr: stderr})
 			},
 		}},
 	}
@@ -43,6 +47,12 @@ func importClaudeCode(p importParams) error {
 	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), cchook.Home())
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
+	}
+	if len(im.Lossy) > 0 && !p.Lossy {
+		for _, l := range im.Lossy {
+			fmt.Fprintln(p.Stderr, "aimon-gw import claude-code: "+l+".")
+		}
+		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in Claude Code.", len(im.Lossy)), exitFinding)
 	}
 	fmt.Fprint(p.Stdout, im.Source)
 	for _, n := range im.Notes {
