@@ -112,7 +112,13 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	}
 	schemaDir := filepath.Join(root, "schema")
 	if module(root) != schema.Module {
+		// The shipped schema, laid over a vendored copy when there is one:
+		// CUE unifies the packages of cue.mod/gen and cue.mod/pkg, and the
+		// schema met twice is one CUE must decide (no saved gate).
 		schemaDir = filepath.Join(root, "cue.mod", "gen", filepath.FromSlash(schema.ImportPath))
+		if vendored(root) {
+			schemaDir = filepath.Join(root, "cue.mod", vendorDir)
+		}
 		schemaOverlay(schemaDir, ov)
 	}
 	c := newCompiler(abs, opts)
@@ -181,6 +187,12 @@ func VendorSchema(pkgDir string) error {
 	})
 }
 
+// vendored reports whether the module has a vendored copy of the schema.
+func vendored(root string) bool {
+	_, err := os.Stat(filepath.Join(root, "cue.mod", vendorDir))
+	return err == nil
+}
+
 // checkVendored compares a vendored copy of the schema (cue.mod/pkg) with
 // the one shipped in this binary: CUE would unify the two, so a stale copy
 // would change what the policy means.
@@ -206,6 +218,17 @@ func checkVendored(root string) error {
 			stale(file, "it lacks "+p)
 		case string(got) != string(want):
 			stale(file, p+" differs from the shipped one")
+		}
+		return nil
+	})
+	// A file the binary does not ship would be unified into the schema.
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".cue" {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if _, err := fs.Stat(schema.Files, filepath.ToSlash(rel)); err != nil {
+			stale(p, rel+" is not part of the shipped schema")
 		}
 		return nil
 	})

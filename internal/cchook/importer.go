@@ -215,7 +215,7 @@ func translate(k kind, rule, home string) (entries []string, why string, lossy b
 	switch {
 	case name == "Bash":
 		p, why, lossy = bashPattern(k, pattern)
-		if lossy {
+		if p == "" {
 			return stricter(k, tools, why)
 		}
 	case slices.Contains(pathTools, name):
@@ -230,7 +230,7 @@ func translate(k kind, rule, home string) (entries []string, why string, lossy b
 	for _, t := range tools {
 		entries = append(entries, t+"("+p+")")
 	}
-	return entries, why, false
+	return entries, why, lossy
 }
 
 // stricter is the rule made stricter for what cannot be kept: an allow
