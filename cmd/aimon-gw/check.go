@@ -111,7 +111,7 @@ func check(p checkParams) error {
 		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
 	}
 	defer closeGen()
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard})
+	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}) // an ask is reported as it is
 	refused := false
 	single := p.Call != "-" && len(parsed) == 1
 	for _, c := range parsed {

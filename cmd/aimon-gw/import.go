@@ -26,7 +26,7 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 			Name:      "claude-code",
 			Usage:     "a policy from a Claude Code settings file's permissions",
 			ArgsUsage: "SETTINGS.json",
-			Flags: []cli.Flag{&cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}},
+			Flags:     []cli.Flag{&cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}},
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return cli.Exit("aimon-gw import claude-code takes one settings file: aimon-gw import claude-code .claude/settings.json > policy.cue.", exitUsage)

@@ -103,7 +103,7 @@ func Serve(ctx context.Context, o Options) error {
 		g := newGuard(o.In, o.Out, max)
 		g.listed = ts.isListed
 		g.refuse = func(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
-			return toResult(ts.call(ctx, gw, nil, name, args))
+			return toResult(ts.call(ctx, gw, name, args))
 		}
 		t = g
 	}
@@ -132,41 +132,58 @@ func (m *toolSet) isListed(name string) bool {
 	return m.listed[name]
 }
 
-// call runs one call through the gateway, cancelled with the process. A
-// call that needs a person's approval (rule P15) is put to the person
-// through elicitation, when the client declares it, and run only on an
-// approval; a session that cannot be asked (nil: the guard's refusals)
-// refuses it with a sentence.
-func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, session *mcp.ServerSession, name string, input json.RawMessage) gateway.CallResult {
+// call runs one call through the gateway, cancelled with the process.
+func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, name string, input json.RawMessage, approvals ...string) gateway.CallResult {
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
-	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input}
-	r := gw.CallApproved(ctx, m.chain, c)
-	if r.Approval == "" {
-		return r
-	}
-	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
-	if !canElicit(session) {
-		return gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."}
-	}
-	res, err := session.Elicit(ctx, &mcp.ElicitParams{
-		Message: reason + " Approve this call?",
-		RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
-			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve " + name}}},
-	})
-	switch {
-	case err != nil:
-		return gateway.CallResult{IsError: true, Text: fmt.Sprintf("%s Asking for approval failed (%v), so the call is refused.", reason, err)}
-	case res.Action != "accept" || res.Content["approve"] != true:
-		return gateway.CallResult{IsError: true, Text: fmt.Sprintf("%s The person did not approve it (%s), so the call was not run.", reason, res.Action)}
-	}
-	c.Approvals = []string{r.Approval}
+	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals}
 	return gw.CallApproved(ctx, m.chain, c)
 }
+
+// handle answers a tools/call. A call that needs a person's approval (rule
+// P15) is answered with an input request (MCP's multi round-trip, which
+// the SDK turns into an elicitation for clients before 2026-07-28) whose
+// request state is the sealed approval token; the call sent back with the
+// person's answer and that state runs only if the person approved. A
+// client that declares no elicitation cannot be asked: the call is refused
+// with a sentence.
+func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	name, args := req.Params.Name, req.Params.Arguments
+	if state := req.Params.RequestState; state != "" {
+		answer, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
+		if answer == nil || answer.Action != "accept" || answer.Content["approve"] != true {
+			action := "no answer"
+			if answer != nil {
+				action = answer.Action
+			}
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s needs a person's approval, and the person did not approve it (%s), so the call was not run.", name, action)}}}
+		}
+		return toResult(m.call(ctx, gw, name, args, state))
+	}
+	r := m.call(ctx, gw, name, args)
+	if r.Approval == "" {
+		return toResult(r)
+	}
+	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
+	if !canElicit(req.Session) {
+		return toResult(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{approveKey: &mcp.ElicitParams{
+			Message: reason + " Approve this call?",
+			RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
+				"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve " + name}}},
+		}},
+		RequestState: r.Approval,
+	}
+}
+
+// approveKey names the one input request of an ask.
+const approveKey = "approve"
 
 // canElicit reports whether the client of session declared elicitation.
 func canElicit(session *mcp.ServerSession) bool {
@@ -198,7 +215,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 		name := d.Name
 		now[name] = true
 		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return toResult(m.call(ctx, gw, req.Session, name, req.Params.Arguments)), nil
+			return m.handle(ctx, gw, req), nil
 		})
 	}
 	var gone []string
