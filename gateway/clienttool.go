@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"aimon.dev/gw/internal/rule"
@@ -31,13 +32,36 @@ func clientMCPTool(cur *Current, chain []string, name string) (d rule.Decision, 
 	rest := strings.TrimPrefix(name, "mcp__")
 	server := "mcp__" + strings.SplitN(rest, "__", 2)[0]
 	for _, s := range cur.Surfaces {
-		for _, e := range s.Entries {
+		for _, e := range slices.Concat(s.Entries, s.Denied, s.Asked) {
 			e = strings.TrimSpace(e)
 			mentioned = mentioned || e == server || strings.HasPrefix(e, server+"__")
 		}
 	}
 	if !mentioned {
 		return d, false
+	}
+	// Deny beats ask beats allow, along the whole chain (rule P14).
+	names := func(e string) bool { e = strings.TrimSpace(e); return e == name || e == server }
+	for _, list := range []struct {
+		entries func(*policy.Surface) []string
+		key     string
+		ask     bool
+	}{{func(s *policy.Surface) []string { return s.Denied }, "denied-tools", false}, {func(s *policy.Surface) []string { return s.Asked }, "ask-tools", true}} {
+		for _, ref := range chain {
+			s := cur.Surfaces[ref]
+			if s == nil {
+				continue
+			}
+			if i := slices.IndexFunc(list.entries(s), names); i >= 0 {
+				e := list.entries(s)[i]
+				d := rule.Refused(rule.P14, fmt.Sprintf("%s is denied on this surface by %s in the %s of %s.", name, e, list.key, ref))
+				if list.ask {
+					d.Reason = fmt.Sprintf("%s needs approval on this surface: %s in the %s of %s asks for it.", name, e, list.key, ref)
+				}
+				d.Ask, d.Entries = list.ask, []string{e}
+				return d, true
+			}
+		}
 	}
 	var by []string
 	for _, ref := range chain {
@@ -46,11 +70,8 @@ func clientMCPTool(cur *Current, chain []string, name string) (d rule.Decision, 
 			continue
 		}
 		found := ""
-		for _, e := range s.Entries {
-			if e = strings.TrimSpace(e); e == name || e == server {
-				found = e
-				break
-			}
+		if i := slices.IndexFunc(s.Entries, names); i >= 0 {
+			found = strings.TrimSpace(s.Entries[i])
 		}
 		if found == "" {
 			return rule.Refused(rule.P9, fmt.Sprintf("%s is not allowed on this surface: the allowed-tools of %s have no entry %s or %s.", name, ref, server, name)), true
