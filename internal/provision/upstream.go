@@ -436,15 +436,14 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 
 // start starts a stdio server and opens a session with it.
 func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *exec.Cmd, error) {
-	argv := s.spec.Command
-	env := os.Environ()
-	for k, v := range s.spec.Env {
-		env = append(env, k+"="+v)
+	env, err := s.environ()
+	if err != nil {
+		return nil, nil, err
 	}
+	argv := s.spec.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	if s.sb != nil {
-		var err error
 		if cmd, err = sandbox.Command(s.sb, s.spec.Cwd, argv, env, func(name string) bool { _, ok := s.spec.Env[name]; return ok }); err != nil {
 			return nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap and allow user namespaces, or set sandbox: mode: \"off\"", err)
 		}
@@ -464,6 +463,33 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 	return session, cmd, nil
 }
 
+// passedEnv are the gateway's variables every stdio server sees, as a
+// sandboxed command does (rule R6); LC_* too.
+var passedEnv = []string{"PATH", "HOME", "LANG", "TERM", "TMPDIR"}
+
+// environ is a stdio server's environment: passedEnv from the gateway's,
+// and what the server's env sets, ${NAME} there being the gateway's
+// variable. Nothing else of the gateway's (its secrets) reaches it.
+func (s *upstream) environ() ([]string, error) {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(passedEnv, name) || strings.HasPrefix(name, "LC_") {
+			if _, set := s.spec.Env[name]; !set {
+				env = append(env, kv)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.spec.Env)) {
+		v, err := expandEnv(s.spec.Env[k])
+		if err != nil {
+			return nil, fmt.Errorf("the MCP server %s's env %s %v; set it in the gateway's environment", s.spec.Server, k, err)
+		}
+		env = append(env, k+"="+v)
+	}
+	return env, nil
+}
+
 // reach opens a session with a streamable-HTTP server, its headers sent
 // with every request.
 func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, error) {
@@ -476,7 +502,7 @@ func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 		headers.Set(k, val)
 	}
 	transport := &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2,
-		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}
+		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}, CheckRedirect: sameOrigin}}
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the MCP server %s at %s cannot be reached: %v; check servers.%s.url and its headers", s.spec.Server, s.spec.URL, err, s.spec.Server)
@@ -484,7 +510,21 @@ func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 	return session, nil
 }
 
-// envRef is ${NAME} in a header value.
+// sameOrigin refuses a redirect to another origin (scheme, host, port):
+// the server's headers, its secrets, are set on every request, so they
+// would follow it there.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	from := via[0].URL
+	if req.URL.Scheme != from.Scheme || req.URL.Host != from.Host {
+		return fmt.Errorf("the server redirects to %s://%s, another origin than its url's, and its headers are never sent there; set its url to the endpoint it redirects to if that is meant", req.URL.Scheme, req.URL.Host)
+	}
+	if len(via) >= 10 {
+		return errors.New("the server redirects more than 10 times")
+	}
+	return nil
+}
+
+// envRef is ${NAME} in a header or env value.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces each ${NAME} with the gateway's environment variable;
