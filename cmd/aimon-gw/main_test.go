@@ -70,24 +70,30 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: *update,
-		Setup: func(env *testscript.Env) error {
-			repo, err := filepath.Abs("../..")
-			if err != nil {
-				return err
-			}
-			env.Setenv("REPO", repo)
-			env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
-			bin := filepath.Join(env.WorkDir, "bin")
-			if err := os.MkdirAll(bin, 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(cueBinary(t), filepath.Join(bin, "cue")); err != nil {
-				return err
-			}
-			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
-			return os.Symlink(wordcount(t), filepath.Join(bin, "wordcount"))
-		},
+		Setup:         scriptSetup(t),
 	})
+}
+
+// scriptSetup gives a script $REPO, a cache of its own, and the cue
+// command and the example plugin on its PATH.
+func scriptSetup(t *testing.T) func(*testscript.Env) error {
+	return func(env *testscript.Env) error {
+		repo, err := filepath.Abs("../..")
+		if err != nil {
+			return err
+		}
+		env.Setenv("REPO", repo)
+		env.Setenv("XDG_CACHE_HOME", filepath.Join(env.WorkDir, ".cache"))
+		bin := filepath.Join(env.WorkDir, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(cueBinary(t), filepath.Join(bin, "cue")); err != nil {
+			return err
+		}
+		env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
+		return os.Symlink(wordcount(t), filepath.Join(bin, "wordcount"))
+	}
 }
 
 // builds are the binaries the tests build, each once per test process.
