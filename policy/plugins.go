@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -237,6 +238,36 @@ func unpinnedServers(g *Generation) []Diagnostic {
 	}
 	for _, n := range slices.Sorted(maps.Keys(g.Wildcards)) {
 		report(g.Wildcards[n])
+	}
+	return ds
+}
+
+// unknownServerTools reports each allowed-tools entry SERVER__TOOL of a
+// pinned server that exposes "*" whose pins list no TOOL: a typo that
+// matches nothing, found without starting the server (rule S3).
+func unknownServerTools(g *Generation) []Diagnostic {
+	var ds []Diagnostic
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		for i, e := range s.Entries {
+			name := entryName(strings.TrimSpace(e))
+			server, tool, ok := strings.Cut(name, "__")
+			w := g.Wildcards[server]
+			if !ok || w == nil || len(w.Upstream.Pins) == 0 || defines(g, name) {
+				continue
+			}
+			if _, pinned := w.Upstream.Pins[tool]; pinned {
+				continue
+			}
+			known := slices.Sorted(maps.Keys(w.Upstream.Pins))
+			msg := fmt.Sprintf("%s allowed-tools entry %q names a tool that the pins of the server %s do not list", ref, e, server)
+			if near := tools.Closest(tool, known); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", server+"__"+near)
+			} else {
+				msg += fmt.Sprintf("; its pinned tools are %s.", strings.Join(known, ", "))
+			}
+			ds = append(ds, Diagnostic{Pos: s.EntryPos[i], Code: "S3", Message: msg})
+		}
 	}
 	return ds
 }

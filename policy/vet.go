@@ -12,8 +12,9 @@ import (
 // Vet returns every problem of a loaded policy that does not stop it from
 // loading but that its authors should fix: the load's warnings (rules P7,
 // P12) and a declared list that has nothing in common with the main agent's,
-// so that every run on it would be refused (rule P11), and a server held to
-// pins that has none (rule S3).
+// so that every run on it would be refused (rule P11), a server held to
+// pins that has none, and an entry naming a tool its server's pins do not
+// list (rule S3).
 func Vet(g *Generation) []Diagnostic {
 	return OnePerPlace(append(append([]Diagnostic(nil), g.Warnings...), vetChecks(g, g.Warnings)...))
 }
@@ -24,6 +25,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
+	ds = append(ds, unknownServerTools(g)...)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {

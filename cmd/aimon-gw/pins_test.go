@@ -29,8 +29,9 @@ func TestS3PinWithoutServers(t *testing.T) {
 }
 
 // TestS3VetWantsPins: vet, which starts no server, reports a server held
-// to pins that has none, and a tool named without a pin; a server that
-// opts out (pin: false) or is pinned passes (issue 29).
+// to pins that has none, an entry naming a tool the pins do not list (with
+// a did-you-mean), and a tool named without a pin; a server that opts out
+// (pin: false) or is pinned passes (issue 29).
 func TestS3VetWantsPins(t *testing.T) {
 	const pin = `"sha256:0000000000000000000000000000000000000000000000000000000000000000"`
 	for _, tc := range []struct{ note, policy, want string }{
@@ -41,8 +42,14 @@ func TestS3VetWantsPins(t *testing.T) {
 pins: fs: read_file: ` + pin, ""},
 		{"pinned, every tool", `servers: fs: {command: ["/nonexistent/mcp"], expose: "*"}
 pins: fs: read_file: ` + pin, ""},
+		{"an entry its pins do not list", `servers: ev: {command: ["/nonexistent/mcp"], expose: "*"}
+pins: ev: echo: ` + pin + `
+agent: "allowed-tools": ["ev__ehco", "ev__echo", "mcp__ev"]`, `entry "ev__ehco" names a tool that the pins of the server ev do not list; did you mean "ev__echo"?`},
+		{"entries its pins list", `servers: ev: {command: ["/nonexistent/mcp"], expose: "*"}
+pins: ev: echo: ` + pin + `
+agent: "allowed-tools": ["ev__echo", "mcp__ev", "mcp__ev__echo"]`, ""},
 		{"a tool named without a pin", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file", "write_file"]}
-pins: fs: read_file: ` + pin, "tool fs__write_file has no pin"},
+pins: fs: read_file: ` + pin, "tool fs__write_file has no pin among the server's"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			dir := moduleDir(t, "package policy\n\n"+tc.policy+"\n")
@@ -53,8 +60,9 @@ pins: fs: read_file: ` + pin, "tool fs__write_file has no pin"},
 				}
 				return
 			}
-			// A server without pins is an error; a tool without a pin, a warning.
-			if failed := err != nil; failed != strings.Contains(tc.want, "has no pins") || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "policy.cue:3:") {
+			// A server without pins and an entry its pins do not list are
+			// errors; a tool without a pin, a warning.
+			if failed := err != nil; failed == strings.Contains(tc.want, "no pin among") || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "policy.cue:") {
 				t.Errorf("vet: %v\n%s\nwant %q at the server", err, out, tc.want)
 			}
 		})
