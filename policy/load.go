@@ -95,7 +95,14 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory has no .cue, .yaml or .json files; write a policy there, or start one with aimon-gw init."}}
 	}
 	root := moduleRoot(abs)
-	if root == "" {
+	ov := map[string]load.Source{}
+	switch {
+	case root == "" && len(cueFiles) == 0:
+		// YAML or JSON alone needs no CUE module of its own: it imports
+		// nothing, and the schema comes from the binary.
+		root = abs
+		ov[filepath.Join(abs, "cue.mod", "module.cue")] = load.FromString("module: \"aimon-gw.local/policy@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	case root == "":
 		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run aimon-gw init there to start one (it writes cue.mod/ with the schema vendored)."}}
 	}
 	if errs := regularFiles(abs, root); len(errs) > 0 {
@@ -104,7 +111,6 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	if err := checkVendored(root); err != nil {
 		return nil, err
 	}
-	ov := map[string]load.Source{}
 	if len(cueFiles) == 0 {
 		// A policy in YAML or JSON alone: CUE loads a package of files,
 		// so an empty one stands for the package clause they lack.
