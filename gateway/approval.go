@@ -160,9 +160,14 @@ func (g *Gateway) approve(p prepared, d rule.Decision) rule.Decision {
 	for _, tok := range p.approvals {
 		err := a.Open(tok, p.Name, d.Input, p.chain, p.cur.Revision)
 		if err == nil {
-			asked := d.Reason
-			d.Allowed, d.Ask, d.Rule = true, false, rule.P15
-			d.Reason = fmt.Sprintf("%s is allowed: a person approved this call. (%s)", p.Name, asked)
+			// The allow entries, not the ask entries, are what the
+			// approved call runs under (its anchors among them).
+			a := p.eff.Approved(p.Name, d.Input, g.opts.Workdir)
+			if !a.Allowed {
+				return a
+			}
+			d.Allowed, d.Ask, d.Rule, d.Entries = true, false, rule.P15, a.Entries
+			d.Reason = fmt.Sprintf("%s is allowed: a person approved this call. (%s)", p.Name, d.Reason)
 			return d
 		}
 		if why == nil && !errors.Is(err, errNotThisCall) {
