@@ -148,6 +148,11 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	}
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
+		// Claude Code's Bash may ask to leave its sandbox; only a policy
+		// whose sandbox is off lets it (rule R8).
+		if off, _ := in["dangerouslyDisableSandbox"].(bool); off && !d.Sandbox.Off && (d.Allowed || d.Ask) {
+			d = rule.Refused(rule.R8, fmt.Sprintf("%s was not run: it asks to run outside its sandbox (dangerouslyDisableSandbox), which this policy does not allow; run it without that, or turn the tool's sandbox off in the policy.", p.Name))
+		}
 	}
 	return d
 }

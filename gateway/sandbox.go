@@ -27,7 +27,7 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Env: slices.Clone(spec.Env)}
 	for _, name := range cur.Names() {
 		wt := cur.Tools[name]
-		if wt.Builtin != "Write" && wt.Builtin != "Edit" || !eff.Listed(name) {
+		if !writesFiles(wt) || !eff.Listed(name) {
 			continue
 		}
 		dirs, all := eff.Prefixes(name)
@@ -48,6 +48,18 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 		sb.Hidden = append(sb.Hidden, home(h))
 	}
 	return sb
+}
+
+// writesFiles reports whether t writes the files its path subject names:
+// the built-ins Write and Edit, and Claude Code's editing tools.
+func writesFiles(t *policy.Tool) bool {
+	switch {
+	case t.Builtin == "Write", t.Builtin == "Edit":
+		return true
+	case t.External == "claude-code":
+		return slices.Contains([]string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, t.Name)
+	}
+	return false
 }
 
 // home expands a leading ~/ to the gateway's home directory.

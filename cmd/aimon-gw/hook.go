@@ -101,7 +101,15 @@ func hook(p hookParams) error {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
-	out, err := json.Marshal(cchook.Decide(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}))
+	// An allowed Bash command runs through this binary's exec, in the
+	// policy's sandbox; without its own path the hook cannot wrap it.
+	var wrap *cchook.Wrap
+	if bin, err := os.Executable(); err == nil && p.Policy != "" {
+		if pol, err := filepath.Abs(p.Policy); err == nil {
+			wrap = &cchook.Wrap{Binary: bin, Policy: pol}
+		}
+	}
+	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, wrap))
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

@@ -40,6 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mcpCommand(stdin, stdout),
 		versionCommand(stdout),
 		hookCommand(stdin, stdout),
+		execCommand(stdin, stdout, stderr),
 		importCommand(stdout, stderr),
 		testCommand(stdout),
 		initCommand(stdout),

@@ -6,8 +6,10 @@ package cchook
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"reflect"
+	"strings"
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/provision"
@@ -65,6 +67,19 @@ func Chain(gen *policy.Generation, in Input) []string {
 // Claude Code sent is answered with that input, so what runs is what was
 // decided.
 func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
+	return DecideWrapped(gen, in, opts, nil)
+}
+
+// Wrap is how the hook hands Claude Code an allowed Bash command: run
+// through Binary's exec under Policy, which decides it again and runs it in
+// the sandbox the policy derives (rules R6, R8).
+type Wrap struct {
+	Binary, Policy string
+}
+
+// DecideWrapped is Decide that, with wrap, answers an allowed or asked
+// Bash call with the command wrapped in aimon-gw exec.
+func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
 	chain := Chain(gen.Generation, in)
 	home, _ := os.UserHomeDir()
 	opts.Workdir, opts.Chain = in.Cwd, chain
@@ -88,13 +103,36 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 	switch {
 	case d.Allowed:
 		out.HookSpecificOutput.PermissionDecision = "allow"
-		if changed(input, d.Input) {
-			out.HookSpecificOutput.UpdatedInput = d.Input
-		}
 	case d.Ask:
 		out.HookSpecificOutput.PermissionDecision = "ask"
+	default:
+		return out
+	}
+	updated := d.Input
+	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == "Bash" {
+		if cmd, ok := updated["command"].(string); ok {
+			updated = maps.Clone(updated)
+			updated["command"] = wrap.command(chain, in.Cwd, cmd, d.Ask)
+		}
+	}
+	if changed(input, updated) {
+		out.HookSpecificOutput.UpdatedInput = updated
 	}
 	return out
+}
+
+// command is cmd run through aimon-gw exec, every word quoted for the
+// shell Claude Code starts, so that it sees the command as one argument.
+func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
+	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
+	if asked {
+		words = append(words, "--approved")
+	}
+	words = append(words, "--", cmd)
+	for i, word := range words {
+		words[i] = "'" + strings.ReplaceAll(word, "'", `'\''`) + "'"
+	}
+	return strings.Join(words, " ")
 }
 
 // changed reports whether the canonical input differs from the one sent.

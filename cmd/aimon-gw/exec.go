@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/sandbox"
+)
+
+type execParams struct {
+	Policy, Surface, Workdir string
+	Command                  string
+	// Approved says a person approved the call where the policy asks for
+	// it (Claude Code asked before it ran the hook's updated command).
+	Approved       bool
+	LoadTimeout    time.Duration
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// exitNotRun is the exit code of a command exec does not run, as a shell
+// says of a command that cannot be executed.
+const exitNotRun = 126
+
+func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "exec",
+		Usage:     "decide one Bash command under the policy again and run it in the sandbox the policy derives (what the Claude Code hook runs Bash through)",
+		ArgsUsage: "-- COMMAND",
+		Flags: append(policyFlags(),
+			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
+			}
+			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
+				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		},
+	}
+}
+
+// runExec decides the command as a Bash call of the surface, through the
+// one decision (rule R7), and runs it with bash -c in the call's sandbox
+// (rules R6, R8), its standard streams the caller's, exiting with its
+// status; a command the policy refuses exits 126 with the sentence.
+func runExec(ctx context.Context, p execParams) error {
+	chain, err := parseChain(p.Surface)
+	if err != nil {
+		return cli.Exit("aimon-gw exec: "+err.Error()+".", exitUsage)
+	}
+	workdir, err := resolveWorkdir(p.Workdir)
+	if err != nil {
+		return err
+	}
+	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)
+	if err != nil {
+		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)
+	}
+	defer closeGen()
+	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true})
+	input, _ := json.Marshal(map[string]string{"command": p.Command})
+	_, d := gw.Decide(nil, gateway.Call{ID: "exec", Name: "Bash", Input: input})
+	switch {
+	case d.Ask && p.Approved:
+	case !d.Allowed:
+		return cli.Exit("aimon-gw exec: the command was not run: "+d.Reason, exitNotRun)
+	}
+	if d.Sandbox == nil {
+		return cli.Exit("aimon-gw exec: the command was not run: the policy's Bash has no sandbox; give it one (sandbox: mode: \"required\").", exitNotRun)
+	}
+	argv := []string{"bash", "-c", p.Command}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if !d.Sandbox.Off {
+		if err := sandbox.Available(); err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: it must run in a sandbox, and %v.", err), exitNotRun)
+		}
+		if cmd, err = sandbox.Command(d.Sandbox, workdir, argv, nil, nil); err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: its sandbox cannot be made: %v.", err), exitNotRun)
+		}
+		defer sandbox.Release(cmd)
+	}
+	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = workdir, p.Stdin, p.Stdout, p.Stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return cli.Exit("", exit.ExitCode())
+	case err != nil:
+		return cli.Exit(fmt.Sprintf("aimon-gw exec: the command could not be started: %v.", err), exitNotRun)
+	}
+	return nil
+}
