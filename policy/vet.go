@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"cuelang.org/go/cue"
+
 	"aimon.dev/gw/policy/allow"
 )
 
@@ -23,6 +25,9 @@ func Vet(g *Generation) []Diagnostic {
 // what compiled, also beside errors, so that one run reports every problem.
 func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
+	for _, name := range g.Names() {
+		ds = append(ds, typeNameValues(name, "input", g.Tools[name].Input, 0)...)
+	}
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, unknownServerTools(g)...)
@@ -204,4 +209,50 @@ func coveredByDeny(g *Generation) []Diagnostic {
 		}
 	}
 	return ds
+}
+
+// typeNames are the names a YAML or JSON author writes for a type, which
+// CUE reads as a string value.
+var typeNames = map[string]bool{"string": true, "int": true, "integer": true, "number": true, "float": true,
+	"bool": true, "boolean": true, "object": true, "array": true, "null": true}
+
+// typeNameValues reports the fields of a tool's input whose only value is
+// the name of a type: in YAML, message: string is the string "string", so
+// the tool would accept that word alone.
+func typeNameValues(tool, path string, v cue.Value, depth int) []Diagnostic {
+	if !v.Exists() || depth > 8 {
+		return nil
+	}
+	if s, err := v.String(); err == nil && v.IsConcrete() && typeNames[s] {
+		return []Diagnostic{{Pos: position(v.Pos()), Code: "input", Warning: true, Message: fmt.Sprintf(
+			"tool %s: %s admits only the string %q, so every other value is refused; a type written in YAML or JSON is a string: write this field in a .cue file beside it (%s: %s).",
+			tool, path, s, path[strings.LastIndex(path, ".")+1:], cueType(s))}}
+	}
+	if v.IncompleteKind() != cue.StructKind {
+		return nil
+	}
+	var ds []Diagnostic
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		ds = append(ds, typeNameValues(tool, path+"."+it.Selector().Unquoted(), it.Value(), depth+1)...)
+	}
+	return ds
+}
+
+// cueType is CUE's spelling of a type name.
+func cueType(name string) string {
+	switch name {
+	case "integer":
+		return "int"
+	case "boolean":
+		return "bool"
+	case "object":
+		return "{...}"
+	case "array":
+		return "[...]"
+	}
+	return name
 }
