@@ -173,3 +173,47 @@ func TestR7OneMCPRendering(t *testing.T) {
 		}
 	}
 }
+
+// TestP1MCPEntriesMeanTheSameEverywhere: Claude Code's names of a server's
+// tools, mcp__SERVER and mcp__SERVER__TOOL, are entries of the gateway's
+// SERVER__TOOL tools under serve as under the hook: the whole server, one
+// tool, a pattern on it, and a deny of one tool.
+func TestP1MCPEntriesMeanTheSameEverywhere(t *testing.T) {
+	bin := fsServer(t)
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(root, "inside", "a.txt"), "hello")
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], expose: ["write_file", "read_file"], pin: false}
+tools: fs__write_file: {subject: {field: "path", kind: "path"}, effect: "write"}
+tools: fs__read_file: {subject: {field: "path", kind: "path"}, effect: "read"}
+agent: "allowed-tools": ["mcp__fs"]
+subagents: reader: "allowed-tools": ["mcp__fs__read_file(%s/inside/**)"]
+subagents: nowrite: "denied-tools": ["mcp__fs__write_file"]
+`, bin, root))
+	in, out := filepath.Join(root, "inside", "a.txt"), filepath.Join(root, "b.txt")
+	lines := func(chain string) []map[string]any {
+		return runServe(t, []string{"--policy", dir, "--workdir", root, "--surface", chain}, nil,
+			`{"type":"list_tools"}`,
+			toolLine("r", "fs__read_file", map[string]any{"path": in}),
+			toolLine("w", "fs__write_file", map[string]any{"path": out, "content": "x"}))
+	}
+	agent := lines("agent")
+	if list := fmt.Sprint(agent[0]); !strings.Contains(list, "fs__read_file") || !strings.Contains(list, "fs__write_file") {
+		t.Errorf("mcp__fs must list every tool of fs: %s", list)
+	}
+	if agent[1]["is_error"] != false || agent[2]["is_error"] != false {
+		t.Errorf("mcp__fs must allow every tool of fs: %v %v", agent[1], agent[2])
+	}
+	reader := lines("agent,subagent:reader")
+	if list := fmt.Sprint(reader[0]); strings.Contains(list, "fs__write_file") {
+		t.Errorf("mcp__fs__read_file must list that tool alone: %s", list)
+	}
+	if reader[1]["is_error"] != false || reader[2]["is_error"] != true {
+		t.Errorf("mcp__fs__read_file(pattern): read %v, write %v", reader[1], reader[2])
+	}
+	nowrite := lines("agent,subagent:nowrite")
+	if nowrite[1]["is_error"] != false || nowrite[2]["is_error"] != true || !strings.Contains(text(nowrite[2]), "denied") {
+		t.Errorf("a deny of mcp__fs__write_file: read %v, write %v", nowrite[1], nowrite[2])
+	}
+}

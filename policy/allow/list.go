@@ -89,6 +89,35 @@ func CompileDecl(ctx *cue.Context, d Decl, subjects map[string]Subject) (*List, 
 
 // compileEntries parses entries by tool and compiles each one's matcher;
 // the errors are in the order of the entries.
+// mcpTools is what an entry's tool name means: Claude Code's name of an
+// upstream server's tools, mcp__SERVER (every tool of the server) or
+// mcp__SERVER__TOOL, names the gateway's SERVER__TOOL tools, so that an
+// entry means the same under serve, mcp and the hook; any other name, or an
+// MCP name no tool answers to (a server Claude Code runs itself), is itself.
+func mcpTools(name string, subjects map[string]Subject) []string {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	if !ok || rest == "" {
+		return []string{name}
+	}
+	if server, tool, one := strings.Cut(rest, "__"); one {
+		if _, known := subjects[server+"__"+tool]; known {
+			return []string{server + "__" + tool}
+		}
+		return []string{name}
+	}
+	var out []string
+	for t := range subjects {
+		if strings.HasPrefix(t, rest+"__") {
+			out = append(out, t)
+		}
+	}
+	if out == nil {
+		return []string{name}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func compileEntries(entries []string, subjects map[string]Subject, key string) (map[string]*toolEntries, []error) {
 	byTool := map[string]*toolEntries{}
 	byEntry := make([]error, len(entries))
@@ -109,12 +138,16 @@ func compileEntries(entries []string, subjects map[string]Subject, key string) (
 				continue
 			}
 		}
-		te := byTool[e.Tool]
-		if te == nil {
-			te = &toolEntries{}
-			byTool[e.Tool] = te
+		for _, t := range mcpTools(e.Tool, subjects) {
+			te := byTool[t]
+			if te == nil {
+				te = &toolEntries{}
+				byTool[t] = te
+			}
+			e := e
+			e.Tool = t
+			te.infos = append(te.infos, entryInfo{Entry: e, err: err, idx: i})
 		}
-		te.infos = append(te.infos, entryInfo{Entry: e, err: err, idx: i})
 	}
 	for t, te := range byTool {
 		sub, known := subjects[t]
