@@ -25,6 +25,7 @@ import (
 func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Env: slices.Clone(spec.Env)}
+	var withheld []string // where the writers' deny and ask entries reach
 	for _, name := range cur.Names() {
 		wt := cur.Tools[name]
 		if !writesFiles(wt) || !eff.Listed(name) {
@@ -35,9 +36,24 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 			dirs = []string{"/"}
 		}
 		sb.Writable = append(sb.Writable, dirs...)
+		withheld = append(withheld, eff.Withheld(name)...)
 	}
 	for _, w := range spec.Write {
 		sb.Writable = append(sb.Writable, home(w))
+	}
+	// What a deny or ask entry of a writer withholds, a command does not
+	// write either (rule P14): a writable directory it covers whole is
+	// dropped, and the rest is bound read-only inside the writable ones,
+	// at the nearest path that exists (a file not yet made cannot be bound).
+	sb.Writable = slices.DeleteFunc(sb.Writable, func(w string) bool {
+		return slices.ContainsFunc(withheld, func(d string) bool { return w == d || strings.HasPrefix(w, strings.TrimSuffix(d, "/")+"/") })
+	})
+	for _, d := range withheld {
+		if d = existing(d); d == "/" {
+			sb.Writable = nil // withheld everywhere: nothing is writable
+			continue
+		}
+		sb.ReadOnly = append(sb.ReadOnly, d)
 	}
 	slices.Sort(sb.Writable)
 	sb.Writable = slices.Compact(sb.Writable)
@@ -48,6 +64,16 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 		sb.Hidden = append(sb.Hidden, home(h))
 	}
 	return sb
+}
+
+// existing is p, or its nearest ancestor that exists.
+func existing(p string) string {
+	for ; p != "/" && p != "."; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			return p
+		}
+	}
+	return p
 }
 
 // writesFiles reports whether t writes the files its path subject names:

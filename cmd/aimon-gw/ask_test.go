@@ -166,3 +166,39 @@ func TestP15MCPElicitsApproval(t *testing.T) {
 		t.Errorf("a client that cannot be asked: %v %q", isErr, got)
 	}
 }
+
+// TestP14BashKeepsOutOfDeniedAndAskedWrites: a command writes nothing a
+// deny or an ask entry of Write or Edit withholds, even where the surface
+// may otherwise write: Bash would be a way around them.
+func TestP14BashKeepsOutOfDeniedAndAskedWrites(t *testing.T) {
+	needBwrap(t)
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	for _, d := range []string{"secret", "review", "open"} {
+		if err := os.MkdirAll(filepath.Join(wd, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Write: schema.#Write, Bash: schema.#Bash}
+agent: {
+	"allowed-tools": ["Write(./**)", "Bash(touch:*)"]
+	"denied-tools": ["Write(./secret/**)"]
+	"ask-tools": ["Write(./review/**)"]
+}
+`)
+	replies := runServe(t, []string{"--policy", dir, "--workdir", wd}, nil,
+		toolLine("secret", "Bash", map[string]any{"command": "touch secret/x"}),
+		toolLine("review", "Bash", map[string]any{"command": "touch review/x"}),
+		toolLine("open", "Bash", map[string]any{"command": "touch open/x"}))
+	for _, f := range []string{"secret/x", "review/x"} {
+		if _, err := os.Stat(filepath.Join(wd, f)); err == nil {
+			t.Errorf("Bash wrote %s, which a deny or ask entry of Write withholds: %v", f, replies)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(wd, "open", "x")); err != nil {
+		t.Errorf("a write where no entry withholds it: %v", replies[2])
+	}
+}

@@ -121,3 +121,29 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// Withheld is the literal directories (or files) of the tool's deny and ask
+// pattern entries along the chain: what a command that writes without
+// asking must not write, since the tool may not write there without a
+// refusal or a person's approval (rule P14). A pattern that cannot be used
+// withholds "/" (fail closed).
+func (e *Effective) Withheld(tool string) []string {
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, lists := range [][]*toolEntries{e.deny[tool], e.ask[tool]} {
+		for _, te := range lists {
+			for _, in := range te.infos {
+				switch {
+				case !in.HasPattern:
+				case in.err != nil:
+					out = append(out, "/")
+				default:
+					out = append(out, LiteralDir(in.Pattern))
+				}
+			}
+		}
+	}
+	return dedupDirs(out)
+}
