@@ -14,7 +14,7 @@ import (
 	"aimon.dev/gw/internal/gate"
 )
 
-// The line protocol (../shared/spec/PROTOCOL.md): what a line may hold.
+// The line protocol (docs/PROTOCOL.md): what a line may hold.
 // Names are matched exactly and each may be given once, at every level the
 // gateway reads (rule R2): what a stricter parser upstream saw and what the
 // gateway runs cannot differ. Unknown names are ignored.

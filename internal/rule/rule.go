@@ -1,4 +1,4 @@
-// Package rule names the rules of the gateway's specification (RULES.md)
+// Package rule names the rules of the gateway's specification (docs/RULES.md)
 // and holds the one value a call's decision is made into, so that code
 // which decides by a rule says which, and `grep -w P6` finds every use.
 package rule
@@ -8,7 +8,7 @@ import "aimon.dev/gw/tools"
 // An ID is a rule's id, such as P6.
 type ID string
 
-// The rules (RULES.md): C the tool contract, S schemas and the gate, P
+// The rules (docs/RULES.md): C the tool contract, S schemas and the gate, P
 // permissions, K concurrent execution, R running.
 const (
 	C1 ID = "C1"
