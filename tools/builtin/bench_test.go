@@ -120,7 +120,7 @@ func BenchmarkReadAnchored(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer f.Close()
-		if _, _, err := renderLines(context.Background(), bufio.NewReaderSize(f, 64*1024), 1, 100000); err != nil {
+		if _, _, err := renderLines(context.Background(), bufio.NewReaderSize(f, 64*1024), 1, 100000, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,4 +136,31 @@ func BenchmarkReadAnchored(b *testing.B) {
 		plain += time.Since(t1)
 	}
 	b.ReportMetric(float64(anchored)/float64(plain), "anchored/direct")
+}
+
+// BenchmarkReadSmall reads a 4 KiB file through Read's Run with an anchored
+// scope, as the gateway calls it, and in the same loop with os.ReadFile of
+// the same file; read/ReadFile is the ratio (issue 32: goal ≤ 1.5).
+func BenchmarkReadSmall(b *testing.B) {
+	env := benchTree(b)
+	line := "\tfmt.Println(\"héllo\", x) // ordinary code line\n"
+	content := strings.Repeat(line, 4096/len(line)+1)[:4096]
+	p := write(b, env.Workdir, "small.go", content)
+	env.Scope = &tools.Scope{Anchor: env.Workdir}
+	in := input(b, `{"file_path":"small.go"}`)
+	var read, floor time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if r := (Read{}).Run(context.Background(), env, in); r.IsError {
+			b.Fatal(r.Text)
+		}
+		t1 := time.Now()
+		if data, err := os.ReadFile(p); err != nil || len(data) != len(content) {
+			b.Fatal(err)
+		}
+		read += t1.Sub(t0)
+		floor += time.Since(t1)
+	}
+	b.ReportMetric(float64(read)/float64(floor), "read/ReadFile")
+	b.ReportMetric(float64(read.Microseconds())/float64(b.N), "µs/Read")
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"aimon.dev/gw/tools"
 )
@@ -73,11 +74,11 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	defer f.Close()
 
-	br := bufio.NewReaderSize(f, 64*1024)
-	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+	br := bufio.NewReaderSize(f, readBufSize(fi.Size()))
+	if head, _ := br.Peek(sniffLen); bytes.IndexByte(head, 0) >= 0 {
 		return refuse(env, "Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
 	}
-	text, lines, err := renderLines(ctx, br, offset, limit)
+	text, lines, err := renderLines(ctx, br, offset, limit, fi.Size())
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelled(env, "Read", ctx)
@@ -94,10 +95,30 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	return tools.OK(text)
 }
 
+// sniffLen is how much of a file Read looks at for NUL bytes.
+const sniffLen = 8000
+
+// maxReadBuf bounds Read's buffer; longer lines are read in pieces.
+const maxReadBuf = 64 * 1024
+
+// readBufSize sizes Read's buffer to a file of size bytes as its descriptor
+// stated it: one byte more, so that the first fill also sees the end, since
+// a 64 KiB buffer per call of a small file was most of the call's cost
+// (issue 32). A size of 0 is also what kernel interfaces state, whatever
+// they hold, so it gets the full buffer.
+func readBufSize(size int64) int {
+	if size <= 0 || size >= maxReadBuf {
+		return maxReadBuf
+	}
+	return max(int(size)+1, 512)
+}
+
 // renderLines numbers lines offset..offset+limit-1 of r like cat -n, cutting
-// long lines, and returns them with the number of lines it saw.
-func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (string, int, error) {
-	var out, scratch []byte
+// long lines, and returns them with the number of lines it saw. size is the
+// file's stated size, to size the answer once for a small file.
+func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int, size int64) (string, int, error) {
+	var scratch []byte
+	out := make([]byte, 0, min(max(size, 0)+max(size, 0)/4, maxReadBuf))
 	n := 0
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
@@ -106,7 +127,7 @@ func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (strin
 		line, err := readLine(r, scratch[:0], 4*MaxLineChars+4)
 		scratch = line
 		if errors.Is(err, io.EOF) {
-			return string(out), n, nil
+			return asString(out), n, nil
 		}
 		if err != nil {
 			return "", n, err
@@ -116,11 +137,15 @@ func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int) (strin
 			continue
 		}
 		if n >= offset+limit {
-			return string(out), n, nil
+			return asString(out), n, nil
 		}
 		out = appendNumbered(out, n, line)
 	}
 }
+
+// asString is out as a string without a copy, as strings.Builder does; out
+// is not written after.
+func asString(out []byte) string { return unsafe.String(unsafe.SliceData(out), len(out)) }
 
 // appendNumbered appends one line as cat -n shows it: the number right-aligned
 // in six columns ("%6d→"), the line, cut at MaxLineChars characters.

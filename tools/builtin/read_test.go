@@ -23,6 +23,8 @@ func TestRead(t *testing.T) {
 	write(t, dir, "empty.txt", "")
 	write(t, dir, "long.txt", strings.Repeat("x", 2001)+"\n"+strings.Repeat("é", 2000)+"\n")
 	write(t, dir, "bin.dat", "ab\x00cd")
+	write(t, dir, "latebin.dat", strings.Repeat("a", 7990)+"\x00x")
+	write(t, dir, "oneline.txt", strings.Repeat("y", 1500))
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 
 	tests := []struct {
@@ -49,6 +51,8 @@ func TestRead(t *testing.T) {
 		{name: "directory", in: `{"file_path":"sub"}`, isErr: true, frags: []string{filepath.Join(dir, "sub"), "directory", "Glob"}},
 		{name: "missing", in: `{"file_path":"nope.txt"}`, isErr: true, frags: []string{filepath.Join(dir, "nope.txt"), "does not exist"}},
 		{name: "binary", in: `{"file_path":"bin.dat"}`, isErr: true, frags: []string{"binary"}},
+		{name: "NUL at the end of a small file's sniff", in: `{"file_path":"latebin.dat"}`, isErr: true, frags: []string{"binary"}},
+		{name: "one line filling a buffer sized to the file", in: `{"file_path":"oneline.txt"}`, want: "     1→" + strings.Repeat("y", 1500) + "\n"},
 		{name: "offset zero", in: `{"file_path":"five.txt","offset":0}`, isErr: true, frags: []string{"'offset'", "got 0."}},
 		{name: "negative limit", in: `{"file_path":"five.txt","limit":-3}`, isErr: true, frags: []string{"'limit'", "got -3."}},
 		{name: "limit zero", in: `{"file_path":"five.txt","limit":0}`, isErr: true, frags: []string{"'limit'", "got 0."}},
@@ -131,7 +135,7 @@ func FuzzRenderLines(f *testing.F) {
 		if offset < 1 || limit < 1 || offset > 1<<20 || limit > 1<<20 {
 			t.Skip()
 		}
-		text, n, err := renderLines(context.Background(), bufio.NewReader(strings.NewReader(content)), offset, limit)
+		text, n, err := renderLines(context.Background(), bufio.NewReader(strings.NewReader(content)), offset, limit, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,4 +182,26 @@ func TestNonRegularFilesRefused(t *testing.T) {
 	}
 	write(t, env.Workdir, "plain", "x\n")
 	wantResult(t, call(t, env, "Grep", `{"pattern":"x"}`), false, filepath.Join(env.Workdir, "plain"))
+}
+
+// TestReadBufSize: Read's buffer is sized to the file, with the full buffer
+// for a file that states no size (issue 32).
+func TestReadBufSize(t *testing.T) {
+	tests := []struct {
+		note string
+		size int64
+		want int
+	}{
+		{note: "size 0 is what kernel interfaces state: full buffer", size: 0, want: maxReadBuf},
+		{note: "bad input: a negative size gets the full buffer", size: -1, want: maxReadBuf},
+		{note: "tiny file gets the floor", size: 10, want: 512},
+		{note: "small file gets its size and one byte for the end", size: 4096, want: 4097},
+		{note: "just past the sniff length", size: sniffLen, want: sniffLen + 1},
+		{note: "large file is bounded", size: 1 << 30, want: maxReadBuf},
+	}
+	for _, tt := range tests {
+		if got := readBufSize(tt.size); got != tt.want {
+			t.Errorf("%s: readBufSize(%d) = %d, want %d", tt.note, tt.size, got, tt.want)
+		}
+	}
 }
