@@ -205,7 +205,7 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 		}
 	}
 	g.record(cur, chain, p, d, start, nil)
-	d.EntryAt = entryPlaces(cur, chain, d)
+	d.EntryAt = entryPlaces(cur, chain, d, g.opts.Workdir)
 	return chain, d
 }
 
@@ -329,7 +329,7 @@ func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) 
 
 // entryPlaces is where the deciding entries are written, along the chain:
 // in the deny or ask entries for a P14 decision, else the allow entries.
-func entryPlaces(cur *Current, chain []string, d rule.Decision) []string {
+func entryPlaces(cur *Current, chain []string, d rule.Decision, workdir string) []string {
 	key := "allowed-tools"
 	switch {
 	case d.Rule == rule.P14 && d.Ask:
@@ -341,7 +341,12 @@ func entryPlaces(cur *Current, chain []string, d rule.Decision) []string {
 	for _, e := range d.Entries {
 		for _, ref := range rooted(chain) {
 			if s := cur.Surfaces[ref]; s != nil {
-				if pos, ok := s.Place(e, key); ok {
+				pos, ok := s.Place(e, key)
+				if !ok {
+					// Decided on the entry with its ./ resolved; written with it.
+					pos, ok = s.Place(asWritten(e, workdir), key)
+				}
+				if ok {
 					out = append(out, pos.String())
 					break
 				}
@@ -349,4 +354,22 @@ func entryPlaces(cur *Current, chain []string, d rule.Decision) []string {
 		}
 	}
 	return out
+}
+
+// asWritten is an entry whose path pattern was resolved against workdir as
+// a policy writes it, with "./".
+func asWritten(entry, workdir string) string {
+	name, pattern, ok := strings.Cut(entry, "(")
+	if !ok || workdir == "" {
+		return entry
+	}
+	pattern = strings.TrimSuffix(pattern, ")")
+	wd := strings.TrimSuffix(workdir, "/")
+	switch {
+	case pattern == wd:
+		return name + "(.)"
+	case strings.HasPrefix(pattern, wd+"/"):
+		return name + "(./" + pattern[len(wd)+1:] + ")"
+	}
+	return entry
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,8 +125,15 @@ func TestP15HookAndCheckAsk(t *testing.T) {
 	out, err := check.Output()
 	var v map[string]any
 	json.Unmarshal(out, &v)
-	if err == nil || v["allowed"] != false || v["ask"] != true || v["rule"] != "P14" || !strings.Contains(string(out), "secret/**") {
-		t.Errorf("check on an ask: %v %s", err, out)
+	if err == nil || v["allowed"] != false || v["ask"] != true || v["rule"] != "P14" || !strings.Contains(fmt.Sprint(v["entry_at"]), "policy.cue:8:") {
+		t.Errorf("check on an ask must name the ask-tools entry where it is written (policy.cue, line 8): %v %s", err, out)
+	}
+	// Another hook event than PreToolUse is refused, naming it.
+	post := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off")
+	post.Stdin = strings.NewReader(`{"cwd":"` + wd + `","hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{"file_path":"open"},"tool_response":{}}`)
+	out, err = post.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "PostToolUse") {
+		t.Errorf("a PostToolUse input must be refused with exit 2, naming the event: %v %s", err, out)
 	}
 }
 
