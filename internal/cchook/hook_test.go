@@ -2,11 +2,9 @@ package cchook
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,8 +14,6 @@ import (
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/provision"
-	"aimon.dev/gw/internal/reload"
-	"aimon.dev/gw/plugin/host"
 	"aimon.dev/gw/policy"
 )
 
@@ -35,17 +31,7 @@ claudeCode: unknownTools: "ask"
 
 func load(t *testing.T, wd string) *provision.Generation {
 	t.Helper()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(testPolicy), 0o644)
-	h := host.New(slog.New(slog.DiscardHandler))
-	t.Cleanup(h.Close)
-	gen, err := reload.Load(context.Background(), reload.Registry(h, &provision.Upstreams{}), dir, wd, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gen
+	return loadSource(t, testPolicy, wd)
 }
 
 // TestClaudeCodeHookInputs decides real hook inputs, captured as test data

@@ -87,6 +87,7 @@ func TestP14ImportIsNeverLooser(t *testing.T) {
 	}
 }
 
+// loadSource loads a policy of one file, src, in a module of its own.
 func loadSource(t *testing.T, src, wd string) *provision.Generation {
 	t.Helper()
 	dir := t.TempDir()
@@ -97,7 +98,7 @@ func loadSource(t *testing.T, src, wd string) *provision.Generation {
 	t.Cleanup(h.Close)
 	gen, err := reload.Load(context.Background(), reload.Registry(h, &provision.Upstreams{}), dir, wd, 0)
 	if err != nil {
-		t.Fatalf("the imported policy does not load: %v\n%s", err, src)
+		t.Fatalf("the policy does not load: %v\n%s", err, src)
 	}
 	return gen
 }
