@@ -2,33 +2,151 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf16"
 )
 
-// BenchmarkServeEcho is serve's whole line path on Echo calls, about 10% of
-// them refused by the gate (times as a string), as bench/serve.sh feeds it.
+// benchLines is how many calls each input of the serve benchmarks holds.
+const benchLines = 200
+
+// content is one kind of message an agent sends, with the JSON string
+// encoder of the program that wrote the line; the first is the plain ASCII
+// anchor the others are measured against (issue 32: short ASCII messages
+// never reach the escape paths).
+type content struct {
+	name string
+	msg  func(i int) string
+	enc  func(s string) string
+}
+
+var benchContents = []content{
+	{"ascii", func(i int) string { return fmt.Sprintf("m%d", i) }, rawJSON},
+	{"non-ascii", func(i int) string { return fmt.Sprintf("Grüße, 世界 — naïve café 🙂 #%d", i) }, rawJSON},
+	{"shell", func(i int) string {
+		return fmt.Sprintf(`cd "$HOME" && ls -la | grep '*.go' > /tmp/o; echo $(date) `+"`id`"+` \ #%d`, i)
+	}, rawJSON},
+	{"python", func(i int) string { return fmt.Sprintf("Grüße, 世界 — naïve café 🙂 #%d", i) }, pythonJSON},
+	{"go", func(i int) string { return fmt.Sprintf("if a < b && c > d { return } #%d", i) }, goJSON},
+}
+
+// rawJSON is a JSON string with only what must be escaped escaped, UTF-8
+// kept as it is (as Anthropic's and most SDKs' encoders write it).
+func rawJSON(s string) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// goJSON is a JSON string as Go's json.Marshal writes it: \u003c, \u003e,
+// \u0026 for < > &.
+func goJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// pythonJSON is a JSON string as Python's json.dumps writes it by default
+// (ensure_ascii): every non-ASCII character as \uXXXX, those beyond the
+// BMP as a surrogate pair.
+func pythonJSON(s string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSuffix(strings.TrimPrefix(rawJSON(s), `"`), `"`) {
+		switch {
+		case r < 0x80:
+			b.WriteRune(r)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return `"` + b.String() + `"`
+}
+
+// echoInput is an Echo call's input in the content's encoding; one call in
+// ten gives times as a string, which the gate refuses.
+func echoInput(c content, i int) string {
+	times := "2"
+	if i%10 == 9 {
+		times = c.enc("2")
+	}
+	return `{"message":` + c.enc(c.msg(i)) + `,"times":` + times + `}`
+}
+
+// checkServed fails the benchmark unless every input is answered line for
+// line with exactly its one call in ten refused, so that no input is timed
+// on a path that only reports a malformed line.
+func checkServed(b *testing.B, g *Gateway, names []string, inputs [][]byte) {
+	for k, in := range inputs {
+		var out bytes.Buffer
+		if err := g.Serve(b.Context(), bytes.NewReader(in), &out); err != nil {
+			b.Fatal(err)
+		}
+		lines, refused := bytes.Count(out.Bytes(), []byte("\n")), bytes.Count(out.Bytes(), []byte("must be an integer"))
+		if lines != benchLines || refused != benchLines/10 {
+			b.Fatalf("input %s: %d answers with %d refused, want %d with %d; first answers:\n%.600s", names[k], lines, refused, benchLines, benchLines/10, out.String())
+		}
+	}
+}
+
+// benchServe serves each input once per round, adding the time each took,
+// and reports each input's µs per call and its ratio to the first input's.
+func benchServe(b *testing.B, g *Gateway, names []string, inputs [][]byte) {
+	checkServed(b, g, names, inputs)
+	took := make([]time.Duration, len(inputs))
+	b.ReportAllocs()
+	for b.Loop() {
+		for k, in := range inputs {
+			t0 := time.Now()
+			if err := g.Serve(b.Context(), bytes.NewReader(in), io.Discard); err != nil {
+				b.Fatal(err)
+			}
+			took[k] += time.Since(t0)
+		}
+	}
+	for k, name := range names {
+		b.ReportMetric(float64(took[k].Nanoseconds())/float64(b.N*benchLines)/1000, "µs/call:"+name)
+		if k > 0 {
+			b.ReportMetric(float64(took[k])/float64(took[0]), "x:"+name)
+		}
+	}
+}
+
+// BenchmarkServeEcho is serve's whole line path on lone tool_use Echo
+// calls, about 10% of them refused by the gate, as bench/serve.sh feeds it:
+// plain ASCII messages and, in the same loop, each realistic content
+// (non-ASCII, shell metacharacters, Python- and Go-encoded lines) and a
+// mix of all; x:<content> is its ratio to the plain ASCII input.
 func BenchmarkServeEcho(b *testing.B) {
 	g, _ := newGateway(b, "tools: Echo: schema.#Echo\nvalidation: \"enforce\"\n", nil)
 	g.log = discardLog
-	var in bytes.Buffer
-	for i := range 1000 {
-		times := "2"
-		if i%10 == 9 {
-			times = `"2"`
-		}
-		fmt.Fprintf(&in, `{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}`+"\n", i, i, times)
+	line := func(c content, i int) string {
+		return `{"type":"tool_use","id":"c` + strconv.Itoa(i) + `","name":"Echo","input":` + echoInput(c, i) + "}\n"
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if err := g.Serve(b.Context(), bytes.NewReader(in.Bytes()), io.Discard); err != nil {
-			b.Fatal(err)
+	var names []string
+	var inputs [][]byte
+	for _, c := range benchContents {
+		var in bytes.Buffer
+		for i := range benchLines {
+			in.WriteString(line(c, i))
 		}
+		names, inputs = append(names, c.name), append(inputs, in.Bytes())
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000)/1000, "µs/call")
+	var mix bytes.Buffer
+	for i := range benchLines {
+		mix.WriteString(line(benchContents[i%len(benchContents)], i))
+	}
+	names, inputs = append(names, "mix"), append(inputs, mix.Bytes())
+	benchServe(b, g, names, inputs)
 }
 
 var discardLog = newDiscardLogger()
@@ -36,49 +154,45 @@ var discardLog = newDiscardLogger()
 func newDiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // BenchmarkServeForms is the same Echo calls in each line form of the
-// protocol: a lone tool_use, an Anthropic message, the same as a whole
+// protocol (a lone tool_use, an Anthropic message, the same as a whole
 // Messages API response, a Chat Completions message and a Responses
-// function_call item.
+// function_call item), each with each content, every input served once
+// per round of one loop; x:<form>/<content> is its ratio to the plain
+// ASCII tool_use input. An OpenAI call's arguments, JSON in a string, are
+// encoded twice by the same encoder, as the program writing them would.
 func BenchmarkServeForms(b *testing.B) {
 	g, _ := newGateway(b, "tools: Echo: schema.#Echo\nvalidation: \"enforce\"\n", nil)
 	g.log = discardLog
 	forms := []struct {
 		name string
-		line func(i int, times string) string
+		line func(c content, i int) string
 	}{
-		{"tool_use", func(i int, times string) string {
-			return fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}`, i, i, times)
+		{"tool_use", func(c content, i int) string {
+			return fmt.Sprintf(`{"type":"tool_use","id":"c%d","name":"Echo","input":%s}`, i, echoInput(c, i))
 		}},
-		{"message", func(i int, times string) string {
-			return fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}]}`, i, i, times)
+		{"message", func(c content, i int) string {
+			return fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":%s}]}`, i, echoInput(c, i))
 		}},
-		{"api-response", func(i int, times string) string {
-			return fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":{"message":"m%d","times":%s}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":5}}`, i, i, i, times)
+		{"api-response", func(c content, i int) string {
+			return fmt.Sprintf(`{"id":"msg_%d","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c%d","name":"Echo","input":%s}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":5}}`, i, i, echoInput(c, i))
 		}},
-		{"chat", func(i int, times string) string {
-			return fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"Echo","arguments":%q}}]}`, i, fmt.Sprintf(`{"message":"m%d","times":%s}`, i, times))
+		{"chat", func(c content, i int) string {
+			return fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"Echo","arguments":%s}}]}`, i, c.enc(echoInput(c, i)))
 		}},
-		{"responses", func(i int, times string) string {
-			return fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"Echo","arguments":%q}`, i, fmt.Sprintf(`{"message":"m%d","times":%s}`, i, times))
+		{"responses", func(c content, i int) string {
+			return fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"Echo","arguments":%s}`, i, c.enc(echoInput(c, i)))
 		}},
 	}
+	var names []string
+	var inputs [][]byte
 	for _, f := range forms {
-		var in bytes.Buffer
-		for i := range 1000 {
-			times := "2"
-			if i%10 == 9 {
-				times = `"2"`
+		for _, c := range benchContents {
+			var in bytes.Buffer
+			for i := range benchLines {
+				in.WriteString(f.line(c, i) + "\n")
 			}
-			in.WriteString(f.line(i, times) + "\n")
+			names, inputs = append(names, f.name+"/"+c.name), append(inputs, in.Bytes())
 		}
-		b.Run(f.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := g.Serve(b.Context(), bytes.NewReader(in.Bytes()), io.Discard); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000)/1000, "µs/call")
-		})
 	}
+	benchServe(b, g, names, inputs)
 }
