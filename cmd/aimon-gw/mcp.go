@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
@@ -26,6 +27,8 @@ type mcpParams struct {
 	Stdout        io.Writer
 	Log           *slog.Logger
 	Decisions     gateway.DecisionLog
+	// Transport, when set, replaces Stdin and Stdout (tests).
+	Transport mcp.Transport
 }
 
 func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -76,7 +79,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	err = mcpfront.Serve(ctx, mcpfront.Options{
 		Reload: reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
 			Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions}},
-		In: p.Stdin, Out: p.Stdout, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
+		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
 	})
 	var exit cli.ExitCoder
 	switch {

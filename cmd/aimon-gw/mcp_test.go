@@ -129,6 +129,42 @@ func TestMCPServesTheSurfacesTools(t *testing.T) {
 	}
 }
 
+// TestP9MCPUnlistedOnEveryTransport: a call of a tool the surface does not
+// list is answered with the gateway's sentence, unknown and not allowed
+// told apart, on a transport other than the stdio guard too (the SDK's
+// in-memory pair, as a streamable HTTP session would be): the refusal
+// lives in the server's receiving middleware, not in the transport.
+func TestP9MCPUnlistedOnEveryTransport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	serverT, clientT := mcp.NewInMemoryTransports()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMCP(ctx, mcpParams{Surface: "agent,subagent:reviewer", Policy: moduleDir(t, mcpPolicy), Workdir: t.TempDir(), Log: discard, Transport: serverT})
+	}()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close(); cancel(); <-done }()
+	for _, tc := range []struct {
+		note, name, want string
+		args             map[string]any
+	}{
+		{"a tool the policy defines but the surface may not use", "Bash", "is not allowed on this surface", map[string]any{"command": "true"}},
+		{"a tool the policy does not define", "Bsah", "Unknown tool 'Bsah'.", map[string]any{"command": "true"}},
+		{"a listed tool still runs", "Echo", "hi", map[string]any{"message": "hi"}},
+	} {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tc.name, Arguments: tc.args})
+		if err != nil {
+			t.Fatalf("%s: a protocol error, not the gateway's answer: %v", tc.note, err)
+		}
+		if text := resultText(res); !strings.Contains(text, tc.want) || res.IsError != (tc.name != "Echo") {
+			t.Errorf("%s: got %q (isError %v), want %q", tc.note, text, res.IsError, tc.want)
+		}
+	}
+}
+
 // TestP13MCPAnnotationsAndStructure: tools carry titles and the annotations
 // their side effect gives; Bash and Glob return structured content that
 // their output schemas describe, beside the text (issue 16).

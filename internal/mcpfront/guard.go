@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -20,17 +19,14 @@ import (
 // JSON-RPC on a reader and a writer, as the SDK's IOTransport, except that
 // no frame ends the session. A frame that is not JSON gets -32700, one that
 // is not a request -32600 (id null where it has none), one over the size
-// limit an error; each is answered here and the session reads on. It also
-// answers calls to tools the surface may not use as serve does (rule P9),
-// and drops the response to a request the client cancelled.
+// limit an error; each is answered here and the session reads on. It
+// drops the response to a request the client cancelled. Calls of tools the
+// surface may not use are answered in the server's receiving middleware,
+// whatever the transport (rule P9).
 type guard struct {
 	r   *bufio.Reader
 	w   io.Writer
 	max int
-	// refuse answers a call of a tool the server does not list; nil when
-	// the SDK should (it says unknown tool).
-	refuse func(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult
-	listed func(name string) bool
 
 	wmu       sync.Mutex
 	cmu       sync.Mutex
@@ -127,7 +123,7 @@ func (g *guard) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			continue
 		}
-		if msg := g.check(ctx, f.data); msg != nil {
+		if msg := g.check(f.data); msg != nil {
 			if f.err != nil {
 				// The last frame had no newline: hand it over, and end
 				// the input at the next Read.
@@ -163,65 +159,27 @@ func (g *guard) drain(ctx context.Context, err error) error {
 }
 
 // check answers a frame that the SDK must not see and returns nil, or
-// returns the message.
-func (g *guard) check(ctx context.Context, data []byte) jsonrpc.Message {
-	if !json.Valid(data) {
-		g.reply(nil, nil, jsonrpc.CodeParseError, "the frame is not valid JSON; send one JSON-RPC message per line")
+// returns the message. The frame is read once (readEnvelope); only a
+// cancellation's params are read again, for its request id.
+func (g *guard) check(data []byte) jsonrpc.Message {
+	env, problem := readEnvelope(data)
+	if problem != nil {
+		g.reply(problem.id, nil, problem.code, problem.message)
 		return nil
 	}
-	var env struct {
-		JSONRPC *string         `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  *string         `json:"method"`
-		Params  json.RawMessage `json:"params"`
+	req, ok := env.msg.(*jsonrpc.Request)
+	if !ok {
+		return env.msg
 	}
-	trimmed := bytes.TrimSpace(data)
-	switch {
-	case trimmed[0] == '[':
-		g.reply(nil, nil, jsonrpc.CodeInvalidRequest, "batch requests are not supported; send one JSON-RPC message per line")
-		return nil
-	case trimmed[0] != '{' || json.Unmarshal(data, &env) != nil:
-		g.reply(nil, nil, jsonrpc.CodeInvalidRequest, "the frame is not a JSON-RPC request object")
-		return nil
-	case env.JSONRPC == nil || *env.JSONRPC != "2.0":
-		g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, `the message lacks "jsonrpc": "2.0"`)
-		return nil
-	}
-	if problem := idProblem(env.ID, env.Method != nil); problem != "" {
-		g.reply(nil, nil, jsonrpc.CodeInvalidRequest, problem)
-		return nil
-	}
-	msg, err := jsonrpc.DecodeMessage(data)
-	if err != nil {
-		g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, "the message is not a valid JSON-RPC request or response; send an object with \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an \"id\"")
-		return nil
-	}
-	if env.Method != nil {
-		switch *env.Method {
-		case "notifications/cancelled":
-			var p struct {
-				RequestID json.RawMessage `json:"requestId"`
-			}
-			if json.Unmarshal(env.Params, &p) == nil && len(p.RequestID) > 0 {
-				g.cmu.Lock()
-				g.cancelled[idKey(p.RequestID)] = true
-				g.cmu.Unlock()
-			}
-		case "tools/call":
-			var p struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-			}
-			if len(env.ID) > 0 && json.Unmarshal(env.Params, &p) == nil && g.refuse != nil && !g.listed(p.Name) {
-				// Not listed: answered with the gateway's sentence, unknown
-				// and not allowed told apart (rule P9).
-				g.reply(env.ID, g.refuse(ctx, p.Name, p.Arguments), 0, "")
-				return nil
-			}
+	if req.Method == "notifications/cancelled" {
+		if key, ok := cancelledKey(req.Params); ok {
+			g.cmu.Lock()
+			g.cancelled[key] = true
+			g.cmu.Unlock()
 		}
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		key := idKey(env.ID)
+	if req.ID.IsValid() {
+		key := keyOf(req.ID.Raw())
 		g.cmu.Lock()
 		reused := g.inFlight[key]
 		g.inFlight[key] = true
@@ -229,61 +187,19 @@ func (g *guard) check(ctx context.Context, data []byte) jsonrpc.Message {
 		if reused {
 			// Answered here, so that both requests get their one answer
 			// (the first one's comes when it ends).
-			g.reply(env.ID, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.ID))
+			g.reply(env.id, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.id))
 			return nil
 		}
 	}
-	return msg
+	return env.msg
 }
 
-// idProblem is the sentence for an id JSON-RPC does not allow, or "".
-// The SDK reads a null id as a notification's (no answer at all), a
-// fraction as its integer part and a large integer through a float, so
-// each would be answered under another id or not at all.
-func idProblem(raw json.RawMessage, request bool) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return ""
-	}
-	const advice = "give each request a string or an integer id (a notification has no id at all)"
-	switch v := v.(type) {
-	case nil:
-		if !request {
-			return "" // a response to a request the client could not read
-		}
-		return `the request's "id" is null; ` + advice
-	case string:
-		return ""
-	case json.Number:
-		if n, err := strconv.ParseInt(v.String(), 10, 64); err != nil || n > 1<<53 || n < -(1<<53) {
-			return fmt.Sprintf("the id %s is not an integer within ±2^53 (what a JSON number keeps exactly); %s", v, advice)
-		}
-		return ""
-	}
-	return fmt.Sprintf("the id %s is neither a string nor an integer; %s", raw, advice)
-}
-
-// idKey spells a request id for the cancelled and in-flight sets as the
+// keyOf spells a request id for the cancelled and in-flight sets as the
 // SDK reads it: 2 and "2" differ, "\u0032" and "2" do not.
-func idKey(raw json.RawMessage) string {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return strings.TrimSpace(string(raw))
-	}
-	return keyOf(v)
-}
-
 func keyOf(v any) string {
 	switch v := v.(type) {
 	case string:
 		return strconv.Quote(v)
-	case float64:
-		return strconv.FormatInt(int64(v), 10)
 	case int64:
 		return strconv.FormatInt(v, 10)
 	}

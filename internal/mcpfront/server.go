@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/gateway"
@@ -94,18 +95,14 @@ func Serve(ctx context.Context, o Options) error {
 		return startError{err: err, surface: true}
 	}
 	ts.sync(gw)
+	server.AddReceivingMiddleware(ts.unlisted(gw))
 	t := o.Transport
 	if t == nil {
 		max := o.MaxFrameBytes
 		if max <= 0 {
 			max = 16 << 20
 		}
-		g := newGuard(o.In, o.Out, max)
-		g.listed = ts.isListed
-		g.refuse = func(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
-			return toResult(ts.call(ctx, gw, name, args))
-		}
-		t = g
+		t = newGuard(o.In, o.Out, max)
 	}
 	if err := server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return err
@@ -130,6 +127,21 @@ func (m *toolSet) isListed(name string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.listed[name]
+}
+
+// unlisted answers a call of a tool the server does not list with the
+// gateway's sentence, unknown and not allowed told apart (rule P9), and
+// one decision-log record, as serve does, whatever the transport; the SDK
+// would say "unknown tool" in a protocol error.
+func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
+				return toResult(m.call(ctx, gw, call.Params.Name, call.Params.Arguments)), nil
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // call runs one call through the gateway, cancelled with the process.
@@ -250,13 +262,11 @@ func Refuse(in io.Reader, out io.Writer, sentence string, wait time.Duration) {
 		case <-timer.C:
 			return
 		}
-		var env struct {
-			ID     json.RawMessage `json:"id"`
-			Method *string         `json:"method"`
-		}
-		if json.Unmarshal(f.data, &env) == nil && env.Method != nil && len(env.ID) > 0 {
-			g.reply(env.ID, nil, codeNotServing, sentence)
-			return
+		if env, p := readEnvelope(f.data); p == nil {
+			if req, ok := env.msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+				g.reply(env.id, nil, codeNotServing, sentence)
+				return
+			}
 		}
 		if f.err != nil && !errors.Is(f.err, errTooLong) {
 			return
