@@ -525,7 +525,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
 	g := &Generation{Dir: c.dir, Revision: revision, value: v, chains: &allow.Chains{}, comp: c}
-	c.def, c.schemaDir = def, schemaDir
+	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
 		// Every problem in one run: what compiled beside the errors is

@@ -145,7 +145,7 @@ func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
 					Message: fmt.Sprintf("the server %s lists a tool %q, whose name %s no model accepts; it is not offered.", server, n, name)})
 				continue
 			}
-			if t := c.tool(name, base, g.Validation); t != nil {
+			if t := c.tool(name, base, g.Validation, Position{}); t != nil {
 				out.Tools[name] = t
 			}
 		}

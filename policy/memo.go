@@ -1,0 +1,111 @@
+package policy
+
+import (
+	"strings"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/token"
+)
+
+// A policy with many tools declares most of them alike (schema.#Echo,
+// a server's tools narrowed the same way). Unifying each with its
+// built-in's declaration was most of a 1,000-tool load (issue 32), so a
+// tool written exactly as an earlier one, in the same file, shares that
+// one's compiled form: the same text in the same scope is the same value.
+// The sharing holds only where the syntax shows every conjunct of a tool,
+// so toolDecls gives up on whatever could add one unseen.
+
+// shareTools turns the sharing off, for the tests that hold it equal to
+// compiling every tool on its own.
+var shareTools = true
+
+// toolDecl is where the policy declares one tool, and the text of it.
+type toolDecl struct {
+	key  string   // file and expression: equal keys are equal values
+	pos  Position // the expression, which names the implementation
+	many bool     // declared more than once: its conjuncts meet
+}
+
+// toolDecls maps each tool name to its one declaration, or is nil when a
+// file declares tools, or could add to them, in a form it cannot follow.
+func toolDecls(files []*ast.File) map[string]*toolDecl {
+	if !shareTools {
+		return nil
+	}
+	decls := map[string]*toolDecl{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.Package, *ast.ImportDecl, *ast.CommentGroup, *ast.Attribute:
+			case *ast.Field:
+				name, ok := plainLabel(d)
+				if !ok {
+					return nil
+				}
+				if name == "tools" && !addTools(decls, f.Filename, d.Value) {
+					return nil
+				}
+			default: // an embedding, a comprehension, a let: anything may follow
+				return nil
+			}
+		}
+	}
+	return decls
+}
+
+// addTools records the fields of a tools struct.
+func addTools(decls map[string]*toolDecl, file string, v ast.Expr) bool {
+	s, ok := v.(*ast.StructLit)
+	if !ok {
+		return false
+	}
+	for _, e := range s.Elts {
+		switch e := e.(type) {
+		case *ast.CommentGroup, *ast.Attribute:
+		case *ast.Field:
+			name, ok := plainLabel(e)
+			if !ok {
+				return false
+			}
+			text, err := format.Node(e.Value)
+			if err != nil {
+				return false
+			}
+			if d, ok := decls[name]; ok {
+				d.many = true
+				continue
+			}
+			decls[name] = &toolDecl{key: file + "\x00" + string(text), pos: position(e.Value.Pos())}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// plainLabel is a field's name when it is a regular field with a plain
+// label: no alias, pattern, interpolation or optional marker.
+func plainLabel(f *ast.Field) (string, bool) {
+	if f.Constraint != token.ILLEGAL {
+		return "", false
+	}
+	name, isIdent, err := ast.LabelName(f.Label)
+	if err != nil || !isIdent && !isString(f.Label) {
+		return "", false
+	}
+	return name, true
+}
+
+func isString(l ast.Label) bool {
+	b, ok := l.(*ast.BasicLit)
+	return ok && b.Kind == token.STRING
+}
+
+// shareable reports whether tool name may share a compiled tool with
+// another of the same declaration: declared once, in a form followed,
+// and no server's SERVER__TOOL, which the schema's comprehension extends.
+func shareable(decls map[string]*toolDecl, name string) (*toolDecl, bool) {
+	d, ok := decls[name]
+	return d, ok && !d.many && !strings.Contains(name, "__")
+}
