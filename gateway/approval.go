@@ -162,7 +162,7 @@ func (g *Gateway) approve(p prepared, d rule.Decision) rule.Decision {
 		if err == nil {
 			// The allow entries, not the ask entries, are what the
 			// approved call runs under (its anchors among them).
-			a := p.eff.Approved(p.Name, d.Input, g.opts.Workdir)
+			a := p.eff.Approved(p.Name, d.Input, written(p.tool, p.input), g.opts.Workdir)
 			if !a.Allowed {
 				return a
 			}

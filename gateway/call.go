@@ -139,10 +139,9 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 		return d
 	}
 	// Permission (rules P2–P11).
-	d := p.eff.Decide(p.Name, in, g.opts.Workdir)
+	d := p.eff.DecideAsWritten(p.Name, in, written(p.tool, p.input), g.opts.Workdir)
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
 	d.Input = in
-	d.Reason = showResolved(p.tool, p.input, in, d.Reason)
 	if d.Ask {
 		d = g.approve(p, d)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -151,17 +150,12 @@ func stripNulls(v any) any {
 	return v
 }
 
-// showResolved names, in a sentence that quotes the canonical subject, the
-// path as the call gave it, so the model sees how it was read.
-func showResolved(t *policy.Tool, raw, in tools.Input, reason string) string {
+// written is a call's path subject as the call wrote it, for the lattice
+// to quote beside the canonical path it decides on; nil for a tool
+// without one.
+func written(t *policy.Tool, raw tools.Input) any {
 	if t.Subject == nil || t.Subject.Kind != "path" {
-		return reason
+		return nil
 	}
-	given, ok := raw[t.Subject.Field].(string)
-	done, _ := in[t.Subject.Field].(string)
-	if !ok || given == done {
-		return reason
-	}
-	q := strconv.Quote(path.Clean(done))
-	return strings.Replace(reason, q, fmt.Sprintf("%q (resolved to %s)", given, q), 1)
+	return raw[t.Subject.Field]
 }

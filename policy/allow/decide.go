@@ -163,27 +163,36 @@ type Decision = rule.Decision
 // call denies it; else the allow lists decide; a call they allow that an
 // ask entry admits needs approval (Ask, P14).
 func (e *Effective) Decide(tool string, in map[string]any, workdir string) Decision {
-	if d, ok := e.denies(tool, in, workdir); ok {
+	return e.DecideAsWritten(tool, in, nil, workdir)
+}
+
+// DecideAsWritten is Decide of an input the caller made canonical (rule
+// R7): written is the subject as the call wrote it, nil when in holds it
+// as written. Where the two differ, the sentence quotes both, as Decide's
+// does for a path it resolves itself: "~/x" (resolved to "/home/u/x").
+func (e *Effective) DecideAsWritten(tool string, in map[string]any, written any, workdir string) Decision {
+	if d, ok := e.denies(tool, in, written, workdir); ok {
 		return d
 	}
-	d := e.decideAllow(tool, in, workdir)
+	d := e.decideAllow(tool, in, written, workdir)
 	if !d.Allowed {
 		return d
 	}
-	return e.asks(tool, in, workdir, d)
+	return e.asks(tool, in, written, workdir, d)
 }
 
-// Approved decides a call whose ask was approved: as Decide, without the
-// ask entries; deny entries and the allow lists still bind (P15).
-func (e *Effective) Approved(tool string, in map[string]any, workdir string) Decision {
-	if d, ok := e.denies(tool, in, workdir); ok {
+// Approved decides a call whose ask was approved: as DecideAsWritten,
+// without the ask entries; deny entries and the allow lists still bind
+// (P15).
+func (e *Effective) Approved(tool string, in map[string]any, written any, workdir string) Decision {
+	if d, ok := e.denies(tool, in, written, workdir); ok {
 		return d
 	}
-	return e.decideAllow(tool, in, workdir)
+	return e.decideAllow(tool, in, written, workdir)
 }
 
 // decideAllow decides a call by the allow lists alone.
-func (e *Effective) decideAllow(tool string, in map[string]any, workdir string) Decision {
+func (e *Effective) decideAllow(tool string, in map[string]any, written any, workdir string) Decision {
 	if e.allowAll() {
 		return Decision{Allowed: true, Rule: rule.P11, Reason: fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", tool)}
 	}
@@ -203,7 +212,7 @@ func (e *Effective) decideAllow(tool string, in map[string]any, workdir string) 
 	}
 	switch r.subject.Kind {
 	case Command, Path, Domain:
-		return r.decideSubject(e, in, workdir)
+		return r.decideSubject(e, in, written, workdir)
 	}
 	if r.subject.Rule != nil {
 		return r.decideRule(e, in, workdir, "")
@@ -226,10 +235,13 @@ func subjectOf(k Kind, raw any, workdir string) (subj, why string) {
 	return pathSubject(raw, workdir)
 }
 
-func (r *toolRule) decideSubject(e *Effective, in map[string]any, workdir string) Decision {
+func (r *toolRule) decideSubject(e *Effective, in map[string]any, written any, workdir string) Decision {
 	field, kind := r.subject.Field, r.subject.Kind
 	raw := in[field]
 	subj, why := subjectOf(kind, raw, workdir)
+	if written != nil {
+		raw = written
+	}
 	if why != "" {
 		if r.subject.Rule != nil {
 			return r.decideRule(e, in, workdir, why)
@@ -427,7 +439,8 @@ func ruleOf(k Kind) rule.ID {
 	return rule.P4
 }
 
-// quoteSubject shows the subject as given and, when it differs, as resolved.
+// quoteSubject shows the subject as written and, when it differs, as
+// resolved.
 func quoteSubject(raw any, subj string) string {
 	if s, ok := raw.(string); ok && s != subj {
 		return fmt.Sprintf("%q (resolved to %q)", s, subj)

@@ -49,7 +49,7 @@ func (e *Effective) deniedWhole(tool string) []string {
 
 // denies decides the deny entries of a call, and what ask entries cannot
 // tell; ok is false when they leave the call to the allow lists.
-func (e *Effective) denies(tool string, in map[string]any, workdir string) (Decision, bool) {
+func (e *Effective) denies(tool string, in map[string]any, written any, workdir string) (Decision, bool) {
 	if e == nil || (e.deny[tool] == nil && e.ask[tool] == nil) {
 		return Decision{}, false
 	}
@@ -63,7 +63,7 @@ func (e *Effective) denies(tool string, in map[string]any, workdir string) (Deci
 			}
 		}
 	}
-	m := e.matcherOf(tool, in, workdir)
+	m := e.matcherOf(tool, in, written, workdir)
 	if m.why != "" {
 		return Decision{Rule: rule.P5, Entries: patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)),
 			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, strings.Join(patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)), ", "))}, true
@@ -80,7 +80,7 @@ func (e *Effective) denies(tool string, in map[string]any, workdir string) (Deci
 
 // asks turns an allowed call that an ask entry admits into one that needs
 // approval (P14).
-func (e *Effective) asks(tool string, in map[string]any, workdir string, d Decision) Decision {
+func (e *Effective) asks(tool string, in map[string]any, written any, workdir string, d Decision) Decision {
 	if e == nil || len(e.ask[tool]) == 0 {
 		return d
 	}
@@ -95,7 +95,7 @@ func (e *Effective) asks(tool string, in map[string]any, workdir string, d Decis
 		}
 	}
 	if by == nil {
-		m := e.matcherOf(tool, in, workdir)
+		m := e.matcherOf(tool, in, written, workdir)
 		what = " " + m.what
 		if by = m.matching(lvs); by == nil && m.chained {
 			by = patterned(lvs) // a chained command: a person reads it whole
@@ -140,7 +140,7 @@ type callSubject struct {
 	workdir string
 }
 
-func (e *Effective) matcherOf(tool string, in map[string]any, workdir string) callSubject {
+func (e *Effective) matcherOf(tool string, in map[string]any, written any, workdir string) callSubject {
 	sub := e.subjects[tool]
 	c := callSubject{rule: sub.Rule, in: in, workdir: workdir, what: "call"}
 	if sub.Kind == None {
@@ -158,6 +158,9 @@ func (e *Effective) matcherOf(tool string, in map[string]any, workdir string) ca
 		return c
 	}
 	c.rule = nil // judged on its subject first (P2)
+	if written != nil {
+		raw = written
+	}
 	c.what = fmt.Sprintf("%s %s", sub.Kind, quoteSubject(raw, subj))
 	if sub.Kind == Command {
 		// Deny and ask read a command as a person would: spaces and

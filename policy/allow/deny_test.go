@@ -117,7 +117,7 @@ func TestP14DenyAskAllow(t *testing.T) {
 				t.Errorf("%s %v = %s by %q (%s), want %s by %q", tc.tool, tc.in, got, d.Entries, d.Reason, tc.want, tc.entries)
 			}
 			// An approval lifts the ask, nothing else.
-			if a := e.Approved(tc.tool, tc.in, "/srv"); a.Ask || a.Allowed != (d.Allowed || d.Ask) {
+			if a := e.Approved(tc.tool, tc.in, nil, "/srv"); a.Ask || a.Allowed != (d.Allowed || d.Ask) {
 				t.Errorf("Approved = %+v", a)
 			}
 		})
@@ -212,5 +212,38 @@ func TestP14Covers(t *testing.T) {
 				t.Errorf("Covers(%s, %s) = %v", tc.deny, tc.allow, got)
 			}
 		})
+	}
+}
+
+// TestR7SentenceQuotesTheSubjectAsWritten: given an input made canonical
+// by its caller and the subject as the call wrote it, the lattice's own
+// sentence names both, whichever entry decides; the gateway does not edit
+// the sentence afterwards.
+func TestR7SentenceQuotesTheSubjectAsWritten(t *testing.T) {
+	e := chainDecl(t, Decl{Allow: []string{"Write(/home/u/**)"}, Deny: []string{"Write(/home/u/.ssh/**)"}, Ask: []string{"Write(/home/u/.bashrc)"}})
+	const both = `"~/.bashrc" (resolved to "/home/u/.bashrc")`
+	for _, tc := range []struct {
+		note    string
+		in      string
+		written any
+		want    string // outcome
+		says    string
+	}{
+		{"ask, written with ~", "/home/u/.bashrc", "~/.bashrc", "ask P14", both},
+		{"allowed, written relative", "/home/u/a.txt", "a.txt", "allowed", `"a.txt" (resolved to "/home/u/a.txt") is allowed`},
+		{"denied by a deny entry, written with white space", "/home/u/.ssh/k", " ~/.ssh/k", "denied P14", `" ~/.ssh/k" (resolved to "/home/u/.ssh/k")`},
+		{"refused by the allow list", "/etc/passwd", " /etc/passwd", "denied P4", `" /etc/passwd" (resolved to "/etc/passwd") is not allowed`},
+		{"written as decided: quoted once", "/home/u/a.txt", "/home/u/a.txt", "allowed", `path "/home/u/a.txt" is allowed`},
+		{"nothing written (a default): quoted once", "/home/u/a.txt", nil, "allowed", `path "/home/u/a.txt" is allowed`},
+	} {
+		d := e.DecideAsWritten("Write", map[string]any{"file_path": tc.in}, tc.written, "/w")
+		if outcome(d) != tc.want || !strings.Contains(d.Reason, tc.says) {
+			t.Errorf("%s: %s %q; want %s saying %q", tc.note, outcome(d), d.Reason, tc.want, tc.says)
+		}
+		if tc.written == tc.in || tc.written == nil {
+			if strings.Contains(d.Reason, "resolved") {
+				t.Errorf("%s: %q names a resolution that did not happen", tc.note, d.Reason)
+			}
+		}
 	}
 }
