@@ -24,7 +24,7 @@ import (
 // the gateway reads or runs stays read-only (protect, rule R8).
 func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
-	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Env: slices.Clone(spec.Env)}
+	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Log: g.log}
 	var withheld []string // where the writers' deny and ask entries reach
 	for _, name := range cur.Names() {
 		wt := cur.Tools[name]

@@ -13,6 +13,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"aimon.dev/gw/internal/gate"
+	"aimon.dev/gw/internal/netproxy"
 	"aimon.dev/gw/internal/rule"
 	"aimon.dev/gw/policy/allow"
 	"aimon.dev/gw/tools"
@@ -336,7 +337,27 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 			*f.dst = append(*f.dst, p)
 		}
 	}
+	if !c.hosts(t, s, v.LookupPath(cue.ParsePath("network.allow"))) {
+		ok = false
+	}
 	t.Sandbox = s
+	return ok
+}
+
+// hosts reads sandbox.network.allow, the hosts a command reaches through
+// the gateway's proxy (rule R8); a pattern that is not a host is an error.
+func (c *compiler) hosts(t *Tool, s *SandboxSpec, v cue.Value) bool {
+	ok := true
+	iter, _ := v.List()
+	for iter.Next() {
+		h := str(iter.Value())
+		if _, err := netproxy.ParsePattern(h); err != nil {
+			c.fail(iter.Value(), string(rule.R8), "tool %s: sandbox.network.allow: %v.", t.Name, err)
+			ok = false
+			continue
+		}
+		s.Hosts = append(s.Hosts, h)
+	}
 	return ok
 }
 

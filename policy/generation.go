@@ -194,7 +194,10 @@ type SandboxSpec struct {
 	Write   []string
 	Hide    []string
 	Network bool
-	Env     []string
+	// Hosts are sandbox.network.allow: with Network false, the hosts the
+	// commands reach through the gateway's proxy.
+	Hosts []string
+	Env   []string
 }
 
 // Subject names the input field that a permission pattern is matched against.

@@ -1,5 +1,7 @@
 package tools
 
+import "log/slog"
+
 // Sandbox is where a command a tool runs may write and what it may see
 // (rule R6), derived per call from the policy: the gateway computes it, and
 // a tool that runs programs runs them inside it.
@@ -16,6 +18,11 @@ type Sandbox struct {
 	Hidden []string `json:"hidden,omitempty"`
 	// Network is whether the command reaches the network.
 	Network bool `json:"network"`
+	// Hosts, when Network is false, are the hosts (netproxy patterns) the
+	// command reaches through the gateway's proxy, and nothing else.
+	Hosts []string `json:"hosts,omitempty"`
+	// Log receives what the sandbox's proxy refuses; nil for slog's default.
+	Log *slog.Logger `json:"-"`
 	// Env names the environment variables passed through besides PATH,
 	// HOME, LANG, LC_*, TERM and TMPDIR.
 	Env []string `json:"env,omitempty"`

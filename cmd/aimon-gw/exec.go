@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/exec"
 	"time"
 
@@ -83,6 +84,8 @@ func runExec(ctx context.Context, p execParams) error {
 		if err := sandbox.Available(); err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: it must run in a sandbox, and %v.", err), exitNotRun)
 		}
+		// What the sandbox's proxy refuses goes to the command's stderr.
+		d.Sandbox.Log = slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if cmd, err = sandbox.Command(d.Sandbox, workdir, argv, nil, nil); err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: its sandbox cannot be made: %v.", err), exitNotRun)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,9 +74,16 @@ func runServe(t *testing.T, args, env []string, lines ...string) []map[string]an
 // (under setpriv, say).
 func runServeAs(t *testing.T, bin, args, env []string, lines ...string) []map[string]any {
 	t.Helper()
+	return runServeLog(t, bin, args, env, nil, lines...)
+}
+
+// runServeLog is runServeAs with the gateway's log written to stderr.
+func runServeLog(t *testing.T, bin, args, env []string, stderr io.Writer, lines ...string) []map[string]any {
+	t.Helper()
 	cmd := exec.Command(bin[0], append(append(bin[1:], "serve"), args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("serve: %v", err)

@@ -3,7 +3,7 @@
 // that reach outside it, the whole file system read-only but for the
 // writable set, what the gateway reads or runs read-only even inside it,
 // a private /tmp, its own PID namespace and /proc, no network unless
-// allowed, a cleared environment, and --die-with-parent, so that the
+// allowed (all of it, or listed hosts through the gateway's proxy), a cleared environment, and --die-with-parent, so that the
 // namespace and every process in it end with the program or with the
 // gateway. Bash runs each command in one, a sandboxed plugin or server
 // its whole process.
@@ -90,11 +90,18 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bw, a...)
+	cmd := exec.Command(bw)
 	// bwrap's own environment is what its first process, PID 1 in the
 	// sandbox, shows in /proc/1/environ: nothing.
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{f}
+	if len(sb.Hosts) > 0 && !sb.Network {
+		if a, err = withNetwork(cmd, sb, a, argv); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	cmd.Args = append(cmd.Args, a...)
 	return cmd, nil
 }
 

@@ -1,0 +1,178 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"aimon.dev/gw/internal/netproxy"
+	"aimon.dev/gw/tools"
+)
+
+// A sandbox whose network is a list of hosts has a network namespace of
+// its own, with only loopback, and reaches the hosts through the gateway's
+// proxy (package netproxy). Its first process is the gateway's binary as
+// a launcher (Launch): it listens on a loopback port inside the namespace,
+// hands the listening socket to the gateway over a socket pair, closes the
+// pair and executes the command with HTTP_PROXY and the like pointing at
+// that port. The gateway accepts on the socket and proxies each connection
+// from its own namespace; no process of the gateway's stays inside, no
+// socket file is bound in, and the command holds no descriptor of the
+// gateway's. The proxy ends when bwrap's --sync-fd pipe closes, that is
+// when the sandbox does. As root this still holds: the namespace is the
+// sandbox's own, and without capabilities or setns its only way out is
+// the port the gateway serves.
+
+// launchArg, as the first argument, makes the gateway's binary the
+// launcher; descriptors 4 (the socket pair) and 5 (bwrap's sync pipe, not
+// seen inside) follow the filter's 3.
+const launchArg = "__aimon-gw-sandbox-network"
+
+const (
+	ctlFD  = 4
+	syncFD = 5
+)
+
+// Launcher is the binary that runs Launch inside a sandbox: the running
+// one, whose main calls Launch first.
+var Launcher = os.Executable
+
+// Launch runs the launcher when the process was started as one, and then
+// never returns. Call it first in main, and in TestMain of tests that run
+// a sandbox with a network allow list.
+func Launch() {
+	if len(os.Args) < 2 || os.Args[1] != launchArg {
+		return
+	}
+	err := launch(os.Args[2:])
+	fmt.Fprintf(os.Stderr, "aimon-gw: the sandbox's network could not be set up, so the command was not run: %v.\n", err)
+	os.Exit(126)
+}
+
+func launch(args []string) error {
+	if len(args) < 2 || args[0] != "--" {
+		return fmt.Errorf("the launcher takes -- and a command, not %q", args)
+	}
+	argv := args[1:]
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("no loopback port: %w", err)
+	}
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		return err
+	}
+	if err := unix.Sendmsg(ctlFD, []byte{1}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+		return fmt.Errorf("the gateway's proxy cannot be reached: %w", err)
+	}
+	// The pair is not the command's; the listener and f close on exec.
+	unix.Close(ctlFD)
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(path, argv, proxyEnv(os.Environ(), "http://"+l.Addr().String()))
+}
+
+// proxyVars are the variables that name a proxy, in the spellings programs
+// read (curl, Go, npm, pip read one or the other case).
+var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
+
+// proxyEnv is env with every proxy variable naming url and no NO_PROXY.
+func proxyEnv(env []string, url string) []string {
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(proxyVars, name) || strings.EqualFold(name, "NO_PROXY")
+	})
+	for _, v := range proxyVars {
+		env = append(env, v+"="+url)
+	}
+	return env
+}
+
+// withNetwork makes cmd, bwrap with arguments a running argv, start the
+// launcher and serve the proxy for sb's hosts; it returns the arguments.
+func withNetwork(cmd *exec.Cmd, sb *tools.Sandbox, a, argv []string) ([]string, error) {
+	allow, err := netproxy.Parse(sb.Hosts)
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's network allow list is bad: %w", err)
+	}
+	exe, err := Launcher()
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's own binary, which starts a sandbox's network, cannot be found: %w", err)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "proxy-control"), os.NewFile(uintptr(pair[1]), "proxy-control")
+	r, w, err := os.Pipe()
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs, w)
+	go serveNetwork(ours, r, &netproxy.Proxy{Allow: allow, Log: sb.Log})
+	i := slices.Index(a, "--")
+	a = slices.Concat(a[:i], []string{"--sync-fd", strconv.Itoa(syncFD), "--", exe, launchArg, "--"}, argv)
+	return a, nil
+}
+
+// serveNetwork takes the sandbox's listening socket from ctl and proxies
+// what it accepts until the sandbox ends: sync reads to its end.
+func serveNetwork(ctl, sync *os.File, p *netproxy.Proxy) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, sync)
+		sync.Close()
+		cancel()
+	}()
+	l, err := receiveListener(ctl)
+	if err != nil {
+		if p.Log != nil {
+			p.Log.Debug("the sandbox's network ended before its proxy started", "cause", err)
+		}
+		return
+	}
+	p.Serve(ctx, l)
+}
+
+// receiveListener reads the one descriptor the launcher sends; an error
+// when the sandbox ended first.
+func receiveListener(ctl *os.File) (net.Listener, error) {
+	c, err := net.FileConn(ctl)
+	ctl.Close()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := c.(*net.UnixConn).ReadMsgUnix(make([]byte, 1), oob)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("no descriptor came (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("not one descriptor came (%v)", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "sandbox-listener")
+	defer f.Close()
+	return net.FileListener(f)
+}
