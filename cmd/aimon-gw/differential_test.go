@@ -14,18 +14,20 @@ import (
 // TestR7FrontEndsAgree is the differential test of the one decision: over
 // the shipped example policies and a generated corpus of calls (relative,
 // "~", climbing and blank paths, nulls, a name given twice, chained
-// commands), on every surface chain, serve, check and the hook give the
-// same verdict by the same rule, and the decision log holds exactly one
-// record per call (issue 26).
+// commands), on every surface chain, serve, check, mcp and the hook give
+// the same verdict by the same rule, and the decision log holds exactly
+// one record per call (issue 26).
 func TestR7FrontEndsAgree(t *testing.T) {
 	bin := gatewayBinary(t)
 	for _, tc := range []struct {
 		note, policy string
 		chains       []string
+		outcomes     []string // that some call of the corpus has on every chain
 	}{
 		{note: "team", policy: "team", chains: []string{"agent,subagent:docs-writer", "agent", "agent,subagent:reviewer", "agent,skill:lint", "agent,command:test", "agent,subagent:nobody"}},
 		{note: "team in YAML", policy: "yaml", chains: []string{"agent", "agent,subagent:reviewer", "agent,subagent:docs-writer"}},
 		{note: "Claude Code", policy: "claude-code", chains: []string{"agent,subagent:reviewer", "agent"}},
+		{note: "deny and ask", policy: "../../cmd/aimon-gw/testdata/policies/denyask", chains: []string{"agent", "agent,subagent:reviewer"}, outcomes: []string{"allowed", "ask P14", "denied P14", "denied P9", "denied S9", "denied R7"}},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			t.Parallel()
@@ -59,12 +61,18 @@ func TestR7FrontEndsAgree(t *testing.T) {
 				if last := verdicts[len(lines)-1]; !strings.Contains(last, `"error"`) || !strings.Contains(last, "name") {
 					t.Errorf("check on a line naming \"name\" twice: %s", last)
 				}
+				viaMCP := mcpRecords(t, dir, wd, chain, lines)
+				seen := map[string]bool{}
 				for j, line := range lines[:len(lines)-1] {
 					var v map[string]any
 					json.Unmarshal([]byte(verdicts[j]), &v)
 					r := records[j]
 					if v["allowed"] != r["allowed"] || v["rule"] != r["rule"] {
 						t.Errorf("%s, %s:\n  serve: %v by %v: %v\n  check: %v by %v: %v", chain, line, r["allowed"], r["rule"], r["reason"], v["allowed"], v["rule"], v["reason"])
+					}
+					seen[outcomeOf(r)] = true
+					if m := viaMCP[j]; m != nil && (m["allowed"] != r["allowed"] || m["ask"] != r["ask"] || m["rule"] != r["rule"]) {
+						t.Errorf("%s, %s:\n  serve: %v by %v: %v\n  mcp:   %v by %v: %v", chain, line, r["allowed"], r["rule"], r["reason"], m["allowed"], m["rule"], m["reason"])
 					}
 					// The hook, a process per call, is asked on the first
 					// chain of each policy: the one that narrows most.
@@ -74,9 +82,25 @@ func TestR7FrontEndsAgree(t *testing.T) {
 						}
 					}
 				}
+				for _, want := range tc.outcomes {
+					if !seen[want] {
+						t.Errorf("%s: no call of the corpus was %s; seen %v", chain, want, seen)
+					}
+				}
 			}
 		})
 	}
+}
+
+// outcomeOf names a decision record's verdict and rule.
+func outcomeOf(r map[string]any) string {
+	switch {
+	case r["allowed"] == true:
+		return "allowed"
+	case r["ask"] == true:
+		return fmt.Sprintf("ask %v", r["rule"])
+	}
+	return fmt.Sprintf("denied %v", r["rule"])
 }
 
 // copyPolicy copies a policy directory (and the module it is in) with old
@@ -157,21 +181,30 @@ func hookChain(chain string) bool {
 	return chain == "agent" || (strings.HasPrefix(chain, "agent,subagent:") && strings.Count(chain, ",") == 1)
 }
 
-// hookRecord asks the hook about a serve line and returns its record; nil
-// for a line that is no call the hook could be given.
-func hookRecord(t *testing.T, bin, dir, cwd, chain, line string) map[string]any {
-	t.Helper()
+// lineCall is the call of a serve line, as a hook input or an MCP request
+// carries it; false for a line that names no "name" exactly once
+// (encoding/json matches names in any case, and keeps the last of two).
+func lineCall(line string) (id, name string, input json.RawMessage, ok bool) {
 	var call struct {
 		ID    string          `json:"id"`
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
 	}
-	// encoding/json matches names in any case; the hook input carries what
-	// serve read, so a line that names no "name" is not one to give it.
 	if json.Unmarshal([]byte(line), &call) != nil || strings.Count(line, `"name"`) != 1 {
+		return "", "", nil, false
+	}
+	return call.ID, call.Name, call.Input, true
+}
+
+// hookRecord asks the hook about a serve line and returns its record; nil
+// for a line that is no call the hook could be given.
+func hookRecord(t *testing.T, bin, dir, cwd, chain, line string) map[string]any {
+	t.Helper()
+	id, name, input, ok := lineCall(line)
+	if !ok {
 		return nil
 	}
-	in := map[string]any{"cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": call.Name, "tool_input": call.Input, "tool_use_id": call.ID}
+	in := map[string]any{"cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": name, "tool_input": input, "tool_use_id": id}
 	if sub, ok := strings.CutPrefix(chain, "agent,subagent:"); ok {
 		in["agent_type"] = sub
 	}
@@ -187,4 +220,38 @@ func hookRecord(t *testing.T, bin, dir, cwd, chain, line string) map[string]any 
 		t.Fatalf("hook on %s: %d records, want 1", b, len(rs))
 	}
 	return rs[0]
+}
+
+// mcpRecords sends each serve line that is a call as a tools/call to one
+// mcp process on chain, a request at a time, and returns its record for
+// each line (nil for a line that is no call), after checking that the log
+// holds one record per call.
+func mcpRecords(t *testing.T, dir, wd, chain string, lines []string) []map[string]any {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "mcp.jsonl")
+	r := startRawMCP(t, "--policy", dir, "--workdir", wd, "--surface", chain, "--decision-log", log)
+	var sent []int
+	for j, line := range lines {
+		_, name, input, ok := lineCall(line)
+		if !ok {
+			continue
+		}
+		frame, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": j, "method": "tools/call", "params": map[string]any{"name": name, "arguments": input}})
+		r.send(string(frame))
+		if m := r.next(); m["id"] != float64(j) || m["result"] == nil {
+			t.Fatalf("mcp on %s, %s: answered %v; want a tool result", chain, frame, m)
+		}
+		sent = append(sent, j)
+	}
+	r.in.Close()
+	r.cmd.Wait()
+	rs := readRecords(t, log)
+	if len(rs) != len(sent) {
+		t.Fatalf("mcp on %s: %d records for %d calls, want one per call", chain, len(rs), len(sent))
+	}
+	out := make([]map[string]any, len(lines))
+	for k, j := range sent {
+		out[j] = rs[k]
+	}
+	return out
 }
