@@ -26,6 +26,8 @@ type anchor struct {
 	root *os.Root
 	dir  string
 	env  *tools.Env
+	// The anchor's directory as plain opened it, for beneath; 0 for none.
+	dirfd int
 }
 
 // openAnchor opens the directory the call was allowed (its scope's anchor,
@@ -39,8 +41,9 @@ func openAnchor(env *tools.Env) (*anchor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dir == "/" {
-		return &anchor{root: r, dir: dir, env: env}, nil
+	a := &anchor{root: r, dir: dir, env: env}
+	if a.plain() || dir == "/" {
+		return a, nil
 	}
 	// The anchor is the directory of that name, not where a link the agent
 	// made there leads (rule R8); checked on what was opened, so that a
@@ -52,7 +55,7 @@ func openAnchor(env *tools.Env) (*anchor, error) {
 		r.Close()
 		return nil, &anchorLink{dir: dir, link: link}
 	}
-	return &anchor{root: r, dir: dir, env: env}, nil
+	return a, nil
 }
 
 // anchorLink is an anchor that a symbolic link takes elsewhere.
@@ -75,7 +78,10 @@ func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) 
 	return tools.Result{}, false
 }
 
-func (a *anchor) Close() { a.root.Close() }
+func (a *anchor) Close() {
+	a.closeDir()
+	a.root.Close()
+}
 
 // rel is path relative to the anchor; ok is false when path lies outside it.
 func (a *anchor) rel(path string) (string, bool) {
@@ -96,16 +102,26 @@ var errEscapes = errors.New("it leads outside the allowed directory")
 
 // open opens path (absolute) under the anchor with flag, never blocking.
 func (a *anchor) open(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	flag |= syscall.O_NONBLOCK | syscall.O_CLOEXEC | syscall.O_NOCTTY
+	if rel, ok := a.rel(path); ok && flag&writing == 0 {
+		if f, err, done := a.beneath(rel, flag); done {
+			return f, err
+		}
+	}
 	rel, err := a.resolve(path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := a.root.OpenFile(rel, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, perm)
+	f, err := a.root.OpenFile(rel, flag, perm)
 	if err != nil && isEscape(err) {
 		return nil, errEscapes
 	}
 	return f, err
 }
+
+// writing are the flags of an open that may change a file; such opens
+// always take the root's way.
+const writing = os.O_WRONLY | os.O_RDWR | os.O_CREATE | os.O_TRUNC | os.O_APPEND | os.O_EXCL
 
 // resolve is path relative to the anchor, for the root's operations. An
 // os.Root follows no absolute symbolic link; a path through one that stays

@@ -3,6 +3,7 @@ package builtin
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,11 @@ type grep struct {
 	lineNums      bool
 	before, after int
 	limit         int // 0: no limit
+
+	prefix  []byte // what every match begins with; nil when nothing is
+	literal bool   // the pattern is prefix alone
+	buf     []byte // the file being searched, reused from file to file
+	br      *bufio.Reader
 
 	out     strings.Builder
 	items   int
@@ -172,6 +178,11 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 		return nil, refuse(env, "Grep", "Parameter 'pattern' %s is not a valid RE2 regular expression: %v.", quote(p.Pattern), unprefix(err)), false
 	}
 	g.re = re
+	if prefix, complete := re.LiteralPrefix(); prefix != "" && grepFast {
+		// Complete is also said of an anchored ^abc$: only a pattern that
+		// is its own literal is searched as one.
+		g.prefix, g.literal = []byte(prefix), complete && regexp.QuoteMeta(prefix) == expr
+	}
 
 	if p.Glob != nil {
 		g.glob = filepath.ToSlash(*p.Glob)
@@ -287,11 +298,14 @@ func (g *grep) file(ctx context.Context, path string) error {
 		return nil
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64*1024)
-	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+	src, binary := g.lines(f)
+	if binary {
 		g.env.Logger().Debug("Grep skips a binary file", "path", path)
 		return nil
 	}
+	// Without context lines, the lines before the next that holds the
+	// pattern's literal prefix cannot match: skipped, only counted.
+	skip := g.before == 0 && g.prefix != nil
 
 	var (
 		n       int      // current line number
@@ -299,14 +313,19 @@ func (g *grep) file(ctx context.Context, path string) error {
 		ring    []string // the last g.before lines
 		after   int      // context lines still to print after a match
 		printed int      // number of the last line printed, 0 for none
-		scratch []byte   // reused line buffer
 	)
-	for {
-		if n%1024 == 0 && ctx.Err() != nil {
+	for step := 0; ; step++ {
+		if step%1024 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		raw, err := readLine(br, scratch[:0], maxGrepLine)
-		scratch = raw
+		if skip && after == 0 {
+			skipped, more := src.skipTo(g.prefix)
+			if !more {
+				break
+			}
+			n += skipped
+		}
+		raw, err := src.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -318,7 +337,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 			break
 		}
 		n++
-		hit := g.re.Match(raw)
+		hit := g.match(raw)
 		if hit {
 			count++
 			g.matched = true
@@ -407,4 +426,102 @@ func (g *grep) emitRaw(s string) error {
 	}
 	g.out.WriteString(s)
 	return nil
+}
+
+// match reports whether a line matches: a literal pattern by a byte
+// search, as fast as memchr, anything else by the regular expression.
+func (g *grep) match(line []byte) bool {
+	if g.literal {
+		return bytes.Contains(line, g.prefix)
+	}
+	return g.re.Match(line)
+}
+
+// grepFast turns off holding files whole and the literal prefix, for the
+// test that holds them to searching line by line.
+var grepFast = true
+
+// maxHeld is the largest file Grep holds whole in its buffer; a larger
+// one is read line by line.
+const maxHeld = 8 << 20
+
+// lines is the source of a file's lines, and whether it is binary (a NUL
+// in its first sniffLen bytes). A file of up to maxHeld bytes is read
+// whole into the buffer the search reuses, so that a literal is found in
+// it with one byte search rather than line by line (issue 32); a larger
+// one goes through one reused bufio.Reader.
+func (g *grep) lines(f *os.File) (*lineSource, bool) {
+	g.buf = g.buf[:0]
+	var err error
+	for grepFast && len(g.buf) <= maxHeld {
+		if len(g.buf) == cap(g.buf) {
+			g.buf = append(g.buf, make([]byte, max(cap(g.buf), 16<<10))...)[:len(g.buf)]
+		}
+		var k int
+		k, err = f.Read(g.buf[len(g.buf):cap(g.buf)])
+		g.buf = g.buf[:len(g.buf)+k]
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		// Not held (too large, or grepFast off): what was read, then the rest.
+		r := io.MultiReader(bytes.NewReader(g.buf), f)
+		if g.br == nil {
+			g.br = bufio.NewReaderSize(r, 64*1024)
+		} else {
+			g.br.Reset(r)
+		}
+		head, _ := g.br.Peek(sniffLen)
+		return &lineSource{br: g.br}, bytes.IndexByte(head, 0) >= 0
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return &lineSource{rest: g.buf, err: err}, bytes.IndexByte(g.buf[:min(len(g.buf), sniffLen)], 0) >= 0
+}
+
+// lineSource yields a file's lines without their line endings, each cut
+// at maxGrepLine bytes, as readLine does.
+type lineSource struct {
+	br      *bufio.Reader // a file read line by line
+	scratch []byte
+	rest    []byte // a file held whole: what is left of it
+	err     error  // a held file's read error, given after its lines
+}
+
+func (l *lineSource) next() ([]byte, error) {
+	if l.br != nil {
+		line, err := readLine(l.br, l.scratch[:0], maxGrepLine)
+		l.scratch = line
+		return line, err
+	}
+	if len(l.rest) == 0 {
+		return nil, cmp.Or(l.err, io.EOF)
+	}
+	line := l.rest
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line, l.rest = line[:i], line[i+1:]
+	} else {
+		l.rest = nil
+	}
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	return line[:min(len(line), maxGrepLine)], nil
+}
+
+// skipTo drops the lines before the first that holds lit and returns how
+// many it dropped; more is false when no line left holds it. A file read
+// line by line skips nothing.
+func (l *lineSource) skipTo(lit []byte) (skipped int, more bool) {
+	if l.br != nil {
+		return 0, true
+	}
+	i := bytes.Index(l.rest, lit)
+	if i < 0 {
+		return 0, l.err != nil // the error is still to be given
+	}
+	start := bytes.LastIndexByte(l.rest[:i], '\n') + 1
+	skipped = bytes.Count(l.rest[:start], []byte{'\n'})
+	l.rest = l.rest[start:]
+	return skipped, true
 }

@@ -186,3 +186,60 @@ func TestGrepHugeContext(t *testing.T) {
 		t.Errorf("text = %q, want %q", r.Text, want)
 	}
 }
+
+// TestGrepFastPathsMatchLineByLine holds Grep with files held whole, the
+// literal prefix skipping lines and literals found by byte search (issue
+// 32) to Grep reading every line and matching it with the regular
+// expression, on lines that end oddly, anchors, a line past maxGrepLine
+// and a file too large to hold.
+func TestGrepFastPathsMatchLineByLine(t *testing.T) {
+	env := session(t)
+	w := env.Workdir
+	write(t, w, "crlf.txt", "abc\r\nxabc\r\nneedle\r\nabc")
+	write(t, w, "anchors.txt", "abc\nxabcx\n abc\nabc\nabcabc\n")
+	write(t, w, "long.txt", strings.Repeat("x", maxGrepLine+10)+"needle\nneedle after a long line\n")
+	write(t, w, "empty.txt", "")
+	write(t, w, "nonl.txt", "a needle")
+	write(t, w, "uni.txt", "Grüße needle 世界\nGRÜSSE\n")
+	write(t, w, "latebin.txt", strings.Repeat("y\n", 5000)+"needle\x00\n")
+	patterns := []string{"needle", "abc", "^abc$", "^abc", "abc$", "x?abc", "need+le", `e\b`, "zzz", `abc\z`, "abcabc|needle", "Grüße"}
+	modes := []struct{ note, opts string }{
+		{"files", ``},
+		{"content with numbers", `,"output_mode":"content","-n":true`},
+		{"count", `,"output_mode":"count"`},
+		{"content with context", `,"output_mode":"content","-n":true,"-C":1`},
+		{"content with lines before", `,"output_mode":"content","-B":2`},
+		{"content with lines after", `,"output_mode":"content","-n":true,"-A":1,"head_limit":7}`},
+		{"ignoring case", `,"output_mode":"content","-i":true`},
+	}
+	same := func(env *tools.Env, patterns []string, modes []struct{ note, opts string }) {
+		for _, pat := range patterns {
+			for _, m := range modes {
+				in := `{"pattern":` + js(pat) + strings.TrimSuffix(m.opts, "}") + `}`
+				fast := call(t, env, "Grep", in)
+				grepFast = false
+				slow := call(t, env, "Grep", in)
+				grepFast = true
+				if fast.Text != slow.Text || fast.IsError != slow.IsError {
+					t.Errorf("%s, %s: held whole and skipping:\n%.2000s\nline by line:\n%.2000s", pat, m.note, fast.Text, slow.Text)
+				}
+			}
+		}
+	}
+	same(env, patterns, modes)
+	// A file too large to hold is read line by line either way.
+	large := session(t)
+	var big strings.Builder
+	for i := range maxHeld/40 + 1000 {
+		if i%997 == 0 {
+			fmt.Fprintf(&big, "%08d a needle and abc in a large file\n", i)
+		} else {
+			fmt.Fprintf(&big, "%08d an ordinary line of a large file....\n", i)
+		}
+	}
+	write(t, large.Workdir, "big.txt", big.String())
+	same(large, []string{"needle", "^0000", "zzz"}, modes[:3])
+	if r := call(t, env, "Grep", `{"pattern":"^abc$","output_mode":"count"}`); !strings.Contains(r.Text, "anchors.txt:2") {
+		t.Errorf("an anchored literal is not a literal anywhere in the line:\n%s", r.Text)
+	}
+}

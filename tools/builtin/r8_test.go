@@ -1,8 +1,12 @@
 package builtin
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"aimon.dev/gw/tools"
@@ -137,4 +141,91 @@ func TestR8AnchorIsNotWhereALinkLeads(t *testing.T) {
 	write(t, env.Workdir, "sub/f.txt", "x\n")
 	env2 := &tools.Env{Workdir: link, Files: tools.NewFileSet(), Scope: &tools.Scope{Anchor: filepath.Join(link, "sub")}}
 	wantResult(t, call(t, env2, "Read", `{"file_path":"sub/f.txt"}`), false, "x")
+}
+
+// TestR6BeneathOpensAsTheRootDoes holds the one-call open below the
+// anchor (openat2 with RESOLVE_BENEATH, issue 32) to os.Root's walk: the
+// same file, or the same refusal, for links that stay inside and links
+// that leave, absolute or relative, dangling links, a FIFO and a
+// directory.
+func TestR6BeneathOpensAsTheRootDoes(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	write(t, dir, "a.txt", "a\n")
+	write(t, dir, "sub/deep/b.txt", "b\n")
+	write(t, out, "secret.txt", "secret\n")
+	for link, to := range map[string]string{
+		"rel-in":       "sub/deep/b.txt",
+		"sub/up-in":    "../a.txt",
+		"abs-in":       filepath.Join(dir, "a.txt"),
+		"abs-dir-in":   filepath.Join(dir, "sub"),
+		"rel-out":      "../" + filepath.Base(out) + "/secret.txt",
+		"abs-out":      filepath.Join(out, "secret.txt"),
+		"abs-dir-out":  out,
+		"dangling":     "nowhere.txt",
+		"sub/deep/esc": "../../../" + filepath.Base(out),
+	} {
+		if err := os.Symlink(to, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ note, path string }{
+		{"a file", "a.txt"},
+		{"a file three down", "sub/deep/b.txt"},
+		{"a relative link inside", "rel-in"},
+		{"a link up that stays inside", "sub/up-in"},
+		{"an absolute link inside", "abs-in"},
+		{"through an absolute link to a directory inside", "abs-dir-in/deep/b.txt"},
+		{"a relative link out", "rel-out"},
+		{"an absolute link out", "abs-out"},
+		{"through an absolute link out", "abs-dir-out/secret.txt"},
+		{"through a relative link out", "sub/deep/esc/secret.txt"},
+		{"a dangling link", "dangling"},
+		{"a missing file", "missing.txt"},
+		{"a FIFO", "fifo"},
+		{"a directory", "sub"},
+		{"the anchor", "."},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			open := func(beneath bool) (*os.File, error) {
+				a, err := openAnchor(&tools.Env{Scope: &tools.Scope{Anchor: dir}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(a.Close)
+				if beneath && runtime.GOOS == "linux" && a.dirfd <= 0 {
+					t.Errorf("the anchor %s, with no link on its way, was not opened plain", dir)
+				}
+				if !beneath {
+					a.closeDir()
+				}
+				return a.open(filepath.Join(dir, tc.path), os.O_RDONLY, 0)
+			}
+			got, gerr := open(true)
+			want, werr := open(false)
+			if escapes := strings.Contains(tc.path, "out") || strings.Contains(tc.path, "esc"); escapes != errors.Is(gerr, errEscapes) {
+				t.Errorf("beneath: %v; want it to escape: %v", gerr, escapes)
+			}
+			switch {
+			case (gerr == nil) != (werr == nil):
+				t.Fatalf("beneath: %v; the root: %v", gerr, werr)
+			case gerr != nil:
+				for _, target := range []error{errEscapes, fs.ErrNotExist, fs.ErrPermission} {
+					if errors.Is(gerr, target) != errors.Is(werr, target) {
+						t.Errorf("beneath: %v; the root: %v", gerr, werr)
+					}
+				}
+			default:
+				defer got.Close()
+				defer want.Close()
+				gi, _ := got.Stat()
+				wi, _ := want.Stat()
+				if !os.SameFile(gi, wi) {
+					t.Errorf("beneath opened %s, the root %s", gi.Name(), wi.Name())
+				}
+			}
+		})
+	}
 }
