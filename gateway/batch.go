@@ -25,7 +25,9 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 			ps[i] = prepared{call: c}
 			ps[i].settle(rule.Refused(rule.R2, duplicateID(c.ID)))
 		default:
+			_, end := g.step(ctx, StepDecode, c.Name)
 			ps[i] = g.prepare(cur, chain, eff, ceil, chainErr, c)
+			end(outcome(ps[i].settled, false))
 		}
 		seen[c.ID] = true
 	}

@@ -178,8 +178,15 @@ type Call struct {
 // lattice (P1–P14), recorded in the decision log. It returns the chain the
 // call was decided on (surface itself when R5 refused it).
 func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
+	return g.DecideContext(context.Background(), surface, c)
+}
+
+// DecideContext is Decide within ctx, which carries the caller's trace.
+func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) ([]string, rule.Decision) {
 	cur := g.enter()
 	defer cur.Exit()
+	ctx, endCall := g.step(ctx, StepCall, c.Name)
+	defer endCall(Outcome{})
 	start := time.Now()
 	chain, err := g.LineChain(surface)
 	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, approvals: c.Approvals}, cur: cur}
@@ -192,8 +199,12 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 		d = rule.Refused(rule.R7, c.Unread)
 	default:
 		eff, err := cur.Effective(chain)
+		_, end := g.step(ctx, StepDecode, c.Name)
 		p = g.prepare(cur, chain, eff, ceilingOf(cur, chain), err, p.call)
+		end(outcome(p.settled, false))
+		_, end = g.step(ctx, StepDecide, c.Name)
 		d = g.decide(p)
+		end(outcome(&d, false))
 		if err == nil && d.Effective == nil {
 			d.Effective = eff.Entries(c.Name)
 		}
@@ -217,6 +228,7 @@ func (g *Gateway) Check(surface []string, id, name string, input json.RawMessage
 // run decides and executes a prepared call.
 func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
 	start := time.Now()
+	_, end := g.step(ctx, StepDecide, p.Name)
 	d := g.decide(p)
 	if d.Allowed && g.opts.Decisions != nil {
 		if err := g.opts.Decisions.Err(); err != nil {
@@ -224,7 +236,13 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 			d = rule.Refused(rule.R1, decisionLogDown(err))
 		}
 	}
+	end(outcome(&d, false))
+	end = noEnd
+	if d.Allowed {
+		ctx, end = g.step(ctx, StepRun, p.Name)
+	}
 	r := g.execute(ctx, chain, p, d)
+	end(outcome(&d, r.IsError))
 	g.record(cur, chain, p, d, start, &r.IsError)
 	return r
 }

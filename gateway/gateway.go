@@ -45,6 +45,8 @@ type Options struct {
 	// LastReload says why the newest policy edit was rejected, and when;
 	// "" when it went in force. Nil when the policy is not reloaded.
 	LastReload func() (problem string, at time.Time)
+	// Trace observes the steps of each call (telemetry); nil for none.
+	Trace Tracer
 }
 
 // A DecisionLog records decided calls (decisionlog.File is one).
@@ -108,6 +110,15 @@ func (g *Gateway) Swap(gen *provision.Generation) *Current {
 
 // Current returns the generation in force.
 func (g *Gateway) Current() *Current { return g.cur.Load() }
+
+// LastReload says why the newest policy edit was rejected, and when; ""
+// when it went in force, or when the policy is not reloaded.
+func (g *Gateway) LastReload() (problem string, at time.Time) {
+	if g.opts.LastReload == nil {
+		return "", time.Time{}
+	}
+	return g.opts.LastReload()
+}
 
 // enter returns the generation in force with a call entered in it; the
 // caller exits it when the line is answered.
@@ -221,6 +232,15 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 	if err != nil {
 		return errorReply("%s.", err)
 	}
+	if f != notCalls && g.opts.Trace != nil {
+		tool := calls[0].Name
+		if len(calls) > 1 {
+			tool = ""
+		}
+		var end func(Outcome)
+		ctx, end = g.step(ctx, StepCall, tool)
+		defer end(Outcome{})
+	}
 	for i := range calls {
 		calls[i].approvals = req.Approvals
 	}
@@ -304,11 +324,8 @@ func (g *Gateway) status(cur *Current) []byte {
 			r.Unpinned = append(r.Unpinned, u)
 		}
 	}
-	if g.opts.LastReload != nil {
-		r.LastError, r.LastErrorAt = g.opts.LastReload()
-		if r.LastError != "" {
-			r.LastErrorAt = r.LastErrorAt.UTC()
-		}
+	if r.LastError, r.LastErrorAt = g.LastReload(); r.LastError != "" {
+		r.LastErrorAt = r.LastErrorAt.UTC()
 	}
 	return marshal(r)
 }
