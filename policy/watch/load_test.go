@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"aimon.dev/gw/policy"
 )
 
 // Edits while calls run concurrently: every call is decided under one whole
@@ -89,3 +92,41 @@ func TestR3EditUnderLoad(t *testing.T) {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestR5LoadDuringTheDebounceCountsOnlyUnchangedFiles edits the policy
+// while the reload's load, which runs during the debounce (issue 32), has
+// read the files and not yet returned: that load's generation never goes
+// in force, and the edit after it does.
+func TestR5LoadDuringTheDebounceCountsOnlyUnchangedFiles(t *testing.T) {
+	srcA, srcB := source("Read", "Echo"), source("Read", "Echo", "Grep")
+	dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
+	revA, revB := revision(t, map[string]string{"policy.cue": srcA}), revision(t, map[string]string{"policy.cue": srcB})
+	var loads atomic.Int64
+	read, wrote := make(chan struct{}), make(chan struct{})
+	h := start(t, dir, Options{Load: func(d string) (*policy.Generation, error) {
+		g, err := policy.Load(d)
+		if loads.Add(1) == 2 { // the first reload: it has read A
+			close(read)
+			<-wrote
+		}
+		return g, err
+	}})
+	write(t, filepath.Join(dir, "policy.cue"), srcA)
+	<-read
+	write(t, filepath.Join(dir, "policy.cue"), srcB)
+	close(wrote)
+	deadline := time.After(waitLimit)
+	for h.w.Status().Revision != revB {
+		select {
+		case s := <-h.statuses:
+			if s.Revision == revA {
+				t.Fatalf("the load of %s, edited while it ran, went in force", revA)
+			}
+		case <-deadline:
+			t.Fatalf("the edit %s was not in force within %v; status %+v\nlogs:\n%s", revB, waitLimit, h.w.Status(), h.logs)
+		}
+	}
+	if n := loads.Load(); n < 3 {
+		t.Errorf("%d loads; the edited one must have been loaded again", n)
+	}
+}

@@ -246,10 +246,25 @@ func (w *Watcher) stopped() error {
 // Otherwise the reload is tried again a debounce later, and the generation
 // in force stays: a policy still being written never widens what is
 // allowed.
+//
+// The load runs during that debounce rather than after it (issue 32: a
+// reload waited a debounce and a load one after the other): its result
+// counts only when the files read the same before it, after the debounce
+// and after it, so it is the load of files that stayed as they were.
 func (w *Watcher) reloadNow() {
 	start := time.Now()
-	before, busy := w.snapshot()
+	before, busy := w.sums(0) // the writers are looked for after the debounce
+	type loaded struct {
+		gen *policy.Generation
+		err error
+	}
+	var done chan loaded
 	if busy == "" {
+		done = make(chan loaded, 1)
+		go func() {
+			gen, err := w.load(w.dir)
+			done <- loaded{gen, err}
+		}()
 		time.Sleep(w.debounce)
 		var again map[string][32]byte
 		if again, busy = w.snapshot(); busy == "" && !maps.Equal(before, again) {
@@ -257,11 +272,15 @@ func (w *Watcher) reloadNow() {
 		}
 	}
 	if busy != "" {
+		if done != nil {
+			<-done // one load at a time
+		}
 		w.log.Debug("policy reload deferred", "why", busy)
 		w.Reload()
 		return
 	}
-	gen, err := w.load(w.dir)
+	l := <-done
+	gen, err := l.gen, l.err
 	if err == nil {
 		if after, busy := w.snapshot(); busy != "" || !maps.Equal(before, after) {
 			w.log.Debug("policy reload deferred: its files changed during the load")
