@@ -167,6 +167,9 @@ type Call struct {
 	Unread string
 	// Approvals are tokens a person gave for this call (rule P15).
 	Approvals []string
+	// Principal is who called, when the front end knows (HTTP): the
+	// decision log records it.
+	Principal string
 	// decoded is the input when ReadCalls read it in the same pass.
 	decoded map[string]any
 }
@@ -189,7 +192,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 	defer endCall(Outcome{})
 	start := time.Now()
 	chain, err := g.LineChain(surface)
-	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, approvals: c.Approvals}, cur: cur}
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, approvals: c.Approvals, principal: c.Principal}, cur: cur}
 	var d rule.Decision
 	switch {
 	case err != nil:
@@ -256,7 +259,10 @@ func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decisi
 	rec := decisionlog.Record{Time: start.UTC(), CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
 		Rule: string(d.Rule), Entries: d.Entries, Violations: d.Violations, Validation: string(d.Mode),
 		Revision: cur.Revision, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		ResultError: isErr, Reason: d.Reason}
+		ResultError: isErr, Reason: d.Reason, Principal: p.principal}
+	if rec.Principal == "" {
+		rec.Principal = g.opts.Principal
+	}
 	if in := subjectOf(p, d); in != nil {
 		rec.Subject = in[p.tool.Subject.Field]
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	Paths PathForm
 	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
 	Chain []string
+	// Principal is who calls through this gateway (the HTTP hook), for a
+	// call that names none (Call.Principal); the decision log records it.
+	Principal string
 	// MaxLineBytes bounds one input line; 0 means 16 MiB.
 	MaxLineBytes int
 	// Logger receives the gateway's logs; nil means slog.Default().

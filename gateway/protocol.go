@@ -71,6 +71,7 @@ type call struct {
 	Input     json.RawMessage
 	decoded   map[string]any
 	approvals []string
+	principal string // who called, over HTTP
 }
 
 // result is a tool_result block; is_error is always present.

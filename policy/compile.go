@@ -134,6 +134,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 		c.checkList(g, g.Surfaces[ref])
 	}
 	c.compileLists(g)
+	c.principals(g, v.LookupPath(cue.ParsePath("principals")))
 	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
 }
 
@@ -375,10 +376,18 @@ func (c *compiler) tests(g *Generation, v cue.Value) {
 			Ask:  boolean(tv.LookupPath(cue.ParsePath("ask"))),
 			Rule: str(tv.LookupPath(cue.ParsePath("rule"))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
 		sv := tv.LookupPath(cue.ParsePath("surface"))
-		if d, ok := sv.Default(); ok {
+		d, byDefault := sv.Default()
+		if byDefault {
 			sv = d
 		}
 		_ = sv.Decode(&t.Surface)
+		if pv := tv.LookupPath(cue.ParsePath("principal")); pv.Exists() {
+			t.Principal = &Claims{Subject: str(pv.LookupPath(cue.ParsePath("subject"))), Client: str(pv.LookupPath(cue.ParsePath("client")))}
+			_ = pv.LookupPath(cue.ParsePath("groups")).Decode(&t.Principal.Groups)
+			if byDefault {
+				t.Surface = nil // the principal's chain
+			}
+		}
 		if in, err := tv.LookupPath(cue.ParsePath("input")).MarshalJSON(); err == nil {
 			t.Input = in
 		} else {

@@ -34,6 +34,8 @@ type Generation struct {
 	UnknownTools string
 	// Tests are the policy's own unit tests (aimon-gw test), by name.
 	Tests []Test
+	// Principals map callers over HTTP to surface chains, by name.
+	Principals []*Principal
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 
@@ -179,13 +181,16 @@ type Test struct {
 	Name    string
 	Pos     Position
 	Surface []string
-	Tool    string
-	Input   json.RawMessage
-	Workdir string
-	Allowed bool
-	Ask     bool // the call must need approval (rule P14)
-	Rule    string
-	Reason  string // a regular expression the sentence must match
+	// Principal is the caller whose chain the case runs on, when it names
+	// one; Surface then extends that chain, or is that chain.
+	Principal *Claims
+	Tool      string
+	Input     json.RawMessage
+	Workdir   string
+	Allowed   bool
+	Ask       bool // the call must need approval (rule P14)
+	Rule      string
+	Reason    string // a regular expression the sentence must match
 }
 
 // SandboxSpec is a tool's sandbox block as the policy wrote it.

@@ -32,6 +32,7 @@ type saved struct {
 	Validation   rule.Mode
 	UnknownTools string
 	Tests        []Test
+	Principals   []*Principal
 	Warnings     []Diagnostic
 	Dirs         []string
 	Inputs       []string
@@ -53,7 +54,7 @@ type saved struct {
 func (g *Generation) Save() ([]byte, error) {
 	s := saved{Format: savedFormat, Dir: g.Dir, Revision: g.Revision, Tools: g.Tools, Gates: map[string]*gate.Saved{},
 		Surfaces: g.Surfaces, Parallel: g.Parallel, Validation: g.Validation, UnknownTools: g.UnknownTools,
-		Tests: g.Tests, Warnings: g.Warnings, Dirs: g.Dirs, Inputs: g.Inputs}
+		Tests: g.Tests, Principals: g.Principals, Warnings: g.Warnings, Dirs: g.Dirs, Inputs: g.Inputs}
 	if len(g.Wildcards) > 0 {
 		return nil, fmt.Errorf("%w: a server exposes \"*\", whose tools it lists when it runs", ErrNotSaved)
 	}
@@ -123,7 +124,7 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 		return nil, errors.New("the saved policy has no agent surface")
 	}
 	g := &Generation{Dir: s.Dir, Revision: s.Revision, Tools: s.Tools, Surfaces: s.Surfaces, Parallel: s.Parallel,
-		Validation: s.Validation, UnknownTools: s.UnknownTools, Tests: s.Tests, Warnings: s.Warnings,
+		Validation: s.Validation, UnknownTools: s.UnknownTools, Tests: s.Tests, Principals: s.Principals, Warnings: s.Warnings,
 		Dirs: s.Dirs, Inputs: s.Inputs, Restored: true, chains: &allow.Chains{}}
 	if g.Tools == nil {
 		g.Tools = map[string]*Tool{}
@@ -174,6 +175,12 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 	}
 	return g, nil
 }
+
+// Relative reports whether some entry resolves against the working
+// directory g was loaded with ("./" patterns), so that its decisions hold
+// for that directory alone; true for a restored generation, which cannot
+// tell.
+func (g *Generation) Relative() bool { return g.comp == nil || g.relative() }
 
 // relative reports whether some entry resolves against the working
 // directory, so that the effective lists depend on it.

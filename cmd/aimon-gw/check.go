@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/reload"
 	"aimon.dev/gw/internal/rule"
+	"aimon.dev/gw/policy"
 )
 
 type checkParams struct {
@@ -24,6 +26,9 @@ type checkParams struct {
 	Surface string
 	Workdir string
 	Call    string // a tool_use block as JSON, or "-" for Stdin
+	// Principal is the caller, as mcp --listen knows it (a subject, or
+	// claims as JSON): the calls run on the chain the policy maps it to.
+	Principal string
 	// LoadTimeout bounds the policy load, and Ctx ends it (SIGTERM); nil
 	// for never.
 	LoadTimeout time.Duration
@@ -37,14 +42,14 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "check",
 		Usage:     "say whether a call would be allowed, and why, without running it",
 		ArgsUsage: "CALL (a tool_use block as JSON, or - to read it from standard input)",
-		Flags:     policyFlags(),
+		Flags:     append(policyFlags(), principalFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw check takes one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read it from standard input.", exitUsage)
 			}
 			return check(checkParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Call: c.Args().First(), LoadTimeout: c.Duration("load-timeout"), Ctx: c.Context, Stdin: stdin, Stdout: stdout,
+				Call: c.Args().First(), Principal: c.String("principal"), LoadTimeout: c.Duration("load-timeout"), Ctx: c.Context, Stdin: stdin, Stdout: stdout,
 			})
 		},
 	}
@@ -111,6 +116,11 @@ func check(p checkParams) error {
 		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
 	}
 	defer closeGen()
+	if p.Principal != "" {
+		if chain, err = principalChain(gen.Generation, p.Principal, chain); err != nil {
+			return err
+		}
+	}
 	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}) // an ask is reported as it is
 	refused := false
 	single := p.Call != "-" && len(parsed) == 1
@@ -161,4 +171,29 @@ func resolveWorkdir(dir string) (string, error) {
 		return "", cli.Exit(fmt.Sprintf("aimon-gw: --workdir %s is not a directory; give an existing directory.", abs), exitUsage)
 	}
 	return abs, nil
+}
+
+func principalFlag() cli.Flag {
+	return &cli.StringFlag{Name: "principal", Usage: "decide as this caller of mcp --listen: a subject, or its token's claims as JSON ({\"sub\":\"alice\",\"groups\":[\"docs\"],\"client_id\":\"cli\"})"}
+}
+
+// principalChain is the chain the policy maps the caller to, which must
+// begin with the process chain (rule R5), as mcp --listen decides it; a
+// caller it refuses is a finding (exit 1).
+func principalChain(gen *policy.Generation, spec string, process []string) ([]string, error) {
+	claims, err := policy.ParseClaims(spec)
+	if err != nil {
+		return nil, cli.Exit("aimon-gw: --principal: "+err.Error()+".", exitUsage)
+	}
+	chain, _, err := gen.Principal(claims)
+	if err != nil {
+		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitFinding)
+	}
+	if process[0] != "agent" {
+		process = append([]string{"agent"}, process...)
+	}
+	if len(chain) < len(process) || !slices.Equal(chain[:len(process)], process) {
+		return nil, cli.Exit(fmt.Sprintf("aimon-gw: %s runs on %s, which does not begin with --surface %s.", claims, strings.Join(chain, ","), strings.Join(process, ",")), exitFinding)
+	}
+	return chain, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,6 +59,21 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 	}
 }
 
+// hookWrap is how the hook hands Claude Code an allowed Bash command:
+// through this binary's exec under the policy, in its sandbox; nil when
+// the binary cannot find itself or serves the embedded policy.
+func hookWrap(policyDir string) *cchook.Wrap {
+	bin, err := os.Executable()
+	if err != nil || policyDir == "" {
+		return nil
+	}
+	pol, err := filepath.Abs(policyDir)
+	if err != nil {
+		return nil
+	}
+	return &cchook.Wrap{Binary: bin, Policy: pol}
+}
+
 // hook answers one Claude Code hook input. Any failure of the gateway
 // itself exits 2 with one sentence on standard error, which Claude Code
 // takes as a block: it never fails open, and never exits 1 (which Claude
@@ -72,19 +86,9 @@ func hook(p hookParams) error {
 	if err != nil {
 		return fail("cannot read the hook input: %v.", err)
 	}
-	var in cchook.Input
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
-		return fail("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
-	}
-	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
-		return fail("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)
-	}
-	// An input without cwd is decided, and refused, by the one decision
-	// (rule R7), so that the decision log records it.
-	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
-		return fail("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
+	in, err := cchook.ReadInput(data)
+	if err != nil {
+		return fail("%v", err)
 	}
 	var cache *loadcache.Cache
 	if p.Cache != "off" {
@@ -103,13 +107,7 @@ func hook(p hookParams) error {
 	defer closeGen()
 	// An allowed Bash command runs through this binary's exec, in the
 	// policy's sandbox; without its own path the hook cannot wrap it.
-	var wrap *cchook.Wrap
-	if bin, err := os.Executable(); err == nil && p.Policy != "" {
-		if pol, err := filepath.Abs(p.Policy); err == nil {
-			wrap = &cchook.Wrap{Binary: bin, Policy: pol}
-		}
-	}
-	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, wrap))
+	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy)))
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/authn"
+	"aimon.dev/gw/internal/httpfront"
 	"aimon.dev/gw/internal/mcpfront"
 	"aimon.dev/gw/internal/reload"
 )
@@ -29,6 +32,30 @@ type mcpParams struct {
 	Decisions     gateway.DecisionLog
 	// Transport, when set, replaces Stdin and Stdout (tests).
 	Transport mcp.Transport
+	// HTTP: Listen is the address ("" for stdio), the rest its TLS, who may
+	// call (Issuer and Resource, or Tokens), and the approvals' key.
+	Listen, TLSCert, TLSKey             string
+	Issuer, Audience, Resource, JWKSURL string
+	GroupsClaim, Tokens                 string
+	ApprovalKey                         string
+	ApprovalTTL, Drain                  time.Duration
+}
+
+// httpFlags are mcp's flags for serving over HTTP.
+func httpFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "listen", Usage: "serve MCP over streamable HTTP (and Claude Code's HTTP hook) on this address, e.g. :8443, instead of standard input and output"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate for --listen (with --tls-key); without both, plain HTTP behind a proxy that terminates TLS"},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+		&cli.StringFlag{Name: "issuer", Usage: "accept bearer JWTs of this OAuth issuer, checked against its JWKS"},
+		&cli.StringFlag{Name: "resource", Usage: "this server's URL, e.g. https://gw.example.com/mcp: the audience its tokens must name (RFC 8707) and its protected-resource metadata's resource (RFC 9728)"},
+		&cli.StringFlag{Name: "audience", Usage: "the audience tokens must name, when it is not --resource"},
+		&cli.StringFlag{Name: "jwks-url", Usage: "the issuer's JWKS, when it is not discovered from the issuer's metadata"},
+		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
+		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
+		&cli.DurationFlag{Name: "drain", Value: 30 * time.Second, Usage: "on SIGTERM, how long the calls in flight have to finish"},
+		approvalKeyFlag(), approvalTTLFlag(),
+	}
 }
 
 func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -36,10 +63,10 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "mcp",
 		Usage:     "serve the policy's tools to an MCP client over standard input and output",
 		ArgsUsage: " ",
-		Flags: append(policyFlags(),
+		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
 			decisionLogFlag(),
-		),
+		), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw mcp takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
@@ -59,6 +86,10 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				LoadTimeout: c.Duration("load-timeout"), MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
+				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
+				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
+				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: c.Duration("drain"),
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"),
 			})
 		},
 	}
@@ -76,9 +107,19 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	err = mcpfront.Serve(ctx, mcpfront.Options{
-		Reload: reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
-			Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions}},
+	approvals, err := approvals(p.ApprovalKey, p.ApprovalTTL)
+	if err != nil {
+		return err
+	}
+	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
+	if p.Listen != "" {
+		return serveMCPHTTP(ctx, p, ro)
+	}
+	if a := p.httpOnly(); a != "" {
+		return cli.Exit(fmt.Sprintf("aimon-gw mcp: --%s is for serving over HTTP; give --listen ADDR too, or leave it out.", a), exitUsage)
+	}
+	err = mcpfront.Serve(ctx, mcpfront.Options{Reload: ro,
 		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
 	})
 	var exit cli.ExitCoder
@@ -108,4 +149,74 @@ func isTerminal(r io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// httpOnly names a flag given that only --listen uses; "" for none.
+func (p mcpParams) httpOnly() string {
+	for _, f := range []struct{ name, value string }{{"tls-cert", p.TLSCert}, {"tls-key", p.TLSKey}, {"issuer", p.Issuer},
+		{"resource", p.Resource}, {"audience", p.Audience}, {"jwks-url", p.JWKSURL}, {"tokens", p.Tokens}} {
+		if f.value != "" {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// serveMCPHTTP serves MCP over streamable HTTP, and Claude Code's HTTP
+// hook, to the callers the policy's principals map, until SIGTERM; then
+// it answers the calls in flight and exits 0.
+func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options) error {
+	usage := func(format string, args ...any) error {
+		return cli.Exit("aimon-gw mcp --listen: "+fmt.Sprintf(format, args...), exitUsage)
+	}
+	if (p.TLSCert == "") != (p.TLSKey == "") {
+		return usage("--tls-cert and --tls-key go together; give both, or neither for plain HTTP behind a proxy that terminates TLS.")
+	}
+	if p.Resource != "" {
+		if u, err := url.Parse(p.Resource); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+			return usage("--resource %q is not an absolute http(s) URL without a fragment; give this server's URL, e.g. https://gw.example.com/mcp.", p.Resource)
+		}
+	}
+	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
+		Resource: p.Resource, Wrap: hookWrap(p.Policy), Drain: p.Drain}
+	var err error
+	switch {
+	case p.Issuer != "" && p.Tokens != "":
+		return usage("--issuer and --tokens are two ways of knowing callers; give one.")
+	case p.Tokens != "":
+		if p.Audience != "" || p.JWKSURL != "" {
+			return usage("--audience and --jwks-url are for --issuer's JWTs, not --tokens.")
+		}
+		if o.Verifier, err = authn.StaticTokens(p.Tokens); err != nil {
+			return usage("%v.", err)
+		}
+	case p.Issuer != "":
+		aud := p.Audience
+		if aud == "" {
+			aud = p.Resource
+		}
+		if aud == "" {
+			return usage("--issuer needs --resource (this server's URL, the audience its tokens must name, RFC 8707), or --audience.")
+		}
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		o.Verifier, err = authn.OIDC(dctx, authn.OIDCConfig{Issuer: p.Issuer, Audience: aud, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim})
+		if err != nil {
+			return cli.Exit("aimon-gw mcp --listen: "+err.Error()+".", exitFinding)
+		}
+		o.AuthServers = []string{p.Issuer}
+	default:
+		return usage("every caller must authenticate: give --issuer and --resource (an identity provider's JWTs), or --tokens FILE (static tokens).")
+	}
+	err = httpfront.Serve(ctx, o)
+	var surface *httpfront.SurfaceError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &surface):
+		return cli.Exit(surfaceProblem("mcp", err), exitUsage)
+	case isLoadError(err):
+		return cli.Exit(loadProblem(p.Policy, err), exitFinding)
+	}
+	return cli.Exit("aimon-gw mcp --listen: "+err.Error()+".", exitUsage)
 }

@@ -38,9 +38,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			decisionLogFlag(),
-			&cli.StringFlag{Name: "approval-key", Usage: "file holding the key (32 or more random bytes, mode 0600) that seals approval tokens; without it a key of this process's own"},
-			&cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid"},
+			decisionLogFlag(), approvalKeyFlag(), approvalTTLFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -76,15 +74,9 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	var key []byte
-	if p.ApprovalKey != "" {
-		if key, err = gateway.ReadApprovalKey(p.ApprovalKey); err != nil {
-			return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
-		}
-	}
-	approvals, err := gateway.NewApprovals(key, p.ApprovalTTL)
+	approvals, err := approvals(p.ApprovalKey, p.ApprovalTTL)
 	if err != nil {
-		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return err
 	}
 	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}})
@@ -99,6 +91,31 @@ func serve(ctx context.Context, p serveParams) error {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
 	return nil
+}
+
+func approvalKeyFlag() cli.Flag {
+	return &cli.StringFlag{Name: "approval-key", Usage: "file holding the key (32 or more random bytes, mode 0600) that seals approval tokens; without it a key of this process's own"}
+}
+
+func approvalTTLFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid"}
+}
+
+// approvals seals approval tokens (rule P15) with the key in the file, or
+// with one of this process's own when file is "".
+func approvals(file string, ttl time.Duration) (*gateway.Approvals, error) {
+	var key []byte
+	if file != "" {
+		var err error
+		if key, err = gateway.ReadApprovalKey(file); err != nil {
+			return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		}
+	}
+	a, err := gateway.NewApprovals(key, ttl)
+	if err != nil {
+		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	}
+	return a, nil
 }
 
 // start starts the runtime of serve and mcp; a policy that does not load

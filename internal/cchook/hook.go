@@ -6,8 +6,10 @@ package cchook
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -99,7 +101,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
 	_, d := gw.Decide(chain, c)
-	out := Output{Decision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: d.Reason}}
+	out := Blocked(d.Reason)
 	switch {
 	case d.Allowed:
 		out.HookSpecificOutput.PermissionDecision = "allow"
@@ -154,4 +156,29 @@ func unknown(gen *policy.Generation) string {
 		return "ask"
 	}
 	return "deny"
+}
+
+// ReadInput reads a PreToolUse hook input. An error is a sentence saying
+// why the call is blocked: not a PreToolUse input with a tool_name, an
+// input for another event, a cwd that is not an absolute directory. An
+// input without cwd is read: the one decision refuses, and records, it.
+func ReadInput(data []byte) (Input, error) {
+	var in Input
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
+		return in, fmt.Errorf("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
+	}
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
+		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)
+	}
+	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
+		return in, fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
+	}
+	return in, nil
+}
+
+// Blocked is the answer that blocks a call with a sentence.
+func Blocked(reason string) Output {
+	return Output{Decision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
 }

@@ -19,6 +19,7 @@ type Record struct {
 	CallID      string    `json:"call_id"`
 	Tool        string    `json:"tool"`
 	Surface     []string  `json:"surface"`
+	Principal   string    `json:"principal,omitempty"`
 	Subject     any       `json:"subject,omitempty"`
 	Allowed     bool      `json:"allowed"`
 	Ask         bool      `json:"ask,omitempty"`

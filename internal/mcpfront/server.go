@@ -63,39 +63,16 @@ func (e startError) Is(target error) bool {
 
 // Serve serves one MCP session until it ends or ctx is done.
 func Serve(ctx context.Context, o Options) error {
-	log := o.Reload.Gateway.Logger
-	if log == nil {
-		log = slog.Default()
-		o.Reload.Gateway.Logger = log
-	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: o.Version}, &mcp.ServerOptions{
-		Logger: log,
-		// Tools only: the gateway sends no log notifications, so it does
-		// not advertise logging.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
-	if o.Reload.Gateway.Approvals == nil {
-		// An approval is asked and given within one call: a key of this
-		// process's own seals it.
-		a, err := gateway.NewApprovals(nil, 0)
-		if err != nil {
-			return err
-		}
-		o.Reload.Gateway.Approvals = a
-	}
-	ts := &toolSet{ctx: ctx, server: server, chain: o.Reload.Gateway.Chain, log: log, listed: map[string]bool{}}
-	o.Reload.OnSwap = ts.sync
-	rt, err := reload.Start(ctx, o.Reload)
+	surfaces, rt, err := Start(ctx, ctx, o.Reload, o.Version)
 	if err != nil {
 		return startError{err: err}
 	}
 	defer rt.Close()
-	gw := rt.Gateway()
-	if _, err := gw.Tools(nil); err != nil {
+	ts, err := surfaces.toolSet(o.Reload.Gateway.Chain)
+	if err != nil {
 		return startError{err: err, surface: true}
 	}
-	ts.sync(gw)
-	server.AddReceivingMiddleware(ts.unlisted(gw))
+	server := ts.server
 	t := o.Transport
 	if t == nil {
 		max := o.MaxFrameBytes
@@ -117,7 +94,7 @@ type toolSet struct {
 	server *mcp.Server
 	chain  []string
 	log    *slog.Logger
-	seq    atomic.Int64
+	seq    *atomic.Int64 // the calls' ids, shared by the surfaces
 
 	mu     sync.Mutex
 	listed map[string]bool
@@ -137,22 +114,23 @@ func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
-				return toResult(m.call(ctx, gw, call.Params.Name, call.Params.Arguments)), nil
+				return toResult(m.call(ctx, gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
 			}
 			return next(ctx, method, req)
 		}
 	}
 }
 
-// call runs one call through the gateway, cancelled with the process.
-func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, name string, input json.RawMessage, approvals ...string) gateway.CallResult {
+// call runs one call through the gateway, cancelled with the process;
+// principal is who called, "" when the session says nothing of it (stdio).
+func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name string, input json.RawMessage, approvals ...string) gateway.CallResult {
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
-	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals}
+	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal}
 	return gw.CallApproved(ctx, m.chain, c)
 }
 
@@ -164,7 +142,7 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, name string, in
 // client that declares no elicitation cannot be asked: the call is refused
 // with a sentence.
 func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) *mcp.CallToolResult {
-	name, args := req.Params.Name, req.Params.Arguments
+	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
 	if state := req.Params.RequestState; state != "" {
 		answer, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 		if answer == nil || answer.Action != "accept" || answer.Content["approve"] != true {
@@ -174,9 +152,9 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 			}
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s needs a person's approval, and the person did not approve it (%s), so the call was not run.", name, action)}}}
 		}
-		return toResult(m.call(ctx, gw, name, args, state))
+		return toResult(m.call(ctx, gw, principal, name, args, state))
 	}
-	r := m.call(ctx, gw, name, args)
+	r := m.call(ctx, gw, principal, name, args)
 	if r.Approval == "" {
 		return toResult(r)
 	}
@@ -192,6 +170,15 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 		}},
 		RequestState: r.Approval,
 	}
+}
+
+// principalOf is who made the request, as the HTTP front authenticated
+// it; "" over stdio.
+func principalOf(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		return req.Extra.TokenInfo.UserID
+	}
+	return ""
 }
 
 // approveKey names the one input request of an ask.

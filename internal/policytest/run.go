@@ -5,10 +5,13 @@ package policytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"aimon.dev/gw/gateway"
@@ -66,11 +69,20 @@ func Run(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Durat
 
 func decide(gw *gateway.Gateway, t policy.Test) Result {
 	r := Result{Test: t}
-	chain, err := gw.LineChain(t.Surface)
-	if err != nil {
+	surface, err := t.Surface, error(nil)
+	if t.Principal != nil {
+		surface, err = principal(gw.Current().Generation.Generation, *t.Principal, t.Surface)
+	}
+	if err == nil {
+		surface, err = gw.LineChain(surface)
+	}
+	switch {
+	case errors.Is(err, policy.ErrUnmapped):
+		r.Got = rule.Refused(rule.P10, err.Error()+".")
+	case err != nil:
 		r.Got = rule.Refused(rule.R5, err.Error())
-	} else {
-		r.Got = gw.Check(chain, "test", t.Tool, t.Input)
+	default:
+		r.Got = gw.Check(surface, "test", t.Tool, t.Input)
 	}
 	verdict := func(allowed, ask bool) string {
 		switch {
@@ -96,4 +108,20 @@ func decide(gw *gateway.Gateway, t policy.Test) Result {
 		}
 	}
 	return r
+}
+
+// principal is the chain of a case that names its caller: the one the
+// policy maps it to, or the case's surface, which must extend it (rule R5).
+func principal(gen *policy.Generation, c policy.Claims, surface []string) ([]string, error) {
+	chain, _, err := gen.Principal(c)
+	if err != nil || surface == nil {
+		return chain, err
+	}
+	if len(surface) == 0 || surface[0] != "agent" {
+		surface = append([]string{"agent"}, surface...)
+	}
+	if len(surface) < len(chain) || !slices.Equal(surface[:len(chain)], chain) {
+		return nil, fmt.Errorf("The case's surface %s does not begin with its principal's chain %s, which a call may only extend.", strings.Join(surface, ","), strings.Join(chain, ","))
+	}
+	return surface, nil
 }

@@ -1,0 +1,604 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"maps"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/authn/authntest"
+)
+
+// httpPolicy maps alice to the agent and the reviewers group (and the ci
+// client) to the reviewer, whose list is narrower.
+const httpPolicy = `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Echo: schema.#Echo, Read: schema.#Read, Glob: schema.#Glob, Bash: schema.#Bash & {sandbox: mode: "off"}}
+validation: "enforce"
+agent: "allowed-tools": ["Echo", "Read(./**)", "Glob(./**)", "Bash(sleep:*)"]
+subagents: reviewer: {"allowed-tools": ["Read(./**)"], "max-effect": "read"}
+principals: {
+	alice:     {subject: "alice", surface: ["agent"]}
+	reviewers: {group: "reviewers", surface: ["agent", "subagent:reviewer"]}
+	"ci-bot":  {client: "ci", surface: ["agent", "subagent:reviewer"]}
+}
+`
+
+// tokensFile writes a static tokens file: token → "SUBJECT [GROUPS]".
+func tokensFile(t *testing.T, tokens map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# test tokens\n")
+	for tok, who := range tokens {
+		h := sha256.Sum256([]byte(tok))
+		fmt.Fprintf(&b, "sha256:%s %s\n", hex.EncodeToString(h[:]), who)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var staticTokens = map[string]string{"tok-alice": "alice", "tok-rita": "rita reviewers", "tok-eve": "eve guests"}
+
+// httpGW is aimon-gw mcp --listen running as a process.
+type httpGW struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	exited chan struct{}
+}
+
+func (g *httpGW) logs() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stderr.String()
+}
+
+// startHTTP runs mcp --listen on a port of its choosing with args and
+// waits until /readyz says a policy is in force. client reaches it (TLS).
+func startHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
+	t.Helper()
+	scheme := "http"
+	if client.Transport != nil {
+		scheme = "https"
+	}
+	g := &httpGW{t: t, client: client, exited: make(chan struct{})}
+	g.cmd = exec.Command(gatewayBinary(t), append([]string{"mcp", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	errPipe, err := g.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			g.mu.Lock()
+			g.stderr.Write(append(sc.Bytes(), '\n'))
+			g.mu.Unlock()
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "listening" {
+				addr <- l.Addr
+			}
+		}
+		g.cmd.Wait()
+		close(g.exited)
+	}()
+	t.Cleanup(func() { g.stop() })
+	select {
+	case a := <-addr:
+		g.base = scheme + "://" + a
+	case <-g.exited:
+		t.Fatalf("the gateway exited before listening: %s", g.logs())
+	}
+	for {
+		resp, err := client.Get(g.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g
+			}
+		}
+		select {
+		case <-g.exited:
+			t.Fatalf("the gateway exited before it was ready: %s", g.logs())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM and waits; it returns the exit code.
+func (g *httpGW) stop() int {
+	select {
+	case <-g.exited:
+	default:
+		g.cmd.Process.Signal(syscall.SIGTERM)
+		<-g.exited
+	}
+	return g.cmd.ProcessState.ExitCode()
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	base := b.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// session connects the Go SDK's streamable-HTTP client with token, at
+// protocol version (the SDK's latest when "").
+func (g *httpGW) session(token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	g.t.Helper()
+	hc := &http.Client{Transport: bearer{token, g.client.Transport}}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, opts).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		g.t.Fatalf("connecting with %s: %v\n%s", token, err, g.logs())
+	}
+	g.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// post sends body to path with a bearer token ("" for none).
+func (g *httpGW) post(path, token, body string) (int, http.Header, string) {
+	g.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// checkVerdict is aimon-gw check's verdict on one call as principal.
+func checkVerdict(t *testing.T, dir, wd, principal, name string, args map[string]any) (allowed bool, reason string) {
+	t.Helper()
+	call, _ := json.Marshal(map[string]any{"type": "tool_use", "id": "1", "name": name, "input": args})
+	out, _ := exec.Command(gatewayBinary(t), "check", "--policy", dir, "--workdir", wd, "--principal", principal, string(call)).Output()
+	var v struct {
+		Allowed bool
+		Reason  string
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("check %s as %s: %v: %s", name, principal, err, out)
+	}
+	return v.Allowed, v.Reason
+}
+
+// TestR7HTTPVerdictsEqualCheck: the Go SDK's streamable-HTTP client, at
+// the stateless 2026-07-28 protocol and at 2025-11-25 (the SDK's
+// stateless mode), lists the tools of its principal's chain (rule P9) and
+// gets, call for call, the verdict check gives for that principal; the
+// decision log names the principal.
+func TestR7HTTPVerdictsEqualCheck(t *testing.T) {
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	writeFile(t, filepath.Join(wd, "a.txt"), "hello\n")
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--decision-log", dlog)
+	calls := []struct {
+		note string
+		name string
+		args map[string]any
+	}{
+		{"echo", "Echo", map[string]any{"message": "hi"}},
+		{"a file under the working directory", "Read", map[string]any{"file_path": filepath.Join(wd, "a.txt")}},
+		{"a file outside it", "Read", map[string]any{"file_path": "/etc/hostname"}},
+		{"a glob", "Glob", map[string]any{"pattern": "*.txt"}},
+		{"a misspelt parameter", "Read", map[string]any{"file_paht": "a.txt"}},
+		{"an unknown tool", "Wirte", map[string]any{}},
+	}
+	for _, who := range []struct{ token, principal, tools string }{
+		{"tok-alice", "alice", "Bash,Echo,Glob,Read"},
+		{"tok-rita", `{"sub":"rita","groups":["reviewers"]}`, "Read"},
+	} {
+		for _, version := range []string{"", "2025-11-25"} {
+			t.Run(who.token+" "+version, func(t *testing.T) {
+				s := g.session(who.token, version, nil)
+				if got := toolNames(t, s); got != who.tools {
+					t.Errorf("tools %s, want %s", got, who.tools)
+				}
+				for _, c := range calls {
+					allowed, reason := checkVerdict(t, dir, wd, who.principal, c.name, c.args)
+					res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
+					if err != nil {
+						t.Fatalf("%s: a protocol error: %v", c.note, err)
+					}
+					if res.IsError == allowed || !allowed && resultText(res) != reason {
+						t.Errorf("%s: MCP says %q (isError %v); check says allowed %v, %q", c.note, resultText(res), res.IsError, allowed, reason)
+					}
+				}
+			})
+		}
+	}
+	if code := g.stop(); code != 0 {
+		t.Errorf("exit %d after SIGTERM: %s", code, g.logs())
+	}
+	principals := map[string]int{}
+	for _, r := range readRecords(t, dlog) {
+		principals[fmt.Sprint(r["principal"])]++
+	}
+	if principals["alice"] != 2*len(calls) || principals["rita"] != 2*len(calls) || len(principals) != 2 {
+		t.Errorf("the decision log's principals: %v", principals)
+	}
+}
+
+// TestP10HTTPPrincipalsAndTokens: a request without a token, with a token
+// the gateway does not know, or of a caller the policy does not map is
+// refused with 401 or 403 and a sentence, and nothing is decided or run;
+// a 401 says where the protected-resource metadata is (RFC 9728).
+func TestP10HTTPPrincipalsAndTokens(t *testing.T) {
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens),
+		"--decision-log", dlog, "--resource", "http://gw.example/mcp")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Echo","arguments":{"message":"x"}}}`
+	tests := []struct {
+		note, path, token string
+		status            int
+		says              string
+	}{
+		{"no token", "/mcp", "", 401, "carries no bearer token"},
+		{"a token the gateway does not know", "/mcp", "tok-mallory", 401, "not one of this gateway's tokens"},
+		{"a caller the policy does not map", "/mcp", "tok-eve", 403, `The caller with subject "eve", groups ["guests"] may not call, because no entry of the policy's principals matches it`},
+		{"the hook, no token", "/hooks/claude-code", "", 401, "carries no bearer token"},
+		{"the hook, a caller the policy does not map", "/hooks/claude-code", "tok-eve", 403, "may not call"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			status, h, body := g.post(tc.path, tc.token, call)
+			if status != tc.status || !strings.Contains(body, tc.says) {
+				t.Errorf("%d %q, want %d saying %q", status, body, tc.status, tc.says)
+			}
+			if status == 401 && h.Get("WWW-Authenticate") != `Bearer resource_metadata="http://gw.example/.well-known/oauth-protected-resource/mcp"` {
+				t.Errorf("WWW-Authenticate %q", h.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	resp, err := http.Get(g.base + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	json.NewDecoder(resp.Body).Decode(&meta)
+	resp.Body.Close()
+	if meta["resource"] != "http://gw.example/mcp" {
+		t.Errorf("metadata %v", meta)
+	}
+	g.stop()
+	if b, _ := os.ReadFile(dlog); len(b) != 0 {
+		t.Errorf("a refused caller's call was decided: %s", b)
+	}
+}
+
+// TestR3HTTPReloadReachesTheClient: a policy edit reaches a connected
+// streamable-HTTP client as tools/list_changed, and its next list is the
+// new one.
+func TestR3HTTPReloadReachesTheClient(t *testing.T) {
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
+	changed := make(chan struct{}, 8)
+	s := g.session("tok-rita", "", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+	if got := toolNames(t, s); got != "Read" {
+		t.Fatalf("tools %s", got)
+	}
+	writeFile(t, filepath.Join(dir, "policy.cue"), strings.Replace(httpPolicy, `"allowed-tools": ["Read(./**)"]`, `"allowed-tools": ["Read(./**)", "Glob(./**)"]`, 1))
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no tools/list_changed: %s", g.logs())
+	}
+	if got := toolNames(t, s); got != "Glob,Read" {
+		t.Errorf("tools after the reload %s", got)
+	}
+}
+
+// TestR7HTTPHookAnswersAsTheCommandHook: the inputs of the command hook's
+// tests, posted to /hooks/claude-code, get exactly the answer aimon-gw
+// hook claude-code gives them.
+func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
+	src, err := os.ReadFile("../../internal/cchook/hook_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, policy, _ := strings.Cut(string(src), "const testPolicy = `")
+	policy, _, _ = strings.Cut(policy, "`")
+	policy = strings.Replace(policy, "claudeCode:", "principals: alice: {subject: \"alice\", surface: [\"agent\"]}\nclaudeCode:", 1)
+	dir, proj := moduleDir(t, policy), t.TempDir()
+	inputs, err := os.ReadFile("../../internal/cchook/testdata/hook_inputs.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", proj, "--tokens", tokensFile(t, staticTokens))
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(inputs), "/work/proj", proj)), "\n")
+	lines = append(lines, `{"input":{"tool_name":`, `{"note":"a relative cwd","input":{"cwd":"relative","tool_name":"Read","tool_input":{}}}`)
+	for i, line := range lines {
+		var tc struct {
+			Note  string          `json:"note"`
+			Input json.RawMessage `json:"input"`
+		}
+		if json.Unmarshal([]byte(line), &tc) != nil {
+			tc.Note, tc.Input = "an input that is not JSON", json.RawMessage(`{"tool_name":`)
+		}
+		t.Run(fmt.Sprint(i, " ", tc.Note), func(t *testing.T) {
+			cmd := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", dir, "--cache", "off")
+			cmd.Stdin = bytes.NewReader(tc.Input)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			want, _ := cmd.Output()
+			status, _, got := g.post("/hooks/claude-code", "tok-alice", string(tc.Input))
+			if status != 200 {
+				t.Fatalf("status %d: %s", status, got)
+			}
+			if cmd.ProcessState.ExitCode() == 2 {
+				// The command blocks with a sentence on standard error; the
+				// HTTP hook with a deny carrying it.
+				var o struct {
+					HookSpecificOutput struct{ PermissionDecision, PermissionDecisionReason string }
+				}
+				json.Unmarshal([]byte(got), &o)
+				sentence := strings.TrimPrefix(strings.TrimSpace(stderr.String()), "aimon-gw hook claude-code: ")
+				if o.HookSpecificOutput.PermissionDecision != "deny" || !strings.EqualFold(o.HookSpecificOutput.PermissionDecisionReason, sentence) {
+					t.Errorf("HTTP %s; command blocked with %q", got, sentence)
+				}
+				return
+			}
+			if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+				t.Errorf("HTTP  %s\ncommand %s", got, want)
+			}
+		})
+	}
+}
+
+// TestR2HTTPShutdownAnswersCallsInFlight: SIGTERM makes the gateway stop
+// taking requests, answer the call in flight, and exit 0.
+func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
+	s := g.session("tok-alice", "", nil)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 1.25"}})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		done <- res
+	}()
+	waitStarted(t, "sleep 1.25")
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	if res := <-done; res.IsError {
+		t.Errorf("the call in flight: %s", resultText(res))
+	}
+	if code := g.stop(); code != 0 {
+		t.Errorf("exit %d: %s", code, g.logs())
+	}
+}
+
+// TestR5HTTPBadFlags: flags that cannot serve exit 2 with a sentence,
+// before listening.
+func TestR5HTTPBadFlags(t *testing.T) {
+	tokens := tokensFile(t, staticTokens)
+	open := filepath.Join(t.TempDir(), "open")
+	writeFile(t, open, "sha256:"+strings.Repeat("a", 64)+" alice\n")
+	os.Chmod(open, 0o644)
+	bad := func(body string) string {
+		p := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hash := "sha256:" + strings.Repeat("b", 64)
+	tests := []struct {
+		note string
+		args []string
+		says string
+	}{
+		{"no authentication", []string{"--listen", "127.0.0.1:0"}, "every caller must authenticate"},
+		{"both ways", []string{"--listen", "127.0.0.1:0", "--tokens", tokens, "--issuer", "https://idp.example"}, "give one"},
+		{"an issuer without a resource", []string{"--listen", "127.0.0.1:0", "--issuer", "https://idp.example"}, "--issuer needs --resource"},
+		{"a resource that is not a URL", []string{"--listen", "127.0.0.1:0", "--tokens", tokens, "--resource", "gw.example/mcp"}, "not an absolute http(s) URL"},
+		{"a certificate without its key", []string{"--listen", "127.0.0.1:0", "--tokens", tokens, "--tls-cert", tokens}, "go together"},
+		{"a flag of --listen without it", []string{"--tokens", tokens}, "--tokens is for serving over HTTP"},
+		{"an address that cannot be listened on", []string{"--listen", "256.0.0.1:1", "--tokens", tokens}, "cannot listen on 256.0.0.1:1"},
+		{"a tokens file others may read", []string{"--listen", "127.0.0.1:0", "--tokens", open}, "may be read or written by others (mode 0644); chmod 600 it"},
+		{"a missing tokens file", []string{"--listen", "127.0.0.1:0", "--tokens", open + ".none"}, "cannot read the tokens file"},
+		{"a token written in the clear", []string{"--listen", "127.0.0.1:0", "--tokens", bad("s3cret alice\n")}, `:1: "s3cret" is not sha256: and 64 hex digits`},
+		{"a token without a subject", []string{"--listen", "127.0.0.1:0", "--tokens", bad("# x\n" + hash + "\n")}, ":2: the token has no subject"},
+		{"a token twice", []string{"--listen", "127.0.0.1:0", "--tokens", bad(hash + " a\n" + hash + " b\n")}, ":2: the same token is on line 1"},
+		{"too many fields", []string{"--listen", "127.0.0.1:0", "--tokens", bad(hash + " a g extra\n")}, "has 4 fields"},
+		{"no token at all", []string{"--listen", "127.0.0.1:0", "--tokens", bad("# none\n")}, "holds no token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			cmd := exec.Command(gatewayBinary(t), append([]string{"mcp"}, tc.args...)...)
+			cmd.Stdin = strings.NewReader("")
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.says) {
+				t.Errorf("exit %d: %s; want 2 saying %q", code, out, tc.says)
+			}
+		})
+	}
+}
+
+// TestR5HTTPBadTokens: through the binary, against an issuer the test
+// serves, every token that fails a check is refused with 401 or 403 and a
+// sentence, and nothing is decided or run; the good token's call runs.
+func TestR5HTTPBadTokens(t *testing.T) {
+	iss := authntest.New(t)
+	const aud = "http://gw.test/mcp"
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--issuer", iss.URL, "--resource", aud, "--decision-log", dlog)
+	with := func(change map[string]any) string {
+		c := iss.Claims("alice", aud)
+		maps.Copy(c, change)
+		return iss.Token(t, c)
+	}
+	tests := []struct {
+		note, token string
+		status      int
+		says        string
+	}{
+		{"expired", with(map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), 401, "The bearer token expired at"},
+		{"not yet valid", with(map[string]any{"nbf": time.Now().Add(time.Hour).Unix()}), 401, "The bearer token is not valid yet"},
+		{"wrong audience", with(map[string]any{"aud": "http://other.test/mcp"}), 401, "The bearer token is not for this resource"},
+		{"wrong issuer", with(map[string]any{"iss": "http://idp.evil.test"}), 401, "The bearer token was not issued by " + iss.URL},
+		{"alg none", authntest.Unsigned(iss.Claims("alice", aud)), 401, "is not a JWT signed with one of RS256"},
+		{"a key not in the JWKS", authntest.Sign(t, jose.RS256, authntest.OtherKey(t), "k9", iss.Claims("alice", aud)), 401, "The bearer token is not accepted"},
+		{"a principal the policy does not map", iss.Token(t, iss.Claims("mallory", aud)), 403, `The caller with subject "mallory" may not call`},
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Echo","arguments":{"message":"ran"}}}`
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			status, h, body := g.post("/mcp", tc.token, call)
+			if status != tc.status || !strings.Contains(body, tc.says) || strings.Contains(body, "ran") {
+				t.Errorf("%d %q, want %d saying %q", status, body, tc.status, tc.says)
+			}
+			if status == 401 && !strings.Contains(h.Get("WWW-Authenticate"), `resource_metadata="http://gw.test/.well-known/oauth-protected-resource/mcp"`) {
+				t.Errorf("WWW-Authenticate %q", h.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	s := g.session(iss.Token(t, iss.Claims("alice", aud)), "", nil)
+	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "ran"}}); err != nil || resultText(res) != "ran" {
+		t.Fatalf("the good token's call: %v %v", res, err)
+	}
+	g.stop()
+	if recs := readRecords(t, dlog); len(recs) != 1 || recs[0]["principal"] != "alice" {
+		t.Errorf("the decision log holds more than the good call: %v", recs)
+	}
+}
+
+// TestR5HTTPOverTLS: with a certificate and key, the gateway speaks TLS,
+// and the SDK's client lists and calls through it.
+func TestR5HTTPOverTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	g := startHTTP(t, client, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(g.base, "https://") {
+		t.Fatalf("base %s", g.base)
+	}
+	s := g.session("tok-alice", "", nil)
+	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "over TLS"}}); err != nil || resultText(res) != "over TLS" {
+		t.Fatalf("%v %v", res, err)
+	}
+	// A plain request to the TLS listener gets Go's 400, never an answer.
+	if resp, err := http.Get(strings.Replace(g.base, "https", "http", 1) + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("plain HTTP was answered on the TLS listener")
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
+// a pool that trusts it.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aimon-gw test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestP10CheckTakesAPrincipal: check --principal decides on the chain the
+// policy maps the caller to; a caller it does not map, or whose chain is
+// above --surface, is a finding (exit 1), and claims that cannot be read
+// a usage error (exit 2).
+func TestP10CheckTakesAPrincipal(t *testing.T) {
+	dir := moduleDir(t, httpPolicy)
+	call := `{"type":"tool_use","id":"1","name":"Echo","input":{"message":"x"}}`
+	tests := []struct {
+		note, principal, surface string
+		exit                     int
+		says                     string
+	}{
+		{"alice, on the agent", "alice", "agent", 0, `"allowed": true`},
+		{"a reviewer, whose list has no Echo", `{"sub":"rita","groups":["reviewers"]}`, "agent", 1, `"rule": "P9"`},
+		{"the ci client, by its client id", `{"sub":"bot","client_id":"ci"}`, "agent", 1, `"subagent:reviewer"`},
+		{"a caller the policy does not map", "eve", "agent", 1, `The caller with subject "eve" may not call`},
+		{"a chain above --surface", "alice", "agent,subagent:reviewer", 1, "does not begin with --surface agent,subagent:reviewer"},
+		{"claims that are not JSON", `{"sub":`, "agent", 2, "is not claims as JSON"},
+		{"a claim check does not know", `{"sub":"a","role":"admin"}`, "agent", 2, `unknown field "role"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			cmd := exec.Command(gatewayBinary(t), "check", "--policy", dir, "--surface", tc.surface, "--principal", tc.principal, call)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tc.exit || !strings.Contains(string(out), tc.says) {
+				t.Errorf("exit %d: %s; want %d saying %q", code, out, tc.exit, tc.says)
+			}
+		})
+	}
+}

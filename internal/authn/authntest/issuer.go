@@ -1,0 +1,92 @@
+// Package authntest is an OAuth issuer for tests: its metadata and JWKS
+// served by httptest, and the tokens it signs, good and bad.
+package authntest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// An Issuer signs tokens with the key its JWKS lists.
+type Issuer struct {
+	URL string
+	Key *rsa.PrivateKey
+	KID string
+}
+
+// New starts an issuer for the test: /.well-known/openid-configuration
+// and /jwks, over plain HTTP on the loopback interface.
+func New(t testing.TB) *Issuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &Issuer{Key: key, KID: "k1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"issuer": iss.URL, "jwks_uri": iss.URL + "/jwks",
+			"id_token_signing_alg_values_supported": []string{"RS256"}})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.KID, Algorithm: "RS256", Use: "sig"}}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	iss.URL = srv.URL
+	return iss
+}
+
+// Claims are a good token's for subject and audience: issued by iss,
+// valid from a minute ago for an hour.
+func (iss *Issuer) Claims(subject, audience string) map[string]any {
+	now := time.Now()
+	return map[string]any{"iss": iss.URL, "sub": subject, "aud": audience,
+		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(time.Hour).Unix()}
+}
+
+// Token signs claims with the issuer's key.
+func (iss *Issuer) Token(t testing.TB, claims map[string]any) string {
+	return Sign(t, jose.RS256, iss.Key, iss.KID, claims)
+}
+
+// Sign signs claims with key under kid, with alg.
+func Sign(t testing.TB, alg jose.SignatureAlgorithm, key any, kid string, claims map[string]any) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Unsigned is claims as a JWT of alg "none", which no verifier may take.
+func Unsigned(claims map[string]any) string {
+	enc := base64.RawURLEncoding
+	h, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
+	c, _ := json.Marshal(claims)
+	return enc.EncodeToString(h) + "." + enc.EncodeToString(c) + "."
+}
+
+// OtherKey is an RSA key no JWKS of an Issuer lists.
+func OtherKey(t testing.TB) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
