@@ -27,16 +27,62 @@ type anchor struct {
 	dir  string
 	env  *tools.Env
 	// The anchor's directory as plain opened it, for beneath; 0 for none.
-	dirfd int
+	// dev and ino identify it, for a root opened after it (ensureRoot).
+	dirfd    int
+	dev, ino uint64
 }
 
-// openAnchor opens the directory the call was allowed (its scope's anchor,
-// "/" without one).
-func openAnchor(env *tools.Env) (*anchor, error) {
-	dir := "/"
+// anchorDir is the directory the call was allowed: its scope's anchor,
+// "/" without one.
+func anchorDir(env *tools.Env) string {
 	if env != nil && env.Scope != nil && env.Scope.Anchor != "" {
-		dir = env.Scope.Anchor
+		return env.Scope.Anchor
 	}
+	return "/"
+}
+
+// openReadAnchor is openAnchor for a call that only opens files to read
+// them (Read): an anchor opened plain needs no os.Root until an open must
+// take the root's way, which saves a Read four system calls.
+func openReadAnchor(env *tools.Env) (*anchor, error) {
+	a := &anchor{dir: anchorDir(env), env: env}
+	if a.plain() {
+		return a, nil
+	}
+	return openAnchor(env)
+}
+
+// ensureRoot opens the root of an anchor opened plain, and checks that it
+// is the directory plain opened.
+func (a *anchor) ensureRoot() error {
+	if a.root != nil {
+		return nil
+	}
+	r, err := os.OpenRoot(a.dir)
+	if err != nil {
+		return err
+	}
+	fi, err := r.Stat(".")
+	if st, ok := statOf(fi); err != nil || !ok || st.Dev != a.dev || st.Ino != a.ino {
+		r.Close()
+		return &anchorLink{dir: a.dir}
+	}
+	a.root = r
+	return nil
+}
+
+// statOf is fi's system stat.
+func statOf(fi fs.FileInfo) (*syscall.Stat_t, bool) {
+	if fi == nil {
+		return nil, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
+}
+
+// openAnchor opens the directory the call was allowed.
+func openAnchor(env *tools.Env) (*anchor, error) {
+	dir := anchorDir(env)
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -80,7 +126,9 @@ func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) 
 
 func (a *anchor) Close() {
 	a.closeDir()
-	a.root.Close()
+	if a.root != nil {
+		a.root.Close()
+	}
 }
 
 // rel is path relative to the anchor; ok is false when path lies outside it.
@@ -107,6 +155,9 @@ func (a *anchor) open(path string, flag int, perm fs.FileMode) (*os.File, error)
 		if f, err, done := a.beneath(rel, flag); done {
 			return f, err
 		}
+	}
+	if err := a.ensureRoot(); err != nil {
+		return nil, err
 	}
 	rel, err := a.resolve(path)
 	if err != nil {
@@ -153,6 +204,9 @@ func (a *anchor) resolve(path string) (string, error) {
 
 // stat is fs.Stat of path through the anchor.
 func (a *anchor) stat(path string) (fs.FileInfo, string, error) {
+	if err := a.ensureRoot(); err != nil {
+		return nil, "", err
+	}
 	rel, err := a.resolve(path)
 	if err != nil {
 		return nil, "", err

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +15,9 @@ import (
 // be on the way (rule R8) and the walk of the path that looks for one is
 // not needed (issue 32: a Read was 2.3× os.ReadFile); what was opened
 // stays as the directory that beneath opens below. False, with nothing
-// kept, whenever it cannot say: the caller then looks for links.
+// kept, whenever it cannot say: the caller then looks for links. A root
+// opened before must be that directory; one opened after is checked
+// against it (ensureRoot).
 func (a *anchor) plain() bool {
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	fd, err := unix.Openat2(unix.AT_FDCWD, a.dir, &how)
@@ -24,13 +25,18 @@ func (a *anchor) plain() bool {
 		return false
 	}
 	var st unix.Stat_t
-	fi, rerr := a.root.Stat(".")
-	rs, ok := fi.Sys().(*syscall.Stat_t)
-	if unix.Fstat(fd, &st) != nil || rerr != nil || !ok || rs.Dev != st.Dev || rs.Ino != st.Ino {
+	if unix.Fstat(fd, &st) != nil {
 		unix.Close(fd)
 		return false
 	}
-	a.dirfd = fd
+	if a.root != nil { // opened before: it must be this directory
+		fi, err := a.root.Stat(".")
+		if rs, ok := statOf(fi); err != nil || !ok || rs.Dev != st.Dev || rs.Ino != st.Ino {
+			unix.Close(fd)
+			return false
+		}
+	}
+	a.dirfd, a.dev, a.ino = fd, st.Dev, st.Ino
 	return true
 }
 

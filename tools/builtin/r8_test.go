@@ -189,43 +189,92 @@ func TestR6BeneathOpensAsTheRootDoes(t *testing.T) {
 		{"the anchor", "."},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
-			open := func(beneath bool) (*os.File, error) {
-				a, err := openAnchor(&tools.Env{Scope: &tools.Scope{Anchor: dir}})
+			open := func(way string) (*os.File, error) {
+				env := &tools.Env{Scope: &tools.Scope{Anchor: dir}}
+				a, err := openAnchor(env)
+				if way == "read" {
+					a, err = openReadAnchor(env)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(a.Close)
-				if beneath && runtime.GOOS == "linux" && a.dirfd <= 0 {
+				if way != "root" && runtime.GOOS == "linux" && a.dirfd <= 0 {
 					t.Errorf("the anchor %s, with no link on its way, was not opened plain", dir)
 				}
-				if !beneath {
+				if way == "root" {
 					a.closeDir()
 				}
 				return a.open(filepath.Join(dir, tc.path), os.O_RDONLY, 0)
 			}
-			got, gerr := open(true)
-			want, werr := open(false)
-			if escapes := strings.Contains(tc.path, "out") || strings.Contains(tc.path, "esc"); escapes != errors.Is(gerr, errEscapes) {
-				t.Errorf("beneath: %v; want it to escape: %v", gerr, escapes)
+			want, werr := open("root")
+			if werr == nil {
+				t.Cleanup(func() { want.Close() })
 			}
-			switch {
-			case (gerr == nil) != (werr == nil):
-				t.Fatalf("beneath: %v; the root: %v", gerr, werr)
-			case gerr != nil:
-				for _, target := range []error{errEscapes, fs.ErrNotExist, fs.ErrPermission} {
-					if errors.Is(gerr, target) != errors.Is(werr, target) {
-						t.Errorf("beneath: %v; the root: %v", gerr, werr)
-					}
+			for _, way := range []string{"beneath", "read"} {
+				got, gerr := open(way)
+				if escapes := strings.Contains(tc.path, "out") || strings.Contains(tc.path, "esc"); escapes != errors.Is(gerr, errEscapes) {
+					t.Errorf("%s: %v; want it to escape: %v", way, gerr, escapes)
 				}
-			default:
-				defer got.Close()
-				defer want.Close()
-				gi, _ := got.Stat()
-				wi, _ := want.Stat()
-				if !os.SameFile(gi, wi) {
-					t.Errorf("beneath opened %s, the root %s", gi.Name(), wi.Name())
-				}
+				sameOpen(t, got, gerr, want, werr)
 			}
 		})
+	}
+}
+
+// sameOpen reports two opens that did not open the same file or fail alike.
+func sameOpen(t *testing.T, got *os.File, gerr error, want *os.File, werr error) {
+	t.Helper()
+	switch {
+	case (gerr == nil) != (werr == nil):
+		t.Fatalf("beneath: %v; the root: %v", gerr, werr)
+	case gerr != nil:
+		for _, target := range []error{errEscapes, fs.ErrNotExist, fs.ErrPermission} {
+			if errors.Is(gerr, target) != errors.Is(werr, target) {
+				t.Errorf("beneath: %v; the root: %v", gerr, werr)
+			}
+		}
+	default:
+		gi, _ := got.Stat()
+		got.Close()
+		wi, _ := want.Stat()
+		if !os.SameFile(gi, wi) {
+			t.Errorf("beneath opened %s, the root %s", gi.Name(), wi.Name())
+		}
+	}
+}
+
+// TestR8ARootOpenedLateIsTheAnchor: an anchor opened plain for Read opens
+// its os.Root only when an open must take the root's way; a directory put
+// in the anchor's place since, through a link, is refused, not opened.
+func TestR8ARootOpenedLateIsTheAnchor(t *testing.T) {
+	base, out := t.TempDir(), t.TempDir()
+	dir := filepath.Join(base, "docs")
+	write(t, dir, "a.txt", "a\n")
+	write(t, out, "a.txt", "elsewhere\n")
+	if err := os.Symlink(filepath.Join(dir, "a.txt"), filepath.Join(dir, "abs-in")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openReadAnchor(&tools.Env{Scope: &tools.Scope{Anchor: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if runtime.GOOS == "linux" && (a.dirfd <= 0 || a.root != nil) {
+		t.Fatalf("the anchor was not opened plain, without a root (dirfd %d)", a.dirfd)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(out, dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.open(filepath.Join(dir, "abs-in"), os.O_RDONLY, 0)
+	var al *anchorLink
+	if err == nil {
+		f.Close()
+	}
+	if !errors.As(err, &al) {
+		t.Errorf("an open through the anchor swapped for a link gave %v; want it refused as a link", err)
 	}
 }

@@ -61,7 +61,7 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
-	a, err := openAnchor(env)
+	a, err := openReadAnchor(env)
 	if err != nil {
 		return openFailure(env, "Read", path, err)
 	}
