@@ -1,7 +1,8 @@
 // Command procs times whole processes: each named command runs -n times,
 // interleaved round by round, with a file on standard input (-in, or its
 // own after <), and procs prints each one's median and its ratio to the
-// first (bench/hook.sh).
+// first, and the medians of its processor time and its peak resident
+// memory (bench/hook.sh, bench/scale.sh).
 //
 //	procs -n 50 -in input.json 'floor=./floor' 'hook=./aimon-gw hook claude-code' 'check<call.json=./aimon-gw check -'
 package main
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -36,6 +38,8 @@ func main() {
 		argv  []string
 		input []byte
 		runs  []time.Duration
+		rss   []time.Duration // peak resident KiB, kept as a duration to share median
+		cpu   []time.Duration // processor time, user and system
 	}
 	var cmds []*cmd
 	for _, a := range flag.Args() {
@@ -64,13 +68,21 @@ func main() {
 			}
 			if r >= 2 { // two warm-up rounds
 				c.runs = append(c.runs, d)
+				if ru, ok := x.ProcessState.SysUsage().(*syscall.Rusage); ok {
+					c.rss = append(c.rss, time.Duration(ru.Maxrss))
+				}
+				c.cpu = append(c.cpu, x.ProcessState.UserTime()+x.ProcessState.SystemTime())
 			}
 		}
 	}
 	base := median(cmds[0].runs)
 	for _, c := range cmds {
 		m := median(c.runs)
-		fmt.Printf("%-10s median %8.2f ms   %6.2f× %s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name)
+		rss := fmt.Sprintf("   cpu %8.2f ms", float64(median(c.cpu))/1e6)
+		if len(c.rss) > 0 {
+			rss += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
+		}
+		fmt.Printf("%-10s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
 	}
 }
 

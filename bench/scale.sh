@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Measures issue 32's rows on a policy's size and on the search tools, each
+# as a ratio to its anchor, in one run:
+#   - serve as a whole process, a 1,000-tool policy against a 10-tool one:
+#     start-up to the tool list, a call, peak resident memory (bench/procs);
+#   - in process (bench/scale): start, list_tools, a call and the live heap,
+#     1,000 tools against 10; a saved edit to the new generation in force,
+#     500 tools against 2;
+#   - Grep against rg and Glob against fd, run as processes on a copy of Go's
+#     net sources, and Read of a 4 KiB file against os.ReadFile
+#     (tools/builtin).
+# Processor-time ratios are the steady ones on a shared machine; wall-time
+# ones are what a caller waits. rg and fd (Debian: ripgrep, fd-find) must be
+# installed. Usage: bench/scale.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-10}
+if ! command -v rg > /dev/null || ! { command -v fdfind || command -v fd; } > /dev/null; then
+	echo "bench/scale.sh compares Grep and Glob with rg and fd: install ripgrep and fd-find" >&2
+	exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/aimon-gw" ./cmd/aimon-gw
+go build -o "$tmp/procs" ./bench/procs
+# A policy of N built-in tools declared in a few ways, each allowed by name.
+policy() {
+	mkdir -p "$tmp/p$1/cue.mod"
+	printf 'module: "example.com/p@v0"\nlanguage: version: "v0.12.0"\n' > "$tmp/p$1/cue.mod/module.cue"
+	awk -v n="$1" 'BEGIN {
+		print "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {"
+		for (i = 0; i < n; i++) {
+			if (i % 4 < 2) printf "\tTool%d: schema.#Echo\n", i
+			else if (i % 4 == 2) printf "\tTool%d: schema.#Read & {input: file_path: =~\"^/srv/\"}\n", i
+			else printf "\tTool%d: schema.#Grep & {timeout: \"20s\"}\n", i
+		}
+		printf "}\n\nagent: \"allowed-tools\": ["
+		for (i = 0; i < n; i++) printf "%s\"Tool%d\"", (i ? ", " : ""), i
+		print "]" }' > "$tmp/p$1/policy.cue"
+}
+policy 10
+policy 1000
+calls=5000
+echo '{"type":"list_tools"}' > "$tmp/list.jsonl"
+awk -v n="$calls" 'BEGIN { print "{\"type\":\"list_tools\"}"; for (i = 0; i < n; i++)
+	printf "{\"type\":\"tool_use\",\"id\":\"c%d\",\"name\":\"Tool5\",\"input\":{\"message\":\"Grüße, \\\"%d\\\" $HOME\",\"times\":2}}\n", i, i }' > "$tmp/calls.jsonl"
+# A loaded machine must not turn a slow load into a refusal; both must
+# answer every call.
+gw="$tmp/aimon-gw serve --log-level error --load-timeout 10m --policy"
+for n in 10 1000; do
+	ok=$($gw "$tmp/p$n" < "$tmp/calls.jsonl" | grep -c '"is_error":false' || true)
+	if [ "$ok" != "$calls" ]; then
+		echo "serve on the $n-tool policy answered $ok of $calls calls" >&2
+		exit 1
+	fi
+done
+echo "== serve as a process: 1,000 tools against 10 ($runs runs each, interleaved)"
+"$tmp/procs" -n "$runs" -in "$tmp/list.jsonl" \
+	"list-10=$gw $tmp/p10" "list-1000=$gw $tmp/p1000" \
+	"calls-10<$tmp/calls.jsonl=$gw $tmp/p10" "calls-1000<$tmp/calls.jsonl=$gw $tmp/p1000" | tee "$tmp/procs.out"
+# A call's cost is what the calls add to the start-up, in processor time.
+awk -v n="$calls" '{ ms[$1] = $3; cpu[$1] = $8 } END {
+	printf "start-up to the tool list: 1,000 tools %.0f ms (%.0f ms cpu), %.2f× 10 tools (%.2f× cpu)\n", ms["list-1000"], cpu["list-1000"], ms["list-1000"] / ms["list-10"], cpu["list-1000"] / cpu["list-10"]
+	a = (cpu["calls-10"] - cpu["list-10"]) / n * 1000; b = (cpu["calls-1000"] - cpu["list-1000"]) / n * 1000
+	printf "a call: %.1f µs cpu at 10 tools, %.1f µs at 1,000: %.2f×\n", a, b, b / a }' "$tmp/procs.out"
+echo "== in process: tools and reloads (bench/scale)"
+go test ./bench/scale -run '^$' -bench . -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
+echo "== Grep against rg, Glob against fd, Read against os.ReadFile (tools/builtin)"
+go test ./tools/builtin -run '^$' -bench 'VsRipgrep|VsFd' -benchtime "$((runs * 3))x" | grep '^Benchmark'
+go test ./tools/builtin -run '^$' -bench 'ReadSmall' -benchtime "$((runs * 300))x" | grep '^Benchmark'
