@@ -28,7 +28,7 @@ func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *t
 	var withheld []string // where the writers' deny and ask entries reach
 	for _, name := range cur.Names() {
 		wt := cur.Tools[name]
-		if !writesFiles(wt) || !eff.Listed(name) {
+		if !wt.WritesFiles() || !eff.Listed(name) {
 			continue
 		}
 		dirs, all := eff.Prefixes(name)
@@ -76,18 +76,6 @@ func existing(p string) string {
 	return p
 }
 
-// writesFiles reports whether t writes the files its path subject names:
-// the built-ins Write and Edit, and Claude Code's editing tools.
-func writesFiles(t *policy.Tool) bool {
-	switch {
-	case t.Builtin == "Write", t.Builtin == "Edit":
-		return true
-	case t.External == "claude-code":
-		return slices.Contains([]string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, t.Name)
-	}
-	return false
-}
-
 // home expands a leading ~/ to the gateway's home directory.
 func home(p string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok {
@@ -132,8 +120,8 @@ func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
 
 // protectGateway protects what the gateway itself reads or runs (rule
 // R8): its own binary, its decision log, and the hook's default cache of
-// compiled policies (bound once it exists; Write and Edit refuse it by name
-// before).
+// compiled policies, created if need be before the first sandbox so that
+// no command can create it first.
 func protectGateway(opts Options) {
 	if exe, err := os.Executable(); err == nil {
 		sandbox.Protect(exe)
@@ -142,7 +130,7 @@ func protectGateway(opts Options) {
 		sandbox.Protect(l.Path())
 	}
 	if dir, err := loadcache.DefaultDir(); err == nil {
-		sandbox.Protect(dir)
+		sandbox.ProtectDir(dir)
 	}
 }
 

@@ -278,6 +278,7 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	_ = sv.LookupPath(cue.ParsePath("command")).Decode(&spec.Command)
 	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
 	spec.URL = str(sv.LookupPath(cue.ParsePath("url")))
+	spec.SHA256 = str(sv.LookupPath(cue.ParsePath("sha256")))
 	spec.Start = str(sv.LookupPath(cue.ParsePath("start")))
 	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))

@@ -137,6 +137,19 @@ func (t *Tool) Kind() string {
 	return "builtin"
 }
 
+// WritesFiles reports whether t writes the files its path subject names:
+// the built-ins Write and Edit, and Claude Code's editing tools. Their
+// entries' directories are what a surface may write (rule R6).
+func (t *Tool) WritesFiles() bool {
+	switch {
+	case t.Builtin == "Write", t.Builtin == "Edit":
+		return true
+	case t.External == "claude-code":
+		return slices.Contains([]string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, t.Name)
+	}
+	return false
+}
+
 // Withheld says why the tool is neither listed nor run, as a sentence for
 // a caller, and the rule that withholds it; "" when it is offered.
 func (t *Tool) Withheld() (rule.ID, string) {
@@ -162,8 +175,10 @@ type Upstream struct {
 	Pins    map[string]string
 	NoPin   bool
 	Command []string
-	Env     map[string]string
-	Cwd     string
+	// SHA256 is the sha256 of the command's binary, hex; "" for none.
+	SHA256 string
+	Env    map[string]string
+	Cwd    string
 	// URL and Headers reach a streamable-HTTP server, instead of Command.
 	URL     string
 	Headers map[string]string

@@ -49,7 +49,8 @@ func gatewayUsers(t *testing.T) []gatewayUser {
 // r8Layout is a project the gateway serves: proj/ is the working
 // directory, writable to the agent; proj/gw is the policy's CUE module,
 // its policy in proj/gw/policy; proj/.claude holds a subagent's markdown
-// list; proj/bin holds the plugin the policy starts; secret/ is hidden.
+// list; proj/bin holds the plugin the policy starts, pinned by sha256 as
+// it lies where the agent writes; secret/ is hidden.
 type r8Layout struct {
 	root, proj, policy, plugin string
 	u                          gatewayUser
@@ -86,11 +87,11 @@ import "aimon.dev/gw/schema"
 
 tools: {Read: schema.#Read, Write: schema.#Write, Edit: schema.#Edit, Glob: schema.#Glob, Grep: schema.#Grep,
 	Bash: schema.#Bash & {sandbox: hide: [%[1]q]}}
-tools: Env: {plugin: command: [%[2]q], sandbox: write: []}
+tools: Env: {plugin: {command: [%[2]q], sha256: %[4]q}, sandbox: write: []}
 agent: "allowed-tools": ["Read(%[3]s/**)", "Write(%[3]s/**)", "Edit(%[3]s/**)", "Bash", "Glob", "Grep", "Env"]
 subagents: docs: "allowed-tools": ["Read(%[3]s/**)", "Write(%[3]s/docs/**)", "Bash", "Glob"]
 surfaces: from: ["../../.claude"]
-`, root+"/proj/conf/secret", l.plugin, l.proj))
+`, root+"/proj/conf/secret", l.plugin, l.proj, sum(t, l.plugin)))
 	if l.u.uid >= 0 {
 		chownAll(t, root, u.uid, u.gid)
 	}
@@ -326,6 +327,28 @@ func TestR8CommandsAreBounded(t *testing.T) {
 		// On main this call ran for hours; it answers now.
 		if replies[2]["is_error"] != false || !strings.Contains(text(replies[2]), "No files found") {
 			t.Errorf("glob: %v", replies[2])
+		}
+	})
+}
+
+// TestR8HookCacheIsReadOnlyBeforeItExists: with the hook's cache not yet
+// made and its parent writable, a command can neither create it nor plant
+// a record in it; as root and as nobody.
+func TestR8HookCacheIsReadOnlyBeforeItExists(t *testing.T) {
+	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
+		cache := l.root + "/home/.cache/aimon-gw"
+		writeFile(t, l.policy+"/policy.cue", fmt.Sprintf("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Write: schema.#Write, Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Write(%s/**)\", \"Bash\"]\n", l.root))
+		if l.u.uid >= 0 {
+			chownAll(t, l.root, l.u.uid, l.u.gid)
+		}
+		replies := l.serve(t, "agent",
+			bashLine("plant", "mkdir -p "+cache+" && echo forged > "+cache+"/record"),
+			bashLine("inside", "touch "+l.root+"/home/made"))
+		if _, err := os.Stat(cache + "/record"); err == nil {
+			t.Errorf("a command planted a record in the hook's cache: %v", replies[0])
+		}
+		if _, err := os.Stat(l.root + "/home/made"); err != nil {
+			t.Errorf("a command could not write beside the cache: %v", replies[1])
 		}
 	})
 }

@@ -79,14 +79,18 @@ type Unavailable struct {
 	Tools  []string `json:"tools,omitempty"`
 }
 
-// Provision binds every tool of gen. When any tool cannot be bound, what
-// was bound is released and the error is a policy.Errors with the place
+// Provision binds every tool of gen, once preflight found nothing that
+// would refuse it: a generation refused before starts nothing (rule R3).
+// When any tool cannot be bound, what was bound is released and the error is a policy.Errors with the place
 // each failed tool is declared.
 func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Generation, error) {
 	g := &Generation{impls: map[string]tools.Tool{}, released: make(chan struct{})}
 	decls := map[string]policy.Declared{}
 	var errs policy.Errors
 	down := map[string]*Unavailable{}
+	if errs := r.preflight(gen); len(errs) > 0 {
+		return nil, errs // nothing started
+	}
 	if len(gen.Wildcards) > 0 {
 		expanded, release, err := r.expand(ctx, gen, down)
 		defer release()

@@ -99,3 +99,34 @@ func TestR3RetireWaitsForCalls(t *testing.T) {
 		t.Errorf("a second Retire released again")
 	}
 }
+
+// TestR3RefusedGenerationStartsNothing: a generation that preflight
+// refuses (a program pinned to another binary, one the agent may replace,
+// a kind this gateway lacks) binds, so starts, none of its tools, even
+// those whose names come before the refused one's.
+func TestR3RefusedGenerationStartsNothing(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "plug")
+	if data, err := os.ReadFile("/bin/true"); err != nil || os.WriteFile(bin, data, 0o755) != nil {
+		t.Fatal("cannot copy /bin/true:", err)
+	}
+	zero := strings.Repeat("0", 64)
+	tests := []struct{ note, policy, want string }{
+		{note: "pinned to another binary", policy: `tools: Z: plugin: {command: ["` + bin + `"], sha256: "` + zero + `"}`, want: "but plugin.sha256 is " + zero},
+		{note: "where the agent writes", policy: `tools: Z: plugin: command: ["` + bin + `"]
+agent: "allowed-tools": ["A", "Write(` + filepath.Dir(bin) + `/**)", "Z"]`, want: "lies under " + filepath.Dir(bin)},
+		{note: "a kind this gateway lacks", policy: `tools: Z: external: "claude-code"`, want: "implemented by a external"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			k := &counting{}
+			reg := Registry{"builtin": k, "plugin": k}
+			_, err := reg.Provision(context.Background(), load(t, "tools: {A: schema.#Echo, Write: schema.#Write}\n"+tc.policy+"\n"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Provision = %v, want %q", err, tc.want)
+			}
+			if n := k.bound.Load(); n != 0 {
+				t.Errorf("%d tools were bound (started) by a generation refused whole", n)
+			}
+		})
+	}
+}

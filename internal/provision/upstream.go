@@ -440,6 +440,9 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := CheckServer(&s.spec); err != nil {
+		return nil, nil, err
+	}
 	argv := s.spec.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,22 @@ import (
 var protected struct {
 	mu    sync.RWMutex
 	paths []string // as given and as resolved, sorted
+	dirs  []string // to create before a sandbox is made (ProtectDir)
+}
+
+// ProtectDir protects a directory the gateway's own programs create later
+// (the hook's cache): it is created, empty, before a sandbox is made, so
+// that it is bound read-only from the first command on, and no command
+// can create it first and fill it (rule R8). One the gateway cannot create
+// a command cannot create either.
+func ProtectDir(dir string) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return
+	}
+	Protect(dir)
+	protected.mu.Lock()
+	defer protected.mu.Unlock()
+	protected.dirs = append(protected.dirs, filepath.Clean(dir))
 }
 
 // Protect adds paths to what no tool may write.
@@ -38,10 +56,16 @@ func Protect(paths ...string) {
 	protected.paths = slices.Compact(protected.paths)
 }
 
-// Protected lists the protected paths that exist, resolved.
+// Protected lists the protected paths that exist, resolved, once the
+// directories of ProtectDir exist.
 func Protected() []string {
 	protected.mu.RLock()
 	defer protected.mu.RUnlock()
+	for _, d := range protected.dirs {
+		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+			os.MkdirAll(d, 0o700)
+		}
+	}
 	var out []string
 	for _, p := range protected.paths {
 		if real := resolved(p); real != "" {

@@ -82,6 +82,13 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 	if env == nil {
 		env = os.Environ()
 	}
+	// What runs is the program found now, not one found later on the
+	// sandbox's PATH (rule R8).
+	if len(argv) > 0 && !strings.Contains(argv[0], "/") {
+		if p, err := exec.LookPath(argv[0]); err == nil {
+			argv = slices.Concat([]string{p}, argv[1:])
+		}
+	}
 	a, err := args(sb, dir, argv, env, keep)
 	if err != nil {
 		return nil, err
