@@ -40,7 +40,7 @@ policy() {
 }
 policy 10
 policy 1000
-calls=5000
+calls=20000
 echo '{"type":"list_tools"}' > "$tmp/list.jsonl"
 awk -v n="$calls" 'BEGIN { print "{\"type\":\"list_tools\"}"; for (i = 0; i < n; i++)
 	printf "{\"type\":\"tool_use\",\"id\":\"c%d\",\"name\":\"Tool5\",\"input\":{\"message\":\"Grüße, \\\"%d\\\" $HOME\",\"times\":2}}\n", i, i }' > "$tmp/calls.jsonl"
