@@ -35,6 +35,10 @@ type Options struct {
 	Paths PathForm
 	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
 	Chain []string
+	// Protected says that a resident gateway protects the generation's
+	// files and these options' already (rule R8): a gateway made for one
+	// decision beside it (the HTTP hook) does not resolve them again.
+	Protected bool
 	// Principal is who calls through this gateway (the HTTP hook), for a
 	// call that names none (Call.Principal); the decision log records it.
 	Principal string
@@ -86,7 +90,9 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	protectGateway(opts)
+	if !opts.Protected {
+		protectGateway(opts)
+	}
 	g.Swap(gen)
 	return g
 }
@@ -101,7 +107,9 @@ func (g *Gateway) Swap(gen *provision.Generation) *Current {
 		n = old.Number + 1
 	}
 	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
-	protect(gen)
+	if !g.opts.Protected {
+		protect(gen)
+	}
 	g.pool.resize(gen.Parallel.MaxConcurrency)
 	g.cur.Store(c)
 	if old != nil && old.Generation != gen {

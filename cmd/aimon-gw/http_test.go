@@ -408,13 +408,19 @@ func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
 	s := g.session("tok-alice", "", nil)
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 1.25"}})
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 3.25"}})
 		if err != nil {
 			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 		}
 		done <- res
 	}()
-	waitStarted(t, "sleep 1.25")
+	for len(marked("sleep 3.25")) == 0 {
+		select {
+		case res := <-done:
+			t.Fatalf("the call ended before SIGTERM: %s\n%s", resultText(res), g.logs())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	g.cmd.Process.Signal(syscall.SIGTERM)
 	if res := <-done; res.IsError {
 		t.Errorf("the call in flight: %s", resultText(res))
@@ -600,5 +606,39 @@ func TestP10CheckTakesAPrincipal(t *testing.T) {
 				t.Errorf("exit %d: %s; want %d saying %q", code, out, tc.exit, tc.says)
 			}
 		})
+	}
+}
+
+// TestP15HTTPAsksThePerson: over HTTP an ask is an input request whose
+// state is the sealed token (nothing kept between the requests): the
+// person's approval runs the call, a decline refuses it. A client before
+// 2026-07-28 is served statelessly, where the server cannot ask it: the
+// call is refused with a sentence, never run.
+func TestP15HTTPAsksThePerson(t *testing.T) {
+	dir, wd := askSetup(t)
+	writeFile(t, filepath.Join(dir, "principals.cue"), "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
+	for _, version := range []string{"", "2025-11-25"} {
+		for _, tc := range []struct {
+			answer  string
+			isError bool
+			says    string
+		}{{"accept", false, "the secret"}, {"decline", true, "did not approve"}} {
+			t.Run(tc.answer+" "+version, func(t *testing.T) {
+				s := g.session("tok-alice", version, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: tc.answer, Content: map[string]any{"approve": tc.answer == "accept"}}, nil
+				}})
+				res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Read", Arguments: map[string]any{"file_path": filepath.Join(wd, "secret/a")}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if version != "" {
+					tc.isError, tc.says = true, "no person can be asked"
+				}
+				if res.IsError != tc.isError || !strings.Contains(resultText(res), tc.says) {
+					t.Errorf("%q (isError %v), want %q", resultText(res), res.IsError, tc.says)
+				}
+			})
+		}
 	}
 }

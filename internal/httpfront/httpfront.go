@@ -399,6 +399,6 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	}
 	// The hook's gateway lives for one decision: its logs would only say
 	// again which policy is in force.
-	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject}
+	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true}
 	return cchook.DecideWrapped(cur.Generation, in, opts, f.o.Wrap)
 }
