@@ -18,14 +18,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/decisionlog"
-	"aimon.dev/gw/internal/sandbox"
 	"aimon.dev/gw/policy"
 )
 
-func main() {
-	sandbox.Launch() // a sandbox's network launcher, when started as one
-	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
-}
+func main() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) }
 
 // Exit codes: 0 success, 1 a finding (a policy problem, a denied call), 2 a
 // usage or operational error.

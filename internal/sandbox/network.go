@@ -9,19 +9,18 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"aimon.dev/gw/internal/netproxy"
+	"aimon.dev/gw/internal/sandbox/launch"
 	"aimon.dev/gw/tools"
 )
 
 // A sandbox whose network is a list of hosts has a network namespace of
 // its own, with only loopback, and reaches the hosts through the gateway's
 // proxy (package netproxy). Its first process is the gateway's binary as
-// a launcher (Launch): it listens on a loopback port inside the namespace,
+// a launcher (package launch): it listens on a loopback port inside the namespace,
 // hands the listening socket to the gateway over a socket pair, closes the
 // pair and executes the command with HTTP_PROXY and the like pointing at
 // that port. The gateway accepts on the socket and proxies each connection
@@ -32,72 +31,14 @@ import (
 // sandbox's own, and without capabilities or setns its only way out is
 // the port the gateway serves.
 
-// launchArg, as the first argument, makes the gateway's binary the
-// launcher; descriptors 4 (the socket pair) and 5 (bwrap's sync pipe, not
-// seen inside) follow the filter's 3.
-const launchArg = "__aimon-gw-sandbox-network"
+// The launcher's descriptors: 4 is the socket pair (launch.CtlFD), 5
+// bwrap's sync pipe (not seen inside), after the filter's 3.
+const syncFD = 5
 
-const (
-	ctlFD  = 4
-	syncFD = 5
-)
-
-// Launcher is the binary that runs Launch inside a sandbox: the running
-// one, whose main calls Launch first.
+// Launcher is the binary that runs as a sandbox's first process with
+// launch.Arg: the running one, which imports package launch through this
+// package, as every binary that makes a sandbox does.
 var Launcher = os.Executable
-
-// Launch runs the launcher when the process was started as one, and then
-// never returns. Call it first in main, and in TestMain of tests that run
-// a sandbox with a network allow list.
-func Launch() {
-	if len(os.Args) < 2 || os.Args[1] != launchArg {
-		return
-	}
-	err := launch(os.Args[2:])
-	fmt.Fprintf(os.Stderr, "aimon-gw: the sandbox's network could not be set up, so the command was not run: %v.\n", err)
-	os.Exit(126)
-}
-
-func launch(args []string) error {
-	if len(args) < 2 || args[0] != "--" {
-		return fmt.Errorf("the launcher takes -- and a command, not %q", args)
-	}
-	argv := args[1:]
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("no loopback port: %w", err)
-	}
-	f, err := l.(*net.TCPListener).File()
-	if err != nil {
-		return err
-	}
-	if err := unix.Sendmsg(ctlFD, []byte{1}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
-		return fmt.Errorf("the gateway's proxy cannot be reached: %w", err)
-	}
-	// The pair is not the command's; the listener and f close on exec.
-	unix.Close(ctlFD)
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	return syscall.Exec(path, argv, proxyEnv(os.Environ(), "http://"+l.Addr().String()))
-}
-
-// proxyVars are the variables that name a proxy, in the spellings programs
-// read (curl, Go, npm, pip read one or the other case).
-var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
-
-// proxyEnv is env with every proxy variable naming url and no NO_PROXY.
-func proxyEnv(env []string, url string) []string {
-	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return slices.Contains(proxyVars, name) || strings.EqualFold(name, "NO_PROXY")
-	})
-	for _, v := range proxyVars {
-		env = append(env, v+"="+url)
-	}
-	return env
-}
 
 // withNetwork makes cmd, bwrap with arguments a running argv, start the
 // launcher and serve the proxy for sb's hosts; it returns the arguments.
@@ -123,8 +64,9 @@ func withNetwork(cmd *exec.Cmd, sb *tools.Sandbox, a, argv []string) ([]string, 
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs, w)
 	go serveNetwork(ours, r, &netproxy.Proxy{Allow: allow, Log: sb.Log})
+	// Bound in even where the private /tmp would cover it (go run).
 	i := slices.Index(a, "--")
-	a = slices.Concat(a[:i], []string{"--sync-fd", strconv.Itoa(syncFD), "--", exe, launchArg, "--"}, argv)
+	a = slices.Concat(a[:i], []string{"--ro-bind", exe, exe, "--sync-fd", strconv.Itoa(syncFD), "--", exe, launch.Arg, "--"}, argv)
 	return a, nil
 }
 
