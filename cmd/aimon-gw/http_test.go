@@ -642,3 +642,23 @@ func TestP15HTTPAsksThePerson(t *testing.T) {
 		}
 	}
 }
+
+// TestR5HTTPProcessChainIsACeiling: under --surface agent,subagent:reviewer
+// a caller the policy maps to the agent is refused (403), one mapped to the
+// reviewer is served; and the HTTP hook denies an input whose chain is
+// above its caller's.
+func TestR5HTTPProcessChainIsACeiling(t *testing.T) {
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--surface", "agent,subagent:reviewer", "--tokens", tokensFile(t, staticTokens))
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	if status, _, body := g.post("/mcp", "tok-alice", list); status != 403 || !strings.Contains(body, "does not begin with this gateway's chain [agent, subagent:reviewer]") {
+		t.Errorf("alice, on the agent: %d %q", status, body)
+	}
+	if got := toolNames(t, g.session("tok-rita", "", nil)); got != "Read" {
+		t.Errorf("rita's tools: %s", got)
+	}
+	input := `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"` + wd + `/a"}}`
+	if status, _, body := g.post("/hooks/claude-code", "tok-rita", input); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "does not begin with it") {
+		t.Errorf("the hook, an input on the agent from a reviewer: %d %s", status, body)
+	}
+}

@@ -390,7 +390,7 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 		// Retired by a reload a moment ago: the next is in force.
 	}
 	defer cur.Exit()
-	if chain := cchook.Chain(cur.Generation.Generation, in); !slices.Equal(chain[:min(len(c.chain), len(chain))], c.chain) || len(chain) < len(c.chain) {
+	if chain := cchook.Chain(cur.Generation.Generation, in); len(chain) < len(c.chain) || !slices.Equal(chain[:len(c.chain)], c.chain) {
 		return cchook.Blocked(fmt.Sprintf("%s runs on %s, and this input's chain %s does not begin with it; the call is blocked.", c.claims, strings.Join(c.chain, ","), strings.Join(chain, ",")))
 	}
 	wd := f.o.Reload.Gateway.Workdir
