@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/authn/authntest"
+	"aimon.dev/gw/internal/mcptest"
 )
 
 // httpPolicy maps alice to the agent and the reviewers group (and the ci
@@ -660,5 +661,28 @@ func TestR5HTTPProcessChainIsACeiling(t *testing.T) {
 	input := `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"` + wd + `/a"}}`
 	if status, _, body := g.post("/hooks/claude-code", "tok-rita", input); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "does not begin with it") {
 		t.Errorf("the hook, an input on the agent from a reviewer: %d %s", status, body)
+	}
+}
+
+// TestR7HTTPTokenStaysAtTheGateway: a caller's bearer token goes no
+// further than the gateway: the upstream server behind it accepts only its
+// own token, from the policy's header, and answers the caller's call.
+func TestR7HTTPTokenStaysAtTheGateway(t *testing.T) {
+	srv := mcptest.NewEcho(t, "s3cret")
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: web: {url: %q, headers: Authorization: "Bearer ${AIMON_TEST_TOKEN}", expose: ["echo"], pin: false}
+agent: "allowed-tools": ["web__echo"]
+principals: alice: {subject: "alice", surface: ["agent"]}
+`, srv.URL))
+	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", dir, "--tokens", tokensFile(t, staticTokens))
+	s := g.session("tok-alice", "", nil)
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "web__echo", Arguments: map[string]any{"text": "hello"}})
+	if err != nil || res.IsError || resultText(res) != "echo hello" {
+		t.Fatalf("%v %v", res, err)
+	}
+	if got := srv.Got(); len(got) != 1 || got[0] != "hello" {
+		t.Errorf("the server received %q", got)
 	}
 }
