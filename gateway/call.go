@@ -74,6 +74,10 @@ func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ce
 		p.settle(rule.Refused(rule.R2, noInput(c.Name)))
 		return p
 	}
+	if c.inputErr != nil {
+		p.settle(rule.Refused(rule.S4, badInput(c.Name, c.inputErr)))
+		return p
+	}
 	in := c.decoded
 	if in == nil {
 		var err error
@@ -170,8 +174,10 @@ type Call struct {
 	// Principal is who called, when the front end knows (HTTP): the
 	// decision log records it.
 	Principal string
-	// decoded is the input when ReadCalls read it in the same pass.
-	decoded map[string]any
+	// decoded is the input when ReadCalls read it in the same pass, and
+	// inputErr why the gate could not.
+	decoded  map[string]any
+	inputErr error
 }
 
 // Decide is the one decision of a call that every front end reaches
@@ -192,7 +198,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 	defer endCall(Outcome{})
 	start := time.Now()
 	chain, err := g.LineChain(surface)
-	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, approvals: c.Approvals, principal: c.Principal}, cur: cur}
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, approvals: c.Approvals, principal: c.Principal}, cur: cur}
 	var d rule.Decision
 	switch {
 	case err != nil:

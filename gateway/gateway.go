@@ -195,7 +195,7 @@ func lineCalls(req *request) ([]call, form, error) {
 		var calls []call
 		for _, b := range req.Content {
 			if b.Type == "tool_use" {
-				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded})
+				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded, inputErr: b.inputErr})
 			}
 		}
 		if len(calls) == 0 {
@@ -205,11 +205,7 @@ func lineCalls(req *request) ([]call, form, error) {
 	case req.Object == "response":
 		// A Responses object (form 5): its function_call items are one batch.
 		var calls []call
-		for i, raw := range req.Output {
-			item, err := decode(raw)
-			if err != nil {
-				return nil, 0, fmt.Errorf("output item %d of the response: %s", i, err)
-			}
+		for _, item := range req.Output {
 			if item.Type == "function_call" {
 				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
 			}
@@ -221,7 +217,7 @@ func lineCalls(req *request) ([]call, form, error) {
 	case req.Type == "function_call":
 		return []call{openaiInput(req.CallID, req.Name, req.Arguments)}, functionForm, nil
 	case req.Type == "tool_use":
-		return []call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded}}, toolUseForm, nil
+		return []call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}}, toolUseForm, nil
 	case req.Type == "list_tools", req.Type == "status":
 		return nil, notCalls, nil
 	case req.Type == "":
@@ -305,7 +301,7 @@ func ReadCalls(line []byte) ([]Call, []string, error) {
 	}
 	out := make([]Call, len(calls))
 	for i, c := range calls {
-		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, Approvals: req.Approvals}
+		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, Approvals: req.Approvals}
 	}
 	return out, req.Surface, nil
 }

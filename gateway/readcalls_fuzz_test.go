@@ -8,12 +8,15 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"aimon.dev/gw/internal/gate"
 )
 
 // FuzzR7ReadCallsIsJSON: the reader takes a tool_use line exactly when
-// encoding/json reads it as one, less a name given twice at any depth or
-// invalid UTF-8, and yields encoding/json's values, so what a stricter
+// encoding/json reads it as one, less a name given twice at any depth,
+// invalid UTF-8 or a lone surrogate escape (which encoding/json turns into
+// U+FFFD), and yields encoding/json's values, so what a stricter
 // parser upstream saw is what runs (rules R2, R7; issue 26).
 //
 // "The reader" is ReadCalls and then the reading of the call's input that
@@ -141,7 +144,9 @@ func referenceToolUse(line []byte) (c Call, in map[string]any, accept, inDomain 
 			return c, nil, false, false
 		}
 	}
-	if !utf8.Valid(line) || duplicateAtAnyDepth(line) {
+	// jsontext's validation (its defaults) refuses invalid UTF-8, a lone
+	// surrogate escape and a name given twice at any depth.
+	if !jsontext.Value(line).IsValid() {
 		return c, nil, false, true
 	}
 	var typ string
@@ -185,49 +190,4 @@ func useNumber(raw []byte) (map[string]any, bool) {
 		return nil, false
 	}
 	return m, true
-}
-
-// duplicateAtAnyDepth reports whether some object of the valid JSON data
-// gives a name twice, as encoding/json's tokens decode the names.
-func duplicateAtAnyDepth(data []byte) bool {
-	type frame struct {
-		names     map[string]bool // nil for an array
-		expectKey bool
-	}
-	var stack []*frame
-	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1].names != nil {
-			stack[n-1].expectKey = true
-		}
-	}
-	d := json.NewDecoder(bytes.NewReader(data))
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return false
-		}
-		top := (*frame)(nil)
-		if n := len(stack); n > 0 {
-			top = stack[n-1]
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{names: map[string]bool{}, expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			valueDone()
-		default:
-			if top != nil && top.names != nil && top.expectKey {
-				k := tok.(string)
-				if top.names[k] {
-					return true
-				}
-				top.names[k], top.expectKey = true, false
-			} else {
-				valueDone()
-			}
-		}
-	}
 }

@@ -1,9 +1,15 @@
 package gate
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // TestS4DecodedSizeIsBounded: an input of many small values within the line
@@ -33,33 +39,38 @@ func TestS4DecodedSizeIsBounded(t *testing.T) {
 	}
 }
 
-// FuzzDecodeFastIsSlow: the one-pass decoding and the token-by-token one
-// accept the same inputs and give the same values (issue 21: a hand-written
-// check is fuzzed against encoding/json's own reading).
-func FuzzDecodeFastIsSlow(f *testing.F) {
+// FuzzS4DecodeIsJSON: Decode accepts exactly the inputs encoding/json
+// reads as an object, less those with a name given twice at any depth or
+// invalid UTF-8 (what jsontext's validation refuses) and those past the
+// limits, and yields encoding/json's values (issue 26: one reader, held to
+// encoding/json rather than to a second reader of the project's own).
+func FuzzS4DecodeIsJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"x":1},{"x":1,"x":2}]}`,
 		`{"a":"x:y"}`, `{"a\":":1}`, `{"a":1e999}`, `{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
-		`{"a":1} x`, `[1]`, `null`, `{"\u00e9":1,"é":2}`, `{"a":"\ud800"}`} {
+		`{"a":1} x`, `[1]`, `null`, `{"\u00e9":1,"é":2}`, `{"a":"\ud800"}`, `{"a":"\ud83d\ude00\u0041"}`, "{\"a\":\"\xff\"}"} {
 		f.Add([]byte(s))
 	}
 	lim := DefaultLimits
 	lim.MaxKeys, lim.MaxItems, lim.MaxString, lim.MaxValues, lim.MaxDepth, lim.MaxKeyLen = 4, 4, 8, 20, 6, 6
 	f.Fuzz(func(t *testing.T, data []byte) {
-		slow, serr := decodeSlow(data, lim)
-		fast, ok := decodeFast(data, lim)
-		if ok && serr != nil {
-			t.Fatalf("%q: the fast path accepts what the slow one refuses: %v", data, serr)
+		var want map[string]any
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		err := d.Decode(&want)
+		if err == nil {
+			if _, end := d.Token(); end != io.EOF {
+				err = errors.New("data after the object")
+			}
 		}
-		if ok && !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q: fast %v, slow %v", data, fast, slow)
-		}
-		// The one-pass scanner too: what it accepts, as the slow path reads it.
-		if sc, ok := scan(data, lim); ok && (serr != nil || !reflect.DeepEqual(sc, slow)) {
-			t.Fatalf("%q: the scanner gives %v where the slow path gives %v, %v", data, sc, slow, serr)
-		}
-		got, err := Decode(data, lim)
-		if (err == nil) != (serr == nil) || err != nil && err.Error() != serr.Error() || err == nil && !reflect.DeepEqual(got, slow) {
-			t.Fatalf("%q: Decode %v %v, slow %v %v", data, got, err, slow, serr)
+		accept := err == nil && want != nil && jsontext.Value(data).IsValid() && Within(want, lim)
+		got, gerr := Decode(data, lim)
+		switch {
+		case accept && gerr != nil:
+			t.Fatalf("%q: encoding/json reads %v, Decode refuses: %v", data, want, gerr)
+		case !accept && gerr == nil:
+			t.Fatalf("%q: Decode accepts %v, which the reference refuses (%v)", data, got, err)
+		case accept && !reflect.DeepEqual(got, want):
+			t.Fatalf("%q: Decode %v, encoding/json %v", data, got, want)
 		}
 	})
 }
