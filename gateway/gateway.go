@@ -273,13 +273,13 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 	}
 	switch f {
 	case chatForm:
-		return marshal(chatToolMessages(rs))
+		return appendChatToolMessages(dst, rs)
 	case messageForm:
 		return appendUserMessage(dst, rs)
 	case responseForm:
-		return marshal(functionOutputs(rs))
+		return appendFunctionOutputs(dst, rs, false)
 	case functionForm:
-		return marshal(functionOutputs(rs)[0])
+		return appendFunctionOutputs(dst, rs[:1], true)
 	}
 	return appendResult(dst, rs[0])
 }

@@ -20,32 +20,36 @@ func openaiInput(id, name string, arguments *string) call {
 	return c
 }
 
-// chatToolMessage is a Chat Completions tool message.
-type chatToolMessage struct {
-	Role       string `json:"role"`
-	ToolCallID string `json:"tool_call_id"`
-	Content    string `json:"content"`
+// appendChatToolMessages appends the tool messages of rs and a newline to
+// dst as marshal would encode them, byte for byte
+// (FuzzR1AppendOpenAIIsMarshal).
+func appendChatToolMessages(dst []byte, rs []result) []byte {
+	dst = appendReplies(append(dst, '['), rs, `{"role":"tool","tool_call_id":`, `,"content":`)
+	return append(dst, "]\n"...)
 }
 
-func chatToolMessages(rs []result) []chatToolMessage {
-	out := make([]chatToolMessage, len(rs))
-	for i, r := range rs {
-		out[i] = chatToolMessage{Role: "tool", ToolCallID: r.ToolUseID, Content: r.Content}
+// appendFunctionOutputs appends the function_call_output items of rs and a
+// newline to dst as marshal would encode them, or their one item when one,
+// byte for byte (FuzzR1AppendOpenAIIsMarshal).
+func appendFunctionOutputs(dst []byte, rs []result, one bool) []byte {
+	const head, name = `{"type":"function_call_output","call_id":`, `,"output":`
+	if one {
+		return append(appendReplies(dst, rs, head, name), '\n')
 	}
-	return out
+	dst = appendReplies(append(dst, '['), rs, head, name)
+	return append(dst, "]\n"...)
 }
 
-// functionCallOutput is a Responses API function_call_output item.
-type functionCallOutput struct {
-	Type   string `json:"type"`
-	CallID string `json:"call_id"`
-	Output string `json:"output"`
-}
-
-func functionOutputs(rs []result) []functionCallOutput {
-	out := make([]functionCallOutput, len(rs))
+// appendReplies appends one object per result, comma-separated: head, the
+// call id, name, the content.
+func appendReplies(dst []byte, rs []result, head, name string) []byte {
 	for i, r := range rs {
-		out[i] = functionCallOutput{Type: "function_call_output", CallID: r.ToolUseID, Output: r.Content}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(append(dst, head...), r.ToolUseID)
+		dst = appendString(append(dst, name...), r.Content)
+		dst = append(dst, '}')
 	}
-	return out
+	return dst
 }

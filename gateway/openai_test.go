@@ -164,3 +164,36 @@ func TestS4StrictNullIsMissing(t *testing.T) {
 		})
 	}
 }
+
+// The reply types serve once encoded with encoding/json: the reference
+// FuzzR1AppendOpenAIIsMarshal holds the appenders to.
+
+// chatToolMessage is a Chat Completions tool message.
+type chatToolMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+}
+
+func chatToolMessages(rs []result) []chatToolMessage {
+	out := make([]chatToolMessage, len(rs))
+	for i, r := range rs {
+		out[i] = chatToolMessage{Role: "tool", ToolCallID: r.ToolUseID, Content: r.Content}
+	}
+	return out
+}
+
+// functionCallOutput is a Responses API function_call_output item.
+type functionCallOutput struct {
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+}
+
+func functionOutputs(rs []result) []functionCallOutput {
+	out := make([]functionCallOutput, len(rs))
+	for i, r := range rs {
+		out[i] = functionCallOutput{Type: "function_call_output", CallID: r.ToolUseID, Output: r.Content}
+	}
+	return out
+}

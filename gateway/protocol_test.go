@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -230,6 +231,33 @@ func FuzzR1AppendResultIsMarshal(f *testing.F) {
 		r := result{Type: "tool_result", ToolUseID: id, Content: content, IsError: isErr}
 		if got, want := appendResult([]byte("prefix"), r), append([]byte("prefix"), marshal(r)...); !bytes.Equal(got, want) {
 			t.Fatalf("appendResult %q, marshal %q", got, want)
+		}
+	})
+}
+
+// FuzzR1AppendOpenAIIsMarshal: the Chat Completions tool messages and the
+// Responses function_call_output items serve writes without encoding/json
+// are the bytes marshal writes of their types, whatever the ids and
+// contents hold.
+func FuzzR1AppendOpenAIIsMarshal(f *testing.F) {
+	for _, s := range []string{"m1m1", "", "a\"b\\c", "line\nnext\t<&>", "é\u2028\u2029", "\x00\x7f\x1f", "\xff\xfe", "\ud7ff\U0001F642"} {
+		f.Add("c1", s, 1)
+		f.Add(s, "x", 3)
+	}
+	f.Fuzz(func(t *testing.T, id, content string, n int) {
+		n = 1 + (n&0xff)%4
+		rs := make([]result, n)
+		for i := range rs {
+			rs[i] = result{ToolUseID: id + strconv.Itoa(i), Content: strings.Repeat(content, i+1)}
+		}
+		if got, want := appendChatToolMessages([]byte("p"), rs), append([]byte("p"), marshal(chatToolMessages(rs))...); !bytes.Equal(got, want) {
+			t.Fatalf("appendChatToolMessages %q, marshal %q", got, want)
+		}
+		if got, want := appendFunctionOutputs([]byte("p"), rs, false), append([]byte("p"), marshal(functionOutputs(rs))...); !bytes.Equal(got, want) {
+			t.Fatalf("appendFunctionOutputs %q, marshal %q", got, want)
+		}
+		if got, want := appendFunctionOutputs(nil, rs[:1], true), marshal(functionOutputs(rs)[0]); !bytes.Equal(got, want) {
+			t.Fatalf("appendFunctionOutputs of one %q, marshal %q", got, want)
 		}
 	})
 }
