@@ -30,10 +30,11 @@ type compiler struct {
 	errs      Errors
 	warnings  []Diagnostic
 	shipped   map[string]compiledInput
-	wildcard  map[string]bool // servers that expose "*"
-	data      []string        // the policy's YAML and JSON files
-	files     []*ast.File     // the policy's syntax, CUE and data files
-	root      cue.Value       // the policy value being compiled
+	wildcard  map[string]bool           // servers that expose "*"
+	data      []string                  // the policy's YAML and JSON files
+	files     []*ast.File               // the policy's syntax, CUE and data files
+	root      cue.Value                 // the policy value being compiled
+	pinsOf    map[string]map[string]Pin // by server, as pins read them
 }
 
 func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
@@ -283,7 +284,7 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
 	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))
-	_ = c.root.LookupPath(cue.MakePath(cue.Str("pins"), cue.Str(server))).Decode(&spec.Pins)
+	spec.Pins = c.pins(server)
 	if len(spec.Command) > 0 && c.dir != "" {
 		if bin := spec.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
 			spec.Command[0] = filepath.Join(c.dir, bin)

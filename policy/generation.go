@@ -172,7 +172,7 @@ type Upstream struct {
 	Server, Tool string
 	// Pins are the server's pins by tool (aimon-gw pin); NoPin is set when
 	// the server opts out of them.
-	Pins    map[string]string
+	Pins    map[string]Pin
 	NoPin   bool
 	Command []string
 	// SHA256 is the sha256 of the command's binary, hex; "" for none.
@@ -189,7 +189,7 @@ type Upstream struct {
 }
 
 // Pin is the sha256 the tool's definition was pinned at; "" for none.
-func (u *Upstream) Pin() string { return u.Pins[u.Tool] }
+func (u *Upstream) Pin() string { return u.Pins[u.Tool].SHA256 }
 
 // A Test is one policy unit test: a call and what must happen to it.
 type Test struct {

@@ -97,9 +97,10 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	root := moduleRoot(abs)
 	ov := map[string]load.Source{}
 	switch {
-	case root == "" && len(cueFiles) == 0:
+	case root == "" && onlyPins(abs, cueFiles):
 		// YAML or JSON alone needs no CUE module of its own: it imports
-		// nothing, and the schema comes from the binary.
+		// nothing, and the schema comes from the binary. Nor does the
+		// pins.cue that aimon-gw pin writes beside it.
 		root = abs
 		ov[filepath.Join(abs, "cue.mod", "module.cue")] = load.FromString("module: \"aimon-gw.local/policy@v0\"\nlanguage: version: \"v0.12.0\"\n")
 	case root == "":
@@ -353,6 +354,12 @@ func regularFiles(dir, root string) Errors {
 
 // policyFile reports whether a file of this name is read for a policy.
 func policyFile(name string) bool { return strings.HasSuffix(name, ".cue") || dataFile(name) }
+
+// onlyPins reports whether the CUE files of a directory are at most the
+// pins.cue that aimon-gw pin writes, which imports nothing.
+func onlyPins(dir string, cueFiles []string) bool {
+	return len(cueFiles) == 0 || len(cueFiles) == 1 && cueFiles[0] == filepath.Join(dir, "pins.cue")
+}
 
 // dataFile reports whether a file of this name is a policy file in YAML or
 // JSON.

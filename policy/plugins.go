@@ -223,51 +223,101 @@ func isDefault(v cue.Value) bool {
 // that has none: its tools would be offered as it describes them, with
 // nothing reviewed (rule S3).
 func unpinnedServers(g *Generation) []Diagnostic {
-	seen := map[string]bool{}
 	var ds []Diagnostic
-	report := func(t *Tool) {
-		u := t.Upstream
-		if u == nil || u.NoPin || len(u.Pins) > 0 || seen[u.Server] {
-			return
+	eachServer(g, func(t *Tool) {
+		if u := t.Upstream; !u.NoPin && len(u.Pins) == 0 {
+			ds = append(ds, Diagnostic{Pos: t.ImplPos, Code: "S3", Message: fmt.Sprintf("server %s has no pins, so its tools would be offered as it describes them, unreviewed; run aimon-gw pin on the policy directory, review pins.cue and commit it, or set servers.%s.pin: false.", u.Server, u.Server)})
 		}
-		seen[u.Server] = true
-		ds = append(ds, Diagnostic{Pos: t.ImplPos, Code: "S3", Message: fmt.Sprintf("server %s has no pins, so its tools would be offered as it describes them, unreviewed; run aimon-gw pin on the policy directory, review pins.cue and commit it, or set servers.%s.pin: false.", u.Server, u.Server)})
-	}
-	for _, n := range g.Names() {
-		report(g.Tools[n])
-	}
-	for _, n := range slices.Sorted(maps.Keys(g.Wildcards)) {
-		report(g.Wildcards[n])
-	}
+	})
 	return ds
 }
 
-// unknownServerTools reports each allowed-tools entry SERVER__TOOL of a
-// pinned server that exposes "*" whose pins list no TOOL: a typo that
-// matches nothing, found without starting the server (rule S3).
+// eachServer calls f once for each upstream server, with one of its tools.
+func eachServer(g *Generation, f func(*Tool)) {
+	seen := map[string]bool{}
+	visit := func(t *Tool) {
+		if t.Upstream != nil && !seen[t.Upstream.Server] {
+			seen[t.Upstream.Server] = true
+			f(t)
+		}
+	}
+	for _, n := range g.Names() {
+		visit(g.Tools[n])
+	}
+	for _, n := range slices.Sorted(maps.Keys(g.Wildcards)) {
+		visit(g.Wildcards[n])
+	}
+}
+
+// unknownServerTools reports each allowed-tools entry SERVER__TOOL, or
+// mcp__SERVER__TOOL, of a pinned server whose pins list no TOOL and that
+// the policy does not define: a typo that matches nothing, found without
+// starting the server (rule S3).
 func unknownServerTools(g *Generation) []Diagnostic {
 	var ds []Diagnostic
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		for i, e := range s.Entries {
 			name := entryName(strings.TrimSpace(e))
-			server, tool, ok := strings.Cut(name, "__")
-			w := g.Wildcards[server]
-			if !ok || w == nil || len(w.Upstream.Pins) == 0 || defines(g, name) {
+			mcpName, isMCP := strings.CutPrefix(name, "mcp__")
+			server, tool, ok := strings.Cut(mcpName, "__")
+			u := pinnedServer(g, server)
+			if !ok || u == nil || defines(g, server+"__"+tool) {
 				continue
 			}
-			if _, pinned := w.Upstream.Pins[tool]; pinned {
+			if _, pinned := u.Pins[tool]; pinned {
 				continue
 			}
-			known := slices.Sorted(maps.Keys(w.Upstream.Pins))
+			known := u.PinnedTools()
 			msg := fmt.Sprintf("%s allowed-tools entry %q names a tool that the pins of the server %s do not list", ref, e, server)
+			prefix := server + "__"
+			if isMCP {
+				prefix = "mcp__" + prefix
+			}
 			if near := tools.Closest(tool, known); near != "" {
-				msg += fmt.Sprintf("; did you mean %q?", server+"__"+near)
+				msg += fmt.Sprintf("; did you mean %q?", prefix+near)
 			} else {
 				msg += fmt.Sprintf("; its pinned tools are %s.", strings.Join(known, ", "))
 			}
 			ds = append(ds, Diagnostic{Pos: s.EntryPos[i], Code: "S3", Message: msg})
 		}
 	}
+	return ds
+}
+
+// pinnedServer is the named upstream server of the policy when it has
+// pins; nil otherwise.
+func pinnedServer(g *Generation, server string) *Upstream {
+	if w := g.Wildcards[server]; w != nil {
+		if len(w.Upstream.Pins) > 0 {
+			return w.Upstream
+		}
+		return nil
+	}
+	for _, n := range g.Names() {
+		if u := g.Tools[n].Upstream; u != nil && u.Server == server && len(u.Pins) > 0 {
+			return u
+		}
+	}
+	return nil
+}
+
+// digestOnlyPins reports each server whose pins hold digests only (written
+// before pins held definitions): vet and check then cannot decide its
+// tools as serve does without starting it.
+func digestOnlyPins(g *Generation) []Diagnostic {
+	var ds []Diagnostic
+	eachServer(g, func(t *Tool) {
+		u := t.Upstream
+		if u.NoPin {
+			return
+		}
+		for _, tool := range u.PinnedTools() {
+			if p := u.Pins[tool]; p.Definition == nil {
+				ds = append(ds, Diagnostic{Pos: p.Pos, Code: "S3", Warning: true, Message: fmt.Sprintf("the pins of server %s hold only the digest of %s, not its definition, so vet, check and the hook cannot decide its calls as serve does; run aimon-gw pin again to write the definitions.", u.Server, tool)})
+				return
+			}
+		}
+	})
 	return ds
 }

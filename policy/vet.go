@@ -31,6 +31,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, unknownServerTools(g)...)
+	ds = append(ds, digestOnlyPins(g)...)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {

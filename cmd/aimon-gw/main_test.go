@@ -75,7 +75,8 @@ func TestScripts(t *testing.T) {
 }
 
 // scriptSetup gives a script $REPO, a cache of its own, and the cue
-// command and the example plugin on its PATH.
+// command, the example plugin and the test MCP server (fsserver) on its
+// PATH.
 func scriptSetup(t *testing.T) func(*testscript.Env) error {
 	return func(env *testscript.Env) error {
 		repo, err := filepath.Abs("../..")
@@ -92,6 +93,9 @@ func scriptSetup(t *testing.T) func(*testscript.Env) error {
 			return err
 		}
 		env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
+		if err := os.Symlink(fsServer(t), filepath.Join(bin, "fsserver")); err != nil {
+			return err
+		}
 		return os.Symlink(wordcount(t), filepath.Join(bin, "wordcount"))
 	}
 }

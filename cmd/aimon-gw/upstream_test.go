@@ -154,7 +154,7 @@ servers: fs: {command: [%q], env: AIMON_TEST_DESCRIPTION: string | *"", expose: 
 	}
 	run("pin", dir)
 	first, _ := os.ReadFile(filepath.Join(dir, "pins.cue"))
-	if !strings.Contains(string(first), `"write_file": "sha256:`) {
+	if !strings.Contains(string(first), "\twrite_file: {\n\t\tsha256:      \"sha256:") || !strings.Contains(string(first), `description: "Writes a file."`) {
 		t.Fatalf("pins.cue:\n%s", first)
 	}
 	if out := run("pin", dir); !strings.Contains(out, "up to date") {
@@ -295,7 +295,7 @@ servers: fs: {command: [%q], expose: "*"}
 	}
 	pins, _ := os.ReadFile(filepath.Join(dir, "pins.cue"))
 	for _, name := range []string{"write_file", "read_file", "rugpull", "crash"} {
-		if !strings.Contains(string(pins), fmt.Sprintf("%q: \"sha256:", name)) {
+		if !strings.Contains(string(pins), fmt.Sprintf("\t%s: {\n\t\tsha256:", name)) {
 			t.Fatalf("pin of a server that exposes \"*\" lacks %s:\n%s", name, pins)
 		}
 	}

@@ -2,8 +2,6 @@ package provision
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +40,10 @@ type Upstreams struct {
 	// decisions that run no tool (vet, the hook): each is declared as its
 	// server's pins know it, its input as open as the policy leaves it.
 	Offline bool
+	// PinsFirst binds from the pins the tools whose server's pins hold
+	// their definitions, without starting the server, and starts the
+	// others' servers (check, test): a decision of the reviewed policy.
+	PinsFirst bool
 
 	mu       sync.Mutex
 	servers  map[string]*upstream
@@ -89,8 +91,8 @@ type upstream struct {
 // A server that cannot be started or reached, or does not list the tool,
 // does not fail the binding: the tool is withheld, saying why (rule R4).
 func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
-	if u.Offline {
-		return u.bindOffline(t), nil
+	if u.Offline || u.PinsFirst && fromPins(t.Upstream) {
+		return u.bindOffline(t)
 	}
 	if up := t.Upstream; !up.NoPin && len(up.Pins) == 0 && u.warnOnce(up.Server) {
 		u.log().Warn("an upstream server has no pins, so its tools are offered unreviewed; run aimon-gw pin on the policy, or set pin: false", "server", up.Server)
@@ -108,20 +110,16 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 		u.log().Warn("an upstream tool is withheld: its MCP server is unavailable", "tool", t.Name, "server", t.Upstream.Server, "cause", err)
 		return withheld(t, sentence(err)), nil
 	}
-	schema, err := json.Marshal(tool.InputSchema)
+	d, err := declare(t, tool)
 	if err != nil {
 		release()
-		return Binding{}, fmt.Errorf("the server %s declares an input schema for %s that is not JSON: %v", t.Upstream.Server, t.Upstream.Tool, err)
+		return Binding{}, err
 	}
+	pin := PinOf(tool)
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = DefaultUpstreamTimeout
 	}
-	d := &policy.Declared{Description: tool.Description, InputSchema: schema, Concurrency: "sequential", Interrupt: "cooperative"}
-	if a := tool.Annotations; a != nil {
-		d.Hints = &policy.Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
-	}
-	pin := PinOf(tool)
 	var impl tools.Tool = &upstreamTool{s: s, name: t.Upstream.Tool, timeout: timeout, bound: pin}
 	if d.Unpinned = unpinned(t, pin); d.Unpinned != "" {
 		u.log().Warn("an upstream tool is withheld: it does not match its pin", "tool", t.Name, "server", t.Upstream.Server, "why", d.Unpinned)
@@ -169,17 +167,53 @@ func withheld(t *policy.Tool, why string) Binding {
 	}
 }
 
+// declare is what a tool's server says of it, as the gateway declares it:
+// its description, input schema and hints (rules S3, S8).
+func declare(t *policy.Tool, tool *mcp.Tool) (*policy.Declared, error) {
+	schema, err := json.Marshal(tool.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("the server %s declares an input schema for %s that is not JSON: %v", t.Upstream.Server, t.Upstream.Tool, err)
+	}
+	d := &policy.Declared{Description: tool.Description, InputSchema: schema, Concurrency: "sequential", Interrupt: "cooperative"}
+	if a := tool.Annotations; a != nil {
+		d.Hints = &policy.Hints{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint, Idempotent: a.IdempotentHint, OpenWorld: a.OpenWorldHint}
+	}
+	return d, nil
+}
+
 // bindOffline binds a tool without its server, for a decision that runs
-// none: declared with an open input (rule S8), held to its server's pins.
-func (u *Upstreams) bindOffline(t *policy.Tool) Binding {
+// none: declared as its pin has it, so that it is decided as serve would
+// decide it while the server holds to its pin; with no pinned definition,
+// with an open input (rule S8), held to its server's pins.
+func (u *Upstreams) bindOffline(t *policy.Tool) (Binding, error) {
+	impl := tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
+		return tools.Errorf("%s was decided without starting its MCP server %s, so it is not run here. The tool was not executed.", t.Name, t.Upstream.Server)
+	})
+	if def := t.Upstream.Pins[t.Upstream.Tool].Definition; def != nil {
+		var tool mcp.Tool
+		if err := json.Unmarshal(def, &tool); err != nil {
+			return Binding{}, fmt.Errorf("the definition pinned for %s cannot be read as an MCP tool: %v; run aimon-gw pin again", t.Name, err)
+		}
+		d, err := declare(t, &tool)
+		return Binding{Tool: impl, Declared: d}, err
+	}
 	d := &policy.Declared{InputSchema: openInput(t), Concurrency: "sequential", Interrupt: "cooperative"}
 	d.Unpinned = unpinned(t, t.Upstream.Pin())
-	return Binding{
-		Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
-			return tools.Errorf("%s was decided without starting its MCP server %s, so it is not run here. The tool was not executed.", t.Name, t.Upstream.Server)
-		}),
-		Declared: d,
+	return Binding{Tool: impl, Declared: d}, nil
+}
+
+// fromPins reports whether the server's pins hold its tools' definitions,
+// so that a decision needs no server.
+func fromPins(u *policy.Upstream) bool {
+	if u.NoPin {
+		return false
 	}
+	for _, p := range u.Pins {
+		if p.Definition != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // unpinned says why a tool whose definition has the given pin is withheld;
@@ -202,8 +236,8 @@ func unpinned(t *policy.Tool, pin string) string {
 // the tools it lists; release gives the lease back.
 // Offline, the names are those the server's pins list.
 func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, func(), error) {
-	if u.Offline {
-		return slices.Sorted(maps.Keys(server.Upstream.Pins)), func() {}, nil
+	if u.Offline || u.PinsFirst && fromPins(server.Upstream) {
+		return server.Upstream.PinnedTools(), func() {}, nil
 	}
 	s, err := u.lease(server)
 	if err != nil {
@@ -224,16 +258,19 @@ func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, fu
 }
 
 // PinOf is the pin of a tool's definition: the sha256 of its name,
-// description, input schema and annotations as canonical JSON.
+// description, input schema and annotations (and title and output schema,
+// when it has them) as canonical JSON.
 func PinOf(t *mcp.Tool) string {
-	b, _ := json.Marshal(map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema, "annotations": t.Annotations})
-	// Round-trip through a generic value so that map keys at every depth
-	// are sorted, whatever types the SDK used.
-	var v any
-	_ = json.Unmarshal(b, &v)
-	b, _ = json.Marshal(v)
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	_, digest := PinnedDefinition(t)
+	return digest
+}
+
+// PinnedDefinition is what a pin holds of a tool: its definition as
+// canonical JSON, and its digest.
+func PinnedDefinition(t *mcp.Tool) (json.RawMessage, string) {
+	b, _ := json.Marshal(t)
+	def, digest, _ := policy.PinnedDefinition(b)
+	return def, digest
 }
 
 // Definition is an upstream tool's definition as its server shows it now.

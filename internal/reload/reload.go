@@ -106,10 +106,12 @@ func warnSandbox(g *provision.Generation) {
 }
 
 // Once loads and provisions a policy for one decision (check): close
-// releases the generation and stops what it started. An upstream server
-// that is down has its tools withheld, as serve would.
+// releases the generation and stops what it started. An upstream tool is
+// declared from its pin when the pins hold its definition; otherwise its
+// server is started, and one that is down has its tools withheld, as serve
+// would.
 func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	return OnceCached(ctx, nil, false, dir, workdir, timeout, log)
+	return once(ctx, nil, &provision.Upstreams{Log: log, PinsFirst: true}, dir, workdir, timeout, log)
 }
 
 // OnceCached is Once through a cache of compiled loads, when cache is not
@@ -117,7 +119,11 @@ func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *
 // Offline, no upstream server is started or reached (vet, the hook): their
 // tools are declared from the pins (provision.Upstreams.Offline).
 func OnceCached(ctx context.Context, cache *loadcache.Cache, offline bool, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	h, up := host.New(log), &provision.Upstreams{Log: log, Offline: offline}
+	return once(ctx, cache, &provision.Upstreams{Log: log, Offline: offline}, dir, workdir, timeout, log)
+}
+
+func once(ctx context.Context, cache *loadcache.Cache, up *provision.Upstreams, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	h := host.New(log)
 	load := func() (*policy.Generation, error) { return loadPolicy(ctx, dir, workdir, timeout) }
 	var pg *policy.Generation
 	if cache != nil {
