@@ -414,9 +414,14 @@ func extractData(path string) (*ast.File, error) {
 		if !ok {
 			return nil, cueerrors.Newf(expr.Pos(), "a JSON policy file must hold an object")
 		}
-		return &ast.File{Filename: path, Decls: st.Elts}, nil
+		f := &ast.File{Filename: path, Decls: st.Elts}
+		return f, inputSchemas(f)
 	}
-	return cueyaml.Extract(path, src)
+	f, err := cueyaml.Extract(path, src)
+	if err != nil {
+		return nil, err
+	}
+	return f, inputSchemas(f)
 }
 
 // LoadFS loads a policy shipped inside the binary: the .cue files at the top

@@ -226,8 +226,8 @@ func typeNameValues(tool, path string, v cue.Value, depth int) []Diagnostic {
 	}
 	if s, err := v.String(); err == nil && v.IsConcrete() && typeNames[s] {
 		return []Diagnostic{{Pos: position(v.Pos()), Code: "input", Warning: true, Message: fmt.Sprintf(
-			"tool %s: %s admits only the string %q, so every other value is refused; a type written in YAML or JSON is a string: write this field in a .cue file beside it (%s: %s).",
-			tool, path, s, path[strings.LastIndex(path, ".")+1:], cueType(s))}}
+			"tool %s: %s admits only the string %q, so every other value is refused; a type written in YAML or JSON is a string: write the input as JSON Schema (type: object, properties: {%s: {type: %s}}), or this field in a .cue file beside it (%[4]s: %[6]s).",
+			tool, path, s, path[strings.LastIndex(path, ".")+1:], jsonType(s), cueType(s))}}
 	}
 	if v.IncompleteKind() != cue.StructKind {
 		return nil
@@ -241,6 +241,19 @@ func typeNameValues(tool, path string, v cue.Value, depth int) []Diagnostic {
 		ds = append(ds, typeNameValues(tool, path+"."+it.Selector().Unquoted(), it.Value(), depth+1)...)
 	}
 	return ds
+}
+
+// jsonType is JSON Schema's spelling of a type name.
+func jsonType(name string) string {
+	switch name {
+	case "int":
+		return "integer"
+	case "float":
+		return "number"
+	case "bool":
+		return "boolean"
+	}
+	return name
 }
 
 // cueType is CUE's spelling of a type name.
