@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,6 +85,41 @@ type upstream struct {
 	pins     map[string]string // PinOf each of tools
 	retired  bool
 	inflight int // calls running
+	relists  coalescer
+	notices  atomic.Int64 // tools/list_changed notifications received
+}
+
+// A coalescer runs a function in the background when triggered, one run
+// at a time: triggers while a run is under way make one more run after
+// it, never one each, so a burst of change notifications costs at most
+// two re-lists and no memory per notification (rule R8).
+type coalescer struct {
+	mu             sync.Mutex
+	running, again bool
+	wg             sync.WaitGroup
+}
+
+func (c *coalescer) trigger(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		c.again = true
+		return
+	}
+	c.running = true
+	c.wg.Go(func() {
+		for {
+			f()
+			c.mu.Lock()
+			if !c.again {
+				c.running = false
+				c.mu.Unlock()
+				return
+			}
+			c.again = false
+			c.mu.Unlock()
+		}
+	})
 }
 
 // Bind leases the tool's server, starting it if needed, and imports what it
@@ -441,9 +477,10 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		return s.session, nil
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "aimon-gw", Version: "v1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			// Not on the connection's own goroutine: listing waits for it.
-			go s.relist(req.Session)
+			s.notices.Add(1)
+			s.relists.trigger(s.relist)
 		},
 	})
 	var session *mcp.ClientSession
@@ -610,10 +647,17 @@ func (s *upstream) setTools(list []*mcp.Tool) (changed bool) {
 	return changed
 }
 
-// relist reads the tools again after the server said they changed. A call
+// relist reads the tools again after the server said they changed (of the
+// session open now). A call
 // of a tool whose definition differs from the one it was bound with is
 // refused from then on, and OnChange asks for a reload to re-check pins.
-func (s *upstream) relist(session *mcp.ClientSession) {
+func (s *upstream) relist() {
+	s.mu.Lock()
+	session := s.session
+	s.mu.Unlock()
+	if session == nil {
+		return // a new session lists the tools when it opens
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), DescribeTimeout)
 	defer cancel()
 	list, err := session.ListTools(ctx, nil)

@@ -1,13 +1,20 @@
 // Command fsserver is a test MCP server on the official Go SDK: it writes
 // and reads files, can crash, can change a tool while it runs (a rug pull
-// after the review), and records every call it receives in the file named
-// by AIMON_TEST_CALLS, so a test can tell what reached it.
+// after the review), can answer with a result of AIMON_TEST_BIG bytes
+// (big), can send each tools/list_changed AIMON_TEST_BURST times (burst),
+// and records every call it receives in the file named by
+// AIMON_TEST_CALLS, so a test can tell what reached it; a tools/list is
+// recorded with how many were in flight at once.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -77,6 +84,45 @@ func main() {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	if n, _ := strconv.Atoi(os.Getenv("AIMON_TEST_BURST")); n > 0 {
+		mcp.AddTool(s, &mcp.Tool{Name: "burst", Description: "Adds a tool, and says so many times."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(s, &mcp.Tool{Name: "added", Description: "Added by burst."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text("added"), nil, nil
+			})
+			return text("burst"), nil, nil
+		})
+		s.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method != "notifications/tools/list_changed" {
+					return next(ctx, method, req)
+				}
+				for range n - 1 {
+					next(ctx, method, req)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
+	var listing, most atomic.Int64
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" {
+				return next(ctx, method, req)
+			}
+			now := listing.Add(1)
+			defer listing.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond) // long enough for a burst to pile up behind it
+			record("tools/list", strconv.FormatInt(most.Load(), 10))
+			return next(ctx, method, req)
+		}
+	})
+	if n, _ := strconv.Atoi(os.Getenv("AIMON_TEST_BIG")); n > 0 {
+		mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with a big result."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return text(strings.Repeat("x", n)), nil, nil
+		})
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
