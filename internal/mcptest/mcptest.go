@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // An Echo server answers its tool echo with "echo " and the text it was
-// given, over streamable HTTP, and only to requests that carry its bearer
-// token.
+// given (and repeat with its text repeated), over streamable HTTP, and only
+// to requests that carry its bearer token.
 type Echo struct {
 	// URL is the server's endpoint.
 	URL string
@@ -45,6 +46,13 @@ func NewEchoAt(t testing.TB, token, addr string) *Echo {
 		e.got = append(e.got, in.Text)
 		e.mu.Unlock()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
+	})
+	type repeatIn struct {
+		Text  string `json:"text"`
+		Times int    `json:"times"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "repeat", Description: "Answers with its text, times times: a big answer to a small call."}, func(_ context.Context, _ *mcp.CallToolRequest, in repeatIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(in.Text, in.Times)}}}, nil, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

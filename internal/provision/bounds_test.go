@@ -2,13 +2,18 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"aimon.dev/gw/internal/mcptest"
+	"aimon.dev/gw/policy"
 	"aimon.dev/gw/tools"
 )
 
@@ -86,4 +91,53 @@ func TestR8ListChangedBurstIsCoalesced(t *testing.T) {
 		t.Errorf("%d notifications made %d re-lists (at most %d wanted, one at a time):\n%s", burst, lists-1, burst/10, log)
 	}
 	t.Logf("%d notifications, %d re-lists", burst, lists-1)
+}
+
+// TestR8UpstreamResultsAreBounded: a result past MaxResult is cut with a
+// sentence; an answer past MaxMessage, over stdio or HTTP, is dropped
+// unread with a sentence, and the server answers the next call (issue 27
+// item 4).
+func TestR8UpstreamResultsAreBounded(t *testing.T) {
+	web := mcptest.NewEcho(t, "tok")
+	t.Setenv("AIMON_TEST_TOKEN", "tok")
+	stdio := func(size int) *policy.Tool {
+		return fsTool(fsServer(t), "big", map[string]string{"AIMON_TEST_BIG": strconv.Itoa(size)})
+	}
+	http := &policy.Tool{Name: "web__repeat", Upstream: &policy.Upstream{Server: "web", Tool: "repeat", URL: web.URL, Headers: map[string]string{"Authorization": "Bearer ${AIMON_TEST_TOKEN}"}, NoPin: true}}
+	// The next call, of a small answer, to the same server.
+	next := map[*policy.Tool]tools.Input{http: {"text": "z", "times": 3}}
+	for _, tc := range []struct {
+		note string
+		tool *policy.Tool
+		in   tools.Input
+		want string
+	}{
+		{"stdio, past MaxResult", stdio(MaxResult + 5000), tools.Input{}, fmt.Sprintf("was cut at %d of its %d bytes", MaxResult, MaxResult+5000)},
+		{"stdio, past MaxMessage", stdio(MaxMessage + 1), tools.Input{}, fmt.Sprintf("with more than %d bytes", MaxMessage)},
+		{"HTTP, past MaxResult", http, tools.Input{"text": "y", "times": MaxResult + 1}, fmt.Sprintf("was cut at %d of its %d bytes", MaxResult, MaxResult+1)},
+		{"HTTP, past MaxMessage", http, tools.Input{"text": "y", "times": MaxMessage + 1}, fmt.Sprintf("with more than %d bytes", MaxMessage)},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			up := &Upstreams{}
+			defer up.Close()
+			b := bind(t, up, tc.tool)
+			r := b.Tool.Run(context.Background(), nil, tc.in)
+			if !strings.Contains(r.Text, tc.want) || len(r.Text) > MaxResult+200 {
+				t.Errorf("a big result: %d bytes ending %q, want %q", len(r.Text), r.Text[max(0, len(r.Text)-300):], tc.want)
+			}
+			again, in := b, next[tc.tool]
+			if in == nil {
+				u := *tc.tool.Upstream
+				u.Tool = "read_file"
+				again = bind(t, up, &policy.Tool{Name: "fs__read_file", Upstream: &u})
+				in = tools.Input{"path": "/dev/null"}
+			}
+			if r := again.Tool.Run(context.Background(), nil, in); r.IsError {
+				t.Errorf("the next call: %s", r.Text)
+			}
+		})
+	}
+	if got := capResult(tools.Result{Text: strings.Repeat("é", MaxResult)}, "x").Text; !utf8.ValidString(got) {
+		t.Error("a cut splits a rune")
+	}
 }

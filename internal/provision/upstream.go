@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -70,6 +72,24 @@ func (u *Upstreams) OnChange(f func(server string)) {
 
 // DefaultUpstreamTimeout is a call's deadline when the server sets none.
 const DefaultUpstreamTimeout = 2 * time.Minute
+
+// MaxMessage bounds the bytes the gateway reads of one message from an
+// upstream server, over stdio (the SDK's own bound), an HTTP response or
+// an event stream alike; MaxResult bounds the text it passes on of one
+// result, as Bash's output is bounded (rule R8).
+const MaxMessage = mcp.DefaultMaxLineLength
+
+var MaxResult = 1 << 20
+
+// errTooLarge is an HTTP response body past MaxMessage.
+var errTooLarge = errors.New("the answer exceeds the most the gateway reads of one message")
+
+// tooLarge reports whether a call failed because the server's answer was
+// past MaxMessage, on any transport.
+func tooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, errTooLarge.Error()) || strings.Contains(msg, "exceeded the configured maximum line length") || strings.Contains(msg, "SSE event exceeded")
+}
 
 type upstream struct {
 	u    *Upstreams
@@ -578,7 +598,7 @@ func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 		}
 		headers.Set(k, val)
 	}
-	transport := &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2,
+	transport := &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2, MaxEventSize: MaxMessage,
 		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}, CheckRedirect: sameOrigin}}
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
@@ -633,7 +653,31 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, vs := range t.h {
 		r.Header[k] = vs
 	}
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A JSON answer is read whole; an event stream is bounded per
+		// event by the SDK (MaxEventSize).
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: int64(MaxMessage)}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its bound instead of holding the rest.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one more: a body of exactly the bound is whole
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	return n, err
 }
 
 // setTools records what the server lists; s.mu is held.
@@ -786,6 +830,9 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		if ctx.Err() == nil {
 			t.s.drop(session) // crashed or broke the protocol: a new session next time
 		}
+		if tooLarge(err) {
+			return tools.Failure(err, "The MCP server %s answered the call of %s with more than %d bytes, the most the gateway reads of one answer, so the answer was dropped unread; the server is restarted for the next call. Ask for less at once (a narrower range, a smaller file). The call may have done its work.", t.s.spec.Server, t.name, MaxMessage)
+		}
 		return tools.Failure(err, "The MCP server %s failed the call of %s (%v); it is restarted for the next call. The call may have done part of its work.", t.s.spec.Server, t.name, err)
 	}
 	var texts []string
@@ -797,10 +844,29 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		}
 	}
 	r := tools.Result{Text: strings.Join(texts, "\n"), IsError: res.IsError, Structured: res.StructuredContent}
-	if r.Text == "" && r.Structured != nil {
+	if r.Structured != nil {
 		b, _ := json.Marshal(r.Structured)
-		r.Text = string(b)
+		if len(b) > MaxResult {
+			r.Structured = nil // cut, it would not be JSON: the text says so
+			r.Text += fmt.Sprintf("\n[The structured content of the result, %d bytes, was left out: more than %d.]", len(b), MaxResult)
+		} else if r.Text == "" {
+			r.Text = string(b)
+		}
 	}
+	return capResult(r, t.s.spec.Server+"__"+t.name)
+}
+
+// capResult cuts a result's text at MaxResult bytes (on a rune boundary),
+// saying so, as Bash's output is cut (rule R8).
+func capResult(r tools.Result, tool string) tools.Result {
+	if len(r.Text) <= MaxResult {
+		return r
+	}
+	n := MaxResult
+	for n > 0 && !utf8.RuneStart(r.Text[n]) {
+		n--
+	}
+	r.Text = r.Text[:n] + fmt.Sprintf("\n[The result of %s was cut at %d of its %d bytes; ask for less at once.]", tool, n, len(r.Text))
 	return r
 }
 
