@@ -686,3 +686,36 @@ principals: alice: {subject: "alice", surface: ["agent"]}
 		t.Errorf("the server received %q", got)
 	}
 }
+
+// TestP10TestTakesAPrincipal: aimon-gw test --principal runs the cases
+// that name no caller of their own as that caller, on its chain.
+func TestP10TestTakesAPrincipal(t *testing.T) {
+	dir := moduleDir(t, httpPolicy+`tests: {
+	"echo":                 {tool: "Echo", input: message: "x", allowed: true}
+	"alice's own echo":     {principal: subject: "alice", tool: "Echo", input: message: "x", allowed: true}
+}
+`)
+	tests := []struct {
+		note, principal string
+		exit            int
+		says            string
+	}{
+		{"no caller", "", 0, "ok: 2 tests passed"},
+		{"as alice", "alice", 0, "ok: 2 tests passed"},
+		{"as a reviewer, whose list has no Echo", `{"sub":"rita","groups":["reviewers"]}`, 1, `test "echo": want allowed, got refused by P9`},
+		{"as a caller the policy does not map", "eve", 1, "no entry of the policy's principals matches"},
+		{"claims that are not JSON", "{", 2, "is not claims as JSON"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			cmd := exec.Command(gatewayBinary(t), "test", "--principal", tc.principal, dir)
+			if tc.principal == "" {
+				cmd = exec.Command(gatewayBinary(t), "test", dir)
+			}
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tc.exit || !strings.Contains(string(out), tc.says) {
+				t.Errorf("exit %d: %s; want %d saying %q", code, out, tc.exit, tc.says)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/policytest"
+	"aimon.dev/gw/policy"
 )
 
 type testParams struct {
@@ -18,6 +19,9 @@ type testParams struct {
 	Run         string
 	LoadTimeout time.Duration
 	Stdout      io.Writer
+	// Principal is the caller of the cases that name none (a subject, or
+	// claims as JSON); "" for none.
+	Principal string
 }
 
 func testCommand(stdout io.Writer) *cli.Command {
@@ -28,7 +32,7 @@ func testCommand(stdout io.Writer) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "v", Usage: "print every case, not only failures"},
 			&cli.StringFlag{Name: "run", Usage: "run only the cases whose name matches this regular expression"},
-			loadTimeoutFlag(),
+			loadTimeoutFlag(), principalFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
@@ -38,7 +42,7 @@ func testCommand(stdout io.Writer) *cli.Command {
 			if dir == "" {
 				dir = "."
 			}
-			return policyTest(testParams{Dir: dir, Verbose: c.Bool("v"), Run: c.String("run"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout})
+			return policyTest(testParams{Dir: dir, Verbose: c.Bool("v"), Run: c.String("run"), LoadTimeout: c.Duration("load-timeout"), Stdout: stdout, Principal: c.String("principal")})
 		},
 	}
 }
@@ -53,7 +57,15 @@ func policyTest(p testParams) error {
 			return cli.Exit(fmt.Sprintf("aimon-gw test: --run %q is not a regular expression: %v.", p.Run, err), exitUsage)
 		}
 	}
-	results, err := policytest.Run(context.Background(), p.Dir, run, p.LoadTimeout)
+	var as *policy.Claims
+	if p.Principal != "" {
+		c, err := policy.ParseClaims(p.Principal)
+		if err != nil {
+			return cli.Exit("aimon-gw test: --principal: "+err.Error()+".", exitUsage)
+		}
+		as = &c
+	}
+	results, err := policytest.RunAs(context.Background(), p.Dir, run, p.LoadTimeout, as)
 	if err != nil {
 		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
 	}

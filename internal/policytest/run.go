@@ -31,6 +31,13 @@ type Result struct {
 // Run runs the tests of the policy in dir whose names match run (nil: all).
 // A policy that does not load is the error.
 func Run(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Duration) ([]Result, error) {
+	return RunAs(ctx, dir, run, timeout, nil)
+}
+
+// RunAs is Run with the cases that name no caller of their own run as as
+// (test --principal); nil for none. Such a case on the main agent alone,
+// the default surface, runs on the caller's chain.
+func RunAs(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Duration, as *policy.Claims) ([]Result, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -61,6 +68,12 @@ func Run(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Durat
 			defer closeG()
 			gw = gateway.New(g, gateway.Options{Workdir: wd, Logger: slog.New(slog.DiscardHandler)})
 			gws[wd] = gw
+		}
+		if t.Principal == nil && as != nil {
+			t.Principal = as
+			if slices.Equal(t.Surface, []string{"agent"}) {
+				t.Surface = nil
+			}
 		}
 		out = append(out, decide(gw, t))
 	}
