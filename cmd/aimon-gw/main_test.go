@@ -110,7 +110,7 @@ type build struct {
 }
 
 // binary builds the main package pkg once and returns its path.
-func binary(t *testing.T, pkg string) string {
+func binary(t testing.TB, pkg string) string {
 	t.Helper()
 	v, _ := builds.LoadOrStore(pkg, &build{})
 	b := v.(*build)
@@ -139,7 +139,7 @@ func wordcount(t *testing.T) string {
 }
 func misbehave(t *testing.T) string { return binary(t, "aimon.dev/gw/plugin/host/testdata/misbehave") }
 func cueBinary(t *testing.T) string { return binary(t, "cuelang.org/go/cmd/cue") }
-func fsServer(t *testing.T) string {
+func fsServer(t testing.TB) string {
 	return binary(t, "aimon.dev/gw/internal/provision/testdata/fsserver")
 }
 func gatewayBinary(t *testing.T) string { return binary(t, "aimon.dev/gw/cmd/aimon-gw") }

@@ -90,7 +90,7 @@ func startServeWithin(t *testing.T, policyDir string, loadTimeout time.Duration)
 	return &session{t: t, in: inW, out: bufio.NewReader(outR)}
 }
 
-func writeFile(t *testing.T, path, body string) {
+func writeFile(t testing.TB, path, body string) {
 	t.Helper()
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	// Rename into place, as editors and git do.

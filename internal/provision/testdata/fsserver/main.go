@@ -79,6 +79,12 @@ func main() {
 		}
 		return text(string(b)), nil, nil
 	})
+	type echoIn struct {
+		Text string `json:"text" jsonschema:"what to echo"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return text(in.Text), nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exits at once."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		record("crash", "")
 		os.Exit(3)

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkUpstreamFrontEnds: one Echo call to the in-test go-sdk server
+// (its own process, over stdio) made directly with the SDK's client, as a
+// tool_use line through serve, and as a tools/call through mcp, the whole
+// front end each time (reading, deciding, the gate, the upstream call,
+// the answer written), in one interleaved loop. serve/direct and
+// mcp/direct are the ratios issue 29 sets at 1.15 at most. Each front end
+// runs in this process over pipes, as a harness or an MCP client would
+// drive it over the binary's standard input and output.
+func BenchmarkUpstreamFrontEnds(b *testing.B) {
+	bin := fsServer(b)
+	dir := b.TempDir()
+	writeFile(b, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(b, dir+"/policy.cue", fmt.Sprintf(`package policy
+
+servers: fs: {command: [%q], expose: ["echo"], pin: false}
+agent: "allowed-tools": ["fs__echo"]
+`, bin))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	direct, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin)}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		err := serve(ctx, serveParams{Policy: dir, Surface: "agent", Workdir: dir, Stdin: inR, Stdout: outW, Log: discard, MaxLineBytes: 1 << 20, LoadTimeout: time.Minute})
+		served <- err
+		inR.CloseWithError(fmt.Errorf("serve has returned: %v", err)) // a write fails, never waits
+		outW.Close()
+	}()
+	replies := bufio.NewReader(outR)
+	line := []byte(`{"type":"tool_use","id":"1","name":"fs__echo","input":{"text":"hello"}}` + "\n")
+	viaServe := func() {
+		if _, err := inW.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		reply, err := replies.ReadString('\n')
+		if err != nil || !strings.Contains(reply, `"is_error":false`) {
+			b.Fatalf("serve: %v %s", err, reply)
+		}
+	}
+
+	mInR, mInW := io.Pipe()
+	mOutR, mOutW := io.Pipe()
+	mcpDone := make(chan error, 1)
+	go func() {
+		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, Stdin: mInR, Stdout: mOutW, Log: discard, LoadTimeout: time.Minute})
+		mcpDone <- err
+		mInR.CloseWithError(fmt.Errorf("mcp has returned: %v", err))
+		mOutW.Close()
+	}()
+	viaMCP, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: mOutR, Writer: mInW}, nil)
+	if err != nil {
+		b.Fatal(err, <-mcpDone)
+	}
+	defer viaMCP.Close()
+
+	call := func(s *mcp.ClientSession, name string) {
+		r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "hello"}})
+		if err != nil || r.IsError {
+			b.Fatalf("%s: %v %v", name, err, r)
+		}
+	}
+	// Warm each path: the servers are started, the first calls made.
+	for range 20 {
+		call(direct, "echo")
+		viaServe()
+		call(viaMCP, "fs__echo")
+	}
+	var d, s, m time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		call(direct, "echo")
+		t1 := time.Now()
+		viaServe()
+		t2 := time.Now()
+		call(viaMCP, "fs__echo")
+		t3 := time.Now()
+		d, s, m = d+t1.Sub(t0), s+t2.Sub(t1), m+t3.Sub(t2)
+	}
+	b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "direct-ns/call")
+	b.ReportMetric(float64(s)/float64(d), "serve/direct")
+	b.ReportMetric(float64(m)/float64(d), "mcp/direct")
+	inW.Close()
+	mInW.Close()
+}
