@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"aimon.dev/gw/internal/httpfront"
 	"aimon.dev/gw/internal/mcpfront"
 	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/telemetry"
 )
 
 type mcpParams struct {
@@ -113,8 +115,13 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
+	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if p.Listen != "" {
-		return serveMCPHTTP(ctx, p, ro)
+		return serveMCPHTTP(ctx, p, ro, tracing)
 	}
 	if a := p.httpOnly(); a != "" {
 		return cli.Exit(fmt.Sprintf("aimon-gw mcp: --%s is for serving over HTTP; give --listen ADDR too, or leave it out.", a), exitUsage)
@@ -165,7 +172,7 @@ func (p mcpParams) httpOnly() string {
 // serveMCPHTTP serves MCP over streamable HTTP, and Claude Code's HTTP
 // hook, to the callers the policy's principals map, until SIGTERM; then
 // it answers the calls in flight and exits 0.
-func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options) error {
+func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *telemetry.Tracing) error {
 	usage := func(format string, args ...any) error {
 		return cli.Exit("aimon-gw mcp --listen: "+fmt.Sprintf(format, args...), exitUsage)
 	}
@@ -177,8 +184,14 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options) error {
 			return usage("--resource %q is not an absolute http(s) URL without a fragment; give this server's URL, e.g. https://gw.example.com/mcp.", p.Resource)
 		}
 	}
+	// Operations (issue 30 item 5): /metrics counts every decision the
+	// decision log records; each request's trace is its client's.
+	metrics := telemetry.NewMetrics()
+	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy), Drain: p.Drain}
+		Resource: p.Resource, Wrap: hookWrap(p.Policy), Drain: p.Drain,
+		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
+		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
 	var err error
 	switch {
 	case p.Issuer != "" && p.Tokens != "":

@@ -75,6 +75,9 @@ type Options struct {
 	Drain time.Duration
 	// OnListen is told the address once the listener is open.
 	OnListen func(net.Addr)
+	// OnReady is told the gateway once a policy is in force (metrics
+	// follow it from then on); reloads swap generations inside it.
+	OnReady func(*gateway.Gateway)
 }
 
 // Serve serves until ctx is done, then stops taking requests and lets the
@@ -135,6 +138,9 @@ func Serve(ctx context.Context, o Options) error {
 		return &SurfaceError{err}
 	}
 	f.surfaces, f.gw = surfaces, rt.Gateway()
+	if o.OnReady != nil {
+		o.OnReady(f.gw)
+	}
 	f.ready.Store(true)
 	select {
 	case err := <-served:

@@ -3,8 +3,10 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/decisionlog"
+	"aimon.dev/gw/internal/mcptest"
 	"aimon.dev/gw/internal/reload"
 )
 
@@ -37,11 +40,17 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("GET /metrics answered %d: %s", rec.Code, rec.Body)
+	return scrapeBody(t, rec.Result())
+}
+
+func scrapeBody(t *testing.T, resp *http.Response) map[string]*dto.MetricFamily {
+	t.Helper()
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics answered %d", resp.StatusCode)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(rec.Body)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
 	}
@@ -318,6 +327,44 @@ func TestR7TracingFromTheEnvironment(t *testing.T) {
 		}
 		if tr == nil && (tr.Tracer() != nil || tr.Middleware(http.NotFoundHandler()) == nil) {
 			t.Errorf("%s: off, yet it traces", c.note)
+		}
+	}
+}
+
+// An upstream server that is down has its tools withheld (rule R4), and
+// /metrics says which: 1 for a server that answered at the last load, 0
+// for one that did not.
+func TestR4MetricsShowUpstreamHealth(t *testing.T) {
+	echo := mcptest.NewEcho(t, "s3cret")
+	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeTestFile(t, filepath.Join(dir, "policy.cue"), fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+servers: gone: {command: [%q], expose: ["read_file"], pin: false}
+servers: web: {url: %q, headers: Authorization: "Bearer ${AIMON_TEST_TOKEN}", expose: "*", pin: false}
+tools: Echo: schema.#Echo
+agent: "allowed-tools": ["Echo", "gone__read_file", "web__echo"]
+`, filepath.Join(dir, "no-such-server"), echo.URL))
+	m := NewMetrics()
+	rt, err := reload.Start(t.Context(), reload.Options{Dir: dir, Gateway: gateway.Options{Workdir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	m.Follow(rt.Gateway)
+	fams := scrape(t, m.Handler())
+	for _, c := range []struct {
+		note, server string
+		want         float64
+	}{
+		{"a server whose command is missing", "gone", 0},
+		{"a server that answers", "web", 1},
+	} {
+		if v, ok := value(fams, "aimon_gw_upstream_up", map[string]string{"server": c.server}); !ok || v != c.want {
+			t.Errorf("%s: aimon_gw_upstream_up{server=%q} = %v (present %v), want %v", c.note, c.server, v, ok, c.want)
 		}
 	}
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/internal/telemetry"
+)
+
+// traced sets up tracing from the OTEL_* environment (off when it names
+// no exporter) into o; stop exports what is left, within a few seconds.
+func traced(ctx context.Context, command string, o *gateway.Options) (t *telemetry.Tracing, stop func(), err error) {
+	t, err = telemetry.FromEnv(ctx)
+	if err != nil {
+		return nil, nil, cli.Exit("aimon-gw "+command+": "+err.Error()+".", exitUsage)
+	}
+	o.Trace = t.Tracer()
+	return t, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := t.Shutdown(ctx); err != nil && o.Logger != nil {
+			o.Logger.Warn("the last spans could not be exported", "error", err)
+		}
+	}, nil
+}
