@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/authn"
@@ -92,12 +93,15 @@ principals: alice: {subject: "alice", surface: ["agent"]}
 	if err != nil || r.IsError {
 		t.Fatalf("Echo: %v %+v", err, r)
 	}
+	// The request's span ends after its response reached the client:
+	// wait until the span the call's names as parent has been exported.
+	spans := requestSpansEnded(t, exp)
 	byID := map[string]string{}
 	var call, steps int
-	for _, sp := range exp.GetSpans() {
+	for _, sp := range spans {
 		byID[sp.SpanContext.SpanID().String()] = sp.Name
 	}
-	for _, sp := range exp.GetSpans() {
+	for _, sp := range spans {
 		if sp.SpanContext.TraceID().String() != traceID {
 			t.Errorf("span %q is in trace %s, not the request's %s", sp.Name, sp.SpanContext.TraceID(), traceID)
 		}
@@ -139,5 +143,28 @@ func writeTestFile(t *testing.T, path, body string) {
 	}
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// requestSpansEnded returns the exported spans once every span's parent
+// within the request's trace has ended too (the server ends the request's
+// span after the client has read its answer).
+func requestSpansEnded(t *testing.T, exp *tracetest.InMemoryExporter) tracetest.SpanStubs {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		spans := exp.GetSpans()
+		ids := map[string]bool{}
+		for _, sp := range spans {
+			ids[sp.SpanContext.SpanID().String()] = true
+		}
+		missing := false
+		for _, sp := range spans {
+			if sp.Name == "call Echo" && !ids[sp.Parent.SpanID().String()] {
+				missing = true
+			}
+		}
+		if !missing || time.Now().After(deadline) {
+			return spans
+		}
 	}
 }
