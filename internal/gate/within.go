@@ -48,4 +48,3 @@ func (w *fastWalk) value(v any, depth int) bool {
 	}
 	return true
 }
-
