@@ -8,7 +8,7 @@
 #     500 tools against 2;
 #   - Grep against rg and Glob against fd, run as processes on a copy of Go's
 #     net sources, and Read of a 4 KiB file against os.ReadFile
-#     (tools/builtin).
+#     (internal/exec/builtin).
 # Processor-time ratios are the steady ones on a shared machine; wall-time
 # ones are what a caller waits. rg and fd (Debian: ripgrep, fd-find) must be
 # installed. Usage: bench/scale.sh [RUNS]
@@ -65,6 +65,6 @@ awk -v n="$calls" '{ ms[$1] = $3; cpu[$1] = $8 } END {
 	printf "a call: %.1f µs cpu at 10 tools, %.1f µs at 1,000: %.2f×\n", a, b, b / a }' "$tmp/procs.out"
 echo "== in process: tools and reloads (bench/scale)"
 go test ./bench/scale -run '^$' -bench . -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
-echo "== Grep against rg, Glob against fd, Read against os.ReadFile (tools/builtin)"
-go test ./tools/builtin -run '^$' -bench 'VsRipgrep|VsFd' -benchtime "$((runs * 3))x" | grep '^Benchmark'
-go test ./tools/builtin -run '^$' -bench 'ReadSmall' -benchtime "$((runs * 300))x" | grep '^Benchmark'
+echo "== Grep against rg, Glob against fd, Read against os.ReadFile (internal/exec/builtin)"
+go test ./internal/exec/builtin -run '^$' -bench 'VsRipgrep|VsFd' -benchtime "$((runs * 3))x" | grep '^Benchmark'
+go test ./internal/exec/builtin -run '^$' -bench 'ReadSmall' -benchtime "$((runs * 300))x" | grep '^Benchmark'

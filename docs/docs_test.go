@@ -48,19 +48,19 @@ func TestDocsMatchTheSharedSpec(t *testing.T) {
 	}
 	ids := ruleIDs(t)
 	if len(ids) < 40 {
-		t.Fatalf("found only %d rule ids in internal/rule/rule.go (%v); the parse below no longer finds them", len(ids), ids)
+		t.Fatalf("found only %d rule ids in internal/core/rule/rule.go (%v); the parse below no longer finds them", len(ids), ids)
 	}
 	for _, id := range ids {
 		if !bytes.Contains(rules, []byte("**"+id+"**")) {
-			t.Errorf("rule %s is named in internal/rule/rule.go but docs/RULES.md does not define it as **%s**: refresh docs/ from ../shared/spec or drop the id", id, id)
+			t.Errorf("rule %s is named in internal/core/rule/rule.go but docs/RULES.md does not define it as **%s**: refresh docs/ from ../shared/spec or drop the id", id, id)
 		}
 	}
 }
 
-// ruleIDs are the values of the rule.ID constants in internal/rule/rule.go.
+// ruleIDs are the values of the rule.ID constants in internal/core/rule/rule.go.
 func ruleIDs(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../internal/rule/rule.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../internal/core/rule/rule.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@
 //		})
 //	}
 //
-// The gateway side lives in plugin/host.
+// The gateway side lives in internal/exec/pluginhost.
 package plugin
 
 import (

@@ -118,7 +118,7 @@ func TestExecute(t *testing.T) {
 	}
 }
 
-// The gateway reads these keys back into its log (plugin/host lineLog).
+// The gateway reads these keys back into its log (internal/exec/pluginhost lineLog).
 func TestLoggerWritesHCLogJSON(t *testing.T) {
 	var buf bytes.Buffer
 	defer func(w io.Writer) { stderr = w }(stderr)

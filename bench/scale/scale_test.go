@@ -2,7 +2,7 @@
 // 1,000-tool policy against a 10-tool one, and a policy edit to the new
 // generation in force, small and large, each reporting its ratio to its
 // anchor from one run. bench/scale.sh runs them with the search and Read
-// benchmarks of tools/builtin.
+// benchmarks of internal/exec/builtin.
 package scale
 
 import (
@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 // policyDir writes a policy of n built-in tools, a few kinds declared

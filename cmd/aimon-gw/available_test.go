@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"aimon.dev/gw/internal/mcptest"
+	"aimon.dev/gw/internal/testkit/mcptest"
 )
 
 // freeAddr is a local address where nothing listens (yet).

@@ -15,10 +15,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/reload"
-	"aimon.dev/gw/internal/rule"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type checkParams struct {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/reload"
-	"aimon.dev/gw/internal/sandbox"
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type execParams struct {

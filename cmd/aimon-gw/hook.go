@@ -12,10 +12,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/cchook"
-	"aimon.dev/gw/internal/loadcache"
-	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type hookParams struct {

@@ -32,8 +32,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"aimon.dev/gw/internal/authn/authntest"
-	"aimon.dev/gw/internal/mcptest"
+	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/mcptest"
 )
 
 // httpPolicy maps alice to the agent and the reviewers group (and the ci
@@ -348,7 +348,7 @@ func TestR3HTTPReloadReachesTheClient(t *testing.T) {
 // tests, posted to /hooks/claude-code, get exactly the answer aimon-gw
 // hook claude-code gives them.
 func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
-	src, err := os.ReadFile("../../internal/cchook/hook_test.go")
+	src, err := os.ReadFile("../../internal/front/cchook/hook_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
 	policy, _, _ = strings.Cut(policy, "`")
 	policy = strings.Replace(policy, "claudeCode:", "principals: alice: {subject: \"alice\", surface: [\"agent\"]}\nclaudeCode:", 1)
 	dir, proj := moduleDir(t, policy), t.TempDir()
-	inputs, err := os.ReadFile("../../internal/cchook/testdata/hook_inputs.jsonl")
+	inputs, err := os.ReadFile("../../internal/front/cchook/testdata/hook_inputs.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/cchook"
+	"aimon.dev/gw/internal/front/cchook"
 )
 
 type importParams struct {

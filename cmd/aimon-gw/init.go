@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
 )
 
 type initParams struct {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"aimon.dev/gw/internal/mcptest"
+	"aimon.dev/gw/internal/testkit/mcptest"
 )
 
 // TestS3PinsAreTheLockfile: pin writes each tool's whole definition, and

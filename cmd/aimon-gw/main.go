@@ -17,8 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/decisionlog"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/runtime/decisionlog"
 )
 
 func main() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) }

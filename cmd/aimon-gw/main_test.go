@@ -137,9 +137,11 @@ func binary(t testing.TB, pkg string) string {
 func wordcount(t *testing.T) string {
 	return binary(t, "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount")
 }
-func misbehave(t *testing.T) string { return binary(t, "aimon.dev/gw/plugin/host/testdata/misbehave") }
+func misbehave(t *testing.T) string {
+	return binary(t, "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
+}
 func cueBinary(t *testing.T) string { return binary(t, "cuelang.org/go/cmd/cue") }
 func fsServer(t testing.TB) string {
-	return binary(t, "aimon.dev/gw/internal/provision/testdata/fsserver")
+	return binary(t, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver")
 }
 func gatewayBinary(t *testing.T) string { return binary(t, "aimon.dev/gw/cmd/aimon-gw") }

@@ -14,12 +14,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/authn"
-	"aimon.dev/gw/internal/httpfront"
-	"aimon.dev/gw/internal/mcpfront"
-	"aimon.dev/gw/internal/reload"
-	"aimon.dev/gw/internal/telemetry"
+	"aimon.dev/gw/internal/front/authn"
+	"aimon.dev/gw/internal/front/httpfront"
+	"aimon.dev/gw/internal/front/mcpfront"
+	"aimon.dev/gw/internal/front/telemetry"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type mcpParams struct {

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"aimon.dev/gw/internal/netproxy"
+	"aimon.dev/gw/internal/exec/netproxy"
 )
 
 // needCurl fails the test without curl under CI, and skips it elsewhere.

@@ -16,8 +16,8 @@ import (
 	cuejson "cuelang.org/go/encoding/json"
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/provision"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/runtime/provision"
 )
 
 type pinParams struct {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/decisionlog"
-	"aimon.dev/gw/internal/reload"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type serveParams struct {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/gateway"
-	"aimon.dev/gw/internal/telemetry"
+	"aimon.dev/gw/internal/front/telemetry"
+	"aimon.dev/gw/internal/runtime/gateway"
 )
 
 // traced sets up tracing from the OTEL_* environment (off when it names

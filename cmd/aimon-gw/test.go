@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/policytest"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/front/policytest"
 )
 
 type testParams struct {

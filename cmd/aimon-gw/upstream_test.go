@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"aimon.dev/gw/internal/mcptest"
+	"aimon.dev/gw/internal/testkit/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/reload"
-	"aimon.dev/gw/policy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type vetParams struct {

@@ -1,0 +1,227 @@
+package allow
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// Deny and ask entries (rule P14). They are constraints like allow entries,
+// with the same grammar, matchers and subjects, but they accumulate along a
+// chain instead of meeting: a child inherits its callers' and adds its own.
+// A deny entry that admits a call denies it; a call the allow lists allow
+// that an ask entry admits needs approval. Where a deny or ask entry cannot
+// tell (its pattern cannot be used, the call has no subject, a command
+// chains others), the call is denied: such an entry only ever narrows.
+
+// accumulate gathers one kind of entry of every list, by tool.
+func accumulate(ls []*List, of func(*List) map[string]*toolEntries) map[string][]*toolEntries {
+	var out map[string][]*toolEntries
+	for _, l := range ls {
+		for t, te := range of(l) {
+			if out == nil {
+				out = map[string][]*toolEntries{}
+			}
+			out[t] = append(out[t], te)
+		}
+	}
+	return out
+}
+
+// deniedWhole returns the name-only deny entries of tool: each denies
+// every call of it. nil when there is none.
+func (e *Effective) deniedWhole(tool string) []string {
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, lv := range e.deny[tool] {
+		for _, in := range lv.infos {
+			if !in.HasPattern {
+				out = append(out, in.Raw)
+			}
+		}
+	}
+	return out
+}
+
+// denies decides the deny entries of a call, and what ask entries cannot
+// tell; ok is false when they leave the call to the allow lists.
+func (e *Effective) denies(tool string, in map[string]any, written any, workdir string) (Decision, bool) {
+	if e == nil || (e.deny[tool] == nil && e.ask[tool] == nil) {
+		return Decision{}, false
+	}
+	if whole := e.deniedWhole(tool); whole != nil {
+		return Decision{Rule: rule.P14, Entries: whole, Reason: fmt.Sprintf("%s is denied on this surface by %s.", tool, strings.Join(whole, " and "))}, true
+	}
+	for _, lvs := range [][]*toolEntries{e.deny[tool], e.ask[tool]} {
+		for _, lv := range lvs {
+			if len(lv.bad) > 0 {
+				return Decision{Rule: rule.P7, Entries: patterned(lvs), Reason: fmt.Sprintf("%s is not allowed on this surface: %s; until it is fixed it denies every call.", tool, lv.bad[0])}, true
+			}
+		}
+	}
+	m := e.matcherOf(tool, in, written, workdir)
+	if m.why != "" {
+		return Decision{Rule: rule.P5, Entries: patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)),
+			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, strings.Join(patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)), ", "))}, true
+	}
+	if by := m.matching(e.deny[tool]); len(by) > 0 {
+		return Decision{Rule: rule.P14, Entries: by, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, m.what, strings.Join(by, " and "))}, true
+	}
+	if m.chained && len(e.deny[tool]) > 0 {
+		by := patterned(e.deny[tool])
+		return Decision{Rule: rule.P14, Entries: by, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.what, strings.Join(by, ", "))}, true
+	}
+	return Decision{}, false
+}
+
+// asks turns an allowed call that an ask entry admits into one that needs
+// approval (P14).
+func (e *Effective) asks(tool string, in map[string]any, written any, workdir string, d Decision) Decision {
+	if e == nil || len(e.ask[tool]) == 0 {
+		return d
+	}
+	lvs := e.ask[tool]
+	var by []string
+	what := ""
+	for _, lv := range lvs {
+		for _, in := range lv.infos {
+			if !in.HasPattern {
+				by = append(by, in.Raw)
+			}
+		}
+	}
+	if by == nil {
+		m := e.matcherOf(tool, in, written, workdir)
+		what = " " + m.what
+		if by = m.matching(lvs); by == nil && m.chained {
+			by = patterned(lvs) // a chained command: a person reads it whole
+		}
+	}
+	if by == nil {
+		return d
+	}
+	return Decision{Ask: true, Rule: rule.P14, Entries: by,
+		Reason: fmt.Sprintf("%s%s needs approval on this surface: %s asks for it, and %s", tool, what, strings.Join(by, " and "), strings.TrimSuffix(lowerFirst(d.Reason), ".")) + "."}
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// patterned returns the pattern entries of the levels.
+func patterned(lvs []*toolEntries) []string {
+	var out []string
+	for _, lv := range lvs {
+		for _, in := range lv.infos {
+			if in.HasPattern {
+				out = append(out, in.Raw)
+			}
+		}
+	}
+	return out
+}
+
+// callSubject is what deny and ask entries are matched against: the
+// subject as the allow lists read it, or the tool's own rule's answers.
+type callSubject struct {
+	subj    string // for a tool with a subject kind
+	what    string // the subject for sentences, such as command "ls"
+	why     string // why there is no subject, when patterns need one
+	chained bool   // a command with metacharacters (P3)
+	rule    Ruler
+	in      map[string]any
+	workdir string
+}
+
+func (e *Effective) matcherOf(tool string, in map[string]any, written any, workdir string) callSubject {
+	sub := e.subjects[tool]
+	c := callSubject{rule: sub.Rule, in: in, workdir: workdir, what: "call"}
+	if sub.Kind == None {
+		if sub.Rule == nil {
+			c.why = fmt.Sprintf("%s has neither a subject nor its own rule", tool)
+		}
+		return c
+	}
+	raw := in[sub.Field]
+	subj, why := subjectOf(sub.Kind, raw, workdir)
+	if why != "" {
+		if sub.Rule == nil {
+			c.why = fmt.Sprintf("its %s field %s %s", sub.Kind, sub.Field, why)
+		}
+		return c
+	}
+	c.rule = nil // judged on its subject first (P2)
+	if written != nil {
+		raw = written
+	}
+	c.what = fmt.Sprintf("%s %s", sub.Kind, quoteSubject(raw, subj))
+	if sub.Kind == Command {
+		// Deny and ask read a command as a person would: spaces and
+		// tabs between words do not hide it.
+		c.chained = hasCommandMeta(subj)
+		subj = strings.Join(strings.Fields(subj), " ")
+	}
+	c.subj = subj
+	return c
+}
+
+// matching returns the pattern entries of the levels that admit the call.
+func (c callSubject) matching(lvs []*toolEntries) []string {
+	var out []string
+	for _, lv := range lvs {
+		if c.rule != nil {
+			for _, i := range lv.rules {
+				p := lv.infos[i]
+				if ok, err := safeAllow(c.rule, p.Pattern, c.in, c.workdir); ok || err != nil {
+					out = append(out, p.Raw) // an error cannot clear the call
+				}
+			}
+			continue
+		}
+		var buf [16]int
+		for _, i := range lv.candidates(c.subj, buf[:0]) {
+			if in := &lv.infos[i]; in.m.match(c.subj) {
+				out = append(out, in.Raw)
+			}
+		}
+	}
+	return out
+}
+
+// Covers reports whether the deny entry denies every call the allow entry
+// allows, for a tool whose subject is of kind k (rule P14): the same tool
+// and a name-only deny, an equal pattern, a command prefix that holds the
+// allowed command, or a directory tree that holds the allowed pattern's
+// literal directory. It answers false where it cannot tell.
+func Covers(k Kind, deny, allowed Entry) bool {
+	switch {
+	case deny.Tool != allowed.Tool:
+		return false
+	case !deny.HasPattern:
+		return true
+	case !allowed.HasPattern:
+		return false
+	case deny.Pattern == allowed.Pattern:
+		return true
+	}
+	switch k {
+	case Command:
+		dp, wild := strings.CutSuffix(deny.Pattern, ":*")
+		ap, _ := strings.CutSuffix(allowed.Pattern, ":*")
+		return wild && wordPrefix(dp).match(ap)
+	case Path:
+		tree, ok := strings.CutSuffix(deny.Pattern, "/**")
+		if !ok || strings.ContainsAny(tree, "*?[]{}\\") || !strings.HasPrefix(allowed.Pattern, "/") {
+			return false
+		}
+		return dirTree(tree).match(LiteralDir(allowed.Pattern))
+	}
+	return false
+}

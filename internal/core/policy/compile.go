@@ -1,0 +1,634 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/gate"
+	"aimon.dev/gw/internal/core/hostpattern"
+	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/tools"
+)
+
+// compiler turns the unified policy value into a Generation, collecting
+// every problem rather than stopping at the first.
+type compiler struct {
+	ctx       *cue.Context // the generation's own
+	opts      options
+	dir       string    // the policy directory; "" for an embedded policy
+	def       cue.Value // the shipped schema package
+	schemaDir string
+	errs      Errors
+	warnings  []Diagnostic
+	shipped   map[string]compiledInput
+	wildcard  map[string]bool           // servers that expose "*"
+	data      []string                  // the policy's YAML and JSON files
+	files     []*ast.File               // the policy's syntax, CUE and data files
+	root      cue.Value                 // the policy value being compiled
+	pinsOf    map[string]map[string]Pin // by server, as pins read them
+}
+
+func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
+	c.errs = append(c.errs, Diagnostic{Pos: c.pos(v, 0), Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// pos is where the policy wrote v: of v's conjuncts, the first that lies
+// outside the shipped schema (v.Pos alone may point into the schema).
+func (c *compiler) pos(v cue.Value, depth int) Position {
+	p := v.Pos()
+	if p.IsValid() && !strings.HasPrefix(p.Filename(), c.schemaDir) && !strings.HasPrefix(p.Filename(), schemaRoot) {
+		return position(p)
+	}
+	if depth < 8 {
+		_, args := v.Expr()
+		for _, a := range args {
+			if s := c.pos(a, depth+1); s.IsValid() {
+				return s
+			}
+		}
+	}
+	if depth > 0 {
+		return Position{}
+	}
+	return position(p)
+}
+
+func (c *compiler) warn(pos Position, code, format string, args ...any) {
+	c.warnings = append(c.warnings, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Warning: true})
+}
+
+func (c *compiler) compile(g *Generation, v cue.Value) {
+	g.Validation = rule.Mode(str(v.LookupPath(cue.ParsePath("validation"))))
+	g.UnknownTools = str(v.LookupPath(cue.ParsePath("claudeCode.unknownTools")))
+	g.Parallel = Parallel{
+		Enabled:        boolean(v.LookupPath(cue.ParsePath("parallel.enabled"))),
+		MaxConcurrency: integer(v.LookupPath(cue.ParsePath("parallel.maxConcurrency"))),
+		PerBatchMax:    integer(v.LookupPath(cue.ParsePath("parallel.perBatchMax"))),
+	}
+	g.Tools = map[string]*Tool{}
+	c.root = v
+	c.wildcards(v)
+	for server := range c.wildcard {
+		// What every tool of the server shares: how to start it, its
+		// sandbox and timeout.
+		if t := c.tool(server+"__*", c.def.LookupPath(cue.MakePath(cue.Def("Tool"))), g.Validation, Position{}); t != nil {
+			t.Upstream.Tool = ""
+			if g.Wildcards == nil {
+				g.Wildcards = map[string]*Tool{}
+			}
+			g.Wildcards[server] = t
+		}
+	}
+	decls := toolDecls(c.files)
+	compiled := map[string]*Tool{} // by declaration (memo.go)
+	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
+	for iter.Next() {
+		name, tv := iter.Selector().Unquoted(), iter.Value()
+		d, share := shareable(decls, name)
+		if share && compiled[d.key] != nil {
+			t := *compiled[d.key]
+			t.Name, t.Pos, t.ImplPos = name, position(tv.Pos()), d.pos
+			g.Tools[name] = &t
+			continue
+		}
+		var at Position
+		if share {
+			at = d.pos
+		}
+		if t := c.tool(name, tv, g.Validation, at); t != nil {
+			g.Tools[t.Name] = t
+			if share && !t.pending {
+				compiled[d.key] = t
+			}
+		}
+	}
+	g.Surfaces = map[string]*Surface{}
+	if a := v.LookupPath(cue.ParsePath("agent")); a.Exists() {
+		g.Surfaces["agent"] = c.surface("agent", a)
+	} else {
+		g.Surfaces["agent"] = &Surface{Ref: "agent"}
+	}
+	for _, kind := range []string{"subagent", "skill", "command"} {
+		iter, _ := v.LookupPath(cue.MakePath(cue.Str(kind + "s"))).Fields()
+		for iter.Next() {
+			ref := kind + ":" + iter.Selector().Unquoted()
+			g.Surfaces[ref] = c.surface(ref, iter.Value())
+		}
+	}
+	if from := v.LookupPath(cue.ParsePath("surfaces.from")); from.Exists() {
+		var dirs []string
+		_ = from.Decode(&dirs)
+		lists, abs := c.markdownSurfaces(dirs)
+		c.mergeMarkdown(g, lists)
+		g.Dirs = abs
+	}
+	for _, ref := range g.SurfaceRefs() {
+		c.checkList(g, g.Surfaces[ref])
+	}
+	c.compileLists(g)
+	c.principals(g, v.LookupPath(cue.ParsePath("principals")))
+	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
+}
+
+// tool compiles one tool; implAt is where the policy names its
+// implementation when the syntax shows it, found from v otherwise.
+func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Position) *Tool {
+	t := &Tool{Name: name, Pos: position(v.Pos())}
+	if v.Validate() != nil {
+		return nil // the policy-wide validation has reported it
+	}
+	if err := v.Err(); err != nil { // an incomplete value, such as an undefined reference
+		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
+		return nil
+	}
+	b, p, x, u := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external")), v.LookupPath(cue.ParsePath("upstream"))
+	server, upTool := str(u.LookupPath(cue.ParsePath("server"))), str(u.LookupPath(cue.ParsePath("tool")))
+	n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()) + btoi(u.Exists())
+	if srv, rest, ok := c.wildcardTool(name); ok && n == 0 {
+		// A tool of a server that exposes "*", named to narrow it.
+		server, upTool, n = srv, rest, 1
+	}
+	if n != 1 {
+		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, external (such as claudecode.#Bash), or a server's expose.", name)
+		return nil
+	}
+	t.External = str(x)
+	if b.Exists() {
+		t.Builtin = str(b)
+		// A policy may narrow a built-in, never widen it: the tool is the
+		// shipped declaration unified with what the policy wrote.
+		canonical := c.def.LookupPath(cue.MakePath(cue.Def(t.Builtin)))
+		v = canonical.Unify(v)
+		// CUE lets a closed struct gain optional and required fields, so
+		// look for parameters the built-in does not declare here.
+		if extra := c.widened(name, t.Builtin, canonical.LookupPath(cue.ParsePath("input")), v.LookupPath(cue.ParsePath("input")), "input"); extra {
+			return nil
+		}
+		if err := v.Validate(); err != nil {
+			before := len(c.errs)
+			c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
+			for i := before; i < len(c.errs); i++ {
+				c.errs[i].Message = fmt.Sprintf("tool %s may narrow the built-in %s, not widen it: %s", name, t.Builtin, c.errs[i].Message)
+			}
+			return nil
+		}
+	}
+	t.Description = str(v.LookupPath(cue.ParsePath("description")))
+	t.Title = str(v.LookupPath(cue.ParsePath("title")))
+	if out := v.LookupPath(cue.ParsePath("output")); out.Exists() {
+		js, err := gate.ExportJSONSchema(out)
+		if err != nil {
+			c.fail(out, string(rule.S1), "tool %s: its output cannot be exported as JSON Schema: %v.", name, err)
+			return nil
+		}
+		t.OutputSchema = js
+	}
+	t.Effect = str(v.LookupPath(cue.ParsePath("effect")))
+	t.Idempotent = boolean(v.LookupPath(cue.ParsePath("idempotent")))
+	t.OpenWorld = boolean(v.LookupPath(cue.ParsePath("openWorld")))
+	t.Input = v.LookupPath(cue.ParsePath("input"))
+	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
+	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
+	t.Validation = mode
+	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
+		t.Validation = rule.Mode(str(m))
+	}
+	t.PolicyDir = c.dir
+	if sb := v.LookupPath(cue.ParsePath("sandbox")); sb.Exists() {
+		if !c.sandbox(t, sb) {
+			return nil
+		}
+	}
+	if m := v.LookupPath(cue.ParsePath("maxFileBytes")); m.Exists() {
+		t.MaxFileBytes = int64(integer(m))
+	}
+	if d := v.LookupPath(cue.ParsePath("timeout")); d.Exists() {
+		var err error
+		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
+			c.fail(d, string(rule.R4), "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", name, str(d))
+			return nil
+		}
+	}
+	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
+		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
+			Default: str(s.LookupPath(cue.ParsePath("default")))}
+		t.subjectPos = c.pos(s, 0)
+	}
+	if server != "" {
+		spec, sv := c.upstreamSpec(server)
+		spec.Tool = upTool
+		t.Upstream = spec
+		if d := sv.LookupPath(cue.ParsePath("timeout")); d.Exists() && t.Timeout == 0 {
+			t.Timeout, _ = time.ParseDuration(str(d))
+		}
+		if sb := sv.LookupPath(cue.ParsePath("sandbox")); sb.Exists() && t.Sandbox == nil {
+			if !c.sandbox(t, sb) {
+				return nil
+			}
+		}
+		t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("command")), 0)
+		if spec.URL != "" {
+			t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("url")), 0)
+		}
+		// The server declares the input; provisioning completes the tool.
+		t.value, t.pending = v, true
+		return t
+	}
+	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
+		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
+		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
+			t.Plugin.Tool = str(n)
+		}
+		cmd := p.LookupPath(cue.ParsePath("command"))
+		_ = cmd.Decode(&t.Plugin.Command)
+		if len(t.Plugin.Command) > 0 && c.dir != "" {
+			// A relative binary is the policy repository's own.
+			if bin := t.Plugin.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+				t.Plugin.Command[0] = filepath.Join(c.dir, bin)
+			}
+		}
+		// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
+		t.ImplPos = c.pos(cmd, 0)
+		// The plugin declares the input; provisioning completes the tool.
+		t.value, t.pending = v, true
+		return t
+	}
+	if t.ImplPos = implAt; !implAt.IsValid() {
+		t.ImplPos = c.pos(v, 0) // a walk of v's conjuncts: a quarter of a tool's compile
+	}
+	if !c.compileInput(t) || !c.checkSubject(t) {
+		return nil
+	}
+	return t
+}
+
+// upstreamSpec reads how to reach the server named in servers; sv is its
+// value in the policy.
+func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
+	sv = c.root.LookupPath(cue.MakePath(cue.Str("servers"), cue.Str(server)))
+	spec = &Upstream{Server: server, Cwd: str(sv.LookupPath(cue.ParsePath("cwd")))}
+	_ = sv.LookupPath(cue.ParsePath("command")).Decode(&spec.Command)
+	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
+	spec.URL = str(sv.LookupPath(cue.ParsePath("url")))
+	spec.SHA256 = str(sv.LookupPath(cue.ParsePath("sha256")))
+	spec.Start = str(sv.LookupPath(cue.ParsePath("start")))
+	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
+	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
+	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))
+	spec.Pins = c.pins(server)
+	if len(spec.Command) > 0 && c.dir != "" {
+		if bin := spec.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+			spec.Command[0] = filepath.Join(c.dir, bin)
+		}
+	}
+	return spec, sv
+}
+
+// wildcardTool reports whether name is SERVER__TOOL of a server that
+// exposes "*".
+func (c *compiler) wildcardTool(name string) (server, tool string, ok bool) {
+	server, tool, ok = strings.Cut(name, "__")
+	return server, tool, ok && tool != "" && c.wildcard[server]
+}
+
+// wildcards finds the servers that expose "*", and checks that each server
+// is either started (command) or reached (url).
+func (c *compiler) wildcards(v cue.Value) {
+	c.wildcard = map[string]bool{}
+	iter, _ := v.LookupPath(cue.ParsePath("servers")).Fields()
+	for iter.Next() {
+		sv, name := iter.Value(), iter.Selector().Unquoted()
+		has := func(f string) bool { return sv.LookupPath(cue.ParsePath(f)).Exists() }
+		switch {
+		case has("command") == has("url"):
+			c.fail(sv, string(rule.R4), "server %s needs exactly one of command (a server the gateway starts, over stdio) and url (a streamable-HTTP server it reaches).", name)
+		case has("url") && (has("sandbox") || has("env") || has("cwd")):
+			c.fail(sv.LookupPath(cue.ParsePath("url")), string(rule.R6), "server %s is reached at its url, so sandbox, env and cwd, which apply to a command the gateway starts, cannot hold; remove them or give a command.", name)
+		}
+		if iter.Value().LookupPath(cue.ParsePath("expose")).IncompleteKind() == cue.StringKind {
+			c.wildcard[iter.Selector().Unquoted()] = true
+		}
+	}
+}
+
+// sandbox reads a tool's sandbox block; a path that is relative or empty
+// is an error (rule R6): it would say nothing certain about what is written.
+func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
+	s := &SandboxSpec{Off: str(v.LookupPath(cue.ParsePath("mode"))) == "off", Network: boolean(v.LookupPath(cue.ParsePath("network")))}
+	ok := true
+	for _, f := range []struct {
+		name string
+		dst  *[]string
+	}{{"write", &s.Write}, {"hide", &s.Hide}, {"env", &s.Env}} {
+		iter, _ := v.LookupPath(cue.ParsePath(f.name)).List()
+		for iter.Next() {
+			p := str(iter.Value())
+			if f.name != "env" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
+				c.fail(iter.Value(), string(rule.R6), "tool %s: sandbox.%s path %q is not absolute; write an absolute path (or ~/ for the gateway's home directory).", t.Name, f.name, p)
+				ok = false
+				continue
+			}
+			*f.dst = append(*f.dst, p)
+		}
+	}
+	if !c.hosts(t, s, v.LookupPath(cue.ParsePath("network.allow"))) {
+		ok = false
+	}
+	t.Sandbox = s
+	return ok
+}
+
+// hosts reads sandbox.network.allow, the hosts a command reaches through
+// the gateway's proxy (rule R8); a pattern that is not a host is an error.
+func (c *compiler) hosts(t *Tool, s *SandboxSpec, v cue.Value) bool {
+	ok := true
+	iter, _ := v.List()
+	for iter.Next() {
+		h := str(iter.Value())
+		if _, err := hostpattern.ParsePattern(h); err != nil {
+			c.fail(iter.Value(), string(rule.R8), "tool %s: sandbox.network.allow: %v.", t.Name, err)
+			ok = false
+			continue
+		}
+		s.Hosts = append(s.Hosts, h)
+	}
+	return ok
+}
+
+// tests reads the policy's unit tests; one that names a tool or surface
+// the policy does not define is reported (vet), and still run (it fails).
+func (c *compiler) tests(g *Generation, v cue.Value) {
+	iter, err := v.Fields()
+	if err != nil {
+		return
+	}
+	for iter.Next() {
+		tv := iter.Value()
+		t := Test{Name: iter.Selector().Unquoted(), Pos: c.pos(tv, 0), Tool: str(tv.LookupPath(cue.ParsePath("tool"))),
+			Workdir: str(tv.LookupPath(cue.ParsePath("workdir"))), Allowed: boolean(tv.LookupPath(cue.ParsePath("allowed"))),
+			Ask:  boolean(tv.LookupPath(cue.ParsePath("ask"))),
+			Rule: str(tv.LookupPath(cue.ParsePath("rule"))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
+		sv := tv.LookupPath(cue.ParsePath("surface"))
+		d, byDefault := sv.Default()
+		if byDefault {
+			sv = d
+		}
+		_ = sv.Decode(&t.Surface)
+		if pv := tv.LookupPath(cue.ParsePath("principal")); pv.Exists() {
+			t.Principal = &Claims{Subject: str(pv.LookupPath(cue.ParsePath("subject"))), Client: str(pv.LookupPath(cue.ParsePath("client")))}
+			_ = pv.LookupPath(cue.ParsePath("groups")).Decode(&t.Principal.Groups)
+			if byDefault {
+				t.Surface = nil // the principal's chain
+			}
+		}
+		if in, err := tv.LookupPath(cue.ParsePath("input")).MarshalJSON(); err == nil {
+			t.Input = in
+		} else {
+			c.warn(t.Pos, "test", "test %q: its input is not concrete JSON (%v); write the input's values out.", t.Name, err)
+		}
+		if _, ok := g.Tools[t.Tool]; !ok && !IsMCPEntry(t.Tool) {
+			msg := fmt.Sprintf("test %q calls %s, a tool the policy does not define.", t.Name, t.Tool)
+			if near := tools.Closest(t.Tool, g.Names()); near != "" {
+				msg = fmt.Sprintf("test %q calls %s, a tool the policy does not define; did you mean %q?", t.Name, t.Tool, near)
+			}
+			c.warn(c.pos(tv.LookupPath(cue.ParsePath("tool")), 0), "test", "%s", msg)
+		}
+		for _, ref := range t.Surface {
+			if _, ok := g.Surfaces[ref]; !ok {
+				c.warn(c.pos(sv, 0), "test", "test %q runs on %s, a surface the policy does not declare; declared are %s.", t.Name, ref, joinNames(g.SurfaceRefs()))
+			}
+		}
+		if t.Reason != "" {
+			if _, err := regexp.Compile(t.Reason); err != nil {
+				c.warn(c.pos(tv.LookupPath(cue.ParsePath("reason")), 0), "test", "test %q: reason is not a valid regular expression: %v.", t.Name, err)
+			}
+		}
+		g.Tests = append(g.Tests, t)
+	}
+}
+
+// checkSubject reports a subject field that is not a parameter (rule P2).
+func (c *compiler) checkSubject(t *Tool) bool {
+	if t.Subject == nil {
+		return true
+	}
+	if _, ok := fields(t.Input)[t.Subject.Field]; !ok {
+		c.errs = append(c.errs, Diagnostic{Pos: t.subjectPos, Code: "P2", Message: fmt.Sprintf("tool %s: the subject field %q is not a parameter of its input; name one of its fields.", t.Name, t.Subject.Field)})
+		return false
+	}
+	return true
+}
+
+// shipped holds, for one load, the gate and JSON Schema of each built-in's
+// input as shipped: most policies offer built-ins unchanged, often many
+// times under several names.
+
+type compiledInput struct {
+	gate   *gate.Gate
+	schema json.RawMessage
+}
+
+// compileInput derives the tool's gate (rule S4) and JSON Schema (rule S1).
+func (c *compiler) compileInput(t *Tool) bool {
+	shipped := t.Builtin != "" && !c.pos(t.Input, 1).IsValid()
+	if shipped {
+		if ci, ok := c.shipped[t.Builtin]; ok {
+			t.Gate, t.JSONSchema = ci.gate, ci.schema
+			return true
+		}
+	}
+	g, err := gate.Compile(t.Input)
+	if err != nil {
+		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", t.Name, err, t.Name)
+		return false
+	}
+	js, err := gate.ExportJSONSchema(t.Input)
+	if err != nil {
+		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", t.Name, err)
+		return false
+	}
+	t.Gate, t.JSONSchema = g, js
+	if t.declared != nil {
+		t.JSONSchema = t.declared
+	}
+	if shipped {
+		if c.shipped == nil {
+			c.shipped = map[string]compiledInput{}
+		}
+		c.shipped[t.Builtin] = compiledInput{g, js}
+	}
+	return true
+}
+
+// widened reports, and returns true for, the fields of got that want does
+// not declare, at any depth.
+func (c *compiler) widened(tool, builtin string, want, got cue.Value, path string) bool {
+	declared := fields(want)
+	found := false
+	iter, err := got.Fields(cue.Optional(true))
+	if err != nil {
+		return false
+	}
+	for iter.Next() {
+		name := iter.Selector().Unquoted()
+		w, ok := declared[name]
+		if !ok {
+			c.fail(iter.Value(), "S2", "tool %s: %s is not a parameter of the built-in %s; a policy may narrow a built-in, never widen it: remove %q.", tool, path+"."+name, builtin, name)
+			found = true
+			continue
+		}
+		if w.IncompleteKind() == cue.StructKind {
+			found = c.widened(tool, builtin, w, iter.Value(), path+"."+name) || found
+		}
+	}
+	return found
+}
+
+// fields maps the names a struct declares, optional and required ones too,
+// to their values. (LookupPath with an optional selector finds any name.)
+func fields(v cue.Value) map[string]cue.Value {
+	m := map[string]cue.Value{}
+	iter, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return m
+	}
+	for iter.Next() {
+		m[iter.Selector().Unquoted()] = iter.Value()
+	}
+	return m
+}
+
+func (c *compiler) surface(ref string, v cue.Value) *Surface {
+	s := &Surface{Ref: ref}
+	if m := v.LookupPath(cue.MakePath(cue.Str("max-effect"))); m.Exists() {
+		s.MaxEffect, s.MaxEffectPos = str(m), position(m.Pos())
+	}
+	// A list may hold thousands of entries in a few files: each file's
+	// name is made relative once.
+	files := map[string]string{}
+	place := func(p token.Pos) Position {
+		if !p.IsValid() {
+			return Position{}
+		}
+		f, ok := files[p.Filename()]
+		if !ok {
+			f = relative(p.Filename())
+			files[p.Filename()] = f
+		}
+		return Position{File: f, Line: p.Line(), Col: p.Column()}
+	}
+	entries := func(key string, es *[]string, pos *[]Position) bool {
+		list := v.LookupPath(cue.MakePath(cue.Str(key)))
+		iter, err := list.List()
+		for err == nil && iter.Next() {
+			*es = append(*es, str(iter.Value()))
+			*pos = append(*pos, place(iter.Value().Pos()))
+		}
+		return list.Exists()
+	}
+	s.Declared = entries("allowed-tools", &s.Entries, &s.EntryPos)
+	entries(allow.DeniedTools, &s.Denied, &s.DeniedPos)
+	entries(allow.AskTools, &s.Asked, &s.AskedPos)
+	return s
+}
+
+// checkList reports entries that name no tool, and a list that leaves no
+// tool at all (rule P12); deny and ask entries that name no tool too (rule
+// P14): they would deny or ask for nothing.
+func (c *compiler) checkList(g *Generation, s *Surface) {
+	c.namesTools(g, s, allow.DeniedTools, s.Denied, s.DeniedPos, "P14")
+	c.namesTools(g, s, allow.AskTools, s.Asked, s.AskedPos, "P14")
+	if !s.Declared {
+		return
+	}
+	known := c.namesTools(g, s, "allowed-tools", s.Entries, s.EntryPos, "P12")
+	if known == 0 {
+		pos := Position{}
+		if len(s.EntryPos) > 0 {
+			pos = s.EntryPos[0]
+		}
+		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
+	}
+}
+
+// namesTools warns of each entry of a list that names no tool the policy
+// defines, and returns how many do name one.
+func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []string, pos []Position, code string) (known int) {
+	for i, e := range entries {
+		name := entryName(e)
+		if _, _, wild := c.wildcardTool(name); defines(g, name) || IsMCPEntry(name) || wild {
+			// mcp__SERVER and mcp__SERVER__TOOL name Claude Code's MCP
+			// tools, which the hook decides without a definition; the
+			// tools of a server that exposes "*" are known once it runs.
+			known++
+			continue
+		}
+		msg := fmt.Sprintf("%s %s entry %q names no tool the policy defines", s.Ref, key, e)
+		if near := tools.Closest(name, g.Names()); near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
+		} else {
+			msg += fmt.Sprintf("; the tools are %s.", joinNames(g.Names()))
+		}
+		c.warn(pos[i], code, "%s", msg)
+	}
+	return known
+}
+
+func defines(g *Generation, name string) bool { _, ok := g.Tools[name]; return ok }
+
+// IsMCPEntry reports whether an entry's name is Claude Code's name of an MCP
+// server (mcp__github) or of one of its tools (mcp__github__create_issue).
+func IsMCPEntry(name string) bool {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	return ok && rest != "" && !strings.HasPrefix(rest, "_")
+}
+
+// entryName is the tool name of an allowed-tools entry: Name or Name(pattern).
+func entryName(e string) string {
+	for i, r := range e {
+		if r == '(' {
+			return e[:i]
+		}
+	}
+	return e
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func str(v cue.Value) string {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	s, _ := v.String()
+	return s
+}
+
+func integer(v cue.Value) int {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	n, _ := v.Int64()
+	return int(n)
+}
+
+func boolean(v cue.Value) bool {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	b, _ := v.Bool()
+	return b
+}

@@ -1,0 +1,141 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// TestP14DenyAndAskInAPolicy: denied-tools and ask-tools on surfaces, in
+// CUE and in markdown front matter (disallowed-tools), decide along a
+// chain with their positions kept.
+func TestP14DenyAndAskInAPolicy(t *testing.T) {
+	dir := writePolicy(t, map[string]string{
+		"policy.cue": header + `
+tools: {Read: schema.#Read, Bash: schema.#Bash, Write: schema.#Write}
+agent: {
+	"allowed-tools": ["Read", "Bash(git:*)", "Write"]
+	"denied-tools": ["Read(/etc/**)"]
+	"ask-tools": ["Bash(git push:*)"]
+}
+subagents: builder: "denied-tools": ["Write"]
+surfaces: from: ["md"]
+`,
+		"md/agents/reviewer.md":    "---\nname: reviewer\ntools: Read, Bash\ndisallowed-tools: Bash(git commit:*), Write\n---\nReview.\n",
+		"md/skills/notes/SKILL.md": "---\nask-tools: [Read]\n---\n",
+	})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		note  string
+		chain []string
+		tool  string
+		in    map[string]any
+		want  string // allowed, ask or denied, and the rule
+	}{
+		{"the agent's deny", []string{"agent"}, "Read", map[string]any{"file_path": "/etc/passwd"}, "denied P14"},
+		{"the agent's ask", []string{"agent"}, "Bash", map[string]any{"command": "git push"}, "ask P14"},
+		{"the agent's allow", []string{"agent"}, "Bash", map[string]any{"command": "git log"}, "allowed P3"},
+		{"a child inherits the deny", []string{"agent", "subagent:reviewer"}, "Read", map[string]any{"file_path": "/etc/hosts"}, "denied P14"},
+		{"a child inherits the ask", []string{"agent", "subagent:reviewer"}, "Bash", map[string]any{"command": "git push"}, "ask P14"},
+		{"a child adds a deny in its front matter", []string{"agent", "subagent:reviewer"}, "Bash", map[string]any{"command": "git commit -m x"}, "denied P14"},
+		{"a child with deny only, no list", []string{"agent", "subagent:builder"}, "Write", map[string]any{"file_path": "/x", "content": ""}, "denied P14"},
+		{"a child with deny only keeps its caller's list", []string{"agent", "subagent:builder"}, "Read", map[string]any{"file_path": "/x"}, "allowed P6"},
+		{"a skill's ask by name", []string{"agent", "skill:notes"}, "Read", map[string]any{"file_path": "/x"}, "ask P14"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			e, err := g.Effective(tc.chain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := e.Decide(tc.tool, tc.in, "/")
+			got := "denied "
+			switch {
+			case d.Allowed:
+				got = "allowed "
+			case d.Ask:
+				got = "ask "
+			}
+			if got += string(d.Rule); got != tc.want {
+				t.Errorf("%s %v = %s (%s), want %s", tc.tool, tc.in, got, d.Reason, tc.want)
+			}
+		})
+	}
+	r := g.Surfaces["subagent:reviewer"]
+	if !slices.Equal(r.Denied, []string{"Bash(git commit:*)", "Write"}) || len(r.DeniedPos) != 2 || !strings.HasSuffix(r.DeniedPos[0].File, "reviewer.md") {
+		t.Errorf("reviewer's deny entries %q at %v", r.Denied, r.DeniedPos)
+	}
+	if pos, ok := g.Surfaces["agent"].Place("Bash(git push:*)", allow.AskTools); !ok || pos.Line != 10 {
+		t.Errorf("Place of the ask entry = %v, %v; want line 10", pos, ok)
+	}
+	if !slices.Contains(g.Inputs, g.Surfaces["skill:notes"].RuleFiles[0]) {
+		t.Errorf("the ask-only markdown file is not an input of the generation: %v", g.Inputs)
+	}
+}
+
+// TestP14VetReportsCoveredAndUnknown: vet reports an allow entry a deny
+// entry covers whole, along the chain, and deny or ask entries that name
+// no tool; a misspelt front matter key is an error.
+func TestP14VetReportsCoveredAndUnknown(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read, Bash: schema.#Bash}
+agent: {
+	"allowed-tools": ["Read(/srv/repo/*.go)", "Bash(git push:*)", "Bash(ls)"]
+	"denied-tools": ["Read(/srv/**)", "Bahs"]
+	"ask-tools": ["Raed(/x)"]
+}
+skills: s: {
+	"allowed-tools": ["Bash(ls)", "Read(/tmp/**)"]
+	"denied-tools": ["Bash(git:*)", "Bash(ls:*)"]
+}
+`})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range Vet(g) {
+		got = append(got, d.String())
+	}
+	text := strings.Join(got, "\n")
+	for _, w := range []string{
+		`policy.cue:8:20: agent allowed-tools entry "Read(/srv/repo/*.go)" is covered whole by the denied-tools entry "Read(/srv/**)"`,
+		`policy.cue:9:36: agent denied-tools entry "Bahs" names no tool the policy defines; did you mean "Bash"?`,
+		`policy.cue:10:16: agent ask-tools entry "Raed(/x)" names no tool`,
+		`policy.cue:13:20: skill:s allowed-tools entry "Bash(ls)" is covered whole by the denied-tools entry "Bash(ls:*)"`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("vet lacks %q; got:\n%s", w, text)
+		}
+	}
+	for _, not := range []string{`"Bash(git push:*)" is covered`, `"Read(/tmp/**)" is covered`, `agent allowed-tools entry "Bash(ls)" is covered`} {
+		if strings.Contains(text, not) {
+			t.Errorf("vet says %q; got:\n%s", not, text)
+		}
+	}
+	bad := writePolicy(t, map[string]string{
+		"policy.cue":       header + "tools: Read: schema.#Read\nsurfaces: from: [\"md\"]\n",
+		"md/commands/x.md": "---\ndisallowedTools: Read\n---\n",
+	})
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), `"disallowedTools" is not disallowed-tools`) {
+		t.Errorf("a misspelt key: %v", err)
+	}
+	if d := mustDecide(t, g, []string{"agent"}, "Read", map[string]any{"file_path": "/srv/repo/a.go"}); d.Rule != rule.P14 || d.Allowed {
+		t.Errorf("%+v", d)
+	}
+}
+
+func mustDecide(t *testing.T, g *Generation, chain []string, tool string, in map[string]any) rule.Decision {
+	t.Helper()
+	e, err := g.Effective(chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Decide(tool, in, "/")
+}

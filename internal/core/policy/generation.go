@@ -1,0 +1,371 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/gate"
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// A Generation is one loaded policy. It is immutable once Load returns it:
+// the gateway swaps whole generations, and nothing reads a half-loaded one.
+type Generation struct {
+	// Dir is the policy directory; "" for the embedded policy.
+	Dir string
+	// Revision identifies the policy's files: a prefix of the sha256 over them.
+	Revision string
+	// Tools by name.
+	Tools map[string]*Tool
+	// Surfaces by reference: "agent", "subagent:NAME", "skill:NAME", "command:NAME".
+	Surfaces map[string]*Surface
+	// Parallel holds the batch settings (rules K2, K3).
+	Parallel Parallel
+	// Validation is the policy-wide gate mode (rule S9).
+	Validation rule.Mode
+	// UnknownTools is what the Claude Code hook answers for a tool the
+	// policy does not mention: "deny" or "ask".
+	UnknownTools string
+	// Tests are the policy's own unit tests (aimon-gw test), by name.
+	Tests []Test
+	// Principals map callers over HTTP to surface chains, by name.
+	Principals []*Principal
+	// Warnings are problems that did not stop the load (rule P12); vet reports them.
+	Warnings []Diagnostic
+
+	value cue.Value
+	lists map[string][]*allow.List // declared lists by surface reference, one per source
+	lazy  *lazyLists               // a restored generation's, compiled when first used
+	// Dirs are directories outside the policy's that it reads (markdown
+	// surfaces), for a watcher to follow.
+	Dirs []string
+	// Inputs are the files the load read, absolute: every file CUE parsed
+	// (imports included), the YAML and JSON files, cue.mod/module.cue and
+	// the markdown files. Empty for an embedded policy.
+	Inputs []string
+	// Restored is set on a generation made by Restore rather than a load.
+	Restored bool
+	// Wildcards are the servers that expose "*", by name, each as what its
+	// tools share (Upstream.Tool is ""): provisioning adds the tools the
+	// server lists (Expand).
+	Wildcards map[string]*Tool
+	chains    *allow.Chains // effective lists, computed once per chain
+	comp      *compiler     // what Complete compiles with
+}
+
+// A Tool is one tool the policy offers.
+type Tool struct {
+	Name        string
+	Description string
+	// Input is the tool's input schema: closed for built-ins (rule S2).
+	// It is the zero value in a restored generation (see Restore).
+	Input cue.Value `json:"-"`
+	// Gate checks an input against Input (rule S4).
+	Gate *gate.Gate `json:"-"`
+	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
+	JSONSchema json.RawMessage
+	// OutputSchema is the schema of the tool's structured result as JSON
+	// Schema; nil when it gives none.
+	OutputSchema json.RawMessage
+	// Concurrency is "sequential" or "concurrent_safe"; Interrupt one of the
+	// four declarations of rule K1.
+	Concurrency string
+	Interrupt   string
+	// Subject is the permission subject (rule P2); nil when the tool has none.
+	Subject *Subject
+	// Validation is the gate mode for this tool: its own or the policy's.
+	Validation rule.Mode
+	// Title is a short human-readable name; "" for none.
+	Title string
+	// Effect is the tool's side effect (rule P13): none, read, write or
+	// destructive; Idempotent and OpenWorld are its MCP hints.
+	Effect                string
+	Idempotent, OpenWorld bool
+	// PolicyDir is the directory of the policy that declares the tool; ""
+	// for the embedded one.
+	PolicyDir string
+	// Sandbox is the tool's sandbox block (rule R6); nil when it has none.
+	Sandbox *SandboxSpec
+	// MaxFileBytes bounds the files the tool produces; 0 for no bound set.
+	MaxFileBytes int64
+	// Timeout bounds one call of an out-of-process tool; 0 for the
+	// implementation's default.
+	Timeout time.Duration
+	// Builtin names the in-process implementation, or Plugin the
+	// out-of-process one.
+	Builtin string
+	Plugin  *Plugin
+	// Upstream is the MCP server tool behind the tool; nil for another kind.
+	Upstream *Upstream
+	// Unpinned says why an upstream tool is withheld: its definition no
+	// longer matches its pin. Such a tool is neither listed nor run.
+	Unpinned string
+	// Unavailable says why an upstream tool is withheld because its
+	// server cannot be started or reached; it is offered again once the
+	// server answers (rule R4).
+	Unavailable string
+	// External names the program that runs the tool, when the gateway only
+	// decides it ("claude-code").
+	External string
+	// Pos is where the policy declares the tool, and ImplPos where it names
+	// the implementation (the builtin, the plugin's command).
+	Pos, ImplPos Position
+
+	subjectPos Position
+	value      cue.Value       // the tool as the policy wrote it, for Complete
+	pending    bool            // its implementation must declare its input (Complete)
+	declared   json.RawMessage // the implementation's own schema, when the policy does not narrow it
+}
+
+// Kind is the kind of the tool's implementation: "builtin", "plugin" or
+// "external".
+func (t *Tool) Kind() string {
+	switch {
+	case t.Plugin != nil:
+		return "plugin"
+	case t.External != "":
+		return "external"
+	case t.Upstream != nil:
+		return "upstream"
+	}
+	return "builtin"
+}
+
+// WritesFiles reports whether t writes the files its path subject names:
+// the built-ins Write and Edit, and Claude Code's editing tools. Their
+// entries' directories are what a surface may write (rule R6).
+func (t *Tool) WritesFiles() bool {
+	switch {
+	case t.Builtin == "Write", t.Builtin == "Edit":
+		return true
+	case t.External == "claude-code":
+		return slices.Contains([]string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, t.Name)
+	}
+	return false
+}
+
+// Withheld says why the tool is neither listed nor run, as a sentence for
+// a caller, and the rule that withholds it; "" when it is offered.
+func (t *Tool) Withheld() (rule.ID, string) {
+	switch {
+	case t.Unavailable != "":
+		return rule.R4, fmt.Sprintf("%s is withheld because its MCP server %s is unavailable: %s The gateway tries the server again and offers the tool once it answers", t.Name, t.Upstream.Server, t.Unavailable)
+	case t.Unpinned != "":
+		return rule.S3, t.Name + " changed on its server since it was pinned, so it is withheld; tell the operator"
+	}
+	return "", ""
+}
+
+// Pending reports whether the tool waits for its implementation to declare
+// its input (see Generation.Complete); such a tool cannot be served.
+func (t *Tool) Pending() bool { return t.pending }
+
+// Upstream is a tool of an upstream MCP server (stdio), or with Tool ""
+// the server.
+type Upstream struct {
+	Server, Tool string
+	// Pins are the server's pins by tool (aimon-gw pin); NoPin is set when
+	// the server opts out of them.
+	Pins    map[string]Pin
+	NoPin   bool
+	Command []string
+	// SHA256 is the sha256 of the command's binary, hex; "" for none.
+	SHA256 string
+	Env    map[string]string
+	Cwd    string
+	// URL and Headers reach a streamable-HTTP server, instead of Command.
+	URL     string
+	Headers map[string]string
+	// Start is when a started server runs: "load" or "call" (first use).
+	Start string
+	// TrustAnnotations lets the server's annotations say a tool's effect.
+	TrustAnnotations bool
+}
+
+// Pin is the sha256 the tool's definition was pinned at; "" for none.
+func (u *Upstream) Pin() string { return u.Pins[u.Tool].SHA256 }
+
+// A Test is one policy unit test: a call and what must happen to it.
+type Test struct {
+	Name    string
+	Pos     Position
+	Surface []string
+	// Principal is the caller whose chain the case runs on, when it names
+	// one; Surface then extends that chain, or is that chain.
+	Principal *Claims
+	Tool      string
+	Input     json.RawMessage
+	Workdir   string
+	Allowed   bool
+	Ask       bool // the call must need approval (rule P14)
+	Rule      string
+	Reason    string // a regular expression the sentence must match
+}
+
+// SandboxSpec is a tool's sandbox block as the policy wrote it.
+type SandboxSpec struct {
+	Off     bool
+	Write   []string
+	Hide    []string
+	Network bool
+	// Hosts are sandbox.network.allow: with Network false, the hosts the
+	// commands reach through the gateway's proxy.
+	Hosts []string
+	Env   []string
+}
+
+// Subject names the input field that a permission pattern is matched against.
+type Subject struct {
+	Field string
+	Kind  string // "command" or "path"
+	// Default stands for the field when a call leaves it out: what the tool
+	// then does ("." for the working directory); "" for none.
+	Default string
+}
+
+// Plugin is how to start an out-of-process tool.
+type Plugin struct {
+	// Command starts the plugin; a relative binary is resolved against the
+	// policy directory.
+	Command []string
+	SHA256  string
+	// Tool is the tool's name inside the plugin.
+	Tool string
+}
+
+// A Surface is one place that declares an allow list (rule P8).
+type Surface struct {
+	Ref string
+	// Declared is false when the surface has no allowed-tools: unlimited (rule P11).
+	Declared bool
+	// Entries is the allow list as written, and EntryPos the position of each.
+	Entries  []string
+	EntryPos []Position
+	// Denied and Asked are the denied-tools and ask-tools entries as
+	// written, with their positions (rule P14), from every source.
+	Denied    []string
+	DeniedPos []Position
+	Asked     []string
+	AskedPos  []Position
+	// RuleFiles are the markdown files that give the surface deny or ask
+	// entries and no allowed-tools (the others are in Sources).
+	RuleFiles []string
+	// Sources split Entries into the lists they came from: the CUE one and
+	// each markdown file's; each is a level of rule P10's lattice.
+	Sources []Source
+	// MaxEffect is the surface's side-effect ceiling (rule P13); "" for none.
+	MaxEffect    string
+	MaxEffectPos Position
+}
+
+// Place is where entry is written on the surface, in the list named key:
+// allowed-tools, denied-tools or ask-tools.
+func (s *Surface) Place(entry, key string) (Position, bool) {
+	entries, places := s.Entries, s.EntryPos
+	switch key {
+	case allow.DeniedTools:
+		entries, places = s.Denied, s.DeniedPos
+	case allow.AskTools:
+		entries, places = s.Asked, s.AskedPos
+	}
+	if i := slices.Index(entries, entry); i >= 0 && i < len(places) {
+		return places[i], true
+	}
+	return Position{}, false
+}
+
+// Files are the markdown files the surface's lists come from.
+func (s *Surface) Files() []string {
+	out := slices.Clone(s.RuleFiles)
+	for _, src := range s.Sources {
+		if src.File != "" {
+			out = append(out, src.File)
+		}
+	}
+	return out
+}
+
+// A Source is one list of a surface: Entries[Start:End], from File ("" for
+// the policy's CUE or YAML).
+type Source struct {
+	Start, End int
+	File       string
+}
+
+// effects orders the side effects (rule P13).
+var effects = map[string]int{"none": 0, "read": 1, "write": 2, "destructive": 3}
+
+// Above reports whether effect a is above ceiling b ("" is no ceiling).
+func Above(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	ea, ok := effects[a]
+	if !ok {
+		ea = effects["destructive"]
+	}
+	return ea > effects[b]
+}
+
+// Ceiling returns the side-effect ceiling of a surface chain: the lowest
+// max-effect along it (rule P13), and the surface that sets it; "" for none.
+func (g *Generation) Ceiling(chain []string) (effect, by string) {
+	for _, ref := range chain {
+		s, ok := g.Surfaces[ref]
+		if !ok || s.MaxEffect == "" {
+			continue
+		}
+		if effect == "" || effects[s.MaxEffect] < effects[effect] {
+			effect, by = s.MaxEffect, ref
+		}
+	}
+	if a := g.Surfaces["agent"]; a != nil && a.MaxEffect != "" && (effect == "" || effects[a.MaxEffect] < effects[effect]) {
+		effect, by = a.MaxEffect, "agent"
+	}
+	return effect, by
+}
+
+// Parallel is the policy's batch settings.
+type Parallel struct {
+	Enabled        bool
+	MaxConcurrency int
+	PerBatchMax    int
+}
+
+// Names returns the tool names, sorted.
+func (g *Generation) Names() []string {
+	names := make([]string, 0, len(g.Tools))
+	for n := range g.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SurfaceRefs returns the surface references, sorted with the agent first.
+func (g *Generation) SurfaceRefs() []string {
+	refs := make([]string, 0, len(g.Surfaces))
+	for r := range g.Surfaces {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "agent":
+			return -1
+		case b == "agent":
+			return 1
+		case a < b:
+			return -1
+		}
+		return 1
+	})
+	return refs
+}

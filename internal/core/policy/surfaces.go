@@ -1,0 +1,210 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"aimon.dev/gw/internal/core/allow"
+)
+
+// compileLists compiles every declared allow list once per generation
+// (rules P1, P7, P10), and the effective list of the main agent and of
+// each surface it starts, so that their cost is paid within the load's
+// time bound (rule R5) rather than by a call. An entry that cannot be used
+// is reported; it denies.
+func (c *compiler) compileLists(g *Generation) {
+	subjects := listSubjects(g)
+	g.lists = map[string][]*allow.List{}
+	for _, ref := range g.SurfaceRefs() {
+		if ls := c.surfaceLists(g.Surfaces[ref], subjects); ls != nil {
+			g.lists[ref] = ls
+		}
+	}
+	for _, ref := range g.SurfaceRefs() {
+		g.Effective([]string{ref}) // a refusal is kept for the calls too
+	}
+}
+
+// listSubjects maps every tool to its declared subject, for allow.Compile.
+func listSubjects(g *Generation) map[string]allow.Subject {
+	subjects := map[string]allow.Subject{}
+	for name, t := range g.Tools {
+		var s allow.Subject
+		if t.Subject != nil {
+			s = allow.Subject{Field: t.Subject.Field, Kind: allow.Kind(t.Subject.Kind)}
+		}
+		subjects[name] = s
+	}
+	return subjects
+}
+
+// surfaceLists compiles the lists of one surface, one per source; nil when
+// it declares none. Its deny and ask entries, which accumulate rather than
+// meet (rule P14), go with its first list, or make one of their own when
+// it declares no allowed-tools.
+func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) []*allow.List {
+	if !s.Declared && len(s.Denied) == 0 && len(s.Asked) == 0 {
+		return nil
+	}
+	sources := s.Sources
+	if len(sources) == 0 {
+		sources = []Source{{Start: 0, End: len(s.Entries)}}
+	}
+	var out []*allow.List
+	for i, src := range sources {
+		d := allow.Decl{AllowNone: !s.Declared}
+		if s.Declared {
+			d.Allow = c.resolveEntries(s.Entries[src.Start:src.End], subjects)
+		}
+		if i == 0 {
+			d.Deny, d.Ask = c.resolveEntries(s.Denied, subjects), c.resolveEntries(s.Asked, subjects)
+		}
+		l, errs := allow.CompileDecl(c.ctx, d, subjects)
+		out = append(out, l)
+		for _, err := range errs {
+			c.warn(s.errorPlace(err, d, src.Start), "P7", "%s: %v; until it is fixed it denies.", s.Ref, err)
+		}
+	}
+	return out
+}
+
+// errorPlace is where the entry of an *allow.EntryError is written.
+func (s *Surface) errorPlace(err error, d allow.Decl, start int) Position {
+	var ee *allow.EntryError
+	if !errors.As(err, &ee) {
+		return Position{}
+	}
+	entries, pos := d.Allow, s.EntryPos[start:]
+	switch ee.List {
+	case allow.DeniedTools:
+		entries, pos = d.Deny, s.DeniedPos
+	case allow.AskTools:
+		entries, pos = d.Ask, s.AskedPos
+	}
+	if i := slices.Index(entries, ee.Entry); i >= 0 && i < len(pos) {
+		return pos[i]
+	}
+	return Position{}
+}
+
+// lazyLists compiles a restored generation's lists when a chain first
+// needs them: a hook decision needs one or two of them.
+type lazyLists struct {
+	mu        sync.Mutex
+	c         *compiler
+	subjects  map[string]allow.Subject
+	done      map[string][]*allow.List
+	saved     map[string][]byte           // JSON of allow.SavedEffective, by chain key
+	effective map[string]*allow.Effective // restored from saved
+}
+
+// restored returns the saved effective list of the chain key, nil when none
+// was saved or it does not restore.
+func (l *lazyLists) restored(key string) *allow.Effective {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.effective[key]; ok {
+		return e
+	}
+	s, ok := l.saved[key]
+	if !ok {
+		return nil
+	}
+	var e *allow.Effective
+	var se *allow.SavedEffective
+	if json.Unmarshal(s, &se) == nil {
+		if r, err := allow.RestoreEffective(se); err == nil {
+			e = r
+		}
+	}
+	l.effective[key] = e
+	return e
+}
+
+// chainKey names a chain in Chains and in a saved generation.
+func chainKey(chain []string) string { return strings.Join(chain, "\x00") }
+
+// listsOf returns the compiled lists of the surface ref.
+func (g *Generation) listsOf(ref string) []*allow.List {
+	if g.lazy == nil {
+		return g.lists[ref]
+	}
+	l := g.lazy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.done[ref]
+	if !ok {
+		ls = l.c.surfaceLists(g.Surfaces[ref], l.subjects)
+		l.done[ref] = ls
+	}
+	return ls
+}
+
+// Effective returns the effective allow list of a surface chain: the
+// unification of the lists along it (rule P10), computed once per
+// generation. The main agent is always the chain's root. A chain that names
+// a surface the policy does not declare, or that leaves no tool, is refused
+// with a sentence (rule P11).
+func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
+	if len(chain) == 0 || chain[0] != "agent" {
+		chain = append([]string{"agent"}, chain...)
+	}
+	for _, ref := range chain {
+		if _, ok := g.Surfaces[ref]; !ok {
+			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
+		}
+	}
+	if g.lazy != nil {
+		if e := g.lazy.restored(chainKey(chain)); e != nil {
+			return e, nil
+		}
+	}
+	var lists []*allow.List
+	for _, ref := range chain {
+		if ls := g.listsOf(ref); ls != nil {
+			lists = append(lists, ls...)
+		} else {
+			lists = append(lists, nil)
+		}
+	}
+	e, err := g.chains.Get(chainKey(chain), lists...)
+	if err != nil {
+		return nil, fmt.Errorf("The run on %s is refused: %w.", strings.Join(chain, " > "), err)
+	}
+	return e, nil
+}
+
+// unknownWorkdir stands for the working directory when a load is given none
+// (vet): a relative pattern then matches nothing rather than everything.
+const unknownWorkdir = "/nonexistent/aimon-gw/workdir"
+
+// resolveEntries rewrites path patterns written relative to the working
+// directory ("./src/**", ".") as absolute ones (rule P4), so that a policy
+// can say "under the working directory" without knowing where that is.
+func (c *compiler) resolveEntries(entries []string, subjects map[string]allow.Subject) []string {
+	out := make([]string, len(entries))
+	for i, raw := range entries {
+		out[i] = raw
+		e, err := allow.ParseEntry(raw)
+		if err != nil || !e.HasPattern || subjects[e.Tool].Kind != allow.Path {
+			continue
+		}
+		if e.Pattern != "." && !strings.HasPrefix(e.Pattern, "./") {
+			continue
+		}
+		wd := c.opts.workdir
+		if wd == "" {
+			wd = unknownWorkdir
+		}
+		abs := strings.TrimSuffix(wd, "/") + strings.TrimPrefix(e.Pattern, ".")
+		if abs == "" {
+			abs = "/"
+		}
+		out[i] = e.Tool + "(" + abs + ")"
+	}
+	return out
+}

@@ -1,0 +1,340 @@
+package builtin
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/tools"
+)
+
+// The file tools act on the file that was decided (rule R6): every file is
+// opened through an os.Root anchored at the directory the deciding entry
+// allows, so that a symbolic link or ".." cannot take the open out of it,
+// and without blocking, so that a FIFO or a device cannot hang the gateway;
+// what was opened is then checked on its descriptor, never by a second look
+// at the path.
+
+// anchor is an os.Root at the call's scope.
+type anchor struct {
+	root *os.Root
+	dir  string
+	env  *tools.Env
+	// The anchor's directory as plain opened it, for beneath; 0 for none.
+	// dev and ino identify it, for a root opened after it (ensureRoot).
+	dirfd    int
+	dev, ino uint64
+}
+
+// anchorDir is the directory the call was allowed: its scope's anchor,
+// "/" without one.
+func anchorDir(env *tools.Env) string {
+	if env != nil && env.Scope != nil && env.Scope.Anchor != "" {
+		return env.Scope.Anchor
+	}
+	return "/"
+}
+
+// openReadAnchor is openAnchor for a call that only opens files to read
+// them (Read): an anchor opened plain needs no os.Root until an open must
+// take the root's way, which saves a Read four system calls.
+func openReadAnchor(env *tools.Env) (*anchor, error) {
+	a := &anchor{dir: anchorDir(env), env: env}
+	if a.plain() {
+		return a, nil
+	}
+	return openAnchor(env)
+}
+
+// ensureRoot opens the root of an anchor opened plain, and checks that it
+// is the directory plain opened.
+func (a *anchor) ensureRoot() error {
+	if a.root != nil {
+		return nil
+	}
+	r, err := os.OpenRoot(a.dir)
+	if err != nil {
+		return err
+	}
+	fi, err := r.Stat(".")
+	if st, ok := statOf(fi); err != nil || !ok || st.Dev != a.dev || st.Ino != a.ino {
+		r.Close()
+		return &anchorLink{dir: a.dir}
+	}
+	a.root = r
+	return nil
+}
+
+// statOf is fi's system stat.
+func statOf(fi fs.FileInfo) (*syscall.Stat_t, bool) {
+	if fi == nil {
+		return nil, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
+}
+
+// openAnchor opens the directory the call was allowed.
+func openAnchor(env *tools.Env) (*anchor, error) {
+	dir := anchorDir(env)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	a := &anchor{root: r, dir: dir, env: env}
+	if a.plain() || dir == "/" {
+		return a, nil
+	}
+	// The anchor is the directory of that name, not where a link the agent
+	// made there leads (rule R8); checked on what was opened, so that a
+	// link swapped in meanwhile is caught too.
+	link := sandbox.AgentLink(dir, workdir(env))
+	opened, err1 := r.Stat(".")
+	named, err2 := os.Stat(dir)
+	if link != "" || err1 != nil || err2 != nil || !os.SameFile(opened, named) {
+		r.Close()
+		return nil, &anchorLink{dir: dir, link: link}
+	}
+	return a, nil
+}
+
+// anchorLink is an anchor that a symbolic link takes elsewhere.
+type anchorLink struct{ dir, link string }
+
+func (e *anchorLink) Error() string {
+	if e.link == "" {
+		e.link = e.dir
+	}
+	return fmt.Sprintf("%s, where this surface may act, leads through the symbolic link %s to %s; a tool follows no link made there. Remove the link, or give the real path in the policy.", e.dir, e.link, leadsTo(e.dir))
+}
+
+// anchorFailure is the sentence for an anchor that could not be opened,
+// ok false for another failure.
+func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) {
+	var al *anchorLink
+	if errors.As(err, &al) {
+		return refuse(env, tool, "%s", al.Error()), true
+	}
+	return tools.Result{}, false
+}
+
+func (a *anchor) Close() {
+	a.closeDir()
+	if a.root != nil {
+		a.root.Close()
+	}
+}
+
+// rel is path relative to the anchor; ok is false when path lies outside it.
+func (a *anchor) rel(path string) (string, bool) {
+	rel, err := filepath.Rel(a.dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
+}
+
+// allows reports whether the scope admits path (a search's files).
+func (a *anchor) allows(path string) bool {
+	return a.env == nil || a.env.Scope == nil || a.env.Scope.Allows == nil || a.env.Scope.Allows(path)
+}
+
+// errEscapes marks an open that a symbolic link or ".." took out of the anchor.
+var errEscapes = errors.New("it leads outside the allowed directory")
+
+// open opens path (absolute) under the anchor with flag, never blocking.
+func (a *anchor) open(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	flag |= syscall.O_NONBLOCK | syscall.O_CLOEXEC | syscall.O_NOCTTY
+	if rel, ok := a.rel(path); ok && flag&writing == 0 {
+		if f, err, done := a.beneath(rel, flag); done {
+			return f, err
+		}
+	}
+	if err := a.ensureRoot(); err != nil {
+		return nil, err
+	}
+	rel, err := a.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := a.root.OpenFile(rel, flag, perm)
+	if err != nil && isEscape(err) {
+		return nil, errEscapes
+	}
+	return f, err
+}
+
+// writing are the flags of an open that may change a file; such opens
+// always take the root's way.
+const writing = os.O_WRONLY | os.O_RDWR | os.O_CREATE | os.O_TRUNC | os.O_APPEND | os.O_EXCL
+
+// resolve is path relative to the anchor, for the root's operations. An
+// os.Root follows no absolute symbolic link; a path through one that stays
+// inside the anchor is taken at the place it leads to, which the root then
+// opens as anchored as any other (a link swapped in meanwhile cannot lead it
+// out).
+func (a *anchor) resolve(path string) (string, error) {
+	rel, ok := a.rel(path)
+	if !ok {
+		return "", errEscapes
+	}
+	if _, err := a.root.Stat(rel); !isEscape(err) {
+		return rel, nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", errEscapes
+	}
+	base, err := filepath.EvalSymlinks(a.dir)
+	if err != nil {
+		return "", errEscapes
+	}
+	rel, err = filepath.Rel(base, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", errEscapes
+	}
+	return rel, nil
+}
+
+// stat is fs.Stat of path through the anchor.
+func (a *anchor) stat(path string) (fs.FileInfo, string, error) {
+	if err := a.ensureRoot(); err != nil {
+		return nil, "", err
+	}
+	rel, err := a.resolve(path)
+	if err != nil {
+		return nil, "", err
+	}
+	fi, err := a.root.Stat(rel)
+	if isEscape(err) {
+		return nil, "", errEscapes
+	}
+	return fi, rel, err
+}
+
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// leadsTo is where path leads once its symbolic links are followed, for a
+// sentence; the deepest link target it can name when the end is missing.
+func leadsTo(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	if t, err := os.Readlink(path); err == nil {
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(path), t)
+		}
+		return filepath.Clean(t)
+	}
+	dir, base := filepath.Split(path)
+	if dir != "" && dir != "/" {
+		if d := leadsTo(filepath.Clean(dir)); d != "" {
+			return filepath.Join(d, base)
+		}
+	}
+	return path
+}
+
+// escaped is the sentence for an open that left the anchor.
+func (a *anchor) escaped(tool, path string) tools.Result {
+	return refuse(a.env, tool, "%s leads to %s, outside %s where this surface may act; %s follows no symbolic link or '..' out of it. Give the path of the file itself.", path, leadsTo(path), a.dir, tool)
+}
+
+// openRegular opens path for tool and checks that it is a regular file.
+// ok is false with the error result otherwise: a FIFO, device, socket or
+// directory is refused at once (rule C2: no file can hang the gateway).
+func (a *anchor) openRegular(tool, path string, flag int, onDir string) (*os.File, fs.FileInfo, tools.Result, bool) {
+	f, err := a.open(path, flag, 0)
+	switch {
+	case errors.Is(err, errEscapes):
+		return nil, nil, a.escaped(tool, path), false
+	case errors.Is(err, syscall.EISDIR):
+		return nil, nil, refuse(a.env, tool, "%s is a directory, not a file. %s", path, onDir), false
+	case err != nil:
+		return nil, nil, openFailure(a.env, tool, path, err), false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fail(a.env, tool, err, "Could not inspect %s: %v.", path, err), false
+	}
+	switch {
+	case fi.IsDir():
+		f.Close()
+		return nil, nil, refuse(a.env, tool, "%s is a directory, not a file. %s", path, onDir), false
+	case !fi.Mode().IsRegular():
+		f.Close()
+		return nil, nil, refuse(a.env, tool, "%s is not a regular file (it is a %s); %s works on regular files only.", path, fileKind(fi.Mode()), tool), false
+	}
+	bound(f)
+	return f, fi, tools.Result{}, true
+}
+
+// pollWait bounds how long a read waits on a file that can make it wait: a
+// "regular" file of a kernel interface such as /proc/kmsg. Disk files
+// never wait, and take no deadline.
+const pollWait = 2 * time.Second
+
+// bound gives a file that the poller can wait on a read deadline, so that
+// a read of a kernel interface that has no data fails rather than blocks.
+func bound(f *os.File) { _ = f.SetReadDeadline(time.Now().Add(pollWait)) }
+
+// readFailure is the result of a read that failed; one that waited past
+// pollWait is a file that is not an ordinary file.
+func readFailure(env *tools.Env, tool, path string, err error) tools.Result {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.EAGAIN) {
+		return refuse(env, tool, "%s is not a regular file one can read to its end (it gave no data within %s, as a device or a kernel interface does); %s reads ordinary files only.", path, pollWait, tool)
+	}
+	return fail(env, tool, err, "Could not read %s: %v.", path, err)
+}
+
+// fileKind names a non-regular file's type for a sentence.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	}
+	return fmt.Sprintf("file of mode %v", m.Type())
+}
+
+// stateOf is what a read saw of a file (rule C6).
+func stateOf(fi fs.FileInfo) tools.FileState {
+	st := tools.FileState{Size: fi.Size(), ModTime: fi.ModTime()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ChangeTime, st.Inode = time.Unix(sys.Ctim.Unix()), sys.Ino
+	}
+	return st
+}
+
+// trailingSlash refuses a file path that ends with a slash: it names a
+// directory, and cleaning it would act on the file of that name.
+func trailingSlash(env *tools.Env, tool, raw string) (tools.Result, bool) {
+	if strings.HasSuffix(raw, "/") && raw != "/" || strings.HasSuffix(raw, "/.") {
+		return refuse(env, tool, "Parameter 'file_path' %s ends with a slash, so it names a directory, not a file; give the file's path without it.", quote(raw)), false
+	}
+	return tools.Result{}, true
+}
+
+// maxFileBytes is the call's bound on a file Edit or Write produces.
+func maxFileBytes(env *tools.Env) int64 {
+	if env != nil && env.MaxFileBytes > 0 {
+		return env.MaxFileBytes
+	}
+	return tools.DefaultMaxFileBytes
+}

@@ -1,0 +1,126 @@
+// Package internal_test holds the rule that the folders are floors: every
+// import of the module's own packages points down (issue 31).
+package internal_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "aimon.dev/gw/"
+
+// floor is the floor a package directory (relative to the module root)
+// stands on; -1 for a folder outside the layering (examples, benchmarks).
+// The public contract (tools, plugin, schema) is the ground: it imports
+// nothing internal, so nothing outside the module needs an internal type.
+func floor(dir string) int {
+	for _, f := range []struct {
+		prefix string
+		floor  int
+	}{
+		{"tools", 0}, {"plugin", 0}, {"schema", 0},
+		{"internal/core/", 1},
+		{"internal/exec/", 2},
+		{"internal/runtime/", 3},
+		{"internal/front/", 4},
+		{"cmd/", 5},
+	} {
+		if dir == f.prefix || strings.HasPrefix(dir, strings.TrimSuffix(f.prefix, "/")+"/") {
+			return f.floor
+		}
+	}
+	return -1
+}
+
+// TestFloorsImportDown parses every Go file's imports: a package imports
+// only packages on its own floor or below, and the public packages import
+// no internal one. internal/testkit serves tests of any floor, and a test may build an
+// example.
+func TestFloorsImportDown(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		dir, _ := filepath.Rel(root, filepath.Dir(path))
+		dir = filepath.ToSlash(dir)
+		from := floor(dir)
+		if from < 0 {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		test := strings.HasSuffix(path, "_test.go")
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module) {
+				continue
+			}
+			checked++
+			target := strings.TrimPrefix(p, module)
+			if strings.HasPrefix(target, "internal/testkit/") {
+				if !test {
+					t.Errorf("%s imports %s, a test kit, outside a test", fset.Position(imp.Pos()), target)
+				}
+				continue
+			}
+			to := floor(target)
+			switch {
+			case to < 0 && test && strings.HasPrefix(target, "examples/"):
+				// a test may build an example plugin
+			case to < 0:
+				t.Errorf("%s imports %s, which is on no floor; place it under internal/{core,exec,runtime,front}", fset.Position(imp.Pos()), target)
+			case to > from:
+				t.Errorf("%s (floor %d) imports %s (floor %d): imports point down; move the shared part to a lower floor", fset.Position(imp.Pos()), from, target, to)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d imports; the walk no longer finds the packages", checked)
+	}
+}
+
+// TestFloorsOfTheLayout pins floor itself, so that a prefix typo cannot
+// silently lift every package onto no floor.
+func TestFloorsOfTheLayout(t *testing.T) {
+	for _, tc := range []struct {
+		note, dir string
+		want      int
+	}{
+		{"the tool contract", "tools", 0},
+		{"the plugin SDK", "plugin/pluginpb", 0},
+		{"a core package", "internal/core/policy", 1},
+		{"the sandbox", "internal/exec/sandbox/launch", 2},
+		{"the gateway", "internal/runtime/gateway", 3},
+		{"a front end", "internal/front/mcpfront", 4},
+		{"the command", "cmd/aimon-gw", 5},
+		{"a name that only starts alike", "toolsx", -1},
+		{"an example", "examples/plugins/wordcount", -1},
+	} {
+		if got := floor(tc.dir); got != tc.want {
+			t.Errorf("%s: floor(%q) = %d, want %d", tc.note, tc.dir, got, tc.want)
+		}
+	}
+}

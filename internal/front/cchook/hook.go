@@ -1,0 +1,184 @@
+// Package cchook decides Claude Code's tool calls as its PreToolUse hook:
+// one hook input in, one decision out (allow, deny or ask), made by the
+// same gate and permission lattice as every other front end.
+package cchook
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
+)
+
+// Input is a PreToolUse hook input as Claude Code sends it; fields it adds
+// later are ignored.
+type Input struct {
+	SessionID      string          `json:"session_id"`
+	Cwd            string          `json:"cwd"`
+	HookEventName  string          `json:"hook_event_name"`
+	ToolName       string          `json:"tool_name"`
+	ToolInput      json.RawMessage `json:"tool_input"`
+	ToolUseID      string          `json:"tool_use_id"`
+	AgentID        string          `json:"agent_id"`
+	AgentType      string          `json:"agent_type"`
+	PermissionMode string          `json:"permission_mode"`
+}
+
+// Output is the hook's answer.
+type Output struct {
+	HookSpecificOutput Decision `json:"hookSpecificOutput"`
+}
+
+// Decision is "allow", "deny" or "ask", with the sentence Claude Code shows.
+type Decision struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// UpdatedInput is the canonical input Claude Code runs instead of the
+	// one it sent, when they differ (rule R7).
+	UpdatedInput map[string]any `json:"updatedInput,omitempty"`
+}
+
+// Chain is the surface chain of a hook input: the main agent, and the
+// subagent whose type the input names when the policy declares it. A
+// subagent type the policy does not declare (Claude Code's own, such as
+// general-purpose) is a child without a list: bounded by the agent's
+// (rules P10, P11), never refused.
+func Chain(gen *policy.Generation, in Input) []string {
+	if in.AgentType != "" {
+		if _, ok := gen.Surfaces["subagent:"+in.AgentType]; ok {
+			return []string{"agent", "subagent:" + in.AgentType}
+		}
+	}
+	return []string{"agent"}
+}
+
+// Decide decides one hook input under gen through the gateway's one
+// decision (rule R7): paths as Claude Code reads them (trimmed, "~" the
+// user's home, relative to the input's cwd, which must be given), tools
+// the policy does not define by its MCP entries or claudeCode:
+// unknownTools. An allowed call whose canonical input differs from what
+// Claude Code sent is answered with that input, so what runs is what was
+// decided.
+func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
+	return DecideWrapped(gen, in, opts, nil)
+}
+
+// Wrap is how the hook hands Claude Code an allowed Bash command: run
+// through Binary's exec under Policy, which decides it again and runs it in
+// the sandbox the policy derives (rules R6, R8).
+type Wrap struct {
+	Binary, Policy string
+}
+
+// DecideWrapped is Decide that, with wrap, answers an allowed or asked
+// Bash call with the command wrapped in aimon-gw exec.
+func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
+	chain := Chain(gen.Generation, in)
+	home, _ := os.UserHomeDir()
+	opts.Workdir, opts.Chain = in.Cwd, chain
+	opts.Paths = gateway.PathForm{Home: home, Trim: true}
+	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
+	gw := gateway.New(gen, opts)
+	input := in.ToolInput
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}")
+	}
+	id := in.ToolUseID
+	if id == "" {
+		id = "hook"
+	}
+	c := gateway.Call{ID: id, Name: in.ToolName, Input: input}
+	if in.Cwd == "" {
+		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
+	}
+	_, d := gw.Decide(chain, c)
+	out := Blocked(d.Reason)
+	switch {
+	case d.Allowed:
+		out.HookSpecificOutput.PermissionDecision = "allow"
+	case d.Ask:
+		out.HookSpecificOutput.PermissionDecision = "ask"
+	default:
+		return out
+	}
+	updated := d.Input
+	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == "Bash" {
+		if cmd, ok := updated["command"].(string); ok {
+			updated = maps.Clone(updated)
+			updated["command"] = wrap.command(chain, in.Cwd, cmd, d.Ask)
+		}
+	}
+	if changed(input, updated) {
+		out.HookSpecificOutput.UpdatedInput = updated
+	}
+	return out
+}
+
+// command is cmd run through aimon-gw exec, every word quoted for the
+// shell Claude Code starts, so that it sees the command as one argument.
+func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
+	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
+	if asked {
+		words = append(words, "--approved")
+	}
+	words = append(words, "--", cmd)
+	for i, word := range words {
+		words[i] = "'" + strings.ReplaceAll(word, "'", `'\''`) + "'"
+	}
+	return strings.Join(words, " ")
+}
+
+// changed reports whether the canonical input differs from the one sent.
+func changed(sent json.RawMessage, canon map[string]any) bool {
+	if canon == nil {
+		return false
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(sent))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return true
+	}
+	return !reflect.DeepEqual(m, canon)
+}
+
+func unknown(gen *policy.Generation) string {
+	if gen.UnknownTools == "ask" {
+		return "ask"
+	}
+	return "deny"
+}
+
+// ReadInput reads a PreToolUse hook input. An error is a sentence saying
+// why the call is blocked: not a PreToolUse input with a tool_name, an
+// input for another event, a cwd that is not an absolute directory. An
+// input without cwd is read: the one decision refuses, and records, it.
+func ReadInput(data []byte) (Input, error) {
+	var in Input
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
+		return in, fmt.Errorf("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
+	}
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
+		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)
+	}
+	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
+		return in, fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
+	}
+	return in, nil
+}
+
+// Blocked is the answer that blocks a call with a sentence.
+func Blocked(reason string) Output {
+	return Output{Decision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
+}

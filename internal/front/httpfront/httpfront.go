@@ -1,0 +1,410 @@
+// Package httpfront serves the gateway over HTTP: MCP over streamable
+// HTTP with the go-sdk's own handler, stateless so that any replica can
+// answer any request, and Claude Code's HTTP hook, both for callers the
+// policy's principals map to a surface chain, each request with a bearer
+// token (an OAuth 2.1 resource server, RFC 9728 metadata); beside them
+// /healthz and /readyz, and what the caller adds (Handlers, Middleware).
+package httpfront
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/front/authn"
+	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/front/mcpfront"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
+)
+
+// Paths of the endpoints.
+const (
+	MCPPath      = "/mcp"
+	HookPath     = "/hooks/claude-code"
+	MetadataPath = "/.well-known/oauth-protected-resource"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Listener, when set, is served instead of listening on Addr.
+	Addr     string
+	Listener net.Listener
+	// TLSCert and TLSKey are PEM files; both "" for plain HTTP (behind a
+	// proxy that terminates TLS).
+	TLSCert, TLSKey string
+	// Reload starts the gateway; its Gateway.Chain is the ceiling of every
+	// principal's chain (rule R5).
+	Reload  reload.Options
+	Version string
+	// Verifier tells who calls (authn.OIDC or authn.StaticTokens).
+	Verifier auth.TokenVerifier
+	// Resource is this server's URL, the audience of its tokens (RFC
+	// 8707); AuthServers the issuers its metadata names (RFC 9728). With
+	// Resource "" no metadata is served.
+	Resource    string
+	AuthServers []string
+	// Wrap is how the HTTP hook hands Claude Code an allowed Bash command
+	// (cchook.Wrap); nil answers it unwrapped.
+	Wrap *cchook.Wrap
+	// Handlers are served beside the gateway's, unauthenticated, by
+	// http.ServeMux pattern ("/metrics"): what a deployment adds.
+	Handlers map[string]http.Handler
+	// Middleware wraps every request's handler (metrics, tracing); nil for
+	// none. It sees the request before authentication.
+	Middleware func(http.Handler) http.Handler
+	// Drain is how long the calls in flight have to finish once ctx is
+	// done (SIGTERM); 0 means 30 s.
+	Drain time.Duration
+	// OnListen is told the address once the listener is open.
+	OnListen func(net.Addr)
+	// OnReady is told the gateway once a policy is in force (metrics
+	// follow it from then on); reloads swap generations inside it.
+	OnReady func(*gateway.Gateway)
+}
+
+// Serve serves until ctx is done, then stops taking requests and lets the
+// calls in flight finish (at most Drain), and returns. It listens first,
+// so that /healthz answers while the policy loads; /readyz and the
+// gateway's endpoints answer 503 until a policy is in force.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Reload.Gateway.Logger
+	if log == nil {
+		log = slog.Default()
+		o.Reload.Gateway.Logger = log
+	}
+	if o.Verifier == nil {
+		return errors.New("the HTTP front needs a token verifier")
+	}
+	if o.Drain <= 0 {
+		o.Drain = 30 * time.Second
+	}
+	var tlsConfig *tls.Config
+	if o.TLSCert != "" || o.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return fmt.Errorf("cannot load the TLS certificate and key: %v", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln := o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", o.Addr); err != nil {
+			return fmt.Errorf("cannot listen on %s: %v", o.Addr, err)
+		}
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	// Calls outlive ctx by the drain; listen streams (which never end on
+	// their own) end with it.
+	calls, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCalls()
+	f := &front{o: o, log: log, listens: ctx}
+	srv := &http.Server{Handler: f.mux(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if o.OnListen != nil {
+		o.OnListen(ln.Addr())
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsConfig != nil)
+
+	surfaces, rt, err := mcpfront.Start(ctx, calls, o.Reload, o.Version)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer rt.Close()
+	if _, err := rt.Gateway().Tools(nil); err != nil {
+		srv.Close()
+		return &SurfaceError{err}
+	}
+	f.surfaces, f.gw = surfaces, rt.Gateway()
+	if o.OnReady != nil {
+		o.OnReady(f.gw)
+	}
+	f.ready.Store(true)
+	select {
+	case err := <-served:
+		return fmt.Errorf("the HTTP server stopped: %v", err)
+	case <-ctx.Done():
+	}
+	f.ready.Store(false)
+	f.stopping.Store(true)
+	log.Info("shutting down: answering the calls in flight", "drain", o.Drain)
+	sctx, cancel := context.WithTimeout(context.Background(), o.Drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("calls were still in flight when the drain ended; cancelling them", "error", err)
+		stopCalls()
+		srv.Close()
+	}
+	return nil
+}
+
+// A SurfaceError is a process chain (--surface) that cannot run under the
+// policy: every caller would be refused.
+type SurfaceError struct{ Err error }
+
+func (e *SurfaceError) Error() string { return e.Err.Error() }
+func (e *SurfaceError) Unwrap() error { return e.Err }
+
+// front is the server's state: nil surfaces until the policy is in force.
+type front struct {
+	o        Options
+	log      *slog.Logger
+	listens  context.Context
+	surfaces *mcpfront.Surfaces
+	gw       *gateway.Gateway
+	ready    atomic.Bool
+	stopping atomic.Bool
+}
+
+func (f *front) mux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", f.readyz)
+	var metaURL string
+	if f.o.Resource != "" {
+		meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource: f.o.Resource, AuthorizationServers: f.o.AuthServers,
+			BearerMethodsSupported: []string{"header"}, ResourceName: "aimon-gw",
+		})
+		mux.Handle(MetadataPath, meta)
+		// RFC 9728 §3.1: the metadata of https://host/mcp is at
+		// /.well-known/oauth-protected-resource/mcp.
+		if u, err := url.Parse(f.o.Resource); err == nil {
+			if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+				mux.Handle(MetadataPath+p, meta)
+			}
+			metaURL = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: MetadataPath + strings.TrimSuffix(u.Path, "/")}).String()
+		}
+	}
+	bearer := f.authenticate(metaURL)
+	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		s, _ := r.Context().Value(serverKey{}).(*mcp.Server)
+		return s
+	}, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: f.log})
+	mux.Handle(MCPPath, f.serving(bearer(f.principal(f.mcp(sdk)))))
+	mux.Handle("POST "+HookPath, f.serving(bearer(f.principal(http.HandlerFunc(f.hook)))))
+	for pattern, h := range f.o.Handlers {
+		mux.Handle(pattern, h)
+	}
+	if f.o.Middleware != nil {
+		return f.o.Middleware(mux)
+	}
+	return mux
+}
+
+// authenticate is the SDK's RequireBearerToken with the verifier, whose
+// 401 always says how to authenticate (WWW-Authenticate, RFC 6750) and
+// why, in a sentence.
+func (f *front) authenticate(metaURL string) func(http.Handler) http.Handler {
+	require := auth.RequireBearerToken(f.o.Verifier, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL,
+		// A static token has no expiry; a JWT's the verifier checks.
+		AllowMissingExpiration: true})
+	challenge := "Bearer"
+	if metaURL != "" {
+		challenge = fmt.Sprintf("Bearer resource_metadata=%q", metaURL)
+	}
+	return func(next http.Handler) http.Handler {
+		inner := require(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if fields := strings.Fields(r.Header.Get("Authorization")); len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+				w.Header().Set("WWW-Authenticate", challenge)
+				http.Error(w, "The request carries no bearer token; send Authorization: Bearer TOKEN with a token for this gateway.", http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(challenged{w, challenge}, r)
+		})
+	}
+}
+
+// challenged adds the challenge to a 401 that has none.
+type challenged struct {
+	http.ResponseWriter
+	challenge string
+}
+
+func (c challenged) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", c.challenge)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets the SDK stream (server-sent events) through the wrapper.
+func (c challenged) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (c challenged) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (f *front) readyz(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case f.stopping.Load():
+		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+	case !f.ready.Load():
+		http.Error(w, "not ready: the policy is not in force yet", http.StatusServiceUnavailable)
+	default:
+		cur := f.gw.Current()
+		fmt.Fprintf(w, "ready: generation %d, revision %s\n", cur.Number, cur.Revision)
+	}
+}
+
+// serving answers 503 until a policy is in force, and once shutting down.
+func (f *front) serving(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !f.ready.Load() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "The gateway is not ready: its policy is not in force (loading, or shutting down); try again, or another replica.", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+type principalKey struct{}
+type serverKey struct{}
+
+// caller is who called and the chain the policy maps it to.
+type caller struct {
+	claims policy.Claims
+	chain  []string
+}
+
+// principal maps the token's claims to a surface chain under the policy in
+// force: a caller the policy does not map, or whose chain the process
+// chain does not admit (rule R5), is refused with 403 and a sentence.
+func (f *front) principal(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		claims, ok := authn.Claims(auth.TokenInfoFromContext(r.Context()))
+		if !ok {
+			http.Error(w, "The request carries no caller's claims; this is a bug.", http.StatusInternalServerError)
+			return
+		}
+		chain, _, err := f.gw.Current().Principal(claims)
+		if err == nil {
+			chain, err = f.gw.LineChain(chain)
+		}
+		if err != nil {
+			f.log.Warn("caller refused", "caller", claims.String(), "reason", err)
+			http.Error(w, sentence(err), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, caller{claims, chain})))
+	})
+}
+
+func sentence(err error) string {
+	s := err.Error()
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+// mcp hands the request to the SDK with the server of the caller's chain.
+// A subscriptions/listen stream (list_changed) ends when the server shuts
+// down; every other request is answered first.
+func (f *front) mcp(sdk http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := r.Context().Value(principalKey{}).(caller)
+		s, err := f.surfaces.Server(c.chain)
+		if err != nil {
+			http.Error(w, sentence(fmt.Errorf("%s runs on %s, which cannot run under this policy: %w", c.claims, strings.Join(c.chain, ","), err)), http.StatusForbidden)
+			return
+		}
+		ctx := context.WithValue(r.Context(), serverKey{}, s)
+		if r.Method == http.MethodPost && isListen(r) {
+			var stop func() bool
+			ctx, stop = mergeCancel(ctx, f.listens)
+			defer stop()
+		}
+		sdk.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// isListen reports whether the request opens a subscriptions/listen
+// stream; the body is kept for the SDK.
+func isListen(r *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || !bytes.Contains(body, []byte("subscriptions/listen")) {
+		return false
+	}
+	var m struct {
+		Method string `json:"method"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
+}
+
+// mergeCancel is ctx, also cancelled when other is done.
+func mergeCancel(ctx, other context.Context) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(other, cancel)
+	return ctx, func() bool { cancel(); return stop() }
+}
+
+// hook answers Claude Code's HTTP hook as aimon-gw hook claude-code does,
+// under the generation in force. Claude Code takes a non-2xx answer as a
+// non-blocking error and runs the tool, so an input that cannot be read
+// is answered 200 with a deny; the caller's chain bounds the input's.
+func (f *front) hook(w http.ResponseWriter, r *http.Request) {
+	c := r.Context().Value(principalKey{}).(caller)
+	w.Header().Set("Content-Type", "application/json")
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+	var out cchook.Output
+	switch in, rerr := cchook.ReadInput(data); {
+	case err != nil:
+		out = cchook.Blocked(fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
+	case rerr != nil:
+		out = cchook.Blocked(sentence(rerr))
+	default:
+		out = f.decideHook(in, c)
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
+	var cur *gateway.Current
+	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
+		// Retired by a reload a moment ago: the next is in force.
+	}
+	defer cur.Exit()
+	if chain := cchook.Chain(cur.Generation.Generation, in); len(chain) < len(c.chain) || !slices.Equal(chain[:len(c.chain)], c.chain) {
+		return cchook.Blocked(fmt.Sprintf("%s runs on %s, and this input's chain %s does not begin with it; the call is blocked.", c.claims, strings.Join(c.chain, ","), strings.Join(chain, ",")))
+	}
+	wd := f.o.Reload.Gateway.Workdir
+	if in.Cwd != wd && cur.Relative() {
+		return cchook.Blocked(fmt.Sprintf("The policy has ./ patterns, which this gateway resolved against its working directory %s, and the input's cwd is %s; the call is blocked. Write absolute patterns, or use the command hook.", wd, in.Cwd))
+	}
+	// The hook's gateway lives for one decision: its logs would only say
+	// again which policy is in force.
+	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true}
+	return cchook.DecideWrapped(cur.Generation, in, opts, f.o.Wrap)
+}

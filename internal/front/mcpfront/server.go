@@ -1,0 +1,262 @@
+// Package mcpfront serves the gateway to MCP clients over the official Go
+// SDK: the surface's tools with their annotations, every call through the
+// same gate and permission as a line of serve, and a transport in front of
+// the SDK so that no bad frame ends the session.
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/reload"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Reload starts the gateway (its Gateway.Chain is the surface).
+	Reload reload.Options
+	// In and Out carry the session (standard input and output); Transport,
+	// when set, replaces them (an in-memory pair in tests).
+	In        io.Reader
+	Out       io.Writer
+	Transport mcp.Transport
+	// MaxFrameBytes bounds one frame; 0 means 16 MiB.
+	MaxFrameBytes int
+	// Version is the server's version in serverInfo.
+	Version string
+}
+
+// ErrSurface is wrapped by Serve's error when the surface cannot run under
+// the policy (an undeclared surface, lists with no tool in common).
+var ErrSurface = errors.New("the surface cannot run under this policy")
+
+// ErrStart is wrapped by Serve's error when the session never started (the
+// policy does not load, or the surface cannot run): the client's first
+// request is still unanswered, and Refuse can answer it.
+var ErrStart = errors.New("the MCP session did not start")
+
+// startError is the error of a session that did not start; its text is
+// the cause's sentence alone.
+type startError struct {
+	err     error
+	surface bool
+}
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+func (e startError) Is(target error) bool {
+	return target == ErrStart || e.surface && target == ErrSurface
+}
+
+// Serve serves one MCP session until it ends or ctx is done.
+func Serve(ctx context.Context, o Options) error {
+	surfaces, rt, err := Start(ctx, ctx, o.Reload, o.Version)
+	if err != nil {
+		return startError{err: err}
+	}
+	defer rt.Close()
+	ts, err := surfaces.toolSet(o.Reload.Gateway.Chain)
+	if err != nil {
+		return startError{err: err, surface: true}
+	}
+	server := ts.server
+	t := o.Transport
+	if t == nil {
+		max := o.MaxFrameBytes
+		if max <= 0 {
+			max = 16 << 20
+		}
+		t = newGuard(o.In, o.Out, max)
+	}
+	if err := server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// toolSet keeps the MCP server's tool list equal to the surface's in the
+// generation in force; a reload that changes it notifies the client.
+type toolSet struct {
+	ctx    context.Context // the process's: a signal cancels every call
+	server *mcp.Server
+	chain  []string
+	log    *slog.Logger
+	seq    *atomic.Int64 // the calls' ids, shared by the surfaces
+
+	mu     sync.Mutex
+	listed map[string]bool
+}
+
+func (m *toolSet) isListed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.listed[name]
+}
+
+// unlisted answers a call of a tool the server does not list with the
+// gateway's sentence, unknown and not allowed told apart (rule P9), and
+// one decision-log record, as serve does, whatever the transport; the SDK
+// would say "unknown tool" in a protocol error.
+func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
+				return toResult(m.call(ctx, gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// call runs one call through the gateway, cancelled with the process;
+// principal is who called, "" when the session says nothing of it (stdio).
+func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name string, input json.RawMessage, approvals ...string) gateway.CallResult {
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal}
+	return gw.CallApproved(ctx, m.chain, c)
+}
+
+// handle answers a tools/call. A call that needs a person's approval (rule
+// P15) is answered with an input request (MCP's multi round-trip, which
+// the SDK turns into an elicitation for clients before 2026-07-28) whose
+// request state is the sealed approval token; the call sent back with the
+// person's answer and that state runs only if the person approved. A
+// client that declares no elicitation cannot be asked: the call is refused
+// with a sentence.
+func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
+	if state := req.Params.RequestState; state != "" {
+		answer, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
+		if answer == nil || answer.Action != "accept" || answer.Content["approve"] != true {
+			action := "no answer"
+			if answer != nil {
+				action = answer.Action
+			}
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s needs a person's approval, and the person did not approve it (%s), so the call was not run.", name, action)}}}
+		}
+		return toResult(m.call(ctx, gw, principal, name, args, state))
+	}
+	r := m.call(ctx, gw, principal, name, args)
+	if r.Approval == "" {
+		return toResult(r)
+	}
+	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
+	if !canElicit(req.Session) {
+		return toResult(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{approveKey: &mcp.ElicitParams{
+			Message: reason + " Approve this call?",
+			RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
+				"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve " + name}}},
+		}},
+		RequestState: r.Approval,
+	}
+}
+
+// principalOf is who made the request, as the HTTP front authenticated
+// it; "" over stdio.
+func principalOf(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		return req.Extra.TokenInfo.UserID
+	}
+	return ""
+}
+
+// approveKey names the one input request of an ask.
+const approveKey = "approve"
+
+// canElicit reports whether the client of session declared elicitation.
+func canElicit(session *mcp.ServerSession) bool {
+	if session == nil {
+		return false
+	}
+	p := session.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+func toResult(r gateway.CallResult) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError, StructuredContent: r.Structured}
+}
+
+func (m *toolSet) sync(gw *gateway.Gateway) {
+	defs, err := gw.Tools(m.chain)
+	if err != nil {
+		m.log.Warn("mcp: the surface has no tools under this policy", "error", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := map[string]bool{}
+	for _, d := range defs {
+		tool, err := d.MCP()
+		if err != nil {
+			m.log.Error("mcp: leaving a tool out", "tool", d.Name, "error", err)
+			continue
+		}
+		name := d.Name
+		now[name] = true
+		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return m.handle(ctx, gw, req), nil
+		})
+	}
+	var gone []string
+	for name := range m.listed {
+		if !now[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		m.server.RemoveTools(gone...)
+	}
+	m.listed = now
+}
+
+// codeNotServing is the JSON-RPC error (in the range left to servers) of a
+// session refused at start.
+const codeNotServing = -32000
+
+// Refuse answers the client's first request with an error that carries the
+// sentence, so that a client (the MCP Inspector) shows why the server is
+// about to exit rather than "Connection closed". It waits for that request
+// at most wait; at the end of input it returns at once.
+func Refuse(in io.Reader, out io.Writer, sentence string, wait time.Duration) {
+	g := newGuard(in, out, 1<<20)
+	defer g.Close()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		var f frame
+		select {
+		case f = <-g.frames:
+		case <-timer.C:
+			return
+		}
+		if env, p := readEnvelope(f.data); p == nil {
+			if req, ok := env.msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+				g.reply(env.id, nil, codeNotServing, sentence)
+				return
+			}
+		}
+		if f.err != nil && !errors.Is(f.err, errTooLong) {
+			return
+		}
+	}
+}

@@ -1,0 +1,338 @@
+// Package gateway serves tool calls: it decodes the line protocol, finds the
+// tool, gates its input, decides permission and runs it, replying to every
+// call exactly once (rule R2).
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/tools"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Workdir is the working directory tools run in; "" for none.
+	Workdir string
+	// Approvals seals the line protocol's asks into tokens (rule P15); nil
+	// refuses an ask, since no person can be asked.
+	Approvals *Approvals
+	// ClientAsks is set by a front end whose client asks a person itself
+	// (Claude Code's hook answers "ask"): its asks carry no token.
+	ClientAsks bool
+	// ClientTools is what a front end whose client runs tools of its own
+	// (Claude Code's hook) answers for a tool the policy does not define:
+	// "deny" or "ask"; an MCP tool named mcp__SERVER[__TOOL] is decided by
+	// the lists' entries for it. "" refuses such a tool as unknown (P9).
+	ClientTools string
+	// Paths is how the front end's client writes path subjects (rule R7).
+	Paths PathForm
+	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
+	Chain []string
+	// Protected says that a resident gateway protects the generation's
+	// files and these options' already (rule R8): a gateway made for one
+	// decision beside it (the HTTP hook) does not resolve them again.
+	Protected bool
+	// Principal is who calls through this gateway (the HTTP hook), for a
+	// call that names none (Call.Principal); the decision log records it.
+	Principal string
+	// MaxLineBytes bounds one input line; 0 means 16 MiB.
+	MaxLineBytes int
+	// Logger receives the gateway's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Decisions records every decided call (--decision-log); nil for none.
+	// While it cannot be written, no call is allowed.
+	Decisions DecisionLog
+	// LastReload says why the newest policy edit was rejected, and when;
+	// "" when it went in force. Nil when the policy is not reloaded.
+	LastReload func() (problem string, at time.Time)
+	// Trace observes the steps of each call (telemetry); nil for none.
+	Trace Tracer
+}
+
+// A DecisionLog records decided calls (decisionlog.File is one).
+type DecisionLog interface {
+	Log(decisionlog.Record) error
+	Err() error
+}
+
+// Gateway serves one session. Its policy generation can be swapped while it
+// serves; each line is decided under the generation it started with (rule R3).
+type Gateway struct {
+	opts  Options
+	log   *slog.Logger
+	files *tools.FileSet
+	pool  *pool // rule K3: one for the gateway, sized by the generation in force
+	cur   atomic.Pointer[Current]
+}
+
+// Current is the generation in force, with when and in which order it came.
+type Current struct {
+	*provision.Generation
+	Number   int64
+	LoadedAt time.Time
+}
+
+// New returns a gateway serving gen, which it owns from then on: a Swap
+// retires it, and so does Close.
+func New(gen *provision.Generation, opts Options) *Gateway {
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = 16 << 20
+	}
+	opts.Chain = rooted(opts.Chain)
+	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet(), pool: newPool(gen.Parallel.MaxConcurrency)}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if !opts.Protected {
+		protectGateway(opts)
+	}
+	g.Swap(gen)
+	return g
+}
+
+// Swap puts gen in force for every line that starts after it returns, and
+// retires the generation it replaces: that one releases what it alone held
+// once its calls in flight have finished (rule R3).
+func (g *Gateway) Swap(gen *provision.Generation) *Current {
+	var n int64 = 1
+	old := g.cur.Load()
+	if old != nil {
+		n = old.Number + 1
+	}
+	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
+	if !g.opts.Protected {
+		protect(gen)
+	}
+	g.pool.resize(gen.Parallel.MaxConcurrency)
+	g.cur.Store(c)
+	if old != nil && old.Generation != gen {
+		old.Retire()
+	}
+	g.log.Info("policy in force", "generation", n, "revision", gen.Revision, "tools", len(gen.Tools))
+	return c
+}
+
+// Current returns the generation in force.
+func (g *Gateway) Current() *Current { return g.cur.Load() }
+
+// LastReload says why the newest policy edit was rejected, and when; ""
+// when it went in force, or when the policy is not reloaded.
+func (g *Gateway) LastReload() (problem string, at time.Time) {
+	if g.opts.LastReload == nil {
+		return "", time.Time{}
+	}
+	return g.opts.LastReload()
+}
+
+// enter returns the generation in force with a call entered in it; the
+// caller exits it when the line is answered.
+func (g *Gateway) enter() *Current {
+	for {
+		c := g.cur.Load()
+		if c.Enter() {
+			return c
+		}
+	}
+}
+
+// Close retires the generation in force; it releases what it holds once
+// the calls in flight have finished.
+func (g *Gateway) Close() { g.cur.Load().Retire() }
+
+// env is the context of a call in this session (rule C5).
+func (g *Gateway) env(id string, chain []string) *tools.Env {
+	return &tools.Env{Workdir: g.opts.Workdir, Chain: chain, CallID: id, Files: g.files, Log: g.log}
+}
+
+// Handle answers one line. It never fails: a bad line gets an error line.
+func (g *Gateway) Handle(ctx context.Context, line []byte) []byte { return g.handle(ctx, line, nil) }
+
+// The forms of a line that carries calls, each answered in its own form.
+type form int
+
+const (
+	notCalls     form = iota // list_tools, status
+	toolUseForm              // an Anthropic tool_use block
+	messageForm              // an Anthropic assistant message
+	chatForm                 // a Chat Completions assistant message
+	responseForm             // a Responses object
+	functionForm             // a Responses function_call item
+)
+
+// lineCalls is the one reading of a line's calls, for serve and check
+// alike; err is the sentence that answers a line that cannot be read.
+func lineCalls(req *request) ([]call, form, error) {
+	switch {
+	case req.Role != "" && req.Type != "" && req.Type != "message":
+		// "message" is the type of a Messages API response, which is an
+		// assistant message passed through as it came.
+		return nil, 0, fmt.Errorf("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both", req.Type)
+	case req.Role != "" || req.hasContent || req.hasToolCalls:
+		if req.Role != "assistant" {
+			return nil, 0, fmt.Errorf("a message line must have role \"assistant\", not %q: send the model's response as it came", req.Role)
+		}
+		if req.hasToolCalls {
+			// A Chat Completions message (form 4): one batch of its tool_calls.
+			calls := make([]call, len(req.ToolCalls))
+			for i, c := range req.ToolCalls {
+				calls[i] = openaiInput(c.ID, c.Name, c.Arguments)
+			}
+			if len(calls) == 0 {
+				return nil, 0, errors.New("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools")
+			}
+			return calls, chatForm, nil
+		}
+		if req.Content == nil {
+			return nil, 0, errors.New("an assistant message needs a content array of blocks")
+		}
+		var calls []call
+		for _, b := range req.Content {
+			if b.Type == "tool_use" {
+				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded, inputErr: b.inputErr})
+			}
+		}
+		if len(calls) == 0 {
+			return nil, 0, errors.New("the assistant message has no tool_use block, so there is nothing to answer; send only messages that call tools")
+		}
+		return calls, messageForm, nil
+	case req.Object == "response":
+		// A Responses object (form 5): its function_call items are one batch.
+		var calls []call
+		for _, item := range req.Output {
+			if item.Type == "function_call" {
+				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
+			}
+		}
+		if len(calls) == 0 {
+			return nil, 0, errors.New("the response has no function_call item, so there is nothing to answer; send only responses that call tools")
+		}
+		return calls, responseForm, nil
+	case req.Type == "function_call":
+		return []call{openaiInput(req.CallID, req.Name, req.Arguments)}, functionForm, nil
+	case req.Type == "tool_use":
+		return []call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}}, toolUseForm, nil
+	case req.Type == "list_tools", req.Type == "status":
+		return nil, notCalls, nil
+	case req.Type == "":
+		return nil, 0, errors.New("the line has neither \"type\" nor \"role\": send an assistant message, a tool_use block, {\"type\":\"list_tools\"} or {\"type\":\"status\"}")
+	default:
+		return nil, 0, fmt.Errorf("unknown line type %q: the forms are an assistant message (Anthropic or OpenAI), \"tool_use\", \"function_call\", a response object, \"list_tools\" and \"status\"", req.Type)
+	}
+}
+
+// handle is Handle, appending the reply of a lone tool_use to dst (serve's
+// output buffer), the common reply encoded without encoding/json.
+func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
+	req, err := decode(line)
+	if err != nil {
+		g.log.Warn("bad line", "error", err)
+		return errorReply("%s.", err)
+	}
+	calls, f, err := lineCalls(req)
+	if err != nil {
+		return errorReply("%s.", err)
+	}
+	if f != notCalls && g.opts.Trace != nil {
+		tool := calls[0].Name
+		if len(calls) > 1 {
+			tool = ""
+		}
+		var end func(Outcome)
+		ctx, end = g.step(ctx, StepCall, tool)
+		defer end(Outcome{})
+	}
+	for i := range calls {
+		calls[i].approvals = req.Approvals
+	}
+	cur := g.enter()
+	defer cur.Exit()
+	chain, chainErr := g.LineChain(req.Surface)
+	if chainErr != nil {
+		g.log.Warn("line refused", "rule", "R5", "reason", chainErr)
+	}
+	var rs []result
+	switch {
+	case f == notCalls && chainErr != nil:
+		return errorReply("%s", chainErr)
+	case f == notCalls && req.Type == "list_tools":
+		return g.listTools(cur, chain, req.Format, req.Strict)
+	case f == notCalls:
+		return g.status(cur)
+	case chainErr != nil:
+		// Refused together: the line's chain is wider than the process's.
+		rs = g.refuseLine(cur, req.Surface, calls, chainErr)
+	default:
+		rs = g.batch(ctx, cur, chain, calls)
+	}
+	switch f {
+	case chatForm:
+		return appendChatToolMessages(dst, rs)
+	case messageForm:
+		return appendUserMessage(dst, rs)
+	case responseForm:
+		return appendFunctionOutputs(dst, rs, false)
+	case functionForm:
+		return appendFunctionOutputs(dst, rs[:1], true)
+	}
+	return appendResult(dst, rs[0])
+}
+
+// ReadCalls reads one line as serve reads it: its calls, and the surface
+// chain it names (nil for none); err is the sentence serve would answer
+// the line with. Check reads its calls through it, so both read alike.
+func ReadCalls(line []byte) ([]Call, []string, error) {
+	req, err := decode(line)
+	if err != nil {
+		return nil, nil, err
+	}
+	calls, f, err := lineCalls(req)
+	if err == nil && f == notCalls {
+		err = fmt.Errorf("the line is %q, which carries no call; send a tool call", req.Type)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Call, len(calls))
+	for i, c := range calls {
+		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, Approvals: req.Approvals}
+	}
+	return out, req.Surface, nil
+}
+
+// statusReply is the answer to {"type":"status"}: the generation in force
+// and, when the newest policy edit was rejected, why.
+type statusReply struct {
+	Type        string    `json:"type"`
+	Generation  int64     `json:"generation"`
+	Revision    string    `json:"revision"`
+	LoadedAt    time.Time `json:"loaded_at"`
+	Tools       int       `json:"tools"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Unpinned are the upstream tools withheld because their definitions
+	// changed since they were pinned, with how.
+	Unpinned []string `json:"unpinned,omitempty"`
+	// Unavailable are the upstream servers that could not be started or
+	// reached at the last load, with their withheld tools (rule R4).
+	Unavailable []provision.Unavailable `json:"unavailable,omitempty"`
+}
+
+func (g *Gateway) status(cur *Current) []byte {
+	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools), Unavailable: cur.Unavailable}
+	for _, n := range cur.Names() {
+		if u := cur.Tools[n].Unpinned; u != "" {
+			r.Unpinned = append(r.Unpinned, u)
+		}
+	}
+	if r.LastError, r.LastErrorAt = g.LastReload(); r.LastError != "" {
+		r.LastErrorAt = r.LastErrorAt.UTC()
+	}
+	return marshal(r)
+}

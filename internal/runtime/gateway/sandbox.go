@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/loadcache"
+	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/tools"
+)
+
+// sandbox derives the sandbox of one call of t from the policy (rule R6):
+// writable are the literal directory prefixes of the call's effective
+// entries for the tools that write files (the built-ins Write and Edit,
+// whatever the policy names them), and the tool's own sandbox.write; what
+// the gateway reads or runs stays read-only (protect, rule R8).
+func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
+	spec := t.Sandbox
+	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Log: g.log}
+	var withheld []string // where the writers' deny and ask entries reach
+	for _, name := range cur.Names() {
+		wt := cur.Tools[name]
+		if !wt.WritesFiles() || !eff.Listed(name) {
+			continue
+		}
+		dirs, all := eff.Prefixes(name)
+		if all {
+			dirs = []string{"/"}
+		}
+		sb.Writable = append(sb.Writable, dirs...)
+		withheld = append(withheld, eff.Withheld(name)...)
+	}
+	for _, w := range spec.Write {
+		sb.Writable = append(sb.Writable, home(w))
+	}
+	// What a deny or ask entry of a writer withholds, a command does not
+	// write either (rule P14): a writable directory it covers whole is
+	// dropped, and the rest is bound read-only inside the writable ones,
+	// at the nearest path that exists (a file not yet made cannot be bound).
+	sb.Writable = slices.DeleteFunc(sb.Writable, func(w string) bool {
+		return slices.ContainsFunc(withheld, func(d string) bool { return w == d || strings.HasPrefix(w, strings.TrimSuffix(d, "/")+"/") })
+	})
+	for _, d := range withheld {
+		if d = existing(d); d == "/" {
+			sb.Writable = nil // withheld everywhere: nothing is writable
+			continue
+		}
+		sb.ReadOnly = append(sb.ReadOnly, d)
+	}
+	slices.Sort(sb.Writable)
+	sb.Writable = slices.Compact(sb.Writable)
+	if sb.Writable == nil {
+		sb.Writable = []string{}
+	}
+	for _, h := range spec.Hide {
+		sb.Hidden = append(sb.Hidden, home(h))
+	}
+	return sb
+}
+
+// existing is p, or its nearest ancestor that exists.
+func existing(p string) string {
+	for ; p != "/" && p != "."; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			return p
+		}
+	}
+	return p
+}
+
+// home expands a leading ~/ to the gateway's home directory.
+func home(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, rest)
+		}
+	}
+	return p
+}
+
+// scope is what an allowed call of a path tool may touch (rule R6): the
+// deepest literal directory of the entries that allowed it, where its opens
+// are anchored, and the same patterns for the files a search visits. Nil
+// for a tool without a path subject.
+func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
+	s := p.tool.Subject
+	if s == nil || s.Kind != "path" {
+		return nil
+	}
+	anchor := "/"
+	for _, raw := range d.Entries {
+		e, err := allow.ParseEntry(raw)
+		if err != nil || !e.HasPattern {
+			continue
+		}
+		dir := allow.LiteralDir(e.Pattern)
+		if dir == path.Clean(e.Pattern) && dir != "/" {
+			dir = path.Dir(dir) // a pattern without a glob names a file: anchor at its directory
+		}
+		if len(dir) > len(anchor) {
+			anchor = dir
+		}
+	}
+	if anchor == "/" && p.eff.Unlimited() {
+		return &tools.Scope{Anchor: "/"}
+	}
+	eff, name, field, wd := p.eff, p.Name, s.Field, g.opts.Workdir
+	return &tools.Scope{Anchor: anchor, Allows: func(path string) bool {
+		return eff.Decide(name, map[string]any{field: path}, wd).Allowed
+	}}
+}
+
+// protectGateway protects what the gateway itself reads or runs (rule
+// R8): its own binary, its decision log, and the hook's default cache of
+// compiled policies, created if need be before the first sandbox so that
+// no command can create it first.
+func protectGateway(opts Options) {
+	if exe, err := os.Executable(); err == nil {
+		sandbox.Protect(exe)
+	}
+	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
+		sandbox.Protect(l.Path())
+	}
+	if dir, err := loadcache.DefaultDir(); err == nil {
+		sandbox.ProtectDir(dir)
+	}
+}
+
+// protect protects what a generation reads or runs (rule R8): its whole
+// CUE module (CUE reads a package's files up to the module root), its
+// surfaces sources and every file it read, and the executables of its
+// plugins and upstream servers, found as they will be started.
+func protect(gen *provision.Generation) {
+	var ps []string
+	if gen.Dir != "" {
+		ps = append(ps, gen.Dir, policy.ModuleRoot(gen.Dir))
+	}
+	ps = append(ps, gen.Dirs...)
+	ps = append(ps, gen.Inputs...)
+	ts := slices.Collect(maps.Values(gen.Tools))
+	ts = append(ts, slices.Collect(maps.Values(gen.Wildcards))...)
+	for _, t := range ts {
+		switch {
+		case t.Plugin != nil && len(t.Plugin.Command) > 0:
+			ps = append(ps, sandbox.Executable(t.Plugin.Command[0], t.PolicyDir))
+		case t.Upstream != nil && len(t.Upstream.Command) > 0:
+			ps = append(ps, sandbox.Executable(t.Upstream.Command[0], t.Upstream.Cwd))
+		}
+	}
+	sandbox.Protect(ps...)
+}

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// Bounds on a line's surface chain: chains come from callers, and each
+// distinct one is remembered by the generation (issue 11).
+const (
+	MaxChainRefs  = 16
+	MaxChainBytes = 4096
+)
+
+// rooted is chain with the main agent as its root.
+func rooted(chain []string) []string {
+	if len(chain) == 0 || chain[0] != "agent" {
+		return append([]string{"agent"}, chain...)
+	}
+	return chain
+}
+
+// LineChain is the surface chain a line runs on (rule R5): the process
+// chain, or the line's own, which must begin with the whole process chain
+// and may only go deeper. surface nil means the line gave none.
+func (g *Gateway) LineChain(surface []string) ([]string, error) {
+	if surface == nil {
+		return g.opts.Chain, nil
+	}
+	size := 0
+	for _, r := range surface {
+		size += len(r)
+	}
+	if len(surface) > MaxChainRefs || size > MaxChainBytes {
+		return nil, fmt.Errorf("The line's surface chain has %d references (%d bytes); at most %d references and %d bytes are accepted. Send the chain of the run that made the call.", len(surface), size, MaxChainRefs, MaxChainBytes)
+	}
+	line := rooted(surface)
+	if len(line) < len(g.opts.Chain) || !slices.Equal(line[:len(g.opts.Chain)], g.opts.Chain) {
+		return nil, fmt.Errorf("The line's surface chain %s does not begin with this gateway's chain %s, which a line may only extend; send a chain that starts with it, or none.", show(line), show(g.opts.Chain))
+	}
+	return line, nil
+}
+
+func show(chain []string) string { return "[" + strings.Join(chain, ", ") + "]" }
+
+// refuseLine answers, and records, every call of a line whose surface chain
+// the gateway's own does not admit (rule R5).
+func (g *Gateway) refuseLine(cur *Current, surface []string, calls []call, err error) []result {
+	out := make([]result, len(calls))
+	for i, c := range calls {
+		d := rule.Refused(rule.R5, notExecuted(err.Error()))
+		g.record(cur, surface, prepared{call: c, cur: cur}, d, time.Now(), nil)
+		out[i] = errorResult(c.ID, d.Reason)
+	}
+	return out
+}

@@ -1,0 +1,363 @@
+// Package loadcache keeps what a policy load compiled between one-shot
+// processes: the Claude Code hook is a process per tool call, and a CUE
+// load costs it many times what one decision does.
+//
+// A record is trusted only when it verifies: its own checksum, the binary
+// that wrote it (path, size, modification time and inode of the
+// executable), and a manifest of every file the policy was read from,
+// re-read and re-hashed each time, with the listings of the directories
+// they lie in. A record that does not verify, for any reason, is ignored
+// and the policy is loaded afresh, so a stale or corrupt cache never
+// changes a decision. A record is written only after a second load read
+// the same files as the first, and only files and a directory that the
+// user alone may write are read. The cache is as trusted as the user's
+// own files: a process running as that user could as well change the
+// hook's settings.
+package loadcache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/runtime/watch"
+)
+
+// magic begins every record; it changes whenever the record's form does.
+const magic = "aimon-gw loadcache 1\n"
+
+// maxRecord bounds what is read of a record.
+const maxRecord = 32 << 20
+
+// maxManifest bounds the bytes a manifest hashes on each call: a policy
+// directory that holds more (a whole project's tree) is loaded afresh
+// rather than re-read whole for every decision.
+const maxManifest = 4 << 20
+
+// A Cache keeps records in Dir, one per policy directory.
+type Cache struct {
+	// Dir holds the records; it is created (0700) when missing.
+	Dir string
+	// Log receives why a record was not used; nil for none.
+	Log *slog.Logger
+}
+
+// DefaultDir is the user's cache directory for aimon-gw
+// ($XDG_CACHE_HOME/aimon-gw, or ~/.cache/aimon-gw).
+func DefaultDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "aimon-gw"), nil
+}
+
+// Loader loads the policy afresh.
+type Loader func() (*policy.Generation, error)
+
+// Load returns the policy in dir (absolute; "" for the embedded policy):
+// restored from its record when the record verifies, otherwise from load,
+// after which the record is written anew. hit says which. opts are given
+// to the restore as to the load (policy.WithWorkdir). Problems of the
+// cache itself are never errors: they mean a fresh load.
+func (c *Cache) Load(dir string, load Loader, opts ...policy.Option) (g *policy.Generation, hit bool, err error) {
+	g, why := c.restore(dir, opts)
+	if g != nil {
+		c.log("the policy is restored from its record", "dir", dir, "revision", g.Revision)
+		return g, true, nil
+	}
+	c.log("the policy is loaded afresh", "dir", dir, "because", why)
+	g, err = load()
+	if err != nil {
+		return nil, false, err
+	}
+	if why := c.store(dir, g, load); why != "" {
+		c.log("no record is kept", "dir", dir, "because", why)
+	} else {
+		c.log("the policy is recorded", "dir", dir, "revision", g.Revision)
+	}
+	return g, false, nil
+}
+
+func (c *Cache) log(msg string, args ...any) {
+	if c.Log != nil {
+		c.Log.Debug(msg, args...)
+	}
+}
+
+// A record file is the magic line, the sha256 of the rest, a line of
+// record, and the saved generation (policy.Generation.Save).
+type record struct {
+	Exe      string
+	Dir      string
+	Manifest manifest
+	// Dirs and Inputs are the saved generation's, which its manifest covers.
+	Dirs, Inputs []string
+}
+
+// path is the record of dir: one file per policy directory, replaced when
+// the policy changes.
+func (c *Cache) path(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(c.Dir, hex.EncodeToString(sum[:16])+".json")
+}
+
+func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, string) {
+	data, why := c.read(c.path(dir))
+	if why != "" {
+		return nil, why
+	}
+	rest, ok := bytes.CutPrefix(data, []byte(magic))
+	if !ok {
+		return nil, "the record is not of this version"
+	}
+	sumHex, body, ok := bytes.Cut(rest, []byte("\n"))
+	sum := sha256.Sum256(body)
+	if !ok || string(sumHex) != hex.EncodeToString(sum[:]) {
+		return nil, "the record's checksum does not match"
+	}
+	head, saved, _ := bytes.Cut(body, []byte("\n"))
+	var r record
+	if err := json.Unmarshal(head, &r); err != nil {
+		return nil, "the record cannot be read: " + err.Error()
+	}
+	exe, err := executable()
+	if err != nil {
+		return nil, err.Error()
+	}
+	switch {
+	case r.Exe != exe:
+		return nil, "another binary wrote the record"
+	case r.Dir != dir:
+		return nil, "the record is of another policy"
+	}
+	now, why := manifestOf(dir, r.Dirs, r.Inputs)
+	if why != "" {
+		return nil, why
+	}
+	if !now.equal(r.Manifest) {
+		return nil, "the policy's files changed since the record was written"
+	}
+	g, err := policy.Restore(saved, opts...)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !slices.Equal(g.Dirs, r.Dirs) || !slices.Equal(g.Inputs, r.Inputs) {
+		return nil, "the record's manifest is not of its policy"
+	}
+	return g, ""
+}
+
+// read reads a record only from a directory and a file that the user owns
+// and no one else may write, never through a symbolic link.
+func (c *Cache) read(p string) ([]byte, string) {
+	if why := private(c.Dir, true); why != "" {
+		return nil, why
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, "no record: " + err.Error()
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err.Error()
+	}
+	if why := privateInfo(p, st, false); why != "" {
+		return nil, why
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return nil, err.Error()
+	}
+	if len(data) > maxRecord {
+		return nil, "the record is too large"
+	}
+	return data, ""
+}
+
+func private(p string, dir bool) string {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return err.Error()
+	}
+	return privateInfo(p, st, dir)
+}
+
+func privateInfo(p string, st os.FileInfo, dir bool) string {
+	switch {
+	case dir && !st.IsDir():
+		return p + " is not a directory"
+	case !dir && !st.Mode().IsRegular():
+		return p + " is not a regular file"
+	case st.Mode().Perm()&0o022 != 0:
+		return p + " may be written by others"
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) != os.Geteuid() {
+		return p + " belongs to another user"
+	}
+	return ""
+}
+
+// store writes the record of g, when a second load reads the same files
+// and makes the same policy: the record then describes what was loaded.
+// It returns why it did not ("" when it did).
+func (c *Cache) store(dir string, g *policy.Generation, load Loader) string {
+	if _, err := g.Save(); err != nil {
+		return err.Error()
+	}
+	before, why := manifestOf(dir, g.Dirs, g.Inputs)
+	if why != "" {
+		return why
+	}
+	again, err := load()
+	if err != nil {
+		return "the second load failed: " + err.Error()
+	}
+	after, why := manifestOf(dir, again.Dirs, again.Inputs)
+	switch {
+	case why != "":
+		return why
+	case again.Revision != g.Revision || !slices.Equal(again.Inputs, g.Inputs) || !slices.Equal(again.Dirs, g.Dirs):
+		return "the policy changed while it was loaded"
+	case !before.equal(after):
+		return "the policy's files changed while it was loaded"
+	}
+	saved, err := again.Save()
+	if err != nil {
+		return err.Error()
+	}
+	exe, err := executable()
+	if err != nil {
+		return err.Error()
+	}
+	head, err := json.Marshal(record{Exe: exe, Dir: dir, Manifest: after, Dirs: again.Dirs, Inputs: again.Inputs})
+	if err != nil {
+		return err.Error()
+	}
+	body := append(append(head, '\n'), saved...)
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err.Error()
+	}
+	if why := private(c.Dir, true); why != "" {
+		return why
+	}
+	sum := sha256.Sum256(body)
+	f, err := os.CreateTemp(c.Dir, ".record-*")
+	if err != nil {
+		return err.Error()
+	}
+	defer os.Remove(f.Name())
+	_, err = fmt.Fprintf(f, "%s%s\n%s", magic, hex.EncodeToString(sum[:]), body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The record appears whole or not at all.
+		err = os.Rename(f.Name(), c.path(dir))
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// manifest is what a policy was read from: each file's sha256, and the
+// names in each directory that holds one of its inputs (a new file there
+// may join the package).
+type manifest struct {
+	Files map[string]string
+	Dirs  map[string][]string
+}
+
+func (m manifest) equal(o manifest) bool {
+	return maps.Equal(m.Files, o.Files) && maps.EqualFunc(m.Dirs, o.Dirs, slices.Equal)
+}
+
+// manifestOf reads the manifest of the policy in dir now: the files a
+// watcher would follow (with the markdown directories extra), and every
+// input besides. An embedded policy ("") has none.
+func manifestOf(dir string, extra, inputs []string) (manifest, string) {
+	m := manifest{Files: map[string]string{}, Dirs: map[string][]string{}}
+	if dir == "" {
+		return m, ""
+	}
+	sums, busy := watch.Sums(dir, extra, maxManifest)
+	if busy != "" {
+		return m, busy
+	}
+	for p, s := range sums {
+		m.Files[p] = hex.EncodeToString(s[:])
+	}
+	for _, in := range inputs {
+		if _, ok := m.Files[in]; !ok {
+			sum, why := hashFile(in)
+			if why != "" {
+				return m, why
+			}
+			m.Files[in] = sum
+		}
+		d := filepath.Dir(in)
+		if _, ok := m.Dirs[d]; ok {
+			continue
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return m, "cannot list " + d
+		}
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.Name()
+		}
+		m.Dirs[d] = names
+	}
+	return m, ""
+}
+
+// hashFile hashes a regular file. Anything else (a FIFO put in a file's
+// place) is a reason for a fresh load, which reports it; it is never
+// opened in a way that could wait (rule C2: a hook must not hang).
+func hashFile(p string) (string, string) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", "cannot read " + p
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", p + " is not a regular file"
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxManifest+1)); err != nil {
+		return "", "cannot read " + p
+	}
+	return hex.EncodeToString(h.Sum(nil)), ""
+}
+
+// executable identifies the running binary: a record another build wrote
+// may hold another compilation of the same files.
+func executable() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the running binary: %w", err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the running binary: %w", err)
+	}
+	id := fmt.Sprintf("%s\x00%d\x00%d\x00%s", p, st.Size(), st.ModTime().UnixNano(), runtime.Version())
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		id += fmt.Sprintf("\x00%d\x00%d\x00%d", s.Dev, s.Ino, s.Ctim.Nano())
+	}
+	return id, nil
+}

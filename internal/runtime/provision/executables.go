@@ -1,0 +1,162 @@
+package provision
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// preflight checks what can be checked of gen before anything of it starts
+// (rules R3, R8), so that a generation that will be refused starts no
+// process: every tool's kind is one this gateway runs, and every program
+// it would start is found now, through PATH, and started by that absolute
+// path, not found again later (what was checked is what runs). A program
+// that lies where a surface may write (its Write and Edit entries, a
+// sandbox's write, an unsandboxed Bash) could be replaced before its next
+// start, so it is refused unless pinned by sha256, and a pinned one must
+// match its pin now.
+func (r Registry) preflight(gen *policy.Generation) policy.Errors {
+	var errs policy.Errors
+	writable := writableDirs(gen)
+	seen := map[string]bool{}
+	ts := slices.Collect(maps.Values(gen.Tools))
+	ts = append(ts, slices.Collect(maps.Values(gen.Wildcards))...)
+	slices.SortFunc(ts, func(a, b *policy.Tool) int { return strings.Compare(a.Name, b.Name) })
+	for _, t := range ts {
+		if _, ok := r[t.Kind()]; !ok {
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.C1),
+				Message: fmt.Sprintf("tool %s is implemented by a %s, which this gateway cannot run here.", t.Name, t.Kind())})
+			continue
+		}
+		var cmd *[]string
+		var sum, field string
+		switch {
+		case t.Plugin != nil:
+			cmd, sum, field = &t.Plugin.Command, t.Plugin.SHA256, "plugin.sha256"
+		case t.Upstream != nil && len(t.Upstream.Command) > 0:
+			cmd, sum, field = &t.Upstream.Command, t.Upstream.SHA256, "servers."+t.Upstream.Server+".sha256"
+		default:
+			continue
+		}
+		if len(*cmd) == 0 || (*cmd)[0] == "" {
+			continue // the bind says what is wrong
+		}
+		path, err := exec.LookPath((*cmd)[0])
+		if err != nil {
+			continue // the bind reports it: a plugin fails, a server is down
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			continue
+		}
+		*cmd = slices.Concat([]string{path}, (*cmd)[1:])
+		key := path + "\x00" + t.ImplPos.String()
+		if seen[key] {
+			continue // one server's tools share its command
+		}
+		seen[key] = true
+		if err := checkProgram(path, sum, field, writable); err != nil {
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R8), Message: fmt.Sprintf("tool %s: %s", t.Name, sentence(err))})
+		}
+	}
+	return errs
+}
+
+// checkProgram checks one program: it matches its pin, or, without one,
+// lies nowhere writable (by its path and by where its links lead).
+func checkProgram(path, sum, field string, writable []string) error {
+	if sum != "" {
+		return checkSum(path, sum, field)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
+	}
+	for _, w := range writable {
+		for _, p := range []string{path, real} {
+			if p == w || w == "/" || strings.HasPrefix(p, strings.TrimSuffix(w, "/")+"/") {
+				got, _ := fileSum(real)
+				return fmt.Errorf("its program %s lies under %s, which a surface of the policy may write (its Write and Edit entries, a sandbox's write, or an unsandboxed command), so a command could replace it before it next starts; pin it with %s: %q (its sha256 now), or install it where no surface writes", p, w, field, got)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSum checks the binary at path against want, the hex sha256 in field.
+func checkSum(path, want, field string) error {
+	got, err := fileSum(path)
+	if err != nil {
+		return fmt.Errorf("the program %s cannot be read to check it against %s: %v", path, field, err)
+	}
+	if got != want {
+		return fmt.Errorf("the program %s has sha256 %s, but %s is %s; it was not started. Install the program the policy names, or update %s if the new one is trusted", path, got, field, want, field)
+	}
+	return nil
+}
+
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// CheckServer checks a server's program before a start: its pin, when it
+// has one (a later start than the load's, rule R8).
+func CheckServer(u *policy.Upstream) error {
+	if u.SHA256 == "" || len(u.Command) == 0 {
+		return nil
+	}
+	path, err := exec.LookPath(u.Command[0])
+	if err != nil {
+		return err
+	}
+	return checkSum(path, u.SHA256, "servers."+u.Server+".sha256")
+}
+
+// writableDirs is where some surface of gen may write (rule R6): the
+// literal directories of the agent's effective Write and Edit entries
+// (every chain starts at the agent, so none writes more), every tool's
+// sandbox.write, and "/" for a command the agent may run unsandboxed.
+func writableDirs(gen *policy.Generation) []string {
+	eff, err := gen.Effective([]string{"agent"})
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for _, name := range gen.Names() {
+		t := gen.Tools[name]
+		listed := eff.Listed(name)
+		switch {
+		case t.WritesFiles() && listed:
+			d, all := eff.Prefixes(name)
+			if all {
+				d = []string{"/"}
+			}
+			dirs = append(dirs, d...)
+		case t.Builtin == "Bash" && listed && (t.Sandbox == nil || t.Sandbox.Off):
+			dirs = append(dirs, "/")
+		}
+		if t.Sandbox != nil {
+			dirs = append(dirs, homes(t.Sandbox.Write)...)
+		}
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}

@@ -1,0 +1,267 @@
+// Package reload runs a gateway on a policy and keeps it current: watch →
+// load → provision → swap → retire (rule R3). The commands that serve
+// (serve, mcp) and the tests use it the same way; the one-shot commands
+// (check, vet) use Once.
+package reload
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"aimon.dev/gw/internal/core/defaultpolicy"
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/exec/builtin"
+	"aimon.dev/gw/internal/exec/pluginhost"
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
+	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/watch"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Dir is the policy directory; "" serves the embedded default policy,
+	// which does not change.
+	Dir string
+	// Gateway configures the gateway; its Workdir is also the one path
+	// patterns resolve against, and its Logger receives every log.
+	Gateway gateway.Options
+	// OnSwap runs after each reload that put a new generation in force.
+	OnSwap func(*gateway.Gateway)
+	// Debounce is the watcher's (watch.Options.Debounce); 0 for its default.
+	Debounce time.Duration
+	// LoadTimeout bounds each load (policy.WithTimeout); 0 for none.
+	LoadTimeout time.Duration
+}
+
+// A Runtime is a gateway, the plugin host behind it, and the watcher that
+// keeps its policy current.
+type Runtime struct {
+	gw     *gateway.Gateway
+	w      *watch.Watcher
+	host   *pluginhost.Host
+	up     *provision.Upstreams
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Registry is the implementation kinds a gateway binds tools to: the
+// built-ins, plugins on h, upstream MCP servers in up, and tools another
+// program runs.
+func Registry(h *pluginhost.Host, up *provision.Upstreams) provision.Registry {
+	return provision.Registry{
+		"builtin":  provision.Builtins(builtin.Lookup),
+		"plugin":   provision.Plugins{Host: h},
+		"upstream": up,
+		"external": provision.External{},
+	}
+}
+
+// Load loads and provisions the policy in dir ("" for the embedded
+// default), with relative path patterns resolving against workdir.
+func Load(ctx context.Context, reg provision.Registry, dir, workdir string, timeout time.Duration) (*provision.Generation, error) {
+	gen, err := loadPolicy(ctx, dir, workdir, timeout)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := reg.Provision(ctx, gen)
+	if err == nil {
+		warnSandbox(pg)
+	}
+	return pg, err
+}
+
+// loadPolicy loads the policy in dir ("" for the embedded default); the
+// wait for it ends when ctx is done.
+func loadPolicy(ctx context.Context, dir, workdir string, timeout time.Duration) (*policy.Generation, error) {
+	if dir == "" {
+		gen, err := policy.LoadFS(defaultpolicy.FS(), policy.WithWorkdir(workdir))
+		if err != nil {
+			return nil, fmt.Errorf("the embedded default policy does not load; this is a bug:\n%w", err)
+		}
+		return gen, nil
+	}
+	return policy.Load(dir, policy.WithWorkdir(workdir), policy.WithTimeout(timeout), policy.WithContext(ctx))
+}
+
+// warnSandbox logs, at load, tools whose sandbox is required when none can
+// be made here: their calls are refused (rule R6). Finding out runs bwrap,
+// which a one-shot decision (Once) does not pay for: it runs no tool.
+func warnSandbox(g *provision.Generation) {
+	for _, name := range g.Names() {
+		if sb := g.Tools[name].Sandbox; sb != nil && !sb.Off {
+			if err := sandbox.Available(); err != nil {
+				slog.Warn("tool needs a sandbox that cannot be made here; its calls will be refused: install bubblewrap or set sandbox: mode: \"off\"", "tool", name, "cause", err)
+			}
+		}
+	}
+}
+
+// Once loads and provisions a policy for one decision (check): close
+// releases the generation and stops what it started. An upstream tool is
+// declared from its pin when the pins hold its definition; otherwise its
+// server is started, and one that is down has its tools withheld, as serve
+// would.
+func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	return once(ctx, nil, &provision.Upstreams{Log: log, PinsFirst: true}, dir, workdir, timeout, log)
+}
+
+// OnceCached is Once through a cache of compiled loads, when cache is not
+// nil: a record that verifies stands for the load (package loadcache).
+// Offline, no upstream server is started or reached (vet, the hook): their
+// tools are declared from the pins (provision.Upstreams.Offline).
+func OnceCached(ctx context.Context, cache *loadcache.Cache, offline bool, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	return once(ctx, cache, &provision.Upstreams{Log: log, Offline: offline}, dir, workdir, timeout, log)
+}
+
+func once(ctx context.Context, cache *loadcache.Cache, up *provision.Upstreams, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
+	h := pluginhost.New(log)
+	load := func() (*policy.Generation, error) { return loadPolicy(ctx, dir, workdir, timeout) }
+	var pg *policy.Generation
+	if cache != nil {
+		if dir != "" {
+			if dir, err = filepath.Abs(dir); err != nil {
+				return nil, nil, err
+			}
+		}
+		pg, _, err = cache.Load(dir, load, policy.WithWorkdir(workdir))
+	} else {
+		pg, err = load()
+	}
+	if err == nil {
+		gen, err = Registry(h, up).Provision(ctx, pg)
+	}
+	if err != nil {
+		h.Close()
+		up.Close()
+		return nil, nil, err
+	}
+	return gen, func() { gen.Retire(); h.Close(); up.Close() }, nil
+}
+
+// Start loads the policy and returns a runtime serving it. For a directory
+// it follows the files until Close (rule R3): a sound edit is provisioned
+// whole and becomes the next generation in one swap, the generation it
+// replaces is retired; an edit that does not load or provision leaves the
+// last good generation in force. SIGHUP asks for a reload.
+func Start(ctx context.Context, o Options) (*Runtime, error) {
+	log := o.Gateway.Logger
+	if log == nil {
+		log = slog.Default()
+		o.Gateway.Logger = log
+	}
+	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true}, done: make(chan struct{})}
+	reg := Registry(r.host, r.up)
+	wd := o.Gateway.Workdir
+	if o.Dir == "" {
+		gen, err := Load(ctx, reg, "", wd, o.LoadTimeout)
+		if err != nil {
+			r.host.Close()
+			r.up.Close()
+			return nil, err
+		}
+		for _, w := range gen.Warnings {
+			log.Warn("policy", "problem", w.String())
+		}
+		r.gw = gateway.New(gen, o.Gateway)
+		close(r.done)
+		r.cancel = func() {}
+		return r, nil
+	}
+	// The watcher's first load is provisioned below, the later ones in swap.
+	log.Debug("loading the policy", "dir", o.Dir)
+	w, err := watch.New(o.Dir, func(g *policy.Generation) error {
+		pg, err := reg.Provision(ctx, g)
+		if err != nil {
+			return err
+		}
+		r.gw.Swap(pg)
+		if o.OnSwap != nil {
+			o.OnSwap(r.gw)
+		}
+		return nil
+	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
+		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx))
+	}})
+	if err != nil {
+		r.host.Close()
+		r.up.Close()
+		return nil, err
+	}
+	// A server whose tools changed, or that answers again after it was
+	// down, is provisioned again: its tools are then held to their pins
+	// as at load. Set before the first load, whose servers may be down.
+	r.up.OnChange(func(string) { w.Reload() })
+	first, err := reg.Provision(ctx, w.Initial())
+	if err != nil {
+		w.Close()
+		r.host.Close()
+		r.up.Close()
+		return nil, err
+	}
+	r.w = w
+	o.Gateway.LastReload = func() (string, time.Time) {
+		st := w.Status()
+		return st.LastError, st.LastErrorAt
+	}
+	r.gw = gateway.New(first, o.Gateway)
+	ctx, r.cancel = context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				log.Info("SIGHUP: reloading the policy")
+				w.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Gateway is the gateway the runtime keeps current.
+func (r *Runtime) Gateway() *gateway.Gateway { return r.gw }
+
+// Status is the watcher's: the generation in force and the last reload
+// attempt; zero for the embedded policy, which is not reloaded.
+func (r *Runtime) Status() watch.Status {
+	if r.w == nil {
+		return watch.Status{}
+	}
+	return r.w.Status()
+}
+
+// Reload asks for a reload, as SIGHUP does.
+func (r *Runtime) Reload() {
+	if r.w != nil {
+		r.w.Reload()
+	}
+}
+
+// Close stops following the policy, retires the generation in force and
+// stops every process the gateway started (rule R4).
+func (r *Runtime) Close() {
+	r.cancel()
+	<-r.done
+	r.gw.Close()
+	r.host.Close()
+	r.up.Close()
+}

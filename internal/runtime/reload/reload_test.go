@@ -1,0 +1,155 @@
+package reload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/internal/runtime/gateway"
+)
+
+var misbehaveBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "aimon-gw-reload-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	misbehaveBin = filepath.Join(dir, "misbehave")
+	cmd := exec.Command("go", "build", "-o", misbehaveBin, "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the test plugin:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\n"
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	tmp := path + ".tmp~"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func policyDir(t *testing.T, body string) string {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "policy.cue"), header+body)
+	return dir
+}
+
+func start(t *testing.T, dir string) *Runtime {
+	t.Helper()
+	rt, err := Start(context.Background(), Options{Dir: dir, Debounce: 20 * time.Millisecond,
+		Gateway: gateway.Options{Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+// pids lists the processes running the binary at path (the process table).
+func pids(path string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func call(ctx context.Context, gw *gateway.Gateway, line string) map[string]any {
+	var m map[string]any
+	json.Unmarshal(gw.Handle(ctx, []byte(line)), &m)
+	return m
+}
+
+// TestR4RejectedEditStartsNoPlugin: an edit that does not load (a typo next
+// to a new plugin tool) starts no process, and one whose provisioning fails
+// (a second plugin is missing) stops the process its first plugin started.
+func TestR4RejectedEditStartsNoPlugin(t *testing.T) {
+	dir := policyDir(t, `agent: "allowed-tools": ["Echo"]`+"\n")
+	rt := start(t, dir)
+	plugin := fmt.Sprintf("tools: Ctx: plugin: {command: [%q], tool: \"Context\"}\n", misbehaveBin)
+
+	writeFile(t, filepath.Join(dir, "policy.cue"), header+plugin+`agent: allowedTools: ["Echo"]`+"\n")
+	waitFor(t, "the typo to be rejected", func() bool { return rt.Status().LastError != "" })
+	if p := pids(misbehaveBin); len(p) > 0 {
+		t.Errorf("a rejected edit started plugin processes %v", p)
+	}
+
+	writeFile(t, filepath.Join(dir, "policy.cue"), header+plugin+
+		"tools: Gone: plugin: command: [\"/nonexistent/aimon-gw-plugin\"]\n"+`agent: "allowed-tools": ["Echo"]`+"\n")
+	waitFor(t, "the missing plugin to be rejected", func() bool {
+		return strings.Contains(rt.Status().LastError, "Gone")
+	})
+	waitFor(t, "the first plugin's process to stop", func() bool { return len(pids(misbehaveBin)) == 0 })
+	if st := rt.Status(); st.Generation != 1 {
+		t.Errorf("a rejected edit went in force: %+v", st)
+	}
+}
+
+// TestR4OldGenerationCannotRestartDroppedPlugin: a line still running under
+// an old generation keeps the plugin that generation owns; when the line
+// ends the process stops, and nothing it did left a process no generation
+// owns.
+func TestR4OldGenerationCannotRestartDroppedPlugin(t *testing.T) {
+	tools := fmt.Sprintf("tools: Block: plugin: {command: [%q]}\ntools: Context: plugin: {command: [%q]}\n", misbehaveBin, misbehaveBin)
+	dir := policyDir(t, tools)
+	rt := start(t, dir)
+	release := filepath.Join(t.TempDir(), "release")
+	done := make(chan map[string]any, 1)
+	go func() {
+		done <- call(context.Background(), rt.Gateway(), fmt.Sprintf(`{"role":"assistant","content":[
+			{"type":"tool_use","id":"b","name":"Block","input":{"file":%q}},
+			{"type":"tool_use","id":"c","name":"Context","input":{}}]}`, release))
+	}()
+	waitFor(t, "the plugin to start", func() bool { return len(pids(misbehaveBin)) == 1 })
+	before := pids(misbehaveBin)[0]
+
+	writeFile(t, filepath.Join(dir, "policy.cue"), header)
+	waitFor(t, "the reload that drops the plugin", func() bool { return rt.Status().Generation == 2 })
+	os.WriteFile(release, nil, 0o644)
+	reply := <-done
+	content, _ := reply["content"].([]any)
+	if len(content) != 2 {
+		t.Fatalf("reply %v", reply)
+	}
+	ctxReply := content[1].(map[string]any)
+	if ctxReply["is_error"] != false || !strings.Contains(ctxReply["content"].(string), `"pid":`+before) {
+		t.Errorf("the line's second call must run on the process its generation owns (%s): %v", before, ctxReply)
+	}
+	waitFor(t, "every plugin process to stop once the old generation's line ended", func() bool { return len(pids(misbehaveBin)) == 0 })
+}
