@@ -6,6 +6,8 @@
 #   - in process (bench/scale): start, list_tools, a call and the live heap,
 #     1,000 tools against 10; a saved edit to the new generation in force,
 #     500 tools against 2;
+#   - a refused call under two lists of 1,000 Read and Bash entries each
+#     against the same under 10 (internal/core/allow);
 #   - Grep against rg and Glob against fd, run as processes on a copy of Go's
 #     net sources, and Read of a 4 KiB file against os.ReadFile
 #     (internal/exec/builtin).
@@ -65,6 +67,8 @@ awk -v n="$calls" '{ ms[$1] = $3; cpu[$1] = $8 } END {
 	printf "a call: %.1f µs cpu at 10 tools, %.1f µs at 1,000: %.2f×\n", a, b, b / a }' "$tmp/procs.out"
 echo "== in process: tools and reloads (bench/scale)"
 go test ./bench/scale -run '^$' -bench . -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
+echo "== a refusal under 1,000 allow entries against 10 (internal/core/allow)"
+go test ./internal/core/allow -run '^$' -bench 'P10RefusalLongLists' -benchtime "$((runs * 8))x" | grep '^Benchmark'
 echo "== Grep against rg, Glob against fd, Read against os.ReadFile (internal/exec/builtin)"
 go test ./internal/exec/builtin -run '^$' -bench 'VsRipgrep|VsFd' -benchtime "$((runs * 3))x" | grep '^Benchmark'
 go test ./internal/exec/builtin -run '^$' -bench 'ReadSmall' -benchtime "$((runs * 300))x" | grep '^Benchmark'

@@ -386,42 +386,6 @@ func (r *toolRule) allowedText(subj string) (string, []string) {
 	return strings.Join(parts, " within the caller's "), shown
 }
 
-// closest returns at most n of the level's pattern entries, those whose
-// pattern shares the longest prefix with subj, in their order, and how many
-// it left out.
-func (te *toolEntries) closest(subj string, n int) ([]string, int) {
-	type scored struct{ i, score int }
-	top := make([]scored, 0, n+1)
-	total := 0
-	for i, in := range te.infos {
-		if !in.HasPattern {
-			continue
-		}
-		total++
-		k := 0
-		for k < len(in.Pattern) && k < len(subj) && in.Pattern[k] == subj[k] {
-			k++
-		}
-		// Keep the n best, the earlier first among equals.
-		j := len(top)
-		for j > 0 && top[j-1].score < k {
-			j--
-		}
-		if j < n {
-			top = slices.Insert(top, j, scored{i, k})
-			if len(top) > n {
-				top = top[:n]
-			}
-		}
-	}
-	slices.SortFunc(top, func(a, b scored) int { return a.i - b.i })
-	out := make([]string, len(top))
-	for j, s := range top {
-		out[j] = te.infos[s.i].Raw
-	}
-	return out, total - len(top)
-}
-
 func (e *Effective) toolList() string {
 	if len(e.names) > 20 {
 		return strings.Join(e.names[:20], ", ") + fmt.Sprintf(" and %d more", len(e.names)-20)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -521,5 +522,104 @@ func TestP10RefusalNamesClosestEntries(t *testing.T) {
 	e = chain(t, []string{"Bash(git:*)", "Bash(ls)"})
 	if d := e.Decide("Bash", map[string]any{"command": "rm"}, "/"); !slices.Equal(d.Entries, []string{"Bash(git:*)", "Bash(ls)"}) || strings.Contains(d.Reason, "more") {
 		t.Errorf("a short list: %+v", d)
+	}
+}
+
+// linearClosest is closest as a scan of every entry: the reference the
+// sorted search must agree with.
+func linearClosest(te *toolEntries, subj string, n int) ([]string, int) {
+	type scored struct{ i, score int }
+	top := make([]scored, 0, n+1)
+	total := 0
+	for i, in := range te.infos {
+		if !in.HasPattern {
+			continue
+		}
+		total++
+		k := 0
+		for k < len(in.Pattern) && k < len(subj) && in.Pattern[k] == subj[k] {
+			k++
+		}
+		j := len(top)
+		for j > 0 && top[j-1].score < k {
+			j--
+		}
+		if j < n {
+			top = slices.Insert(top, j, scored{i, k})
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	}
+	slices.SortFunc(top, func(a, b scored) int { return a.i - b.i })
+	out := make([]string, len(top))
+	for j, s := range top {
+		out[j] = te.infos[s.i].Raw
+	}
+	return out, total - len(top)
+}
+
+// TestP10ClosestIsTheLinearScan: the entries a refusal names are the same
+// whether found through the sorted patterns or by scanning them all: the
+// n sharing the longest prefix with the subject, the earlier first among
+// equals, name-only entries and duplicates among them.
+func TestP10ClosestIsTheLinearScan(t *testing.T) {
+	levelOf := func(patterns []string) *toolEntries {
+		te := &toolEntries{}
+		for i, p := range patterns {
+			e := Entry{Raw: fmt.Sprintf("Read(%s)#%d", p, i), Tool: "Read", Pattern: p, HasPattern: p != ""}
+			if p == "" {
+				e.Raw = fmt.Sprintf("Read#%d", i)
+			}
+			te.infos = append(te.infos, entryInfo{Entry: e, idx: i})
+		}
+		te.index(None)
+		return te
+	}
+	for _, c := range []struct {
+		note     string
+		patterns []string
+		subj     string
+		n        int
+	}{
+		{note: "no subject: the first ones", patterns: []string{"/b", "/a", "/c", "/d"}, subj: "", n: 2},
+		{note: "one tier larger than n: the earliest", patterns: []string{"/x/1", "/x/2", "/x/3", "/y"}, subj: "/x/9", n: 2},
+		{note: "both sides of where the subject sorts", patterns: []string{"/a/b", "/a/d", "/a/c", "/b"}, subj: "/a/c/x", n: 2},
+		{note: "duplicates and name-only entries", patterns: []string{"", "/a", "/a", "", "/a", "/b"}, subj: "/a", n: 2},
+		{note: "subject sorts past every pattern", patterns: []string{"/a", "/b", "/c"}, subj: "/z", n: 1},
+		{note: "n covers them all", patterns: []string{"/a", "", "/b"}, subj: "/b", n: 5},
+		{note: "a pattern longer than the subject", patterns: []string{"/srv/d500/docs/**", "/srv/d50/**", "/srv/d5/**"}, subj: "/srv/d5", n: 1},
+	} {
+		te := levelOf(c.patterns)
+		got, more := te.closest(c.subj, c.n)
+		want, wantMore := linearClosest(te, c.subj, c.n)
+		if !slices.Equal(got, want) || more != wantMore {
+			t.Errorf("%s: closest = %q and %d more, the scan %q and %d more", c.note, got, more, want, wantMore)
+		}
+	}
+	rng := rand.New(rand.NewPCG(32, 10))
+	word := func() string {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteByte("/ab*"[rng.IntN(4)])
+		}
+		return b.String()
+	}
+	for round := range 3000 {
+		patterns := make([]string, 1+rng.IntN(60))
+		for i := range patterns {
+			if rng.IntN(8) > 0 {
+				patterns[i] = "/" + word()
+			}
+		}
+		te, subj, n := levelOf(patterns), "/"+word(), 1+rng.IntN(12)
+		if rng.IntN(10) == 0 {
+			subj = ""
+		}
+		got, more := te.closest(subj, n)
+		want, wantMore := linearClosest(te, subj, n)
+		if !slices.Equal(got, want) || more != wantMore {
+			t.Fatalf("round %d: closest(%q, %d) of %q = %q and %d more, the scan %q and %d more", round, subj, n, patterns, got, more, want, wantMore)
+		}
 	}
 }

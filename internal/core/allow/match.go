@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // matcher is the compiled constraint of one entry on a subject. It is built
@@ -44,6 +45,10 @@ type toolEntries struct {
 	byKey     map[string][]int // entry indexes by first word or literal directory
 	rest      []int            // entries with a matcher that no key narrows
 	rules     []int            // entries whose pattern the tool's own rule reads
+	npatterns int              // entries with a pattern, usable or not
+
+	nearOnce sync.Once  // near is built by the first refusal that needs it
+	near     *nearIndex // the patterns in sorted order (closest)
 }
 
 func (te *toolEntries) index(k Kind) {
@@ -53,6 +58,7 @@ func (te *toolEntries) index(k Kind) {
 			continue
 		}
 		te.patterned = true
+		te.npatterns++
 		if in.err != nil {
 			te.bad = append(te.bad, in.err.Error())
 			continue

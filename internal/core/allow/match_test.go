@@ -3,8 +3,11 @@ package allow
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"cuelang.org/go/cue"
 )
@@ -301,4 +304,43 @@ func BenchmarkP10ChainLongLists(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkP10RefusalLongLists measures a refused call under a chain of two
+// lists of 1,000 Bash and 1,000 Read entries each against the same under
+// 10, in alternate rounds of processor time (the machine is shared), and
+// reports the median ratio (issue 32: ≤ 1.2×). A refusal names the entries
+// closest to the subject, which it finds without looking at them all.
+func BenchmarkP10RefusalLongLists(b *testing.B) {
+	refused := []map[string]any{{"file_path": "/srv/d7/src/x.go"}, {"file_path": "/etc/passwd"}, {"file_path": "/srv/d999x"}}
+	small, large := mustChain(b, pair(longLists(b, 10))...), mustChain(b, pair(longLists(b, 1000))...)
+	round := func(e *Effective) time.Duration {
+		c0 := processTime()
+		for range 300 {
+			for _, in := range refused {
+				if e.Decide("Read", in, "/").Allowed {
+					b.Fatal("wrong decision")
+				}
+			}
+		}
+		return processTime() - c0
+	}
+	var ratios []float64
+	var perCall time.Duration
+	for b.Loop() {
+		s, l := round(small), round(large)
+		ratios = append(ratios, float64(l)/float64(max(s, 1)))
+		perCall += l / 900
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "1000/10:refusal-cpu")
+	b.ReportMetric(float64(perCall)/float64(len(ratios))/1e3, "1000:refusal-cpu-µs")
+}
+
+func pair(a, b *List) []*List { return []*List{a, b} }
+
+func processTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
