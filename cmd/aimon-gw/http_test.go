@@ -409,13 +409,13 @@ func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
 	s := g.session("tok-alice", "", nil)
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 3.25"}})
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 5.25"}})
 		if err != nil {
 			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 		}
 		done <- res
 	}()
-	for len(marked("sleep 3.25")) == 0 {
+	for len(marked("sleep 5.25")) == 0 {
 		select {
 		case res := <-done:
 			t.Fatalf("the call ended before SIGTERM: %s\n%s", resultText(res), g.logs())
