@@ -242,7 +242,7 @@ func (w *Watcher) stopped() error {
 
 // reloadNow loads the whole policy and puts it in force if it is sound and
 // whole (rule R5): its files read the same twice, one debounce apart, and
-// again after the load, and no process holds one of them open for writing.
+// again after the load, when no process holds one of them open for writing.
 // Otherwise the reload is tried again a debounce later, and the generation
 // in force stays: a policy still being written never widens what is
 // allowed.
@@ -253,7 +253,7 @@ func (w *Watcher) stopped() error {
 // and after it, so it is the load of files that stayed as they were.
 func (w *Watcher) reloadNow() {
 	start := time.Now()
-	before, busy := w.sums(0) // the writers are looked for after the debounce
+	before, busy := w.sums(0) // the writers are looked for after the load
 	type loaded struct {
 		gen *policy.Generation
 		err error
@@ -266,8 +266,10 @@ func (w *Watcher) reloadNow() {
 			done <- loaded{gen, err}
 		}()
 		time.Sleep(w.debounce)
-		var again map[string][32]byte
-		if again, busy = w.snapshot(); busy == "" && !maps.Equal(before, again) {
+		// Whether a process holds a file open for writing is looked for
+		// once, after the load (a /proc scan costs as much as a small
+		// policy's load); the files must read the same then too.
+		if again, _ := w.sums(0); !maps.Equal(before, again) {
 			busy = "its files are still changing"
 		}
 	}
@@ -280,13 +282,19 @@ func (w *Watcher) reloadNow() {
 		return
 	}
 	l := <-done
+	// A load that failed is judged the same way: a file half written is
+	// no broken edit to report while its writer still holds it.
+	after, busy := w.snapshot()
+	if busy == "" && !maps.Equal(before, after) {
+		busy = "its files changed during the load"
+	}
+	if busy != "" {
+		w.log.Debug("policy reload deferred", "why", busy)
+		w.Reload()
+		return
+	}
 	gen, err := l.gen, l.err
 	if err == nil {
-		if after, busy := w.snapshot(); busy != "" || !maps.Equal(before, after) {
-			w.log.Debug("policy reload deferred: its files changed during the load")
-			w.Reload()
-			return
-		}
 		err = w.swap(gen) // in force before anyone can see the new status
 	}
 	if err == nil {

@@ -501,3 +501,50 @@ func TestR3StatusJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestR5FileOpenForWritingIsNotTaken: while a process holds a policy file
+// open for writing, what it has written so far is not put in force, even
+// when it reads the same twice and loads (a writer that pauses), nor
+// reported as a broken edit; once the file is closed, its content is.
+func TestR5FileOpenForWritingIsNotTaken(t *testing.T) {
+	for _, c := range []struct {
+		note, written string
+	}{
+		{note: "a whole policy so far", written: source("Read", "Echo")},
+		{note: "half a policy, which does not load", written: source("Read", "Echo")[:40]},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
+			h := start(t, dir, Options{})
+			inForce := h.w.Status()
+			f, err := os.OpenFile(filepath.Join(dir, "policy.cue"), os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString(c.written); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.After(waitLimit)
+			for !strings.Contains(h.logs.String(), "policy.cue is open for writing") {
+				select {
+				case <-deadline:
+					t.Fatalf("no reload was deferred for the file open for writing within %v; logs:\n%s", waitLimit, h.logs)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if st := h.w.Status(); st.Revision != inForce.Revision || st.Generation != inForce.Generation || st.LastError != "" {
+				t.Errorf("status %+v while the file is open for writing; want %+v still in force and no error", st, inForce)
+			}
+			final := source("Read", "Echo", "Grep")
+			if err := f.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte(final), 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			h.waitRevision(t, revision(t, map[string]string{"policy.cue": final}))
+		})
+	}
+}
