@@ -59,21 +59,24 @@ func (e *Effective) denies(tool string, in map[string]any, written any, workdir 
 	for _, lvs := range [][]*toolEntries{e.deny[tool], e.ask[tool]} {
 		for _, lv := range lvs {
 			if len(lv.bad) > 0 {
-				return Decision{Rule: rule.P7, Entries: patterned(lvs), Reason: fmt.Sprintf("%s is not allowed on this surface: %s; until it is fixed it denies every call.", tool, lv.bad[0])}, true
+				shown, _ := named(patterned(lvs), "")
+				return Decision{Rule: rule.P7, Entries: shown, Reason: fmt.Sprintf("%s is not allowed on this surface: %s; until it is fixed it denies every call.", tool, lv.bad[0])}, true
 			}
 		}
 	}
 	m := e.matcherOf(tool, in, written, workdir)
 	if m.why != "" {
-		return Decision{Rule: rule.P5, Entries: patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)),
-			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, strings.Join(patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)), ", "))}, true
+		shown, text := named(patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)), ", ")
+		return Decision{Rule: rule.P5, Entries: shown,
+			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, text)}, true
 	}
 	if by := m.matching(e.deny[tool]); len(by) > 0 {
-		return Decision{Rule: rule.P14, Entries: by, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, m.what, strings.Join(by, " and "))}, true
+		shown, text := named(by, " and ")
+		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, m.what, text)}, true
 	}
 	if m.chained && len(e.deny[tool]) > 0 {
-		by := patterned(e.deny[tool])
-		return Decision{Rule: rule.P14, Entries: by, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.what, strings.Join(by, ", "))}, true
+		shown, text := named(patterned(e.deny[tool]), ", ")
+		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.what, text)}, true
 	}
 	return Decision{}, false
 }
@@ -104,8 +107,9 @@ func (e *Effective) asks(tool string, in map[string]any, written any, workdir st
 	if by == nil {
 		return d
 	}
-	return Decision{Ask: true, Rule: rule.P14, Entries: by,
-		Reason: fmt.Sprintf("%s%s needs approval on this surface: %s asks for it, and %s", tool, what, strings.Join(by, " and "), strings.TrimSuffix(lowerFirst(d.Reason), ".")) + "."}
+	shown, text := named(by, " and ")
+	return Decision{Ask: true, Rule: rule.P14, Entries: shown,
+		Reason: fmt.Sprintf("%s%s needs approval on this surface: %s asks for it, and %s", tool, what, text, strings.TrimSuffix(lowerFirst(d.Reason), ".")) + "."}
 }
 
 func lowerFirst(s string) string {
@@ -113,6 +117,17 @@ func lowerFirst(s string) string {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// named bounds the entries a sentence names (maxShown): it returns those
+// it names and the text naming them, sep between them, with how many more
+// there are.
+func named(es []string, sep string) ([]string, string) {
+	if len(es) <= maxShown {
+		return es, strings.Join(es, sep)
+	}
+	shown := es[:maxShown:maxShown]
+	return shown, strings.Join(shown, sep) + fmt.Sprintf(", and %d more", len(es)-maxShown)
 }
 
 // patterned returns the pattern entries of the levels.

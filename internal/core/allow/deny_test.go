@@ -247,3 +247,38 @@ func TestR7SentenceQuotesTheSubjectAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestP14LongDenyAndAskListsAreNamedBounded: a refusal or an ask that
+// names deny or ask entries it could not judge by (no subject, a chained
+// command) names at most maxShown of them and says how many more there
+// are; short lists are named whole, as before.
+func TestP14LongDenyAndAskListsAreNamedBounded(t *testing.T) {
+	var deny, ask []string
+	for i := range 1000 {
+		deny = append(deny, "Bash(tool"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+":*)", "Read(/srv/d"+strings.Repeat("9", i%5)+string(rune('a'+i%26))+"/**)")
+		ask = append(ask, "Grep(/srv/a"+string(rune('a'+i%26))+"/**)")
+	}
+	long := chainDecl(t, Decl{Allow: []string{"Bash", "Read", "Grep"}, Deny: deny, Ask: ask})
+	short := chainDecl(t, Decl{Allow: []string{"Bash", "Read", "Grep"}, Deny: []string{"Bash(rm:*)", "Read(/etc/**)"}, Ask: []string{"Grep(/srv/**)"}})
+	for _, c := range []struct {
+		note      string
+		e         *Effective
+		tool      string
+		in        map[string]any
+		want      string // the outcome
+		wantMore  string // in the sentence; "" for none
+		wantNamed int    // len(Entries)
+	}{
+		{note: "no subject under 2,000 deny entries", e: long, tool: "Read", in: map[string]any{}, want: "denied P5", wantMore: ", and 990 more", wantNamed: maxShown},
+		{note: "a chained command under 1,000 deny entries", e: long, tool: "Bash", in: map[string]any{"command": "ls; rm -rf /"}, want: "denied P14", wantMore: ", and 990 more", wantNamed: maxShown},
+		{note: "no subject under 1 deny entry", e: short, tool: "Read", in: map[string]any{}, want: "denied P5", wantNamed: 1},
+		{note: "a chained command under 1 deny entry", e: short, tool: "Bash", in: map[string]any{"command": "ls; rm -rf /"}, want: "denied P14", wantNamed: 1},
+		{note: "an ask that matches", e: short, tool: "Grep", in: map[string]any{"pattern": "x", "path": "/srv/x"}, want: "ask P14", wantNamed: 1},
+	} {
+		d := c.e.Decide(c.tool, c.in, "/")
+		if outcome(d) != c.want || len(d.Entries) != c.wantNamed || len(d.Reason) > 1000 ||
+			c.wantMore != "" && !strings.Contains(d.Reason, c.wantMore) || c.wantMore == "" && strings.Contains(d.Reason, "more") {
+			t.Errorf("%s: %s with %d entries named, %q; want %s with %d named and %q", c.note, outcome(d), len(d.Entries), d.Reason, c.want, c.wantNamed, c.wantMore)
+		}
+	}
+}
