@@ -90,6 +90,7 @@ func runExec(ctx context.Context, p execParams) error {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: its sandbox cannot be made: %v.", err), exitNotRun)
 		}
 		defer sandbox.Release(cmd)
+		defer sandbox.Finish(cmd)
 	}
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = workdir, p.Stdin, p.Stdout, p.Stderr
 	err = cmd.Run()

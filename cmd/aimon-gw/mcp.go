@@ -120,6 +120,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		return err
 	}
 	defer stopTracing()
+	warnUnbounded(p.Log)
 	if p.Listen != "" {
 		return serveMCPHTTP(ctx, p, ro, tracing)
 	}

@@ -126,10 +126,16 @@ func chownAll(t *testing.T, root string, uid, gid int) {
 // chain; it returns one reply a line.
 func (l *r8Layout) serve(t *testing.T, surface string, lines ...string) []map[string]any {
 	t.Helper()
+	return l.serveLog(t, surface, nil, nil, lines...)
+}
+
+// serveLog is serve with more environment, the gateway's log to stderr.
+func (l *r8Layout) serveLog(t *testing.T, surface string, env []string, stderr io.Writer, lines ...string) []map[string]any {
+	t.Helper()
 	bin := gatewayBinary(t)
 	os.Chmod(filepath.Dir(bin), 0o755) // nobody runs it
-	return runServeAs(t, append(l.u.prefix, bin), []string{"--policy", l.policy, "--workdir", l.proj, "--surface", surface},
-		[]string{"AIMON_R8_SECRET=sk-gateway-secret", "HOME=" + l.root + "/home", "XDG_CACHE_HOME=" + l.root + "/home/.cache"}, lines...)
+	return runServeLog(t, append(l.u.prefix, bin), []string{"--policy", l.policy, "--workdir", l.proj, "--surface", surface},
+		append([]string{"AIMON_R8_SECRET=sk-gateway-secret", "HOME=" + l.root + "/home", "XDG_CACHE_HOME=" + l.root + "/home/.cache"}, env...), stderr, lines...)
 }
 
 func sum(t *testing.T, path string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
@@ -84,6 +85,7 @@ func serve(ctx context.Context, p serveParams) error {
 		return err
 	}
 	defer stopTracing()
+	warnUnbounded(p.Log)
 	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Gateway: o})
 	if err != nil {
 		return err
@@ -121,6 +123,18 @@ func approvals(file string, ttl time.Duration) (*gateway.Approvals, error) {
 		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
 	return a, nil
+}
+
+// warnUnbounded says once, at the start of serve and mcp, that sandboxed
+// Bash calls will be refused: the gateway is root and can make no pids
+// cgroup to bound their processes (rule R8).
+func warnUnbounded(log *slog.Logger) {
+	if err := sandbox.Bounded(); err != nil {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("sandboxed Bash calls will be refused", "cause", err)
+	}
 }
 
 // start starts the runtime of serve and mcp; a policy that does not load

@@ -43,10 +43,11 @@ const drainGrace = 2 * time.Second
 const MaxOutputTotal = 64 << 20
 
 // The bounds on a command's processes (rule R8), set with prlimit inside
-// the sandbox: its processes, each one's data and file size, no core dump,
-// and CPU time no longer than the call may take.
+// the sandbox: each one's data and file size, no core dump, CPU time no
+// longer than the call may take, and the number of processes
+// (sandbox.MaxProcesses), which a pids cgroup bounds too where the
+// gateway can make one: as root, only it does.
 const (
-	maxProcs     = 1024
 	maxDataBytes = 4 << 30
 	maxFileSize  = 4 << 30
 )
@@ -64,7 +65,7 @@ func limited(argv []string, ms int, sandboxed bool) ([]string, error) {
 	cpu := strconv.Itoa((ms + 999) / 1000)
 	a := []string{p, "--cpu=" + cpu, "--data=" + strconv.Itoa(maxDataBytes), "--fsize=" + strconv.Itoa(maxFileSize), "--core=0"}
 	if sandboxed {
-		a = append(a, "--nproc="+strconv.Itoa(maxProcs))
+		a = append(a, "--nproc="+strconv.Itoa(sandbox.MaxProcesses()))
 	}
 	return append(append(a, "--"), argv...), nil
 }
@@ -124,6 +125,10 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		if err := sandbox.Available(); err != nil {
 			return noSandbox(env, err)
 		}
+		if err := sandbox.Bounded(); err != nil {
+			env.Logger().Warn("Bash refused: its processes cannot be bounded", "cause", err)
+			return tools.Failure(err, "Bash bounds the processes of each command, and cannot here: %v. The command was not run.", err)
+		}
 	}
 	argv, err := limited([]string{"bash", "-c", p.Command}, ms, sandboxed)
 	if err != nil {
@@ -135,6 +140,7 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			return noSandbox(env, err)
 		}
 		defer sandbox.Release(cmd)
+		defer sandbox.Finish(cmd)
 	}
 	cmd.Dir = workdir(env)
 	run, err := start(cmd)

@@ -205,6 +205,7 @@ func BenchmarkBashSandbox(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer sandbox.Release(cmd)
+				defer sandbox.Finish(cmd)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("bwrap: %v %s", err, out)
 				}

@@ -76,7 +76,12 @@ func (r *cmdRunner) Start(context.Context) error {
 	return r.cmd.Start()
 }
 
-func (r *cmdRunner) Wait(context.Context) error      { return r.cmd.Wait() }
+// Wait waits for the plugin to exit, and removes what its sandbox left.
+func (r *cmdRunner) Wait(context.Context) error {
+	defer sandbox.Finish(r.cmd)
+	return r.cmd.Wait()
+}
+
 func (r *cmdRunner) Diagnose(context.Context) string { return "" }
 func (r *cmdRunner) Stdout() io.ReadCloser           { return r.stdout }
 func (r *cmdRunner) Stderr() io.ReadCloser           { return r.stderr }

@@ -71,7 +71,8 @@ func Available() error {
 
 // Command is the command that runs argv in dir inside sb: bwrap, with an
 // environment of its own that is empty, reading the seccomp filter from
-// its descriptor 3. The command's environment is drawn from env
+// its descriptor 3, started through /bin/sh that joins a pids cgroup
+// first where one can be made (pids.go). The command's environment is drawn from env
 // (os.Environ() when nil); keep names more variables to pass through as
 // they are (a plugin's handshake). Call Release once it has started.
 func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) (*exec.Cmd, error) {
@@ -109,10 +110,17 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		}
 	}
 	cmd.Args = append(cmd.Args, a...)
+	if h := pidsParent(); h.err == nil {
+		if err := withPids(cmd, h); err != nil {
+			Release(cmd)
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
 
-// Release closes what Command opened for the start of cmd.
+// Release closes what Command opened for the start of cmd; Finish, once
+// it has exited, removes what Command made for it.
 func Release(cmd *exec.Cmd) {
 	for _, f := range cmd.ExtraFiles {
 		f.Close()
@@ -186,6 +194,12 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	}
 	for _, r := range Protected() {
 		a = append(a, "--ro-bind", r, r)
+	}
+	// Root or not, no command moves itself out of its pids cgroup or
+	// raises its bound (pids.go), and no sysfs file is written.
+	a = append(a, "--ro-bind-try", "/sys", "/sys")
+	if h := pidsParent(); h.err == nil && !within(h.mount, "/sys") {
+		a = append(a, "--ro-bind", h.mount, h.mount)
 	}
 	for _, h := range hidden {
 		if fi, err := os.Stat(h); err == nil && fi.IsDir() {

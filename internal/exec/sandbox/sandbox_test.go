@@ -37,6 +37,7 @@ func run(t *testing.T, sb *tools.Sandbox, dir, script string) (string, error) {
 		return "", err
 	}
 	defer Release(cmd)
+	defer Finish(cmd)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

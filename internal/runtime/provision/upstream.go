@@ -555,6 +555,7 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 		if cmd.Process != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
+		sandbox.Finish(cmd)
 		return nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), err, s.spec.Server)
 	}
 	return session, cmd, nil
@@ -775,6 +776,7 @@ func (s *upstream) drop(session *mcp.ClientSession) {
 	session.Close()
 	if cmd != nil && cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		sandbox.Finish(cmd)
 	}
 }
 
@@ -789,6 +791,7 @@ func (s *upstream) stop() {
 	}
 	if cmd != nil && cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		sandbox.Finish(cmd)
 	}
 }
 

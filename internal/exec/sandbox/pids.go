@@ -1,0 +1,341 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox's processes are bounded by a pids cgroup of its own when the
+// gateway can make one (rule R8): the kernel does not hold a process whose
+// real user is root to RLIMIT_NPROC, so as root prlimit --nproc bounds
+// nothing. The group is made under the gateway's own pids cgroup (cgroup
+// v1's pids hierarchy, or v2's with pids enabled below it), or under the
+// one PidsCgroupEnv names, and its pids.max set. bwrap joins it before it
+// forks anything: the command is /bin/sh, given the group's cgroup.procs
+// open on a descriptor; it writes 0 there (the writer moves itself, with
+// the opener's credentials checked), closes it and executes bwrap. If the
+// write fails, nothing runs. Finish removes the group when the call ends.
+// Every sandbox binds /sys and the hierarchy read-only, so that no command
+// moves itself out or raises pids.max, root or not.
+
+// PidsCgroupEnv names a pids cgroup directory (v1, or v2 with pids
+// enabled) the gateway makes its sandboxes' groups in, instead of its own
+// cgroup: one delegated to it when it does not run as root.
+const PidsCgroupEnv = "AIMON_GW_PIDS_CGROUP"
+
+// ProcessesEnv lowers the bound on a sandbox's processes (threads count),
+// DefaultProcesses, to test it or to hold commands tighter.
+const ProcessesEnv = "AIMON_GW_SANDBOX_PROCESSES"
+
+// DefaultProcesses bounds the processes of one sandbox.
+const DefaultProcesses = 1024
+
+// MaxProcesses is the bound on one sandbox's processes: DefaultProcesses,
+// or a lower one that ProcessesEnv gives.
+var MaxProcesses = sync.OnceValue(func() int {
+	v := os.Getenv(ProcessesEnv)
+	if v == "" {
+		return DefaultProcesses
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > DefaultProcesses {
+		slog.Warn("the bound on a sandbox's processes must be a whole number from 1 to 1024; the default holds", "variable", ProcessesEnv, "value", v)
+		return DefaultProcesses
+	}
+	return n
+})
+
+// maxProcesses is MaxProcesses, which tests lower.
+var maxProcesses = MaxProcesses
+
+// pidsHome is where a sandbox's pids group is made, and the hierarchy's
+// mount, which sandboxes bind read-only; err says why none can be made.
+type pidsHome struct {
+	dir, mount string
+	err        error
+}
+
+var pidsParent = sync.OnceValue(func() pidsHome {
+	h := findPids(os.Getenv(PidsCgroupEnv), "/proc/self/cgroup", "/proc/self/mountinfo")
+	if h.err == nil {
+		// A group can be made and bounded here, or there is none to use.
+		var g *pidsGroup
+		if g, h.err = newPidsGroup(h.dir, 1); h.err == nil {
+			g.procs.Close()
+			h.err = removeGroup(g.dir)
+		}
+	}
+	return h
+})
+
+// Bounded says why sandboxed commands' processes cannot be bounded here:
+// the gateway runs as root and can make no pids cgroup. nil when a pids
+// cgroup bounds them, or when the gateway is not root, where prlimit's
+// count within the sandbox's user namespace does.
+func Bounded() error { return bounded(pidsParent(), os.Getuid()) }
+
+func bounded(h pidsHome, uid int) error {
+	if h.err == nil || uid != 0 {
+		return nil
+	}
+	return fmt.Errorf("the gateway runs as root, which the kernel does not hold to a process limit, and no pids cgroup can be made to bound a command's processes instead (%v). Run the gateway as a user other than root, or give it a pids cgroup it may write (cgroup v1's pids hierarchy, or v2 with pids delegated; %s names one)", h.err, PidsCgroupEnv)
+}
+
+// findPids finds where to make pids groups: in dir when given, else in the
+// process's own pids cgroup as cgroupFile and mountinfo show it (v1's pids
+// hierarchy first, then v2's).
+func findPids(dir, cgroupFile, mountinfo string) pidsHome {
+	mounts, err := cgroupMounts(mountinfo)
+	if err != nil {
+		return pidsHome{err: err}
+	}
+	if dir != "" {
+		dir = filepath.Clean(dir)
+		m := ""
+		for _, c := range mounts {
+			if within(dir, c.point) && len(c.point) > len(m) {
+				m = c.point
+			}
+		}
+		if m == "" {
+			return pidsHome{err: fmt.Errorf("%s=%s is not in a mounted cgroup hierarchy", PidsCgroupEnv, dir)}
+		}
+		return pidsHome{dir: dir, mount: m}
+	}
+	data, err := os.ReadFile(cgroupFile)
+	if err != nil {
+		return pidsHome{err: err}
+	}
+	var v1, v2 string
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			v2 = parts[2]
+		case hasWord(parts[1], ",", "pids"):
+			v1 = parts[2]
+		}
+	}
+	for _, c := range mounts {
+		own := v2
+		if c.v1Pids {
+			own = v1
+		} else if c.fs != "cgroup2" {
+			continue
+		}
+		if own == "" || !within(own, c.root) {
+			continue
+		}
+		d := filepath.Join(c.point, strings.TrimPrefix(own, c.root))
+		if c.v1Pids {
+			return pidsHome{dir: d, mount: c.point}
+		}
+		if ctl, _ := os.ReadFile(filepath.Join(d, "cgroup.controllers")); hasWord(string(ctl), " ", "pids") {
+			return pidsHome{dir: d, mount: c.point}
+		}
+	}
+	return pidsHome{err: errors.New("the gateway's cgroup has no pids controller (neither a cgroup v1 pids hierarchy nor pids in cgroup v2's cgroup.controllers)")}
+}
+
+// cgroupMount is a mounted cgroup hierarchy.
+type cgroupMount struct {
+	root, point, fs string
+	v1Pids          bool
+}
+
+// cgroupMounts reads the cgroup hierarchies from mountinfo, v1's pids
+// hierarchy first.
+func cgroupMounts(mountinfo string) ([]cgroupMount, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var v1, v2 []cgroupMount
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		// id parent major:minor root point options [optional...] - fs source super
+		pre, post, ok := strings.Cut(s.Text(), " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		m := cgroupMount{root: unescape(a[3]), point: unescape(a[4]), fs: b[0]}
+		switch {
+		case m.fs == "cgroup" && hasWord(b[2], ",", "pids"):
+			m.v1Pids = true
+			v1 = append(v1, m)
+		case m.fs == "cgroup2":
+			v2 = append(v2, m)
+		}
+	}
+	return append(v1, v2...), s.Err()
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func hasWord(s, sep, w string) bool {
+	for _, f := range strings.Split(strings.TrimSpace(s), sep) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// pidsGroup is one sandbox's pids cgroup, its cgroup.procs open to write.
+type pidsGroup struct {
+	dir   string
+	procs *os.File
+}
+
+var groupSeq atomic.Int64
+
+// newPidsGroup makes a pids group under parent bounded to max tasks. In
+// cgroup v2, pids is enabled in parent's subtree first where it is not.
+func newPidsGroup(parent string, max int) (*pidsGroup, error) {
+	if ctl, err := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control")); err == nil && !hasWord(string(ctl), " ", "pids") {
+		// Refused where parent holds processes of its own (v2's rule of
+		// no internal processes); the check of pids.max below says so.
+		writeFile(filepath.Join(parent, "cgroup.subtree_control"), "+pids")
+	}
+	var dir string
+	for {
+		dir = filepath.Join(parent, fmt.Sprintf("aimon-gw-%d-%d", os.Getpid(), groupSeq.Add(1)))
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("no pids cgroup can be made in %s: %w", parent, err)
+		}
+	}
+	if err := writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(max)); err != nil {
+		removeGroup(dir)
+		return nil, fmt.Errorf("%s is not a pids cgroup the gateway may bound (%v)", parent, err)
+	}
+	procs, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		removeGroup(dir)
+		return nil, fmt.Errorf("the pids cgroup %s cannot be joined: %w", dir, err)
+	}
+	return &pidsGroup{dir: dir, procs: procs}, nil
+}
+
+// writeFile writes s to the existing file name (a cgroup's, which cannot
+// be created).
+func writeFile(name, s string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// joinScript is what /bin/sh runs to join the group on descriptor fd and
+// execute bwrap: with no environment of its own (dash exports PWD).
+func joinScript(fd int) string {
+	return fmt.Sprintf(`unset PWD; echo 0 >&%[1]d && exec %[1]d>&- && exec "$@"`, fd)
+}
+
+// groupTag marks the argument of the joining sh that names its group.
+const groupTag = "aimon-gw-pids:"
+
+// withPids makes cmd, bwrap, join a new pids group of the parent's first.
+func withPids(cmd *exec.Cmd, h pidsHome) error {
+	g, err := newPidsGroup(h.dir, maxProcesses())
+	if err != nil {
+		return err
+	}
+	fd := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
+	cmd.Args = append([]string{"sh", "-c", joinScript(fd), groupTag + g.dir}, cmd.Args...)
+	cmd.Path = "/bin/sh"
+	return nil
+}
+
+// Finish ends what is left of a sandbox cmd ran in and removes its pids
+// group, once cmd has exited; nothing when it had none.
+func Finish(cmd *exec.Cmd) {
+	if len(cmd.Args) < 4 || cmd.Path != "/bin/sh" || !strings.HasPrefix(cmd.Args[3], groupTag) {
+		return
+	}
+	dir := strings.TrimPrefix(cmd.Args[3], groupTag)
+	if err := removeGroup(dir); err != nil {
+		slog.Warn("a sandbox's pids cgroup cannot be removed", "cgroup", dir, "cause", err)
+	}
+}
+
+// removeGroup removes a pids group, killing what is still in it: after
+// bwrap exits, its PID namespace is torn down asynchronously, so the group
+// may hold dying processes for a moment. It tries for about two seconds.
+func removeGroup(dir string) error {
+	wait := 500 * time.Microsecond
+	for i := 0; ; i++ {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || wait > time.Second {
+			return err
+		}
+		if i > 0 {
+			killGroup(dir)
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
+}
+
+// killGroup kills the processes in a group: cgroup.kill in v2, each one
+// listed in v1. Only a group still busy after bwrap exited gets here; a
+// listed PID could in principle be reaped and reused before the kill, a
+// window of microseconds on a process the kernel is already tearing down.
+func killGroup(dir string) {
+	if writeFile(filepath.Join(dir, "cgroup.kill"), "1") == nil {
+		return
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}

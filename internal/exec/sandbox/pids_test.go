@@ -1,0 +1,213 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/tools"
+)
+
+// needPids fails the test without a pids cgroup the gateway can make under
+// CI as root (where nothing else bounds a command's processes), and skips
+// it elsewhere.
+func needPids(t *testing.T) pidsHome {
+	t.Helper()
+	h := pidsParent()
+	if h.err != nil {
+		if os.Getenv("CI") != "" && os.Getuid() == 0 {
+			t.Fatalf("a pids cgroup is needed as root and cannot be made here: %v", h.err)
+		}
+		t.Skip(h.err)
+	}
+	return h
+}
+
+// lowered lowers the bound on a sandbox's processes for the test.
+func lowered(t *testing.T, n int) {
+	old := maxProcesses
+	maxProcesses = func() int { return n }
+	t.Cleanup(func() { maxProcesses = old })
+}
+
+// TestR8PidsCgroupBoundsACommand: a command that starts more processes
+// than the bound gets fork failures, cannot move itself out of its group
+// or raise its bound even with everything writable, and the group is gone
+// once the call is finished.
+func TestR8PidsCgroupBoundsACommand(t *testing.T) {
+	need(t)
+	h := needPids(t)
+	lowered(t, 8)
+	sb := &tools.Sandbox{Writable: []string{"/"}}
+	tests := []struct {
+		note, script, want string
+		fail               bool
+	}{
+		{note: "past the bound", script: `i=0; while [ $i -lt 20 ]; do sleep 100 & i=$((i+1)); done; echo all started`, want: "Cannot fork", fail: true},
+		{note: "moving out of the group", script: `echo $$ > ` + h.mount + `/cgroup.procs`, fail: true},
+		{note: "raising the bound", script: `for f in ` + h.dir + `/aimon-gw-*/pids.max; do echo max > $f || exit 1; done`, fail: true},
+		{note: "within the bound", script: `sleep 0 & sleep 0 & wait; echo ok`, want: "ok"},
+	}
+	for _, tt := range tests {
+		cmd, err := Command(sb, "", []string{"sh", "-c", tt.script}, []string{"PATH=/usr/bin:/bin"}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.note, err)
+		}
+		group := strings.TrimPrefix(cmd.Args[3], groupTag)
+		if !strings.HasPrefix(group, h.dir+"/aimon-gw-") {
+			t.Fatalf("%s: the command joins no pids group: %q", tt.note, cmd.Args)
+		}
+		out, err := cmd.CombinedOutput()
+		Release(cmd)
+		Finish(cmd)
+		if (err != nil) != tt.fail || !strings.Contains(string(out), tt.want) {
+			t.Errorf("%s: err %v, output:\n%s", tt.note, err, out)
+		}
+		if _, err := os.Stat(group); !os.IsNotExist(err) {
+			t.Errorf("%s: the group %s is left (%v)", tt.note, group, err)
+		}
+	}
+}
+
+// TestR8PidsGroupIsJoinedBeforeTheProgramRuns: the program is in its group
+// from its first instruction; a group that cannot be joined runs nothing;
+// Finish kills what is left in a group and removes it.
+func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
+	h := needPids(t)
+	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
+	if err := withPids(cmd, h); err != nil {
+		t.Fatal(err)
+	}
+	group := strings.TrimPrefix(cmd.Args[3], groupTag)
+	out, err := cmd.Output()
+	Release(cmd)
+	Finish(cmd)
+	if err != nil || !strings.Contains(string(out), "/"+filepath.Base(group)+"\n") {
+		t.Errorf("the program is not in %s (%v):\n%s", group, err, out)
+	}
+
+	ran := filepath.Join(t.TempDir(), "ran")
+	cmd = exec.Command("/usr/bin/touch", ran)
+	if err := withPids(cmd, h); err != nil {
+		t.Fatal(err)
+	}
+	removeGroup(strings.TrimPrefix(cmd.Args[3], groupTag))
+	err = cmd.Run()
+	Release(cmd)
+	if _, serr := os.Stat(ran); err == nil || serr == nil {
+		t.Errorf("a program whose group was gone ran (%v)", err)
+	}
+
+	cmd = exec.Command("/bin/sleep", "100")
+	if err := withPids(cmd, h); err != nil {
+		t.Fatal(err)
+	}
+	group = strings.TrimPrefix(cmd.Args[3], groupTag)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	Release(cmd)
+	for { // until sleep is in its group (sh execs it after it joined)
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		if string(comm) == "sleep\n" {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	Finish(cmd)
+	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the process left in the group was not killed: %v", err)
+	}
+	if _, err := os.Stat(group); !os.IsNotExist(err) {
+		t.Errorf("the group %s is left (%v)", group, err)
+	}
+}
+
+// TestR8NoPidsGroupWhereNoneCanBeMade: a directory that is not a pids
+// cgroup, or that does not exist, gives no group and leaves nothing; as
+// root that refuses, with a sentence, and not as another user.
+func TestR8NoPidsGroupWhereNoneCanBeMade(t *testing.T) {
+	plain := t.TempDir()
+	tests := []struct {
+		note, parent, want string
+	}{
+		{note: "a plain directory", parent: plain, want: "not a pids cgroup"},
+		{note: "a directory that does not exist", parent: filepath.Join(plain, "none"), want: "no pids cgroup can be made"},
+	}
+	for _, tt := range tests {
+		g, err := newPidsGroup(tt.parent, 8)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: group %v, err %v, want %q", tt.note, g, err, tt.want)
+		}
+	}
+	if left, _ := os.ReadDir(plain); len(left) != 0 {
+		t.Errorf("a failed group left %v", left)
+	}
+	none := pidsHome{err: os.ErrPermission}
+	if err := bounded(none, 0); err == nil || !strings.Contains(err.Error(), "Run the gateway as a user other than root") {
+		t.Errorf("as root with no group: %v", err)
+	}
+	if err := bounded(none, 65534); err != nil {
+		t.Errorf("as another user with no group: %v", err)
+	}
+	if err := bounded(pidsHome{dir: plain}, 0); err != nil {
+		t.Errorf("as root with a group: %v", err)
+	}
+}
+
+// TestR8FindPids: where groups are made, from /proc/self/cgroup and
+// mountinfo as the kernel writes them.
+func TestR8FindPids(t *testing.T) {
+	root := t.TempDir()
+	v2 := filepath.Join(root, "unified")
+	os.MkdirAll(filepath.Join(v2, "user.slice/gw"), 0o755)
+	os.WriteFile(filepath.Join(v2, "user.slice/gw/cgroup.controllers"), []byte("cpu memory pids\n"), 0o644)
+	nopids := filepath.Join(root, "nopids")
+	os.MkdirAll(filepath.Join(nopids, "gw"), 0o755)
+	os.WriteFile(filepath.Join(nopids, "gw/cgroup.controllers"), []byte("cpu memory\n"), 0o644)
+	v1 := "35 25 0:30 / /sys/fs/cgroup/pids rw,nosuid shared:13 - cgroup cgroup rw,pids\n"
+	tests := []struct {
+		note, env, cgroup, mountinfo string
+		dir, mount, err              string
+	}{
+		{note: "v1 pids, the gateway at the root", cgroup: "8:pids:/\n0::/\n", mountinfo: v1,
+			dir: "/sys/fs/cgroup/pids", mount: "/sys/fs/cgroup/pids"},
+		{note: "v1 pids in a namespace whose root is a subpath", cgroup: "3:cpu,pids:/sub/gw\n",
+			mountinfo: "35 25 0:30 /sub /sys/fs/cgroup/pids rw - cgroup cgroup rw,cpu,pids\n",
+			dir:       "/sys/fs/cgroup/pids/gw", mount: "/sys/fs/cgroup/pids"},
+		{note: "v1 pids wins over v2", cgroup: "8:pids:/\n0::/user.slice/gw\n",
+			mountinfo: "40 25 0:31 / " + v2 + " rw - cgroup2 cgroup2 rw\n" + v1, dir: "/sys/fs/cgroup/pids"},
+		{note: "v2 with pids", cgroup: "0::/user.slice/gw\n", mountinfo: "40 25 0:31 / " + v2 + " rw - cgroup2 cgroup2 rw\n",
+			dir: v2 + "/user.slice/gw", mount: v2},
+		{note: "v2 without pids", cgroup: "0::/gw\n", mountinfo: "40 25 0:31 / " + nopids + " rw - cgroup2 cgroup2 rw\n",
+			err: "no pids controller"},
+		{note: "no cgroup mounted", cgroup: "0::/gw\n", mountinfo: "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n", err: "no pids controller"},
+		{note: "the variable names a group", env: "/sys/fs/cgroup/pids/delegated/", cgroup: "0::/\n", mountinfo: v1,
+			dir: "/sys/fs/cgroup/pids/delegated", mount: "/sys/fs/cgroup/pids"},
+		{note: "the variable names no hierarchy", env: "/var/tmp/x", cgroup: "0::/\n", mountinfo: v1, err: "not in a mounted cgroup hierarchy"},
+		{note: "an escaped mount point", cgroup: "8:pids:/\n",
+			mountinfo: `35 25 0:30 / /mnt/cg\040pids rw - cgroup cgroup rw,pids` + "\n", dir: "/mnt/cg pids"},
+	}
+	for i, tt := range tests {
+		cg, mi := filepath.Join(root, "cgroup"+string(rune('a'+i))), filepath.Join(root, "mountinfo"+string(rune('a'+i)))
+		os.WriteFile(cg, []byte(tt.cgroup), 0o644)
+		os.WriteFile(mi, []byte(tt.mountinfo), 0o644)
+		h := findPids(tt.env, cg, mi)
+		if tt.err != "" {
+			if h.err == nil || !strings.Contains(h.err.Error(), tt.err) {
+				t.Errorf("%s: %+v, want the error %q", tt.note, h, tt.err)
+			}
+			continue
+		}
+		if h.err != nil || h.dir != tt.dir || tt.mount != "" && h.mount != tt.mount {
+			t.Errorf("%s: %+v, want %s in %s", tt.note, h, tt.dir, tt.mount)
+		}
+	}
+	if h := findPids("", filepath.Join(root, "missing"), filepath.Join(root, "mountinfoa")); h.err == nil {
+		t.Errorf("an unreadable /proc/self/cgroup: %+v", h)
+	}
+}
