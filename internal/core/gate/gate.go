@@ -102,7 +102,7 @@ func (g *Gate) Schema() cue.Value { return g.schema }
 // number is not a number (S11).
 func (g *Gate) Check(in map[string]any) []tools.Violation {
 	w := walker{lim: g.lim}
-	w.object(g.root, in, &loc{}, 1)
+	w.object(g.root, in, &top, 1)
 	if !g.root.cue {
 		return w.vs
 	}
@@ -159,7 +159,13 @@ func (l *loc) String() string {
 
 func (l *loc) field(name string) loc { return loc{parent: l, name: name} }
 
-func (w *walker) value(n *node, v any, at *loc, depth int) {
+// top is the input's own place, never written.
+var top loc
+
+// value checks v at at, a copy: only a nested object or array moves its
+// place to the heap (within), for its children to point to, so that the
+// common input of scalars is checked without allocating.
+func (w *walker) value(n *node, v any, at loc, depth int) {
 	k, num, ok := kindOf(v)
 	if !ok {
 		w.add(tools.WrongType(at.String(), want(n.kinds), v))
@@ -175,17 +181,8 @@ func (w *walker) value(n *node, v any, at *loc, depth int) {
 			w.add(tools.Limit(at.String(), fmt.Sprintf("is a string of %d bytes; at most %d are accepted", len(x), w.lim.MaxString)))
 			return
 		}
-	case map[string]any:
-		if w.tooDeep(at, depth) {
-			return
-		}
-		w.object(n, x, at, depth)
-		return
-	case []any:
-		if w.tooDeep(at, depth) {
-			return
-		}
-		w.array(n, x, at, depth)
+	case map[string]any, []any:
+		w.within(n, x, at, depth)
 		return
 	}
 	if k&(kInt|kFrac) != 0 && num.tooLarge() {
@@ -202,6 +199,19 @@ func (w *walker) value(n *node, v any, at *loc, depth int) {
 	}
 	if n.checks != nil && !holds(n.checks, v) {
 		w.add(tools.Unsatisfied(at.String(), n.text, v))
+	}
+}
+
+// within checks the object or array v at at.
+func (w *walker) within(n *node, v any, at loc, depth int) {
+	if w.tooDeep(&at, depth) {
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		w.object(n, x, &at, depth)
+	case []any:
+		w.array(n, x, &at, depth)
 	}
 }
 
@@ -230,7 +240,7 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 			continue
 		}
 		child := at.field(name)
-		w.value(f.node, v, &child, depth+1)
+		w.value(f.node, v, child, depth+1)
 	}
 	if len(m) == len(n.names) && n.fields != nil {
 		all := true
@@ -266,10 +276,10 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 				w.unknown(at, name, n.names)
 			}
 		case n.extra != nil:
-			w.value(n.extra, m[name], &child, depth+1)
+			w.value(n.extra, m[name], child, depth+1)
 		default:
 			// Any value; still bounded.
-			w.value(anyNode, m[name], &child, depth+1)
+			w.value(anyNode, m[name], child, depth+1)
 		}
 	}
 }
@@ -291,8 +301,7 @@ func (w *walker) array(n *node, a []any, at *loc, depth int) {
 		return
 	}
 	for i, e := range a {
-		child := loc{parent: at, index: i}
-		p := &child
+		p := loc{parent: at, index: i}
 		if n.elem == nil {
 			// Any value; still bounded.
 			w.value(anyNode, e, p, depth+1)

@@ -25,30 +25,69 @@ import (
 // refused by the tokenizer.
 var Options = jsontext.AllowDuplicateNames(true)
 
-// Decoder is a pooled tokenizer over one text; Release gives it back.
+// Decoder is a pooled tokenizer over one text; Release gives it back. It
+// reads the text in place (a bytes.Buffer, which jsontext does not copy).
 type Decoder struct {
 	*jsontext.Decoder
-	r bytes.Reader
+	b bytes.Buffer
+	// text is the same bytes as a string when the caller holds them so
+	// (NewTextDecoder): a string without escapes is read as a part of it,
+	// not copied.
+	text    string
+	scratch []byte    // for unquoting
+	path    []segment // ReadInput's, kept for the next input
 }
 
 var decoders = sync.Pool{New: func() any {
 	d := &Decoder{}
-	d.Decoder = jsontext.NewDecoder(&d.r, Options)
+	d.Decoder = jsontext.NewDecoder(&d.b, Options)
 	return d
 }}
 
-// NewDecoder returns a pooled tokenizer over data.
-func NewDecoder(data []byte) *Decoder {
+// NewDecoder returns a pooled tokenizer over data, which must not change
+// until the decoder is released.
+func NewDecoder(data []byte) *Decoder { return NewTextDecoder(data, "") }
+
+// NewTextDecoder is NewDecoder for data that the caller also holds as the
+// string text (text == string(data), or ""): the strings read from it
+// share text's memory, one copy of the text for all of them.
+func NewTextDecoder(data []byte, text string) *Decoder {
 	d := decoders.Get().(*Decoder)
-	d.r.Reset(data)
-	d.Reset(&d.r, Options)
+	d.b = *bytes.NewBuffer(data)
+	d.text = text
+	d.Reset(&d.b, Options)
 	return d
 }
 
 // Release gives d back to the pool; d must not be used after.
 func (d *Decoder) Release() {
-	d.r.Reset(nil)
+	d.b, d.text = bytes.Buffer{}, ""
 	decoders.Put(d)
+}
+
+// ReadString reads the string (or object name) at the tokenizer.
+func (d *Decoder) ReadString() (string, error) {
+	raw, err := d.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return d.textOf(raw[1:len(raw)-1], 1), nil
+	}
+	d.scratch, err = jsontext.AppendUnquote(d.scratch[:0], raw)
+	return string(d.scratch), err
+}
+
+// textOf is raw, bytes of the text that end back bytes before where the
+// tokenizer stopped, as a string: a part of text when the decoder has it.
+func (d *Decoder) textOf(raw []byte, back int) string {
+	end := int(d.InputOffset()) - back
+	if start := end - len(raw); d.text != "" && start >= 0 && end <= len(d.text) {
+		if s := d.text[start:end]; s == string(raw) {
+			return s
+		}
+	}
+	return string(raw)
 }
 
 // Decode reads a tool call's input object from the wire as the gate wants
@@ -61,7 +100,7 @@ func (d *Decoder) Release() {
 func Decode(data []byte, lim Limits) (map[string]any, error) {
 	d := NewDecoder(data)
 	defer d.Release()
-	m, bad, err := ReadInput(d.Decoder, lim)
+	m, bad, err := ReadInput(d, lim)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("the input is not valid JSON: %s", SyntaxText(err))
@@ -95,8 +134,9 @@ func SyntaxText(err error) string {
 // after it: bad is the sentence of an input that is not an object or
 // passes a limit (the call's to refuse), err the tokenizer's error when
 // the text itself is not JSON (the caller's to refuse).
-func ReadInput(d *jsontext.Decoder, lim Limits) (in map[string]any, bad, err error) {
-	r := inputReader{d: d, lim: lim}
+func ReadInput(d *Decoder, lim Limits) (in map[string]any, bad, err error) {
+	r := inputReader{d: d, lim: lim, at: d.path[:0]}
+	defer func() { d.path = r.at[:0] }()
 	switch k := d.PeekKind(); k {
 	case '{':
 	case 0:
@@ -120,7 +160,7 @@ func ReadInput(d *jsontext.Decoder, lim Limits) (in map[string]any, bad, err err
 }
 
 type inputReader struct {
-	d   *jsontext.Decoder
+	d   *Decoder
 	lim Limits
 	// values counts the values read, against lim.MaxValues.
 	values int
@@ -185,11 +225,10 @@ func (r *inputReader) value(depth int) (any, error) {
 		}
 		return r.array(depth + 1)
 	case '"':
-		tok, err := r.d.ReadToken()
+		s, err := r.d.ReadString()
 		if err != nil {
 			return nil, err
 		}
-		s := tok.String()
 		if len(s) > r.lim.MaxString && r.bad == nil {
 			r.bad = fmt.Errorf("%s is a string of %d bytes; at most %d are accepted", r.where(), len(s), r.lim.MaxString)
 		}
@@ -199,7 +238,7 @@ func (r *inputReader) value(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		text := string(raw)
+		text := r.d.textOf(raw, 0)
 		if n, ok := parseNumber(text); (!ok || n.tooLarge()) && r.bad == nil {
 			r.bad = fmt.Errorf("%s is a number too large to check (%.40s)", r.where(), text)
 		}
@@ -222,11 +261,10 @@ func (r *inputReader) object(depth int) (any, error) {
 	}
 	m := map[string]any{}
 	for r.d.PeekKind() != '}' {
-		tok, err := r.d.ReadToken()
+		name, err := r.d.ReadString()
 		if err != nil {
 			return nil, err
 		}
-		name := tok.String()
 		if r.bad == nil {
 			_, dup := m[name]
 			switch {

@@ -9,10 +9,15 @@ import (
 	"aimon.dev/gw/tools"
 )
 
-// batch runs the calls of one model response and returns their results in
-// call order (rule K4).
-func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls []call) []result {
-	ps := make([]prepared, len(calls))
+// batch runs the calls of one model response and appends their results to
+// out in call order (rule K4).
+func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls []call, out []result) []result {
+	var one [1]prepared // a lone call's, on the stack
+	ps := one[:0]
+	if len(calls) > len(one) {
+		ps = make([]prepared, 0, len(calls))
+	}
+	ps = ps[:len(calls)]
 	seen := map[string]bool{}
 	eff, chainErr := cur.Effective(chain) // once per batch
 	ceil := ceilingOf(cur, chain)
@@ -31,17 +36,23 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 		}
 		seen[c.ID] = true
 	}
-	out := make([]result, len(ps))
 	if !parallel(cur, ps) {
-		for i, p := range ps {
+		for _, p := range ps {
 			if ctx.Err() != nil {
-				out[i] = g.cancelled(cur, chain, p)
+				out = append(out, g.cancelled(cur, chain, p))
 				continue
 			}
-			out[i] = g.run(ctx, cur, chain, p)
+			out = append(out, g.run(ctx, cur, chain, p))
 		}
 		return out
 	}
+	return append(out, g.runParallel(ctx, cur, chain, ps)...)
+}
+
+// runParallel runs the calls of a batch at once, within the batch's and the
+// gateway's bounds (rule K2).
+func (g *Gateway) runParallel(ctx context.Context, cur *Current, chain []string, ps []prepared) []result {
+	out := make([]result, len(ps))
 	g.log.Debug("running batch in parallel", "calls", len(ps))
 	perBatch := make(chan struct{}, max(1, cur.Parallel.PerBatchMax))
 	var wg sync.WaitGroup

@@ -252,8 +252,17 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 	}
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
-	g.record(cur, chain, p, d, start, &r.IsError)
+	g.recordRun(cur, chain, p, d, start, r.IsError)
 	return r
+}
+
+// recordRun is record of a call that ran, whose result was an error or
+// not; the pointer record keeps is made only when there is a log.
+func (g *Gateway) recordRun(cur *Current, chain []string, p prepared, d rule.Decision, start time.Time, isErr bool) {
+	if g.opts.Decisions != nil {
+		e := isErr // on the heap only here
+		g.record(cur, chain, p, d, start, &e)
+	}
 }
 
 // record writes the decision log's record of a call; isErr is whether its
@@ -322,9 +331,8 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 	r := safeRun(ctx, impl, env, d.Input)
 	// Built-ins log their own failures at the level rule C7 gives; the
 	// gateway logs a panic, and the cause of another tool's failure.
-	var pe *panicError
 	switch {
-	case r.IsError && r.Cause != nil && (p.tool.Builtin == "" || errors.As(r.Cause, &pe)):
+	case r.IsError && r.Cause != nil && (p.tool.Builtin == "" || isPanic(r.Cause)):
 		log.Error("tool failed", "tool", p.Name, "id", p.ID, "error", r.Text, "cause", r.Cause)
 	case r.IsError:
 		log.Debug("tool returned an error", "error", r.Text)
@@ -345,6 +353,11 @@ type panicError struct {
 }
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+
+func isPanic(err error) bool {
+	var pe *panicError
+	return errors.As(err, &pe)
+}
 
 // safeRun runs a tool so that nothing it does escapes (rule C2).
 func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) (r tools.Result) {

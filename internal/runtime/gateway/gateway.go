@@ -152,7 +152,9 @@ func (g *Gateway) env(id string, chain []string) *tools.Env {
 }
 
 // Handle answers one line. It never fails: a bad line gets an error line.
-func (g *Gateway) Handle(ctx context.Context, line []byte) []byte { return g.handle(ctx, line, nil) }
+func (g *Gateway) Handle(ctx context.Context, line []byte) []byte {
+	return g.handle(ctx, line, string(line), nil)
+}
 
 // The forms of a line that carries calls, each answered in its own form.
 type form int
@@ -167,8 +169,9 @@ const (
 )
 
 // lineCalls is the one reading of a line's calls, for serve and check
-// alike; err is the sentence that answers a line that cannot be read.
-func lineCalls(req *request) ([]call, form, error) {
+// alike, appended to buf; err is the sentence that answers a line that
+// cannot be read.
+func lineCalls(req *request, buf []call) ([]call, form, error) {
 	switch {
 	case req.Role != "" && req.Type != "" && req.Type != "message":
 		// "message" is the type of a Messages API response, which is an
@@ -180,9 +183,9 @@ func lineCalls(req *request) ([]call, form, error) {
 		}
 		if req.hasToolCalls {
 			// A Chat Completions message (form 4): one batch of its tool_calls.
-			calls := make([]call, len(req.ToolCalls))
-			for i, c := range req.ToolCalls {
-				calls[i] = openaiInput(c.ID, c.Name, c.Arguments)
+			calls := buf
+			for _, c := range req.ToolCalls {
+				calls = append(calls, openaiInput(c.ID, c.Name, c.Arguments))
 			}
 			if len(calls) == 0 {
 				return nil, 0, errors.New("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools")
@@ -192,7 +195,7 @@ func lineCalls(req *request) ([]call, form, error) {
 		if req.Content == nil {
 			return nil, 0, errors.New("an assistant message needs a content array of blocks")
 		}
-		var calls []call
+		calls := buf
 		for _, b := range req.Content {
 			if b.Type == "tool_use" {
 				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded, inputErr: b.inputErr})
@@ -204,7 +207,7 @@ func lineCalls(req *request) ([]call, form, error) {
 		return calls, messageForm, nil
 	case req.Object == "response":
 		// A Responses object (form 5): its function_call items are one batch.
-		var calls []call
+		calls := buf
 		for _, item := range req.Output {
 			if item.Type == "function_call" {
 				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
@@ -215,9 +218,9 @@ func lineCalls(req *request) ([]call, form, error) {
 		}
 		return calls, responseForm, nil
 	case req.Type == "function_call":
-		return []call{openaiInput(req.CallID, req.Name, req.Arguments)}, functionForm, nil
+		return append(buf, openaiInput(req.CallID, req.Name, req.Arguments)), functionForm, nil
 	case req.Type == "tool_use":
-		return []call{{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}}, toolUseForm, nil
+		return append(buf, call{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}), toolUseForm, nil
 	case req.Type == "list_tools", req.Type == "status":
 		return nil, notCalls, nil
 	case req.Type == "":
@@ -227,15 +230,18 @@ func lineCalls(req *request) ([]call, form, error) {
 	}
 }
 
-// handle is Handle, appending the reply of a lone tool_use to dst (serve's
-// output buffer), the common reply encoded without encoding/json.
-func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
-	req, err := decode(line)
-	if err != nil {
+// handle is Handle of line, which the caller also holds as the string
+// text (decodeText), appending the reply to dst (serve's output buffer),
+// encoded without encoding/json. A line of one call, the common one,
+// allocates only what its input and its tool need.
+func (g *Gateway) handle(ctx context.Context, line []byte, text string, dst []byte) []byte {
+	var req request
+	if err := decodeText(line, text, &req); err != nil {
 		g.log.Warn("bad line", "error", err)
 		return errorReply("%s.", err)
 	}
-	calls, f, err := lineCalls(req)
+	var one [1]call
+	calls, f, err := lineCalls(&req, one[:0])
 	if err != nil {
 		return errorReply("%s.", err)
 	}
@@ -269,7 +275,8 @@ func (g *Gateway) handle(ctx context.Context, line, dst []byte) []byte {
 		// Refused together: the line's chain is wider than the process's.
 		rs = g.refuseLine(cur, req.Surface, calls, chainErr)
 	default:
-		rs = g.batch(ctx, cur, chain, calls)
+		var one [1]result
+		rs = g.batch(ctx, cur, chain, calls, one[:0])
 	}
 	switch f {
 	case chatForm:
@@ -292,7 +299,7 @@ func ReadCalls(line []byte) ([]Call, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	calls, f, err := lineCalls(req)
+	calls, f, err := lineCalls(req, nil)
 	if err == nil && f == notCalls {
 		err = fmt.Errorf("the line is %q, which carries no call; send a tool call", req.Type)
 	}

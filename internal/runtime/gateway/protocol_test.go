@@ -98,11 +98,69 @@ func TestReadLineLimit(t *testing.T) {
 		err  error
 	}{{"short", nil}, {"", errTooLong}, {"next", nil}, {"last", io.EOF}}
 	for i, w := range want {
-		line, err := readLine(br, 50)
+		line, err := readLine(br, 50, nil)
 		if string(line) != w.line || !errors.Is(err, w.err) {
 			t.Fatalf("line %d: got %q, %v; want %q, %v", i, line, err, w.line, w.err)
 		}
 	}
+}
+
+// TestR1ReadLinesBatches: the whole lines buffered together are handed
+// over in one batch, each as the same text in its string, a line over the
+// limit in its place; a batch ends at maxBatch lines, or where no whole
+// line is buffered (the rest may not have been sent yet), and the last
+// batch with the end of input.
+func TestR1ReadLinesBatches(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	many := strings.Repeat("m\n", maxBatch+3)
+	tests := []struct {
+		note  string
+		input string
+		want  [][]string // each batch's lines, "!" for one over the limit
+	}{
+		{"lines together", "a\nb\r\nc\n", [][]string{{"a", "b", "c"}, {""}}},
+		{"one over the limit among them", "a\n" + long + "\nb\n", [][]string{{"a", "!", "b"}, {""}}},
+		{"no terminator at the end", "a\nlast", [][]string{{"a"}, {"last"}}},
+		{"more than a batch", many, [][]string{slicesRepeat("m", maxBatch), {"m", "m", "m"}, {""}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			br := bufio.NewReaderSize(strings.NewReader(tc.input), 4096)
+			var end error
+			for i, want := range tc.want {
+				rs := readLines(br, 50)
+				var got []string
+				for _, r := range rs {
+					switch {
+					case errors.Is(r.err, errTooLong):
+						got = append(got, "!")
+					case r.err != nil && r.err != io.EOF:
+						t.Fatalf("batch %d: %v", i, r.err)
+					default:
+						got = append(got, string(r.line))
+					}
+					end = r.err
+					if r.text != string(r.line) {
+						t.Errorf("batch %d: text %q is not the line %q", i, r.text, r.line)
+					}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("batch %d = %q, want %q", i, got, want)
+				}
+			}
+			if end != io.EOF {
+				t.Errorf("the last batch ends with %v, want the end of input", end)
+			}
+		})
+	}
+}
+
+func slicesRepeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
 }
 
 func FuzzDecode(f *testing.F) {
@@ -136,7 +194,8 @@ func TestR2LineLimitCountsContent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
-			line, err := readLine(bufio.NewReaderSize(strings.NewReader(tc.input), 16), 10)
+			line, err := readLine(bufio.NewReaderSize(strings.NewReader(tc.input), 16), 10, []byte("before"))
+			line = bytes.TrimPrefix(line, []byte("before"))
 			if tc.ok != (err == nil || err == io.EOF) || tc.ok && string(line) != x {
 				t.Errorf("readLine = %q, %v; want ok %v", line, err, tc.ok)
 			}

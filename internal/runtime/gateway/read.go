@@ -26,46 +26,55 @@ const maxDepth = 10000
 // where the reading stopped. Unknown names are ignored. Numbers stay
 // json.Number so that 3.0 and 3 keep their spelling for the gate (S5).
 func decode(line []byte) (*request, error) {
-	d := gate.NewDecoder(line)
-	defer d.Release()
-	lr := lineReader{d: d.Decoder, line: line}
 	r := &request{}
+	if err := decodeText(line, string(line), r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeText is decode into r of line, which the caller also holds as the
+// string text: the strings read are parts of it, one copy of the line.
+func decodeText(line []byte, text string, r *request) error {
+	d := gate.NewTextDecoder(line, text)
+	defer d.Release()
+	lr := lineReader{d: d, line: line}
 	switch k := d.PeekKind(); k {
 	case '{':
 	case 0:
 		_, err := d.ReadToken()
-		return nil, lr.syntax(err)
+		return lr.syntax(err)
 	case '[':
-		return nil, notObject("the line", kindName(k))
+		return notObject("the line", kindName(k))
 	default:
 		if _, err := d.ReadValue(); err != nil {
-			return nil, lr.syntax(err)
+			return lr.syntax(err)
 		}
-		return nil, notObject("the line", kindName(k))
+		return notObject("the line", kindName(k))
 	}
 	if err := lr.object("the line", func(name string) error { return lr.member(r, name) }); err != nil {
-		return nil, lr.syntax(err)
+		return lr.syntax(err)
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, errors.New("the line holds more than one JSON value; send one JSON object per line")
+		return errors.New("the line holds more than one JSON value; send one JSON object per line")
 	}
 	if r.Object == "response" && r.outputErr != nil && lr.bad == nil {
 		lr.bad = r.outputErr
 	}
 	if lr.bad != nil {
-		return nil, lr.bad
+		return lr.bad
 	}
 	if err := validIDs(r); err != nil {
-		return nil, err
+		return err
 	}
-	return r, nil
+	return nil
 }
 
 // lineReader reads a line at its tokenizer. It reads to the end whatever
 // it finds, so that a line that is not JSON says so first; bad is the
 // first other thing wrong.
 type lineReader struct {
-	d    *jsontext.Decoder
+	d    *gate.Decoder
 	line []byte
 	bad  error
 }
@@ -89,11 +98,10 @@ func (lr *lineReader) object(what string, member func(name string) error) error 
 	names := few[:0]
 	var many map[string]bool // past len(few) names
 	for lr.d.PeekKind() != '}' {
-		tok, err := lr.d.ReadToken()
+		name, err := lr.d.ReadString()
 		if err != nil {
 			return err
 		}
-		name := tok.String()
 		dup := false
 		switch {
 		case many != nil:
@@ -196,10 +204,12 @@ func (lr *lineReader) callMember(f *callFields, name string) (bool, error) {
 func (lr *lineReader) str(dst *string, name string) error {
 	switch k := lr.d.PeekKind(); k {
 	case '"', 'n':
-		tok, err := lr.d.ReadToken()
-		if err == nil && k == '"' {
-			*dst = tok.String()
+		if k == 'n' {
+			_, err := lr.d.ReadToken()
+			return err
 		}
+		var err error
+		*dst, err = lr.d.ReadString()
 		return err
 	default:
 		if k != 0 {

@@ -18,34 +18,32 @@ import (
 func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	bw := bufio.NewWriter(w)
-	type read struct {
-		line []byte
-		err  error
-	}
-	// The reader runs ahead by a few lines, so that replies to lines that
-	// arrive together go out in one write; it is left blocked on r when ctx
-	// ends, since a read cannot be interrupted, and lines read but not begun
-	// by then are not answered.
-	lines := make(chan read, 64)
+	// The reader runs ahead by a few batches of lines, so that replies to
+	// lines that arrive together go out in one write; it is left blocked
+	// on r when ctx ends, since a read cannot be interrupted, and lines
+	// read but not begun by then are not answered. A batch is the lines
+	// already buffered together, handed over at once and held in one
+	// string: one channel operation and one copy for them all.
+	batches := make(chan []read, 16)
 	go func() {
 		for {
-			line, err := readLine(br, g.opts.MaxLineBytes)
+			rs := readLines(br, g.opts.MaxLineBytes)
 			select {
-			case lines <- read{line, err}:
+			case batches <- rs:
 			case <-ctx.Done():
 				return
 			}
-			if err != nil && !errors.Is(err, errTooLong) {
+			if err := rs[len(rs)-1].err; err != nil && !errors.Is(err, errTooLong) {
 				return
 			}
 		}
 	}()
 	for {
-		var in read
+		var rs []read
 		select {
-		case in = <-lines:
-			// The next line was already read: its reply follows this one's
-			// in the same write.
+		case rs = <-batches:
+			// The next lines were already read: their replies follow in
+			// the same write.
 		default:
 			// No line waits: what is answered goes out now, so an agent that
 			// waits for its answer before it sends more is never held.
@@ -56,73 +54,113 @@ func (g *Gateway) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			case <-ctx.Done():
 				g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
 				return bw.Flush()
-			case in = <-lines:
+			case rs = <-batches:
 			}
 		}
-		if ctx.Err() != nil {
-			g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
-			return bw.Flush()
-		}
-		line, err := in.line, in.err
-		var reply []byte
-		switch {
-		case errors.Is(err, errTooLong):
-			g.log.Warn("line too long", "limit", g.opts.MaxLineBytes)
-			reply = errorReply("the line is longer than the limit of %d bytes and was skipped; send smaller inputs or raise --max-line-bytes.", g.opts.MaxLineBytes)
-		case err == io.EOF && len(line) == 0:
-			return bw.Flush()
-		case err != nil && err != io.EOF:
-			bw.Flush()
-			return fmt.Errorf("reading standard input: %w", err)
-		case blank(line):
+		for _, in := range rs {
+			if ctx.Err() != nil {
+				g.log.Info("stopping: no more lines are read", "cause", context.Cause(ctx))
+				return bw.Flush()
+			}
+			line, err := in.line, in.err
+			var reply []byte
+			switch {
+			case errors.Is(err, errTooLong):
+				g.log.Warn("line too long", "limit", g.opts.MaxLineBytes)
+				reply = errorReply("the line is longer than the limit of %d bytes and was skipped; send smaller inputs or raise --max-line-bytes.", g.opts.MaxLineBytes)
+			case err == io.EOF && len(line) == 0:
+				return bw.Flush()
+			case err != nil && err != io.EOF:
+				bw.Flush()
+				return fmt.Errorf("reading standard input: %w", err)
+			case blank(line):
+				if err == io.EOF {
+					return bw.Flush()
+				}
+				continue
+			default:
+				// Appended to the writer's own free space: bufio's way to
+				// encode into its buffer without a copy.
+				reply = g.handle(ctx, line, in.text, bw.AvailableBuffer())
+			}
+			if _, werr := bw.Write(reply); werr != nil {
+				return fmt.Errorf("writing standard output: %w", werr)
+			}
 			if err == io.EOF {
 				return bw.Flush()
 			}
-			continue
-		default:
-			// Appended to the writer's own free space: bufio's way to
-			// encode into its buffer without a copy.
-			reply = g.handle(ctx, line, bw.AvailableBuffer())
-		}
-		if _, werr := bw.Write(reply); werr != nil {
-			return fmt.Errorf("writing standard output: %w", werr)
-		}
-		if err == io.EOF {
-			return bw.Flush()
 		}
 	}
 }
 
+// read is a line as read, and as a string, or why it could not be.
+type read struct {
+	line []byte
+	text string
+	err  error
+}
+
 var errTooLong = errors.New("line too long")
 
-// readLine reads one line without its terminator ("\n" or "\r\n"). A line
-// whose content is over limit bytes is read to its end and dropped, and
-// errTooLong returned, so the next line is intact.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
+// maxBatch is the most lines readLines hands over at once.
+const maxBatch = 64
+
+// readLines reads one line, waiting for it, and then those already
+// buffered whole behind it, up to maxBatch; the last one read is the
+// one with an error other than errTooLong, if any.
+func readLines(br *bufio.Reader, limit int) []read {
+	// Sized for what is buffered once the first byte has come.
+	br.Peek(1)
+	buf := make([]byte, 0, br.Buffered()+64)
+	rs, ends := make([]read, 0, 16), make([]int, 0, 32)
+	for {
+		start := len(buf)
+		var err error
+		buf, err = readLine(br, limit, buf)
+		rs, ends = append(rs, read{err: err}), append(ends, start, len(buf))
+		if err != nil && !errors.Is(err, errTooLong) || len(rs) == maxBatch {
+			break
+		}
+		if next, _ := br.Peek(br.Buffered()); bytes.IndexByte(next, '\n') < 0 {
+			break
+		}
+	}
+	text := string(buf)
+	for i := range rs {
+		a, b := ends[2*i], ends[2*i+1]
+		rs[i].line, rs[i].text = buf[a:b:b], text[a:b]
+	}
+	return rs
+}
+
+// readLine appends one line without its terminator ("\n" or "\r\n") to
+// buf. A line whose content is over limit bytes is read to its end and
+// dropped, and errTooLong returned, so the next line is intact.
+func readLine(br *bufio.Reader, limit int, buf []byte) ([]byte, error) {
+	start := len(buf)
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > limit+2 { // +2: room for "\r\n"
-				tooLong, line = true, nil
+			if len(buf)-start+len(chunk) > limit+2 { // +2: room for "\r\n"
+				tooLong, buf = true, buf[:start]
 			} else {
-				line = append(line, chunk...)
+				buf = append(buf, chunk...)
 			}
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if !tooLong {
-			content := bytes.TrimSuffix(line, []byte("\n"))
-			if len(content) < len(line) {
+			content := bytes.TrimSuffix(buf[start:], []byte("\n"))
+			if len(content) < len(buf)-start {
 				content = bytes.TrimSuffix(content, []byte("\r"))
 			}
 			if len(content) <= limit {
-				return content, err
+				return buf[:start+len(content)], err
 			}
 		}
-		return nil, errTooLong
+		return buf[:start], errTooLong
 	}
 }
 
