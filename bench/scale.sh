@@ -5,7 +5,8 @@
 #     start-up to the tool list, a call, peak resident memory (bench/procs);
 #   - in process (bench/scale): start, list_tools, a call and the live heap,
 #     1,000 tools against 10; a saved edit to the new generation in force,
-#     500 tools against 2;
+#     500 tools against 2; start and live heap of 1,000 tools whose inputs
+#     all differ against 10 such;
 #   - a refused call under two lists of 1,000 Read and Bash entries each
 #     against the same under 10 (internal/core/allow);
 #   - Grep against rg and Glob against fd, run as processes on a copy of Go's
@@ -66,7 +67,9 @@ awk -v n="$calls" '{ ms[$1] = $3; cpu[$1] = $8 } END {
 	a = (cpu["calls-10"] - cpu["list-10"]) / n * 1000; b = (cpu["calls-1000"] - cpu["list-1000"]) / n * 1000
 	printf "a call: %.1f µs cpu at 10 tools, %.1f µs at 1,000: %.2f×\n", a, b, b / a }' "$tmp/procs.out"
 echo "== in process: tools and reloads (bench/scale)"
-go test ./bench/scale -run '^$' -bench . -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
+go test ./bench/scale -run '^$' -bench '^Benchmark(ToolsScale|ReloadScale)$' -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
+# 1,000 tools whose inputs all differ share no compiled input: the slow case.
+go test ./bench/scale -run '^$' -bench '^BenchmarkDistinctToolsScale$' -benchtime "$(((runs + 2) / 3))x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
 echo "== a refusal under 1,000 allow entries against 10 (internal/core/allow)"
 go test ./internal/core/allow -run '^$' -bench 'P10RefusalLongLists' -benchtime "$((runs * 8))x" | grep '^Benchmark'
 echo "== Grep against rg, Glob against fd, Read against os.ReadFile (internal/exec/builtin)"

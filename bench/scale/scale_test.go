@@ -60,6 +60,23 @@ func writePolicy(b *testing.B, dir string, n, edit int) {
 	}
 }
 
+// distinctDir writes a policy of n Echo tools each narrowed its own way, so
+// that no two share a compiled input (as an upstream server's tools do not),
+// each allowed to the agent, and returns its directory.
+func distinctDir(b *testing.B, n int) string {
+	dir := policyDir(b, 1, 0)
+	var s strings.Builder
+	s.WriteString("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {\n")
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%q", fmt.Sprintf("Tool%d", i))
+		fmt.Fprintf(&s, "\tTool%d: schema.#Echo & {input: message: =~\"^m%d\"}\n", i, i)
+	}
+	fmt.Fprintf(&s, "}\n\nagent: \"allowed-tools\": [%s]\n", strings.Join(names, ", "))
+	writeFile(b, filepath.Join(dir, "policy.cue"), s.String())
+	return dir
+}
+
 func writeFile(b *testing.B, p, s string) {
 	b.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -215,4 +232,34 @@ func BenchmarkReloadScale(b *testing.B) {
 		b.ReportMetric(float64(s.cpu)/1e6/float64(len(s.times)), fmt.Sprintf("%d:cpu-ms", s.n))
 	}
 	b.ReportMetric(float64(sides[1].times[len(sides[1].times)/2])/float64(sides[0].times[len(sides[0].times)/2]), "500/2:median")
+}
+
+// BenchmarkDistinctToolsScale starts a runtime on 1,000 tools whose inputs
+// all differ and on 10 such, in alternate rounds: what sharing compiled
+// inputs cannot save (BenchmarkToolsScale's tools are declared four ways).
+// It reports the median processor time of the start and the live heap.
+func BenchmarkDistinctToolsScale(b *testing.B) {
+	small, large := distinctDir(b, 10), distinctDir(b, 1000)
+	start := func(dir string) (time.Duration, uint64) {
+		base := heapInUse()
+		c0 := cpuTime()
+		rt, err := reload.Start(context.Background(), reload.Options{Dir: dir, Gateway: gateway.Options{Workdir: dir, Logger: quiet}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rt.Close()
+		return cpuTime() - c0, heapInUse() - min(base, heapInUse())
+	}
+	var s, l []float64
+	var heap uint64
+	for b.Loop() {
+		cs, _ := start(small)
+		cl, h := start(large)
+		s, l, heap = append(s, float64(cs)/1e6), append(l, float64(cl)/1e6), h
+	}
+	slices.Sort(s)
+	slices.Sort(l)
+	b.ReportMetric(l[len(l)/2], "1000:start-cpu-ms")
+	b.ReportMetric(l[len(l)/2]/s[len(s)/2], "1000/10:start-cpu-ms")
+	b.ReportMetric(float64(heap)/(1<<20), "1000:heap-MiB")
 }
