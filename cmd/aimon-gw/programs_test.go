@@ -10,9 +10,10 @@ import (
 )
 
 // TestR8VetRefusesAProgramWhereASurfaceWrites: a plugin or server whose
-// binary lies where a surface may write (Write's entries, a sandbox's
-// write, anywhere for an unsandboxed Bash) is an error at its command,
-// unless pinned by sha256; a pin that does not match is an error too.
+// binary, or a script its arguments name, lies where a surface may write
+// (Write's entries, a sandbox's write, anywhere for an unsandboxed Bash) is
+// an error at its command, unless pinned by sha256 (servers.NAME.scripts
+// for a script); a pin that does not match is an error too.
 func TestR8VetRefusesAProgramWhereASurfaceWrites(t *testing.T) {
 	root := t.TempDir()
 	proj, trusted := root+"/proj", root+"/trusted"
@@ -22,7 +23,8 @@ func TestR8VetRefusesAProgramWhereASurfaceWrites(t *testing.T) {
 	copyFile(t, misbehave(t), proj+"/bin/plug")
 	copyFile(t, misbehave(t), trusted+"/plug")
 	copyFile(t, fsServer(t), proj+"/bin/fs")
-	plugSum, fsSum := sum(t, proj+"/bin/plug"), sum(t, proj+"/bin/fs")
+	writeFile(t, proj+"/srv.sh", "exec "+fsServer(t)+"\n")
+	plugSum, fsSum, srvSum := sum(t, proj+"/bin/plug"), sum(t, proj+"/bin/fs"), sum(t, proj+"/srv.sh")
 	const zero = "0000000000000000000000000000000000000000000000000000000000000000"
 	tests := []struct {
 		note, bash, program, want string
@@ -35,6 +37,11 @@ func TestR8VetRefusesAProgramWhereASurfaceWrites(t *testing.T) {
 		{note: "an unsandboxed Bash writes everywhere", bash: `sandbox: mode: "off"`, program: `tools: Env: plugin: command: ["` + trusted + `/plug"]`, want: "lies under /,"},
 		{note: "a server where Write writes", program: `servers: fs: {command: ["` + proj + `/bin/fs"], expose: ["read_file"], pin: false}`, want: "servers.fs.sha256"},
 		{note: "the same, pinned", program: `servers: fs: {command: ["` + proj + `/bin/fs"], sha256: "` + fsSum + `", expose: ["read_file"], pin: false}`},
+		{note: "a server's script where Write writes", program: `servers: fs: {command: ["/bin/sh", "srv.sh"], cwd: "` + proj + `", expose: ["read_file"], pin: false}`,
+			want: `its script ` + proj + `/srv.sh (the argument "srv.sh") lies under ` + proj},
+		{note: "the same, pinned", program: `servers: fs: {command: ["/bin/sh", "srv.sh"], cwd: "` + proj + `", scripts: {"srv.sh": "` + srvSum + `"}, expose: ["read_file"], pin: false}`},
+		{note: "a script pinned to another file", program: `servers: fs: {command: ["/bin/sh", "srv.sh"], cwd: "` + proj + `", scripts: {"srv.sh": "` + zero + `"}, expose: ["read_file"], pin: false}`,
+			want: "has sha256 " + srvSum},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {

@@ -280,6 +280,7 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	_ = sv.LookupPath(cue.ParsePath("env")).Decode(&spec.Env)
 	spec.URL = str(sv.LookupPath(cue.ParsePath("url")))
 	spec.SHA256 = str(sv.LookupPath(cue.ParsePath("sha256")))
+	_ = sv.LookupPath(cue.ParsePath("scripts")).Decode(&spec.Scripts)
 	spec.Start = str(sv.LookupPath(cue.ParsePath("start")))
 	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))

@@ -177,8 +177,10 @@ type Upstream struct {
 	Command []string
 	// SHA256 is the sha256 of the command's binary, hex; "" for none.
 	SHA256 string
-	Env    map[string]string
-	Cwd    string
+	// Scripts are the sha256 of arguments that name files, by argument.
+	Scripts map[string]string
+	Env     map[string]string
+	Cwd     string
 	// URL and Headers reach a streamable-HTTP server, instead of Command.
 	URL     string
 	Headers map[string]string

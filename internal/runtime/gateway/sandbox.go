@@ -137,7 +137,8 @@ func protectGateway(opts Options) {
 // protect protects what a generation reads or runs (rule R8): its whole
 // CUE module (CUE reads a package's files up to the module root), its
 // surfaces sources and every file it read, and the executables of its
-// plugins and upstream servers, found as they will be started.
+// plugins and upstream servers, found as they will be started, with the
+// scripts their arguments name.
 func protect(gen *provision.Generation) {
 	var ps []string
 	if gen.Dir != "" {
@@ -151,8 +152,10 @@ func protect(gen *provision.Generation) {
 		switch {
 		case t.Plugin != nil && len(t.Plugin.Command) > 0:
 			ps = append(ps, sandbox.Executable(t.Plugin.Command[0], t.PolicyDir))
+			ps = append(ps, provision.Scripts(t.Plugin.Command[1:], "")...)
 		case t.Upstream != nil && len(t.Upstream.Command) > 0:
 			ps = append(ps, sandbox.Executable(t.Upstream.Command[0], t.Upstream.Cwd))
+			ps = append(ps, provision.Scripts(t.Upstream.Command[1:], t.Upstream.Cwd)...)
 		}
 	}
 	sandbox.Protect(ps...)

@@ -39,12 +39,14 @@ func (r Registry) preflight(gen *policy.Generation) policy.Errors {
 			continue
 		}
 		var cmd *[]string
-		var sum, field string
+		var sum, field, cwd, scriptsField string
+		var scripts map[string]string
 		switch {
 		case t.Plugin != nil:
 			cmd, sum, field = &t.Plugin.Command, t.Plugin.SHA256, "plugin.sha256"
 		case t.Upstream != nil && len(t.Upstream.Command) > 0:
 			cmd, sum, field = &t.Upstream.Command, t.Upstream.SHA256, "servers."+t.Upstream.Server+".sha256"
+			cwd, scripts, scriptsField = t.Upstream.Cwd, t.Upstream.Scripts, "servers."+t.Upstream.Server+".scripts"
 		default:
 			continue
 		}
@@ -64,8 +66,12 @@ func (r Registry) preflight(gen *policy.Generation) policy.Errors {
 			continue // one server's tools share its command
 		}
 		seen[key] = true
-		if err := checkProgram(path, sum, field, writable); err != nil {
-			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R8), Message: fmt.Sprintf("tool %s: %s", t.Name, sentence(err))})
+		problems := []error{checkProgram(path, sum, field, writable)}
+		problems = append(problems, checkScripts((*cmd)[1:], cwd, scripts, scriptsField, writable)...)
+		for _, err := range problems {
+			if err != nil {
+				errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R8), Message: fmt.Sprintf("tool %s: %s", t.Name, sentence(err))})
+			}
 		}
 	}
 	return errs
@@ -77,6 +83,16 @@ func checkProgram(path, sum, field string, writable []string) error {
 	if sum != "" {
 		return checkSum(path, sum, field)
 	}
+	if p, w, got := underWritable(path, writable); w != "" {
+		return fmt.Errorf("its program %s lies under %s, which a surface of the policy may write (its Write and Edit entries, a sandbox's write, or an unsandboxed command), so a command could replace it before it next starts; pin it with %s: %q (its sha256 now), or install it where no surface writes", p, w, field, got)
+	}
+	return nil
+}
+
+// underWritable is the first of path and the path its links lead to that
+// lies under a writable directory, the directory, and the file's sha256;
+// w is "" when neither does.
+func underWritable(path string, writable []string) (p, w, sum string) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		real = path
@@ -84,22 +100,105 @@ func checkProgram(path, sum, field string, writable []string) error {
 	for _, w := range writable {
 		for _, p := range []string{path, real} {
 			if p == w || w == "/" || strings.HasPrefix(p, strings.TrimSuffix(w, "/")+"/") {
-				got, _ := fileSum(real)
-				return fmt.Errorf("its program %s lies under %s, which a surface of the policy may write (its Write and Edit entries, a sandbox's write, or an unsandboxed command), so a command could replace it before it next starts; pin it with %s: %q (its sha256 now), or install it where no surface writes", p, w, field, got)
+				sum, _ := fileSum(real)
+				return p, w, sum
 			}
 		}
 	}
-	return nil
+	return "", "", ""
 }
 
-// checkSum checks the binary at path against want, the hex sha256 in field.
-func checkSum(path, want, field string) error {
+// Scripts are the files that the arguments of a command name (scripts,
+// ["node", "server.js"]), by absolute path, a relative one taken from dir
+// (the process's working directory when ""), as the program will be
+// started there: what the program runs besides itself (rule R8).
+func Scripts(args []string, dir string) []string {
+	var out []string
+	for _, a := range args {
+		if p := scriptPath(a, dir); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// scriptPath is the absolute path of the regular file arg names from dir;
+// "" when it names none.
+func scriptPath(arg, dir string) string {
+	if arg == "" || strings.HasPrefix(arg, "-") {
+		return ""
+	}
+	p := arg
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return p
+}
+
+// checkScripts checks the files a command's arguments name as its program
+// is checked: each matches its pin in field (servers.NAME.scripts, by the
+// argument as written), or lies nowhere writable. A plugin's scripts
+// (field "") cannot be pinned. A pin for an argument that names no file is
+// an error: what it meant to hold is not there.
+func checkScripts(args []string, dir string, pins map[string]string, field string, writable []string) []error {
+	var errs []error
+	for _, a := range args {
+		p := scriptPath(a, dir)
+		want, pinned := pins[a]
+		switch {
+		case p == "" && pinned:
+			errs = append(errs, fmt.Errorf("%s pins the argument %q, which names no file from %s; fix the command, its cwd, or the pin", field, a, dirName(dir)))
+		case p == "":
+		case pinned:
+			if err := checkFile("script", p, want, fmt.Sprintf("%s[%q]", field, a)); err != nil {
+				errs = append(errs, err)
+			}
+		default:
+			at, w, got := underWritable(p, writable)
+			if w == "" {
+				continue
+			}
+			fix := fmt.Sprintf("pin it with %s: {%q: %q} (its sha256 now), or install it where no surface writes", field, a, got)
+			if field == "" {
+				fix = "install it where no surface writes (a plugin's scripts cannot be pinned)"
+			}
+			errs = append(errs, fmt.Errorf("its script %s (the argument %q) lies under %s, which a surface of the policy may write (its Write and Edit entries, a sandbox's write, or an unsandboxed command), so a command could change what the program runs before it next starts; %s", at, a, w, fix))
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(pins)) {
+		if !slices.Contains(args, a) {
+			errs = append(errs, fmt.Errorf("%s pins %q, which is not an argument of the command; pin the arguments as written", field, a))
+		}
+	}
+	return errs
+}
+
+func dirName(dir string) string {
+	if dir == "" {
+		return "the gateway's working directory"
+	}
+	return dir
+}
+
+// checkSum checks the program at path against want, the hex sha256 in
+// field.
+func checkSum(path, want, field string) error { return checkFile("program", path, want, field) }
+
+// checkFile checks the file at path, a program or a script, against want.
+func checkFile(what, path, want, field string) error {
 	got, err := fileSum(path)
 	if err != nil {
-		return fmt.Errorf("the program %s cannot be read to check it against %s: %v", path, field, err)
+		return fmt.Errorf("the %s %s cannot be read to check it against %s: %v", what, path, field, err)
 	}
 	if got != want {
-		return fmt.Errorf("the program %s has sha256 %s, but %s is %s; it was not started. Install the program the policy names, or update %s if the new one is trusted", path, got, field, want, field)
+		return fmt.Errorf("the %s %s has sha256 %s, but %s is %s; it was not started. Install the %[1]s the policy names, or update %[4]s if the new one is trusted", what, path, got, field, want)
 	}
 	return nil
 }
@@ -117,10 +216,22 @@ func fileSum(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// CheckServer checks a server's program before a start: its pin, when it
-// has one (a later start than the load's, rule R8).
+// CheckServer checks a server's program and scripts before a start: their
+// pins, where they have them (a later start than the load's, rule R8).
 func CheckServer(u *policy.Upstream) error {
-	if u.SHA256 == "" || len(u.Command) == 0 {
+	if len(u.Command) == 0 {
+		return nil
+	}
+	for _, a := range slices.Sorted(maps.Keys(u.Scripts)) {
+		p := scriptPath(a, u.Cwd)
+		if p == "" {
+			return fmt.Errorf("servers.%s.scripts pins the argument %q, which names no file from %s now; it was not started", u.Server, a, dirName(u.Cwd))
+		}
+		if err := checkFile("script", p, u.Scripts[a], fmt.Sprintf("servers.%s.scripts[%q]", u.Server, a)); err != nil {
+			return err
+		}
+	}
+	if u.SHA256 == "" {
 		return nil
 	}
 	path, err := exec.LookPath(u.Command[0])
