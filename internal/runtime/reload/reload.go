@@ -199,7 +199,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	// A server whose tools changed, or that answers again after it was
 	// down, is provisioned again: its tools are then held to their pins
 	// as at load. Set before the first load, whose servers may be down.
-	r.up.OnChange(func(string) { w.Reload() })
+	// The policy itself is loaded again only if its files changed.
+	r.up.OnChange(func(string) { w.Reprovision() })
 	first, err := reg.Provision(ctx, w.Initial())
 	if err != nil {
 		w.Close()

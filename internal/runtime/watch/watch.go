@@ -65,6 +65,7 @@ type Watcher struct {
 
 	fs      *fsnotify.Watcher
 	reload  chan struct{}
+	force   atomic.Bool // the pending reload loads even files unchanged (Reload)
 	once    sync.Once
 	running atomic.Bool
 	closed  atomic.Bool
@@ -77,6 +78,12 @@ type Watcher struct {
 
 	initial *policy.Generation
 	extra   []string // directories outside dir the policy reads (markdown surfaces)
+	// inForce is the generation in force and inForceSums the files it was
+	// loaded from, as they read before and after its load; nil when they
+	// changed during it. A reload of files that read the same provisions
+	// inForce again instead of loading it again.
+	inForce     *policy.Generation
+	inForceSums map[string][32]byte
 
 	mu     sync.Mutex
 	status Status
@@ -122,6 +129,7 @@ func New(dir string, swap func(*policy.Generation) error, opts Options) (*Watche
 		return nil, fmt.Errorf("cannot watch the policy directory %s for changes: %w; raise fs.inotify.max_user_instances or serve without reloads", abs, err)
 	}
 	w.ensure()
+	before, busy := w.sums(0)
 	gen, err := w.load(abs)
 	if err != nil {
 		w.fs.Close()
@@ -129,6 +137,9 @@ func New(dir string, swap func(*policy.Generation) error, opts Options) (*Watche
 	}
 	w.initial = gen
 	w.follow(gen)
+	if w.inForce = gen; busy == "" {
+		w.setInForce(gen, before)
+	}
 	w.status = Status{Generation: 1, Revision: gen.Revision, LoadedAt: time.Now()}
 	w.logWarnings(gen)
 	return w, nil
@@ -156,9 +167,23 @@ func (w *Watcher) OnReload(f func(Status)) {
 }
 
 // Reload asks for a reload, as on SIGHUP: it is debounced together with any
-// pending changes, and also looks again for directories to watch. It never
-// blocks.
+// pending changes, and also looks again for directories to watch. The
+// policy is loaded again even when its files read as the generation in
+// force was loaded from (what it finds through PATH may have changed). It
+// never blocks.
 func (w *Watcher) Reload() {
+	w.force.Store(true)
+	w.wake()
+}
+
+// Reprovision asks for the generation in force to be handed to swap again,
+// as Reload does, without loading the policy again when its files read as
+// they did when it was loaded: for what provisioning finds outside the
+// policy (an upstream server whose tools changed). It never blocks.
+func (w *Watcher) Reprovision() { w.wake() }
+
+// wake asks Run for a reload.
+func (w *Watcher) wake() {
 	select {
 	case w.reload <- struct{}{}:
 	default: // one is already pending
@@ -253,7 +278,22 @@ func (w *Watcher) stopped() error {
 // and after it, so it is the load of files that stayed as they were.
 func (w *Watcher) reloadNow() {
 	start := time.Now()
+	force := w.force.Swap(false)
+	retry := func(why string) {
+		w.log.Debug("policy reload deferred", "why", why)
+		if force {
+			w.force.Store(true)
+		}
+		w.wake()
+	}
 	before, busy := w.sums(0) // the writers are looked for after the load
+	if busy == "" && !force && w.inForceSums != nil && maps.Equal(before, w.inForceSums) {
+		// The files read as the generation in force was loaded from, which
+		// is whole and sound: a load would give it again (issue 32: a
+		// 500-tool load is most of a reload).
+		w.finish(start, w.inForce, before, w.swap(w.inForce))
+		return
+	}
 	type loaded struct {
 		gen *policy.Generation
 		err error
@@ -277,8 +317,7 @@ func (w *Watcher) reloadNow() {
 		if done != nil {
 			<-done // one load at a time
 		}
-		w.log.Debug("policy reload deferred", "why", busy)
-		w.Reload()
+		retry(busy)
 		return
 	}
 	l := <-done
@@ -289,16 +328,22 @@ func (w *Watcher) reloadNow() {
 		busy = "its files changed during the load"
 	}
 	if busy != "" {
-		w.log.Debug("policy reload deferred", "why", busy)
-		w.Reload()
+		retry(busy)
 		return
 	}
 	gen, err := l.gen, l.err
 	if err == nil {
 		err = w.swap(gen) // in force before anyone can see the new status
 	}
+	w.finish(start, gen, before, err)
+}
+
+// finish records a reload that swap put in force (err nil), or that was
+// rejected, in the status, the logs and the hooks.
+func (w *Watcher) finish(start time.Time, gen *policy.Generation, sums map[string][32]byte, err error) {
 	if err == nil {
 		w.follow(gen)
+		w.setInForce(gen, sums)
 	}
 	took := time.Since(start)
 	w.mu.Lock()
@@ -321,6 +366,15 @@ func (w *Watcher) reloadNow() {
 	}
 	for _, f := range hooks {
 		f(st)
+	}
+}
+
+// setInForce records gen as in force, loaded from files that read as sums
+// before its load; they are trusted only if they read the same after it.
+func (w *Watcher) setInForce(gen *policy.Generation, sums map[string][32]byte) {
+	w.inForce, w.inForceSums = gen, nil
+	if after, busy := w.sums(0); busy == "" && maps.Equal(sums, after) {
+		w.inForceSums = after
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -547,4 +548,56 @@ func TestR5FileOpenForWritingIsNotTaken(t *testing.T) {
 			h.waitRevision(t, revision(t, map[string]string{"policy.cue": final}))
 		})
 	}
+}
+
+// TestR3FilesAsInForceAreNotLoadedAgain: a reload whose files read as the
+// generation in force was loaded from hands that generation to swap again
+// without a load (Reprovision, a save of the same bytes, an edit undone
+// after a broken one, which clears the error); Reload (SIGHUP) and an edit
+// load.
+func TestR3FilesAsInForceAreNotLoadedAgain(t *testing.T) {
+	for _, c := range []struct {
+		note      string
+		act       func(t *testing.T, h *harness, dir string)
+		wantLoads int64 // loads the act adds
+		same      bool  // the generation in force is handed to swap again
+	}{
+		{note: "Reprovision", act: func(t *testing.T, h *harness, dir string) { h.w.Reprovision() }, same: true},
+		{note: "a save of the same bytes", act: func(t *testing.T, h *harness, dir string) {
+			write(t, filepath.Join(dir, "policy.cue"), source("Read"))
+		}, same: true},
+		{note: "Reload loads again", act: func(t *testing.T, h *harness, dir string) { h.w.Reload() }, wantLoads: 1},
+		{note: "an edit loads", act: func(t *testing.T, h *harness, dir string) {
+			write(t, filepath.Join(dir, "policy.cue"), source("Read", "Echo"))
+		}, wantLoads: 1},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
+			var loads atomic.Int64
+			h := start(t, dir, Options{Load: func(d string) (*policy.Generation, error) { loads.Add(1); return policy.Load(d) }})
+			first, n := h.cur.Load(), loads.Load()
+			c.act(t, h, dir)
+			h.waitFor(t, "generation 2", func(s Status) bool { return s.Generation == 2 })
+			if got := loads.Load() - n; got != c.wantLoads {
+				t.Errorf("%d loads; want %d", got, c.wantLoads)
+			}
+			if (h.cur.Load() == first) != c.same {
+				t.Errorf("the generation in force handed to swap again: %v; want %v", h.cur.Load() == first, c.same)
+			}
+		})
+	}
+	t.Run("an edit undone after a broken one", func(t *testing.T) {
+		dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
+		var loads atomic.Int64
+		h := start(t, dir, Options{Load: func(d string) (*policy.Generation, error) { loads.Add(1); return policy.Load(d) }})
+		first := h.cur.Load()
+		write(t, filepath.Join(dir, "policy.cue"), "package policy\n\ntools: {\n")
+		h.waitError(t)
+		n := loads.Load()
+		write(t, filepath.Join(dir, "policy.cue"), source("Read"))
+		st := h.waitFor(t, "the error cleared", func(s Status) bool { return s.LastError == "" && s.Generation == 2 })
+		if loads.Load() != n || h.cur.Load() != first || st.Revision != first.Revision {
+			t.Errorf("%d more loads, status %+v; want none, and the first generation in force again", loads.Load()-n, st)
+		}
+	})
 }
