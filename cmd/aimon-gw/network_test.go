@@ -78,6 +78,8 @@ agent: "allowed-tools": ["Bash"]
 			{note: "a listed name that resolves to loopback", command: "curl -sS http://rebind.test:" + other + "/", want: "resolves to 127.0.0.1, a loopback"},
 			{note: "around the proxy", command: "curl -sS --noproxy '*' http://127.0.0.1:" + allowed + "/", want: "Failed to connect"},
 			{note: "no socket of the gateway's", command: "ls -l /proc/self/fd/ | grep -c socket", want: "0"},
+			{note: "an IPv6 literal not listed", command: "curl -sS http://[::1]:" + other + "/", want: "the address ::1:" + other + " is not in"},
+			{note: "IPv6 loopback inside the sandbox", command: `python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1", 0)); s.listen(); socket.create_connection(("::1", s.getsockname()[1])); print("v6 loopback")'`, want: "v6 loopback"},
 		}
 		var lines []string
 		for i, c := range cases {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"aimon.dev/gw/internal/core/hostpattern"
@@ -30,7 +31,19 @@ type Proxy struct {
 	// Resolve looks a name up; nil for the system's resolver (and the
 	// names of TestHostsEnv).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Idle closes a connection, tunnel or plain, through which no byte
+	// moved either way for so long; 0 for DefaultIdle.
+	Idle time.Duration
+	// MaxConns bounds the connections served at once; one beyond is
+	// answered 503 and closed. 0 for DefaultMaxConns.
+	MaxConns int
 }
+
+// The proxy's bounds on one sandbox (rule R8).
+const (
+	DefaultIdle     = 2 * time.Minute
+	DefaultMaxConns = 64
+)
 
 // TestHostsEnv names the variable that maps names under .test (a domain
 // that never resolves, RFC 6761) to addresses for the proxy's resolver:
@@ -122,74 +135,108 @@ func (p *Proxy) log() *slog.Logger {
 	return p.Log
 }
 
-// Serve serves every connection l accepts until it is closed or ctx ends.
+// Serve serves every connection l accepts until it is closed or ctx ends,
+// at most MaxConns at once.
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
+	max := p.MaxConns
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	slots := make(chan struct{}, max)
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		go p.ServeConn(ctx, c)
+		select {
+		case slots <- struct{}{}:
+			go func() {
+				defer func() { <-slots }()
+				p.ServeConn(ctx, c)
+			}()
+		default:
+			p.log().Warn("the sandbox's network proxy refused a connection beyond its bound", "max", max)
+			go func() {
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				reply(c, http.StatusServiceUnavailable, fmt.Sprintf("aimon-gw: the sandbox already has %d connections open through its proxy, the most it may; close some, or make fewer at once.", max))
+				c.Close()
+			}()
+		}
 	}
 }
 
-// ServeConn serves one client connection until it closes or ctx ends.
-func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+// ServeConn serves one client connection until it closes, ctx ends, or
+// it is idle for Idle.
+func (p *Proxy) ServeConn(ctx context.Context, raw net.Conn) {
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
+	a := &activity{idle: p.idle()}
+	c := a.join(raw)
 	br := bufio.NewReader(c)
 	for {
 		req, err := http.ReadRequest(br)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
 				reply(c, http.StatusBadRequest, "aimon-gw: the sandbox's proxy could not read the request: "+err.Error()+".")
 			}
 			return
 		}
 		if req.Method == http.MethodConnect {
-			p.connect(ctx, c, br, req)
+			p.connect(ctx, a, c, br, req)
 			return
 		}
-		if !p.forward(ctx, c, req) {
+		if !p.forward(ctx, a, c, req) {
 			return
 		}
 	}
 }
 
-// connect opens a CONNECT tunnel and copies both ways until either ends.
-func (p *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request) {
+func (p *Proxy) idle() time.Duration {
+	if p.Idle <= 0 {
+		return DefaultIdle
+	}
+	return p.Idle
+}
+
+// connect opens a CONNECT tunnel and copies both ways until either ends
+// or neither moves a byte for the idle time.
+func (p *Proxy) connect(ctx context.Context, a *activity, c net.Conn, br *bufio.Reader, req *http.Request) {
 	host, port, err := hostPort(req.Host, 0)
 	if err != nil {
 		reply(c, http.StatusBadRequest, "aimon-gw: "+err.Error())
 		return
 	}
-	up, ok := p.dial(ctx, c, host, port)
+	raw, ok := p.dial(ctx, c, host, port)
 	if !ok {
 		return
 	}
-	defer up.Close()
+	defer raw.Close()
+	up := a.join(raw)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
 	done := make(chan struct{})
 	go func() {
 		io.Copy(up, br) // what the client sent after the request, then the rest
-		if t, ok := up.(*net.TCPConn); ok {
+		if t, ok := raw.(*net.TCPConn); ok {
 			t.CloseWrite()
 		}
 		close(done)
 	}()
-	io.Copy(c, up)
+	_, err = io.Copy(c, up)
 	c.Close()
 	<-done
+	if isTimeout(err) {
+		p.log().Info("the sandbox's network proxy closed an idle tunnel", "host", host, "port", port, "idle", a.idle)
+	}
 }
 
 // forward sends one plain-HTTP request on a connection of its own and
 // copies the response back; false when the client's connection must close.
-func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool {
+func (p *Proxy) forward(ctx context.Context, a *activity, c net.Conn, req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		reply(c, http.StatusBadRequest, fmt.Sprintf("aimon-gw: the sandbox's proxy forwards http://HOST/… requests and CONNECT tunnels; %s %s is neither.", req.Method, req.RequestURI))
 		return false
@@ -199,11 +246,13 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool
 		reply(c, http.StatusBadRequest, "aimon-gw: "+err.Error())
 		return false
 	}
-	up, ok := p.dial(ctx, c, host, port)
+	raw, ok := p.dial(ctx, c, host, port)
 	if !ok {
 		return false // the reply said Connection: close
 	}
-	defer up.Close()
+	defer raw.Close()
+	defer a.leave(raw)
+	up := a.join(raw)
 	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"} {
 		req.Header.Del(h)
 	}
@@ -214,7 +263,12 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) bool
 		return false
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(up), req)
-	if err != nil {
+	switch {
+	case isTimeout(err):
+		a.touch() // the client's side, to hear why
+		reply(c, http.StatusGatewayTimeout, fmt.Sprintf("aimon-gw: %s sent nothing for %s, so the sandbox's proxy closed the request.", req.URL.Host, a.idle))
+		return false
+	case err != nil:
 		reply(c, http.StatusBadGateway, fmt.Sprintf("aimon-gw: %s did not answer with HTTP: %v.", req.URL.Host, err))
 		return false
 	}
@@ -264,4 +318,72 @@ func hostPort(authority string, def int) (string, int, error) {
 func reply(w io.Writer, code int, msg string) {
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
 		code, http.StatusText(code), len(msg)+1, msg)
+}
+
+// activity holds a client connection and the upstream one it is served
+// by to one idle time: a byte through either, either way, moves both
+// deadlines, so a tunnel busy one way stays open the other, and one idle
+// both ways fails its reads and writes with a timeout.
+type activity struct {
+	idle  time.Duration
+	mu    sync.Mutex
+	conns []net.Conn
+	last  atomic.Int64 // when the deadlines were last moved, unix ns
+}
+
+// join adds c and returns it, counting what moves through it.
+func (a *activity) join(c net.Conn) net.Conn {
+	a.mu.Lock()
+	a.conns = append(a.conns, c)
+	a.mu.Unlock()
+	c.SetDeadline(time.Now().Add(a.idle))
+	return &busyConn{Conn: c, a: a}
+}
+
+// leave stops counting c.
+func (a *activity) leave(c net.Conn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conns = slices.DeleteFunc(a.conns, func(o net.Conn) bool { return o == c })
+}
+
+// touch moves the deadlines, at most every idle/16: a busy stream does
+// not reset timers for every read.
+func (a *activity) touch() {
+	now := time.Now()
+	if last := a.last.Load(); now.UnixNano()-last < int64(a.idle/16) || !a.last.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.conns {
+		c.SetDeadline(now.Add(a.idle))
+	}
+}
+
+// busyConn is a connection of an activity.
+type busyConn struct {
+	net.Conn
+	a *activity
+}
+
+func (b *busyConn) Read(p []byte) (int, error) {
+	n, err := b.Conn.Read(p)
+	if n > 0 {
+		b.a.touch()
+	}
+	return n, err
+}
+
+func (b *busyConn) Write(p []byte) (int, error) {
+	n, err := b.Conn.Write(p)
+	if n > 0 {
+		b.a.touch()
+	}
+	return n, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -13,7 +13,9 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"aimon.dev/gw/internal/core/hostpattern"
 )
@@ -184,4 +186,179 @@ func TestR8ProxyBadRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdServer accepts connections and keeps them until the client closes,
+// sending send (if any) every gap count times; it drops what it is sent.
+func holdServer(t *testing.T, send string, count int, gap time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() {
+				io.Copy(io.Discard, c)
+				c.Close() // the client is gone
+			}()
+			go func() {
+				for i := 0; send != "" && i < count; i++ {
+					time.Sleep(gap)
+					io.WriteString(c, send)
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// serveProxy serves p on a loopback port until the test ends.
+func serveProxy(t *testing.T, p *Proxy) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go p.Serve(ctx, l)
+	return l.Addr().String()
+}
+
+// TestR8ProxyIdleTimeout: a tunnel or request through which nothing moves
+// either way for the idle time is closed (a request waiting on its
+// upstream with a 504 and a sentence); a tunnel busy one way stays open.
+func TestR8ProxyIdleTimeout(t *testing.T) {
+	silent := holdServer(t, "", 0, 0)
+	chatty := holdServer(t, "x", 60, 50*time.Millisecond)
+	allow, _ := hostpattern.Parse([]string{silent, chatty})
+	proxy := serveProxy(t, &Proxy{Allow: allow, Idle: 2 * time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tests := []struct {
+		note, request, want string
+	}{
+		{note: "an idle tunnel is closed", request: "CONNECT " + silent + " HTTP/1.1\r\nHost: " + silent + "\r\n\r\n", want: "HTTP/1.1 200 Connection established\r\n\r\n"},
+		{note: "a tunnel busy one way stays open", request: "CONNECT " + chatty + " HTTP/1.1\r\nHost: " + chatty + "\r\n\r\n", want: "HTTP/1.1 200 Connection established\r\n\r\n" + strings.Repeat("x", 60)},
+		{note: "a request whose upstream answers nothing", request: "GET http://" + silent + "/ HTTP/1.1\r\nHost: " + silent + "\r\n\r\n", want: "504 Gateway Timeout"},
+		{note: "a connection that sends no request", want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			c, err := net.Dial("tcp", proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, tc.request)
+			got, err := io.ReadAll(c) // until the proxy closes it
+			if err != nil || !strings.Contains(string(got), tc.want) || tc.want == "" && len(got) != 0 {
+				t.Errorf("got %q (%v), want %q", got, err, tc.want)
+			}
+			if strings.Contains(tc.want, "504") && !strings.Contains(string(got), "sent nothing for 2s") {
+				t.Errorf("the 504 does not say why: %q", got)
+			}
+		})
+	}
+}
+
+// TestR8ProxyBoundsConnections: beyond MaxConns open at once, a connection
+// is answered 503 with a sentence and closed, and logged; once one closes,
+// another is served. A bound of 0 or below is the default.
+func TestR8ProxyBoundsConnections(t *testing.T) {
+	up := holdServer(t, "", 0, 0)
+	allow, _ := hostpattern.Parse([]string{up})
+	var log strings.Builder
+	var mu sync.Mutex
+	p := &Proxy{Allow: allow, MaxConns: 2, Log: slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &mu}, nil))}
+	proxy := serveProxy(t, p)
+	var rest []byte
+	tunnel := func() (net.Conn, string) {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", up)
+		br := bufio.NewReader(c)
+		line, _ := br.ReadString('\n')
+		if strings.Contains(line, "503") {
+			rest, _ = io.ReadAll(br)
+		}
+		return c, line
+	}
+	tests := []struct {
+		note, want string
+	}{
+		{note: "the first", want: "200"},
+		{note: "the second", want: "200"},
+		{note: "the third, beyond the bound", want: "503"},
+	}
+	var open []net.Conn
+	for _, tc := range tests {
+		c, line := tunnel()
+		open = append(open, c)
+		if !strings.Contains(line, tc.want) {
+			t.Errorf("%s: %q, want %s", tc.note, line, tc.want)
+		}
+	}
+	if !strings.Contains(string(rest), "already has 2 connections open through its proxy") {
+		t.Errorf("the 503 does not say why: %q", rest)
+	}
+	open[0].Close()
+	for { // the slot frees once the proxy sees the close
+		c, line := tunnel()
+		c.Close()
+		if strings.Contains(line, "200") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	open[1].Close()
+	mu.Lock()
+	if !strings.Contains(log.String(), "beyond its bound") {
+		t.Errorf("the refusal is not logged:\n%s", log.String())
+	}
+	mu.Unlock()
+	for _, tc := range []struct {
+		note string
+		max  int
+	}{{note: "zero", max: 0}, {note: "negative", max: -1}} {
+		q := &Proxy{MaxConns: tc.max, Idle: -time.Second}
+		if (&activity{idle: q.idle()}).idle != DefaultIdle {
+			t.Errorf("%s: idle %v", tc.note, q.idle())
+		}
+		proxy := serveProxy(t, &Proxy{Allow: allow, MaxConns: tc.max})
+		var cs []net.Conn
+		for range 3 {
+			c, err := net.Dial("tcp", proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", up)
+			if line, _ := bufio.NewReader(c).ReadString('\n'); !strings.Contains(line, "200") {
+				t.Errorf("%s: a bound of %d refused the third connection: %q", tc.note, tc.max, line)
+			}
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
