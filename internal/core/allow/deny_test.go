@@ -167,21 +167,6 @@ func TestP14BadEntries(t *testing.T) {
 	}
 }
 
-// TestP14SavedDenyAndAsk: the hook's cache keeps deny and ask entries.
-func TestP14SavedDenyAndAsk(t *testing.T) {
-	e := mustChain(t, declsOf(plainSubjects, Decl{Allow: []string{"Bash", "Read"}, Deny: []string{"Read(/etc/**)"}}, Decl{AllowNone: true, Ask: []string{"Bash(git push:*)"}})...)
-	r := restoreEffective(t, e)
-	for _, c := range []struct {
-		tool string
-		in   map[string]any
-	}{{"Read", map[string]any{"file_path": "/etc/x"}}, {"Read", map[string]any{"file_path": "/x"}}, {"Bash", map[string]any{"command": "git push"}}, {"Bash", map[string]any{"command": "ls"}}} {
-		sameDecisions(t, "deny and ask", e, r, c.tool, c.in, "/")
-	}
-	if d := r.Decide("Bash", map[string]any{"command": "git push"}, "/"); !d.Ask {
-		t.Errorf("restored: %+v", d)
-	}
-}
-
 func TestP14Covers(t *testing.T) {
 	tests := []struct {
 		note        string

@@ -2,6 +2,7 @@ package allow
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -81,3 +82,13 @@ func declsOf(subjects map[string]Subject, decls ...Decl) []*List {
 	}
 	return ls
 }
+
+// plainSubjects are testSubjects without the tools that have their own
+// rule: every decision comes from a subject.
+var plainSubjects = func() map[string]Subject {
+	m := maps.Clone(testSubjects)
+	delete(m, "Browser")
+	delete(m, "Fetch")
+	m["WebFetch"] = Subject{Field: "url", Kind: Domain}
+	return m
+}()

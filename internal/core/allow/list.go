@@ -235,7 +235,7 @@ func (l *List) Unknown() []string {
 // debugging, never to decide a call.
 func (l *List) Value() cue.Value {
 	l.cueOnce.Do(func() {
-		if l.ctx == nil { // a restored list
+		if l.ctx == nil { // compiled without a context
 			l.ctx = cuecontext.New()
 		}
 		l.src = l.cueSource()

@@ -126,7 +126,7 @@ func TestSoakUnknownNames(t *testing.T) {
 	read := builtinGate(t, "#ReadInput")
 	// A string bound is left to CUE: every input goes through Unify+Validate.
 	open := compileCUE(t, `#Open: {path!: string & >="/", n?: int & >=1, ...}`, "#Open")
-	if !open.root.cue {
+	if !open.root.CUE {
 		t.Fatal("the open schema no longer goes through CUE; pick a constraint that does")
 	}
 	r := rand.New(rand.NewPCG(5, 6))

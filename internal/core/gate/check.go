@@ -11,9 +11,9 @@ import (
 // check is one bound or regular expression an author wrote on a scalar
 // (int & >=1 & <=100, =~"^/srv/"), checked in Go as CUE would.
 type check struct {
-	op  cue.Op
-	num number         // a numeric bound
-	re  *regexp.Regexp // =~ and !~; CUE's regular expressions are Go's
+	Op  cue.Op         `json:",omitzero"`
+	Num number         `json:",omitzero"` // a numeric bound
+	Re  *regexp.Regexp `json:",omitzero"` // =~ and !~; CUE's regular expressions are Go's
 }
 
 // constraints reads v's conjunction into checks. It reports cue=true when
@@ -55,7 +55,7 @@ func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
 		if !ok {
 			return false
 		}
-		*cs = append(*cs, check{op: op, num: n})
+		*cs = append(*cs, check{Op: op, Num: n})
 		return true
 	case cue.RegexMatchOp, cue.NotRegexMatchOp:
 		if len(args) != 1 || !args[0].IsConcrete() {
@@ -69,7 +69,7 @@ func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
 		if err != nil {
 			return false
 		}
-		*cs = append(*cs, check{op: op, re: re})
+		*cs = append(*cs, check{Op: op, Re: re})
 		return true
 	}
 	return false
@@ -79,10 +79,10 @@ func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
 // kinds, passes every check.
 func holds(cs []check, v any) bool {
 	for _, c := range cs {
-		switch c.op {
+		switch c.Op {
 		case cue.RegexMatchOp, cue.NotRegexMatchOp:
 			s, ok := v.(string)
-			if !ok || c.re.MatchString(s) != (c.op == cue.RegexMatchOp) {
+			if !ok || c.Re.MatchString(s) != (c.Op == cue.RegexMatchOp) {
 				return false
 			}
 		default:
@@ -90,8 +90,8 @@ func holds(cs []check, v any) bool {
 			if !ok {
 				return false
 			}
-			d := compare(n, c.num)
-			switch c.op {
+			d := compare(n, c.Num)
+			switch c.Op {
 			case cue.GreaterThanEqualOp:
 				ok = d >= 0
 			case cue.GreaterThanOp:
@@ -113,9 +113,9 @@ func holds(cs []check, v any) bool {
 func compare(a, b number) int {
 	sign := func(n number) int {
 		switch {
-		case n.digits == "":
+		case n.Digits == "":
 			return 0
-		case n.neg:
+		case n.Neg:
 			return -1
 		}
 		return 1
@@ -144,11 +144,11 @@ func cmpInt(a, b int) int {
 // cmpMagnitude compares |a| and |b|, both non-zero.
 func cmpMagnitude(a, b number) int {
 	// The position of the leading digit decides first.
-	if c := cmpInt(len(a.digits)+a.exp, len(b.digits)+b.exp); c != 0 {
+	if c := cmpInt(len(a.Digits)+a.Exp, len(b.Digits)+b.Exp); c != 0 {
 		return c
 	}
 	// Same leading position: compare digit strings, the shorter padded with zeros.
-	da, db := a.digits, b.digits
+	da, db := a.Digits, b.Digits
 	for i := 0; i < max(len(da), len(db)); i++ {
 		ca, cb := byte('0'), byte('0')
 		if i < len(da) {

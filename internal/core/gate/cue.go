@@ -42,7 +42,7 @@ func (g *Gate) checkCUE(in map[string]any) []tools.Violation {
 		}
 	}
 	if len(vs) == 0 {
-		vs = append(vs, tools.Unsatisfied("", g.root.text, in))
+		vs = append(vs, tools.Unsatisfied("", g.root.Text, in))
 	}
 	// CUE explains a failed disjunction arm by arm; the parameter that
 	// failed is the sentence, not each arm's reason.
@@ -70,7 +70,7 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 			}
 			path, cur, text = fmt.Sprintf("%s[%d]", path, i), a[i], ""
 			if n != nil {
-				n = n.elem
+				n = n.Elem
 			}
 			continue
 		}
@@ -83,12 +83,12 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 		var next *node
 		text = ""
 		if n != nil {
-			if f, ok := n.fields[name]; ok {
-				next = f.node
+			if f, ok := n.Fields[name]; ok {
+				next = f.Node
 			} else if t, ok := n.admitted(name); ok {
 				text = t
 			} else {
-				next = n.extra
+				next = n.Extra
 			}
 		}
 		path, n = join(path, name), next
@@ -100,7 +100,7 @@ func (g *Gate) sentence(in map[string]any, sels []string) tools.Violation {
 	if text == "" {
 		text = "its schema"
 		if n != nil {
-			text = n.text
+			text = n.Text
 		}
 	}
 	return tools.Unsatisfied(path, text, cur)
@@ -127,11 +127,11 @@ func encode(n *node, v any) any {
 			}
 			var en *node
 			if n != nil {
-				if f, ok := n.fields[name]; ok {
-					en = f.node
-				} else if n.extra != nil && (n.extra.cue || n.patterned) {
-					en = n.extra
-				} else if !n.closed && !n.patterned {
+				if f, ok := n.Fields[name]; ok {
+					en = f.Node
+				} else if n.Extra != nil && (n.Extra.CUE || n.Patterned) {
+					en = n.Extra
+				} else if !n.Closed && !n.Patterned {
 					// Undeclared, and either free or fully checked by the
 					// shape: CUE's verdict does not depend on it, and the
 					// name is not interned.
@@ -145,7 +145,7 @@ func encode(n *node, v any) any {
 		out := make([]any, len(x))
 		var en *node
 		if n != nil {
-			en = n.elem
+			en = n.Elem
 		}
 		for i, e := range x {
 			out[i] = encode(en, e)

@@ -103,7 +103,7 @@ func (g *Gate) Schema() cue.Value { return g.schema }
 func (g *Gate) Check(in map[string]any) []tools.Violation {
 	w := walker{lim: g.lim}
 	w.object(g.root, in, &top, 1)
-	if !g.root.cue {
+	if !g.root.CUE {
 		return w.vs
 	}
 	if len(w.vs) == 0 {
@@ -168,11 +168,11 @@ var top loc
 func (w *walker) value(n *node, v any, at loc, depth int) {
 	k, num, ok := kindOf(v)
 	if !ok {
-		w.add(tools.WrongType(at.String(), want(n.kinds), v))
+		w.add(tools.WrongType(at.String(), want(n.Kinds), v))
 		return
 	}
-	if n.kinds&k == 0 {
-		w.add(tools.WrongType(at.String(), want(n.kinds), v))
+	if n.Kinds&k == 0 {
+		w.add(tools.WrongType(at.String(), want(n.Kinds), v))
 		return
 	}
 	switch x := v.(type) {
@@ -189,16 +189,16 @@ func (w *walker) value(n *node, v any, at loc, depth int) {
 		w.add(tools.Limit(at.String(), fmt.Sprintf("is a number too large to check (%s)", tools.Describe(v))))
 		return
 	}
-	if n.enum != nil && !slices.ContainsFunc(n.enum, func(s scalar) bool { return s.matches(v) }) {
-		allowed := make([]string, len(n.enum))
-		for i, s := range n.enum {
+	if n.Enum != nil && !slices.ContainsFunc(n.Enum, func(s scalar) bool { return s.matches(v) }) {
+		allowed := make([]string, len(n.Enum))
+		for i, s := range n.Enum {
 			allowed[i] = s.String()
 		}
 		w.add(tools.OneOf(at.String(), allowed, v))
 		return
 	}
-	if n.checks != nil && !holds(n.checks, v) {
-		w.add(tools.Unsatisfied(at.String(), n.text, v))
+	if n.Checks != nil && !holds(n.Checks, v) {
+		w.add(tools.Unsatisfied(at.String(), n.Text, v))
 	}
 }
 
@@ -231,21 +231,21 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 		return
 	}
 	for _, name := range n.names {
-		f := n.fields[name]
+		f := n.Fields[name]
 		v, ok := m[name]
 		if !ok || v == nil {
-			if f.required {
+			if f.Required {
 				w.add(tools.Missing(join(at.String(), name)))
 			}
 			continue
 		}
 		child := at.field(name)
-		w.value(f.node, v, child, depth+1)
+		w.value(f.Node, v, child, depth+1)
 	}
-	if len(m) == len(n.names) && n.fields != nil {
+	if len(m) == len(n.names) && n.Fields != nil {
 		all := true
 		for name := range m {
-			if _, ok := n.fields[name]; !ok {
+			if _, ok := n.Fields[name]; !ok {
 				all = false
 				break
 			}
@@ -257,7 +257,7 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 	var unknown []string
 	for name, v := range m {
 		// A null is missing (rule S4), under any name.
-		if _, ok := n.fields[name]; !ok && v != nil {
+		if _, ok := n.Fields[name]; !ok && v != nil {
 			unknown = append(unknown, name)
 		}
 	}
@@ -269,14 +269,14 @@ func (w *walker) object(n *node, m map[string]any, at *loc, depth int) {
 		}
 		child := at.field(name)
 		switch {
-		case n.closed && !n.patterned:
+		case n.Closed && !n.Patterned:
 			w.unknown(at, name, n.names)
-		case n.closed && n.allow != nil:
+		case n.Closed && n.Allow != nil:
 			if _, ok := n.admitted(name); !ok {
 				w.unknown(at, name, n.names)
 			}
-		case n.extra != nil:
-			w.value(n.extra, m[name], child, depth+1)
+		case n.Extra != nil:
+			w.value(n.Extra, m[name], child, depth+1)
 		default:
 			// Any value; still bounded.
 			w.value(anyNode, m[name], child, depth+1)
@@ -302,16 +302,16 @@ func (w *walker) array(n *node, a []any, at *loc, depth int) {
 	}
 	for i, e := range a {
 		p := loc{parent: at, index: i}
-		if n.elem == nil {
+		if n.Elem == nil {
 			// Any value; still bounded.
 			w.value(anyNode, e, p, depth+1)
 			continue
 		}
-		w.value(n.elem, e, p, depth+1)
+		w.value(n.Elem, e, p, depth+1)
 	}
 }
 
-var anyNode = &node{kinds: kAll}
+var anyNode = &node{Kinds: kAll}
 
 // kindOf classifies a decoded JSON value.
 func kindOf(v any) (kinds, number, bool) {

@@ -233,7 +233,7 @@ func TestCheckConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !viaCUE.root.cue {
+	if !viaCUE.root.CUE {
 		t.Fatal("cross.input should need CUE")
 	}
 	done := make(chan struct{})

@@ -177,15 +177,15 @@ func (x *exporter) object(s map[string]any, v cue.Value, depth int) {
 	}
 	pp := map[string]any{}
 	for _, r := range allowRules(pats) {
-		if r.neg {
+		if r.Neg {
 			return // !~ has no JSON Schema form; leave the names open
 		}
-		t := v.Context().CompileString(r.text)
+		t := v.Context().CompileString(r.Text)
 		ts := map[string]any{}
 		if t.Err() == nil {
 			ts = x.schema(t, depth+1)
 		}
-		pp[r.re.String()] = ts
+		pp[r.Re.String()] = ts
 	}
 	if len(pp) > 0 {
 		s["patternProperties"] = pp

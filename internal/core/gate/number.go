@@ -16,9 +16,9 @@ const maxNumberDigits = 400
 // number is a JSON number read exactly: ±digits × 10^exp, digits without
 // leading or trailing zeros ("" for zero).
 type number struct {
-	neg    bool
-	digits string
-	exp    int
+	Neg    bool   `json:",omitzero"`
+	Digits string `json:",omitzero"`
+	Exp    int    `json:",omitzero"`
 }
 
 // parseNumber reads a JSON number's text. It never allocates more than the
@@ -26,7 +26,7 @@ type number struct {
 func parseNumber(s string) (number, bool) {
 	var n number
 	if strings.HasPrefix(s, "-") {
-		n.neg, s = true, s[1:]
+		n.Neg, s = true, s[1:]
 	}
 	mant, expText, hasExp := s, "", false
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
@@ -41,26 +41,26 @@ func parseNumber(s string) (number, bool) {
 		if err != nil || expText == "" || e > 1e8 || e < -1e8 {
 			return n, false
 		}
-		n.exp = e
+		n.Exp = e
 	}
 	if frac == "" {
 		// An integer: no concatenation needed.
 		d := strings.TrimLeft(intPart, "0")
 		trimmed := strings.TrimRight(d, "0")
-		n.exp += len(d) - len(trimmed)
-		n.digits = trimmed
-		if n.digits == "" {
-			n.neg, n.exp = false, 0
+		n.Exp += len(d) - len(trimmed)
+		n.Digits = trimmed
+		if n.Digits == "" {
+			n.Neg, n.Exp = false, 0
 		}
 		return n, true
 	}
 	d := strings.TrimLeft(intPart+frac, "0")
-	n.exp -= len(frac)
+	n.Exp -= len(frac)
 	trimmed := strings.TrimRight(d, "0")
-	n.exp += len(d) - len(trimmed)
-	n.digits = trimmed
-	if n.digits == "" {
-		n.neg, n.exp = false, 0
+	n.Exp += len(d) - len(trimmed)
+	n.Digits = trimmed
+	if n.Digits == "" {
+		n.Neg, n.Exp = false, 0
 	}
 	return n, true
 }
@@ -75,21 +75,21 @@ func allDigits(s string) bool {
 }
 
 // integral reports whether n has no fraction (rule S5: 3.0 is an integer).
-func (n number) integral() bool { return n.exp >= 0 }
+func (n number) integral() bool { return n.Exp >= 0 }
 
 // tooLarge reports whether n's integer spelling would exceed maxNumberDigits,
 // or its magnitude is beyond what a tool could mean.
 func (n number) tooLarge() bool {
-	return len(n.digits)+n.exp > maxNumberDigits || n.exp < -maxNumberDigits
+	return len(n.Digits)+n.Exp > maxNumberDigits || n.Exp < -maxNumberDigits
 }
 
 // key is a canonical spelling, equal for equal numbers (3, 3.0, 30e-1).
 func (n number) key() string {
-	if n.digits == "" {
+	if n.Digits == "" {
 		return "0"
 	}
-	s := n.digits + "e" + strconv.Itoa(n.exp)
-	if n.neg {
+	s := n.Digits + "e" + strconv.Itoa(n.Exp)
+	if n.Neg {
 		s = "-" + s
 	}
 	return s
@@ -98,17 +98,17 @@ func (n number) key() string {
 // literal is n as a CUE number literal: an int when integral (CUE's int
 // rejects 3.0, the gate does not), else a float.
 func (n number) literal() (string, bool) {
-	if n.digits == "" {
+	if n.Digits == "" {
 		return "0", true
 	}
 	sign := ""
-	if n.neg {
+	if n.Neg {
 		sign = "-"
 	}
 	if n.integral() {
-		return sign + n.digits + strings.Repeat("0", n.exp), true
+		return sign + n.Digits + strings.Repeat("0", n.Exp), true
 	}
-	return sign + n.digits + "e" + strconv.Itoa(n.exp), false
+	return sign + n.Digits + "e" + strconv.Itoa(n.Exp), false
 }
 
 // numberOf reads a decoded JSON number: json.Number from the wire, or
@@ -131,21 +131,21 @@ func numberOf(v any) (number, bool) {
 
 // scalar is a concrete JSON scalar of an enum.
 type scalar struct {
-	k kinds // kNull, kBool, kInt|kFrac (number) or kString
-	s string
-	b bool
+	K kinds  `json:",omitzero"` // kNull, kBool, kInt|kFrac (number) or kString
+	S string `json:",omitzero"`
+	B bool   `json:",omitzero"`
 }
 
 func scalarOf(v cue.Value) (scalar, bool) {
 	switch v.Kind() {
 	case cue.NullKind:
-		return scalar{k: kNull}, true
+		return scalar{K: kNull}, true
 	case cue.BoolKind:
 		b, err := v.Bool()
-		return scalar{k: kBool, b: b}, err == nil
+		return scalar{K: kBool, B: b}, err == nil
 	case cue.StringKind:
 		s, err := v.String()
-		return scalar{k: kString, s: s}, err == nil
+		return scalar{K: kString, S: s}, err == nil
 	case cue.IntKind, cue.FloatKind, cue.NumberKind:
 		// CUE's float 3.0 is not its int 3; keep the kind with the value.
 		n, ok := parseNumber(fmt.Sprint(v))
@@ -156,7 +156,7 @@ func scalarOf(v cue.Value) (scalar, bool) {
 		if v.Kind() == cue.IntKind {
 			k = kInt
 		}
-		return scalar{k: k, s: n.key()}, true
+		return scalar{K: k, S: n.key()}, true
 	}
 	return scalar{}, false
 }
@@ -165,11 +165,11 @@ func scalarOf(v cue.Value) (scalar, bool) {
 func (s scalar) matches(v any) bool {
 	switch x := v.(type) {
 	case nil:
-		return s.k == kNull
+		return s.K == kNull
 	case bool:
-		return s.k == kBool && s.b == x
+		return s.K == kBool && s.B == x
 	case string:
-		return s.k == kString && s.s == x
+		return s.K == kString && s.S == x
 	}
 	n, ok := numberOf(v)
 	if !ok {
@@ -179,19 +179,19 @@ func (s scalar) matches(v any) bool {
 	if n.integral() {
 		k = kInt
 	}
-	return s.k == k && s.s == n.key()
+	return s.K == k && s.S == n.key()
 }
 
 func (s scalar) String() string {
-	switch s.k {
+	switch s.K {
 	case kNull:
 		return "null"
 	case kBool:
-		return strconv.FormatBool(s.b)
+		return strconv.FormatBool(s.B)
 	case kString:
-		return strconv.Quote(s.s)
+		return strconv.Quote(s.S)
 	}
-	n, _ := parseNumber(s.s)
+	n, _ := parseNumber(s.S)
 	l, _ := n.literal()
 	return l
 }

@@ -79,7 +79,7 @@ func TestRandomSchemasShapeEqualsCUE(t *testing.T) {
 	for i := range n {
 		if g := checkRandomSchema(t, r, i); g != nil {
 			compiled++
-			if g.root.cue {
+			if g.root.CUE {
 				viaCUE++
 			}
 		}
@@ -118,6 +118,7 @@ func checkRandomSchema(t *testing.T, r *rand.Rand, i int) *Gate {
 	if err != nil {
 		return nil
 	}
+	roundTrip(t, g)
 	c := diffCase{fmt.Sprintf("random[%d] %s", i, src), g}
 	for range 40 {
 		agree(t, c, gen{r}.input(g))
@@ -204,7 +205,7 @@ func TestRandomImportedSchemasShapeEqualsCUE(t *testing.T) {
 	viaCUE := 0
 	const n = 150
 	for i := range n {
-		if g := checkRandomImported(t, r, i); g != nil && g.root.cue {
+		if g := checkRandomImported(t, r, i); g != nil && g.root.CUE {
 			viaCUE++
 		}
 		if t.Failed() {
@@ -239,6 +240,7 @@ func checkRandomImported(t *testing.T, r *rand.Rand, i int) *Gate {
 	if err != nil {
 		t.Fatalf("%s: %v", js, err)
 	}
+	roundTrip(t, g)
 	c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g}
 	for range 40 {
 		agree(t, c, gen{r}.input(g))

@@ -32,46 +32,46 @@ const (
 // gate checks itself. What it cannot model it marks with cue, and a value
 // that passes the shape then goes through CUE's Unify+Validate.
 type node struct {
-	kinds kinds
-	// enum, when not nil, lists the only scalar values allowed.
-	enum []scalar
+	Kinds kinds `json:",omitzero"`
+	// Enum, when not nil, lists the only scalar values allowed.
+	Enum []scalar `json:",omitzero"`
 	// Object shape.
-	fields map[string]*field
-	names  []string // declared names, sorted, for suggestions
-	closed bool
-	// extra is the schema of undeclared names in an open object ([string]: T); nil is any.
-	extra *node
-	// patterned: names may be allowed or constrained by regular expressions,
+	Fields map[string]*field `json:",omitzero"`
+	names  []string          // declared names, sorted, for suggestions
+	Closed bool              `json:",omitzero"`
+	// Extra is the schema of undeclared names in an open object ([string]: T); nil is any.
+	Extra *node `json:",omitzero"`
+	// Patterned: names may be allowed or constrained by regular expressions,
 	// or the object is one of a disjunction; the shape leaves undeclared
 	// names to CUE.
-	patterned bool
-	// allow, for a closed patterned object, are its patterns when every one
+	Patterned bool `json:",omitzero"`
+	// Allow, for a closed patterned object, are its patterns when every one
 	// is a plain regular expression: a name none admits is unknown, and the
 	// shape says so before CUE meets the name.
-	allow []allowRule
-	// elem is the schema of every array element; nil is any.
-	elem *node
-	// cue: the schema says more here, or below, than the shape models (a
+	Allow []allowRule `json:",omitzero"`
+	// Elem is the schema of every array element; nil is any.
+	Elem *node `json:",omitzero"`
+	// CUE: the schema says more here, or below, than the shape models (a
 	// bound that refers to another field, string bounds, patterns,
 	// validators, struct disjunctions); it is set on every ancestor too, so
 	// the root's flag says whether an input needs CUE at all.
-	cue bool
-	// text is the schema in CUE syntax, for sentences.
-	text string
-	// checks are the author's bounds and regular expressions on a scalar,
+	CUE bool `json:",omitzero"`
+	// Text is the schema in CUE syntax, for sentences.
+	Text string `json:",omitzero"`
+	// Checks are the author's bounds and regular expressions on a scalar,
 	// checked in Go; when some constraint is not one of these, cue is set.
-	checks []check
+	Checks []check `json:",omitzero"`
 }
 
 // isAny reports whether n admits every JSON value.
 func (n *node) isAny() bool {
-	return n.kinds == kAll && !n.cue && !n.closed && n.enum == nil && n.checks == nil &&
-		n.fields == nil && n.extra == nil && n.elem == nil
+	return n.Kinds == kAll && !n.CUE && !n.Closed && n.Enum == nil && n.Checks == nil &&
+		n.Fields == nil && n.Extra == nil && n.Elem == nil
 }
 
 type field struct {
-	node     *node
-	required bool
+	Node     *node `json:",omitzero"`
+	Required bool  `json:",omitzero"`
 }
 
 // maxCompileDepth stops the walk of recursive definitions (#T: {sub?: #T});
@@ -97,15 +97,15 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 		if strings.HasPrefix(t, "_|_") {
 			t = "its schema"
 		}
-		return &node{kinds: kAll, cue: true, patterned: true, text: t}, nil
+		return &node{Kinds: kAll, CUE: true, Patterned: true, Text: t}, nil
 	}
-	n := &node{text: text(v)}
+	n := &node{Text: text(v)}
 	if depth > maxCompileDepth {
-		n.kinds, n.cue, n.patterned = kAll, true, true
+		n.Kinds, n.CUE, n.Patterned = kAll, true, true
 		return n, nil
 	}
 	k := v.IncompleteKind()
-	n.kinds = kindsOf(k)
+	n.Kinds = kindsOf(k)
 	op, args := v.Expr()
 	switch {
 	case k&^(cue.StructKind|cue.ListKind) == k && k != cue.BottomKind:
@@ -113,10 +113,10 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 		if v.IsConcrete() {
 			s, ok := scalarOf(v)
 			if !ok {
-				n.cue = true
+				n.CUE = true
 				return n, nil
 			}
-			n.enum = []scalar{s}
+			n.Enum = []scalar{s}
 			return n, nil
 		}
 		// A disjunction of values is a set, and so is a narrowed one
@@ -132,36 +132,36 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 				enum = append(enum, s)
 			}
 			if enum != nil {
-				n.enum = enum
+				n.Enum = enum
 				return n, nil
 			}
 		}
-		if n.kinds == 0 {
+		if n.Kinds == 0 {
 			return n, nil // bytes: no JSON value is one
 		}
-		if !c.isBasic(v, n.kinds) {
-			n.checks, n.cue = c.constraints(v)
+		if !c.isBasic(v, n.Kinds) {
+			n.Checks, n.CUE = c.constraints(v)
 		}
 		return n, nil
 	case k == cue.StructKind:
 		if op == cue.OrOp {
 			// A disjunction of structs: CUE decides, names and all.
-			n.cue, n.patterned = true, true
+			n.CUE, n.Patterned = true, true
 			return n, nil
 		}
 		err := c.object(v, n, depth)
 		if op != cue.NoOp && !plainStruct(v, 0) {
 			// struct.MinFields(1) & {...}, #In & {a?: =~"x"}: CUE decides,
 			// and sees every name the struct does not refuse.
-			n.cue = true
-			n.patterned = n.patterned || !n.closed
+			n.CUE = true
+			n.Patterned = n.Patterned || !n.Closed
 		}
 		return n, err
 	case k == cue.ListKind:
 		if op != cue.NoOp {
 			// [...int] | [...string], a validator: CUE decides, and sees
 			// the elements whole.
-			n.cue = true
+			n.CUE = true
 			return n, nil
 		}
 		return n, c.list(v, n, depth)
@@ -180,7 +180,7 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 // mixed reads a disjunction of basic scalar kinds with at most one struct
 // and one list; anything else is left to CUE, names and all.
 func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, depth int) {
-	opaque := func() { n.cue, n.patterned, n.fields, n.names, n.elem, n.extra = true, true, nil, nil, nil, nil }
+	opaque := func() { n.CUE, n.Patterned, n.Fields, n.names, n.Elem, n.Extra = true, true, nil, nil, nil, nil }
 	if op != cue.OrOp {
 		opaque()
 		return
@@ -221,11 +221,11 @@ func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, dept
 }
 
 func (c *compiler) object(v cue.Value, n *node, depth int) error {
-	n.closed = c.closed(v)
-	n.fields = map[string]*field{}
+	n.Closed = c.closed(v)
+	n.Fields = map[string]*field{}
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {
-		n.cue, n.patterned = true, true
+		n.CUE, n.Patterned = true, true
 		return nil
 	}
 	for it.Next() {
@@ -238,49 +238,49 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 		if err != nil {
 			return fmt.Errorf("field %s: %w", name, err)
 		}
-		f := &field{node: fn}
+		f := &field{Node: fn}
 		switch sel.ConstraintType() {
 		case cue.RequiredConstraint:
-			f.required = true
+			f.Required = true
 		case cue.OptionalConstraint:
 		default:
 			// A regular field: present in every instance; absent input is
 			// fine only when the schema supplies a value.
-			f.required = !suppliesValue(it.Value())
+			f.Required = !suppliesValue(it.Value())
 		}
-		n.fields[name] = f
+		n.Fields[name] = f
 		n.names = append(n.names, name)
-		if fn.cue {
-			n.cue = true
+		if fn.CUE {
+			n.CUE = true
 		}
 	}
 	slices.Sort(n.names)
-	if extra := v.LookupPath(cue.MakePath(cue.AnyString)); extra.Exists() && !n.closed {
+	if extra := v.LookupPath(cue.MakePath(cue.AnyString)); extra.Exists() && !n.Closed {
 		en, err := c.compile(extra, depth+1)
 		if err != nil {
 			return err
 		}
 		if !en.isAny() {
-			n.extra = en
+			n.Extra = en
 		}
-		if en.cue {
-			n.cue = true
+		if en.CUE {
+			n.CUE = true
 		}
 	}
 	if pats := patterns(v); len(pats) > 0 {
 		t, ok := c.exclusion(pats, n.names)
-		if !ok || n.closed || n.extra != nil {
-			n.patterned, n.cue = true, true
-			n.allow = allowRules(pats)
+		if !ok || n.Closed || n.Extra != nil {
+			n.Patterned, n.CUE = true, true
+			n.Allow = allowRules(pats)
 			return nil
 		}
 		en, err := c.compile(t, depth+1)
 		if err != nil {
 			return err
 		}
-		n.extra = en
-		if en.cue {
-			n.cue = true
+		n.Extra = en
+		if en.CUE {
+			n.CUE = true
 		}
 	}
 	return nil
@@ -290,7 +290,7 @@ func (c *compiler) list(v cue.Value, n *node, depth int) error {
 	// A fixed or prefixed list ([int, string]) or the empty list is left to CUE.
 	e := v.LookupPath(cue.MakePath(cue.AnyIndex))
 	if v.LookupPath(cue.MakePath(cue.Index(0))).Exists() || !e.Exists() {
-		n.cue = true
+		n.CUE = true
 		return nil
 	}
 	en, err := c.compile(e, depth+1)
@@ -298,10 +298,10 @@ func (c *compiler) list(v cue.Value, n *node, depth int) error {
 		return err
 	}
 	if !en.isAny() {
-		n.elem = en
+		n.Elem = en
 	}
-	if en.cue {
-		n.cue = true
+	if en.CUE {
+		n.CUE = true
 	}
 	return nil
 }
@@ -589,12 +589,12 @@ func plainStruct(v cue.Value, depth int) bool {
 
 // allowRule is one pattern constraint [=~"re"]: T or [!~"re"]: T.
 type allowRule struct {
-	re   *regexp.Regexp
-	neg  bool
-	text string // T, for sentences
+	Re   *regexp.Regexp `json:",omitzero"`
+	Neg  bool           `json:",omitzero"`
+	Text string         `json:",omitzero"` // T, for sentences
 }
 
-func (r allowRule) admits(name string) bool { return r.re.MatchString(name) != r.neg }
+func (r allowRule) admits(name string) bool { return r.Re.MatchString(name) != r.Neg }
 
 // allowRules reads the patterns as allow rules, or returns nil when one of
 // them is not a plain regular expression.
@@ -625,16 +625,16 @@ func allowRules(pats []*ast.Field) []allowRule {
 		if b, err := format.Node(f.Value); err == nil {
 			text = clipText(strings.Join(strings.Fields(string(b)), " "))
 		}
-		rules = append(rules, allowRule{re: re, neg: u.Op == token.NMAT, text: text})
+		rules = append(rules, allowRule{Re: re, Neg: u.Op == token.NMAT, Text: text})
 	}
 	return rules
 }
 
 // admitted reports whether a pattern of n admits name, and its schema text.
 func (n *node) admitted(name string) (string, bool) {
-	for _, r := range n.allow {
+	for _, r := range n.Allow {
 		if r.admits(name) {
-			return r.text, true
+			return r.Text, true
 		}
 	}
 	return "", false

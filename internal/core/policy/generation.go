@@ -17,6 +17,28 @@ import (
 // A Generation is one loaded policy. It is immutable once Load returns it:
 // the gateway swaps whole generations, and nothing reads a half-loaded one.
 type Generation struct {
+	Plan
+	value cue.Value
+	// Wildcards are the servers that expose "*", by name, each as what its
+	// tools share (Upstream.Tool is ""): provisioning adds the tools the
+	// server lists (Expand).
+	Wildcards map[string]*Tool
+	lists     *surfaceLists // the declared lists, compiled from the plan
+	chains    *allow.Chains // effective lists, computed once per chain
+	comp      *compiler     // what Complete compiles with, and the lists
+}
+
+// newGeneration serves plan, compiling its lists with c.
+func newGeneration(plan Plan, c *compiler) *Generation {
+	return &Generation{Plan: plan, lists: newSurfaceLists(), chains: &allow.Chains{}, comp: c}
+}
+
+// A Plan is what a load compiles, as plain data: the tools with their
+// gates, the surfaces' lists as written, the settings, tests and
+// principals. Calls are decided from it and what it compiles to (the
+// allow lists); the hook's cache keeps it as it is (Save, Restore), so a
+// cached decision runs through the same values as a live one.
+type Plan struct {
 	// Dir is the policy directory; "" for the embedded policy.
 	Dir string
 	// Revision identifies the policy's files: a prefix of the sha256 over them.
@@ -38,10 +60,6 @@ type Generation struct {
 	Principals []*Principal
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
-
-	value cue.Value
-	lists map[string][]*allow.List // declared lists by surface reference, one per source
-	lazy  *lazyLists               // a restored generation's, compiled when first used
 	// Dirs are directories outside the policy's that it reads (markdown
 	// surfaces), for a watcher to follow.
 	Dirs []string
@@ -49,14 +67,6 @@ type Generation struct {
 	// (imports included), the YAML and JSON files, cue.mod/module.cue and
 	// the markdown files. Empty for an embedded policy.
 	Inputs []string
-	// Restored is set on a generation made by Restore rather than a load.
-	Restored bool
-	// Wildcards are the servers that expose "*", by name, each as what its
-	// tools share (Upstream.Tool is ""): provisioning adds the tools the
-	// server lists (Expand).
-	Wildcards map[string]*Tool
-	chains    *allow.Chains // effective lists, computed once per chain
-	comp      *compiler     // what Complete compiles with
 }
 
 // A Tool is one tool the policy offers.
@@ -64,10 +74,11 @@ type Tool struct {
 	Name        string
 	Description string
 	// Input is the tool's input schema: closed for built-ins (rule S2).
-	// It is the zero value in a restored generation (see Restore).
+	// It is not part of the plan: the zero value in a restored generation,
+	// whose gates decide without it (see Restore).
 	Input cue.Value `json:"-"`
 	// Gate checks an input against Input (rule S4).
-	Gate *gate.Gate `json:"-"`
+	Gate *gate.Gate
 	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
 	JSONSchema json.RawMessage
 	// OutputSchema is the schema of the tool's structured result as JSON

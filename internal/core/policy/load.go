@@ -32,7 +32,6 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 	"cuelang.org/go/mod/modfile"
 
-	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/schema"
 )
 
@@ -536,7 +535,8 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if err != nil {
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
-	g := &Generation{Dir: c.dir, Revision: revision, value: v, chains: &allow.Chains{}, comp: c}
+	g := newGeneration(Plan{Dir: c.dir, Revision: revision}, c)
+	g.value = v
 	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
 	c.compile(g, v)
 	if errs = merge(errs, c.errs); len(errs) > 0 {

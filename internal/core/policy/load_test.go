@@ -12,7 +12,7 @@ import (
 )
 
 // writePolicy lays out a policy module in a temporary directory.
-func writePolicy(t *testing.T, files map[string]string) string {
+func writePolicy(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if _, ok := files["cue.mod/module.cue"]; !ok {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,9 +82,6 @@ func (g *Generation) Pending() []*Tool {
 // itself is not changed. A tool left out of decls, or whose declaration
 // cannot be used, is an error at the place the policy names it.
 func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
-	if g.comp == nil {
-		return nil, errors.New("a restored generation cannot be completed; load the policy")
-	}
 	c := *g.comp
 	c.errs, c.warnings, c.shipped = nil, nil, nil
 	out := *g
@@ -121,9 +117,6 @@ func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
 	if len(listed) == 0 {
 		return g, nil
 	}
-	if g.comp == nil {
-		return nil, errors.New("a restored generation cannot be expanded; load the policy")
-	}
 	c := *g.comp
 	c.errs, c.warnings = nil, nil
 	out := *g
@@ -154,7 +147,8 @@ func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
 		sortDiagnostics(c.errs)
 		return nil, c.errs
 	}
-	out.chains = &allow.Chains{}
+	// The lists are compiled again, with a compiler of the new generation's own.
+	out.comp, out.lists, out.chains = &c, newSurfaceLists(), &allow.Chains{}
 	c.compileLists(&out)
 	return &out, nil
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,13 +16,6 @@ import (
 // time bound (rule R5) rather than by a call. An entry that cannot be used
 // is reported; it denies.
 func (c *compiler) compileLists(g *Generation) {
-	subjects := listSubjects(g)
-	g.lists = map[string][]*allow.List{}
-	for _, ref := range g.SurfaceRefs() {
-		if ls := c.surfaceLists(g.Surfaces[ref], subjects); ls != nil {
-			g.lists[ref] = ls
-		}
-	}
 	for _, ref := range g.SurfaceRefs() {
 		g.Effective([]string{ref}) // a refusal is kept for the calls too
 	}
@@ -91,55 +83,35 @@ func (s *Surface) errorPlace(err error, d allow.Decl, start int) Position {
 	return Position{}
 }
 
-// lazyLists compiles a restored generation's lists when a chain first
-// needs them: a hook decision needs one or two of them.
-type lazyLists struct {
-	mu        sync.Mutex
-	c         *compiler
-	subjects  map[string]allow.Subject
-	done      map[string][]*allow.List
-	saved     map[string][]byte           // JSON of allow.SavedEffective, by chain key
-	effective map[string]*allow.Effective // restored from saved
-}
-
-// restored returns the saved effective list of the chain key, nil when none
-// was saved or it does not restore.
-func (l *lazyLists) restored(key string) *allow.Effective {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e, ok := l.effective[key]; ok {
-		return e
-	}
-	s, ok := l.saved[key]
-	if !ok {
-		return nil
-	}
-	var e *allow.Effective
-	var se *allow.SavedEffective
-	if json.Unmarshal(s, &se) == nil {
-		if r, err := allow.RestoreEffective(se); err == nil {
-			e = r
-		}
-	}
-	l.effective[key] = e
-	return e
-}
-
-// chainKey names a chain in Chains and in a saved generation.
+// chainKey names a chain in Chains.
 func chainKey(chain []string) string { return strings.Join(chain, "\x00") }
+
+// surfaceLists are a generation's declared lists by surface reference,
+// one per source, each compiled from the plan when first asked: a load
+// asks for all of them, a restored generation (a hook decision) for one or
+// two.
+type surfaceLists struct {
+	mu       sync.Mutex
+	subjects map[string]allow.Subject
+	by       map[string][]*allow.List
+}
+
+func newSurfaceLists() *surfaceLists {
+	return &surfaceLists{by: map[string][]*allow.List{}}
+}
 
 // listsOf returns the compiled lists of the surface ref.
 func (g *Generation) listsOf(ref string) []*allow.List {
-	if g.lazy == nil {
-		return g.lists[ref]
-	}
-	l := g.lazy
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ls, ok := l.done[ref]
+	m := g.lists
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ls, ok := m.by[ref]
 	if !ok {
-		ls = l.c.surfaceLists(g.Surfaces[ref], l.subjects)
-		l.done[ref] = ls
+		if m.subjects == nil {
+			m.subjects = listSubjects(g)
+		}
+		ls = g.comp.surfaceLists(g.Surfaces[ref], m.subjects)
+		m.by[ref] = ls
 	}
 	return ls
 }
@@ -156,11 +128,6 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
 			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
-		}
-	}
-	if g.lazy != nil {
-		if e := g.lazy.restored(chainKey(chain)); e != nil {
-			return e, nil
 		}
 	}
 	var lists []*allow.List

@@ -174,9 +174,6 @@ func emptiedByCeiling(g *Generation) []Diagnostic {
 // surface's chain (the main agent's and the surface's own) covers whole,
 // so that it allows nothing (rule P14).
 func coveredByDeny(g *Generation) []Diagnostic {
-	if g.comp == nil {
-		return nil
-	}
 	subjects := listSubjects(g)
 	agent := g.Surfaces["agent"]
 	var ds []Diagnostic

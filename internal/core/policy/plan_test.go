@@ -1,0 +1,246 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestR3SaveRefusesWhatFilesDoNotSay: a generation whose decisions depend on
+// more than its files is not saved (issue 14): a plugin's declared tools,
+// and a gate that decides some inputs through CUE.
+func TestR3SaveRefusesWhatFilesDoNotSay(t *testing.T) {
+	tests := []struct{ note, body, want string }{
+		{"a plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
+		{"a completed plugin tool", "tools: Echo: schema.#Echo\ntools: Fetch: plugin: command: [\"fetch\"]\n", "Fetch is a plugin tool"},
+		{"a cross-field bound", "tools: Read: schema.#Read & {input: {offset?: int, limit?: int & >offset}}\n", "Read: the schema needs CUE"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			dir := writePolicy(t, map[string]string{"policy.cue": header + tc.body})
+			var g *Generation
+			var err error
+			if i == 1 {
+				g, err = loadComplete(t, dir, map[string]Declared{"Fetch": {InputSchema: []byte(`{"type":"object"}`)}})
+			} else {
+				g, err = Load(dir) // a plugin tool is pending until provisioned
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Save(); !errors.Is(err, ErrNotSaved) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Save = %v, want ErrNotSaved saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestR3RestoreBadInput: what is not a saved plan is an error.
+func TestR3RestoreBadInput(t *testing.T) {
+	for _, tc := range []struct{ note, data, want string }{
+		{"not JSON", `{"Format":5,`, "cannot be read"},
+		{"two plans", `{"Format":5}` + "\n{}", "cannot be read"},
+		{"another format", `{"Format":99}`, "format 99"},
+		{"no agent", `{"Format":5,"Surfaces":{}}`, "no agent surface"},
+		{"a tool under another name", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Write"}}}`, `"Read" under another name`},
+		{"a tool without its gate", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read"}}}`, "without a gate"},
+		{"a gate without a schema", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read","Gate":{}}}}`, "no schema"},
+		{"a surface under another name", `{"Format":5,"Surfaces":{"agent":{"Ref":"skill:x"}}}`, "under another name"},
+		{"a list outside its entries", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"],"EntryPos":[{}],"Sources":[{"Start":0,"End":5}]}}}`, "outside its entries"},
+		{"positions that do not match the entries", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for the 1 entries"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if g, err := Restore([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore = %v, %v; want an error saying %q", g, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestR3PlanRoundTrips: a plan decodes to what was encoded, exactly: the
+// restored generation saves to the same bytes, gates and lists as written
+// included, for the shipped examples and a generated policy with every
+// kind of list (deny, ask, markdown-free sources, relative patterns).
+func TestR3PlanRoundTrips(t *testing.T) {
+	dirs := map[string]string{
+		"team": "../../../examples/policies/team",
+		"yaml": "../../../examples/policies/yaml",
+		"lists": writePolicy(t, map[string]string{"policy.cue": header + `tools: Read: schema.#Read
+tools: Bash: schema.#Bash & {input: timeout?: int & >=1 & <=600}
+agent: {"allowed-tools": ["Read(./src/**)", "Bash(git:*)"], "denied-tools": ["Bash(git push:*)"], "ask-tools": ["Read(/etc/**)"]}
+subagents: r: "allowed-tools": ["Read"]
+`}),
+	}
+	for note, dir := range dirs {
+		t.Run(note, func(t *testing.T) {
+			g, err := Load(dir, WithWorkdir("/w"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := g.Save()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Restore(data, WithWorkdir("/w"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := r.Save()
+			if err != nil || string(again) != string(data) {
+				t.Fatalf("the restored plan saves differently (%v):\n%s\n%s", err, data, again)
+			}
+			calls := []struct {
+				tool string
+				in   map[string]any
+			}{{"Read", map[string]any{"file_path": "/w/src/a"}}, {"Read", map[string]any{"file_path": "/etc/x"}},
+				{"Bash", map[string]any{"command": "git push"}}, {"Bash", map[string]any{"command": "git status"}}}
+			for _, ref := range g.SurfaceRefs() {
+				e, err := g.Effective([]string{ref})
+				re, rerr := r.Effective([]string{ref})
+				if (err == nil) != (rerr == nil) {
+					t.Fatalf("%s: loaded %v, restored %v", ref, err, rerr)
+				}
+				for _, c := range calls {
+					if err == nil && !reflect.DeepEqual(e.Decide(c.tool, c.in, "/w"), re.Decide(c.tool, c.in, "/w")) {
+						t.Errorf("%s: %s %v is decided otherwise once restored", ref, c.tool, c.in)
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzR3Restore: no byte string makes Restore, or a restored generation's
+// decision, panic.
+func FuzzR3Restore(f *testing.F) {
+	g, err := Load("../../../examples/policies/team")
+	if err != nil {
+		f.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := Restore(data, WithWorkdir("/w"))
+		if err != nil {
+			return
+		}
+		for _, ref := range g.SurfaceRefs() {
+			if e, err := g.Effective([]string{"agent", ref}); err == nil {
+				e.Decide("Read", map[string]any{"file_path": "/srv/repo/x"}, "/w")
+			}
+		}
+		for _, t := range g.Tools {
+			t.Gate.Check(map[string]any{"file_path": "x"})
+		}
+	})
+}
+
+// TestS8ExpandBadInput: a server that exposes "*" and lists a tool whose
+// gateway name no model accepts has that tool left out with a warning;
+// expanding a server that does not expose "*" is an error; and the
+// server settings that cannot hold do not load (issue 17).
+func TestS8ExpandBadInput(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": "package policy\n\nservers: fs: {command: [\"x\"], expose: \"*\"}\nservers: named: {command: [\"y\"], expose: [\"a\"]}\n"})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := g.Expand(map[string][]string{"fs": {"ok", strings.Repeat("x", 70), "bad name"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Tools["fs__ok"] == nil || len(out.Tools) != len(g.Tools)+1 {
+		t.Errorf("tools after Expand: %v", out.Names())
+	}
+	warned := 0
+	for _, w := range out.Warnings {
+		if strings.Contains(w.Message, "no model accepts") {
+			warned++
+		}
+	}
+	if warned != 2 {
+		t.Errorf("%d warnings of bad names, want 2: %v", warned, out.Warnings)
+	}
+	if _, err := g.Expand(map[string][]string{"named": {"b"}}); err == nil {
+		t.Error("Expand of a server that does not expose \"*\" succeeded")
+	}
+	for _, bad := range []string{
+		`servers: s: {command: ["x"], expose: ["a"], start: "sometimes"}`,
+		`servers: s: {expose: ["a"]}`,
+		`servers: s: {url: "ftp://x", expose: ["a"]}`,
+		`servers: s: {command: ["x"], expose: "all"}`,
+	} {
+		if _, err := Load(writePolicy(t, map[string]string{"policy.cue": "package policy\n\n" + bad + "\n"})); err == nil {
+			t.Errorf("%s loads", bad)
+		}
+	}
+}
+
+// bigPolicy is a generated policy of n tools, each narrowed to a
+// directory of its own (so each has its own gate), all allowed.
+func bigPolicy(n int) string {
+	var s, list strings.Builder
+	s.WriteString(header + "tools: {\n")
+	for i := range n {
+		fmt.Fprintf(&s, "\tRead%d: schema.#Read & {input: file_path: =~\"^/srv/%d/\"}\n", i, i)
+		fmt.Fprintf(&list, "%q, ", fmt.Sprintf("Read%d", i))
+	}
+	fmt.Fprintf(&s, "}\n\nagent: \"allowed-tools\": [%s]\n", strings.TrimSuffix(list.String(), ", "))
+	return s.String()
+}
+
+// BenchmarkR3PlanCodec measures the plan's codec, the JSON of a restore,
+// beside the load it stands for: the team example (what a hook call
+// restores) and a generated policy of 100 tools, each with a gate of its own.
+func BenchmarkR3PlanCodec(b *testing.B) {
+	for _, c := range []struct{ name, dir string }{
+		{"team", "../../../examples/policies/team"},
+		{"100tools", writePolicy(b, map[string]string{"policy.cue": bigPolicy(100)})},
+	} {
+		dir := c.dir
+		g, err := Load(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		js, err := g.Save()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("decode-%s-%dB", c.name, len(js)), func(b *testing.B) {
+			for b.Loop() {
+				var s saved
+				if err := json.Unmarshal(js, &s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("restore-"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := Restore(js)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Effective([]string{"agent"})
+			}
+		})
+		b.Run("load-"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Load(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("save-"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				g.Save()
+			}
+		})
+	}
+}
