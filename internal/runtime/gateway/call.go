@@ -236,7 +236,10 @@ func (g *Gateway) Check(surface []string, id, name string, input json.RawMessage
 
 // run decides and executes a prepared call.
 func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
-	start := time.Now()
+	var start time.Time // for the decision log's duration only
+	if g.opts.Decisions != nil {
+		start = time.Now()
+	}
 	_, end := g.step(ctx, StepDecide, p.Name)
 	d := g.decide(p)
 	if d.Allowed && g.opts.Decisions != nil {

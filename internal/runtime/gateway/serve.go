@@ -109,10 +109,18 @@ const maxBatch = 64
 // buffered whole behind it, up to maxBatch; the last one read is the
 // one with an error other than errTooLong, if any.
 func readLines(br *bufio.Reader, limit int) []read {
-	// Sized for what is buffered once the first byte has come.
+	// Sized for the whole lines buffered once the first byte has come.
 	br.Peek(1)
-	buf := make([]byte, 0, br.Buffered()+64)
-	rs, ends := make([]read, 0, 16), make([]int, 0, 32)
+	size, n := 0, 1
+	for next, _ := br.Peek(br.Buffered()); n <= maxBatch; n++ {
+		i := bytes.IndexByte(next[size:], '\n')
+		if i < 0 {
+			break
+		}
+		size += i + 1
+	}
+	buf := make([]byte, 0, size)
+	rs, ends := make([]read, 0, n), make([]int, 0, 2*n)
 	for {
 		start := len(buf)
 		var err error
