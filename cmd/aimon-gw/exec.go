@@ -84,6 +84,9 @@ func runExec(ctx context.Context, p execParams) error {
 		if err := sandbox.Available(); err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: it must run in a sandbox, and %v.", err), exitNotRun)
 		}
+		if err := sandbox.Bounded(); err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v.", err), exitNotRun)
+		}
 		// What the sandbox's proxy refuses goes to the command's stderr.
 		d.Sandbox.Log = slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if cmd, err = sandbox.Command(d.Sandbox, workdir, argv, nil, nil); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -74,6 +75,16 @@ func ownPidsCgroup() (string, error) {
 	return "", os.ErrNotExist
 }
 
+// bashOnly gives the layout a policy of Bash alone: the layout's plugin,
+// a Go program, needs more threads than a test's bound of 8.
+func (l *r8Layout) bashOnly(t *testing.T) {
+	t.Helper()
+	writeFile(t, l.policy+"/policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Bash\"]\n")
+	if l.u.uid >= 0 {
+		chownAll(t, l.root, l.u.uid, l.u.gid)
+	}
+}
+
 // groups lists the gateway's pids groups in dir.
 func groups(dir string) []string {
 	var out []string
@@ -93,11 +104,7 @@ func groups(dir string) []string {
 // delegated.
 func TestR8BashProcessesAreBoundedThroughTheBinary(t *testing.T) {
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
-		// Bash alone: a plugin, a Go program, needs more than 8 threads.
-		writeFile(t, l.policy+"/policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Bash\"]\n")
-		if l.u.uid >= 0 {
-			chownAll(t, l.root, l.u.uid, l.u.gid)
-		}
+		l.bashOnly(t)
 		cg := testPidsCgroup(t, l.u)
 		env := []string{sandbox.PidsCgroupEnv + "=" + cg, sandbox.ProcessesEnv + "=8"}
 		replies := l.serveLog(t, "agent", env, nil,
@@ -146,6 +153,43 @@ func TestR8NoPidsCgroupAsRootRefusesBash(t *testing.T) {
 			if warned := strings.Count(log.String(), "sandboxed Bash calls will be refused"); root && warned != 1 || !root && warned != 0 {
 				t.Errorf("%s: %d warnings at start:\n%s", tt.note, warned, log.String())
 			}
+		}
+	})
+}
+
+// TestR8ExecIsBoundedAsBashIs: aimon-gw exec, which runs Claude Code's
+// Bash commands, runs them in a pids group, and as root with none to make
+// refuses them (exit 126) with the sentence; as nobody they run.
+func TestR8ExecIsBoundedAsBashIs(t *testing.T) {
+	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
+		l.bashOnly(t)
+		cg := testPidsCgroup(t, l.u)
+		bin := gatewayBinary(t)
+		os.Chmod(filepath.Dir(bin), 0o755) // nobody runs it
+		root := l.u.uid < 0 && os.Geteuid() == 0
+		tests := []struct {
+			note, cgroup, command, want string
+			refused                     bool
+		}{
+			{note: "past the bound", cgroup: cg, command: `sh -c 'i=0; while [ $i -lt 20 ]; do sleep 100 & i=$((i+1)); done; echo all started'`, want: "Cannot fork"},
+			{note: "no pids cgroup", cgroup: l.root + "/home", command: "echo ran", want: "ran", refused: root},
+		}
+		for _, tt := range tests {
+			argv := append(append(append([]string{}, l.u.prefix...), bin), "exec", "--policy", l.policy, "--workdir", l.proj, "--", tt.command)
+			c := exec.Command(argv[0], argv[1:]...)
+			c.Env = append(os.Environ(), sandbox.PidsCgroupEnv+"="+tt.cgroup, sandbox.ProcessesEnv+"=8", "HOME="+l.root+"/home", "XDG_CACHE_HOME="+l.root+"/home/.cache")
+			out, err := c.CombinedOutput()
+			switch {
+			case tt.refused:
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitNotRun || !strings.Contains(string(out), "Run the gateway as a user other than root") || strings.Contains(string(out), tt.want) {
+					t.Errorf("%s: %v\n%s", tt.note, err, out)
+				}
+			case !strings.Contains(string(out), tt.want) || strings.Contains(string(out), "all started"):
+				t.Errorf("%s: %v\n%s", tt.note, err, out)
+			}
+		}
+		if g := groups(cg); len(g) != 0 {
+			t.Errorf("groups left after exec: %v", g)
 		}
 	})
 }

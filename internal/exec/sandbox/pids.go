@@ -334,7 +334,7 @@ func killGroup(dir string) {
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	}
