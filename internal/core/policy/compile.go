@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -139,10 +140,45 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
 }
 
+// toolSpec is a tool as the policy writes it (#Tool), decoded at once: the
+// plain fields as Go values, and as CUE values what is a schema or what an
+// error sentence places.
+type toolSpec struct {
+	Builtin  string `json:"builtin"`
+	External string `json:"external"`
+	Plugin   *struct {
+		Command cue.Value `json:"command"`
+		SHA256  string    `json:"sha256"`
+		Tool    string    `json:"tool"`
+	} `json:"plugin"`
+	Upstream *struct {
+		Server string `json:"server"`
+		Tool   string `json:"tool"`
+	} `json:"upstream"`
+	Title        string    `json:"title"`
+	Description  string    `json:"description"`
+	Effect       string    `json:"effect"`
+	Idempotent   bool      `json:"idempotent"`
+	OpenWorld    bool      `json:"openWorld"`
+	Input        cue.Value `json:"input"`
+	Output       cue.Value `json:"output"`
+	Concurrency  string    `json:"concurrency"`
+	Interrupt    string    `json:"interrupt"`
+	Subject      cue.Value `json:"subject"`
+	Validation   rule.Mode `json:"validation"`
+	Sandbox      cue.Value `json:"sandbox"`
+	MaxFileBytes int64     `json:"maxFileBytes"`
+	Timeout      cue.Value `json:"timeout"`
+}
+
+// The fields that say a tool's implementation, looked up before the tool
+// is decoded: a built-in is first unified with its shipped declaration.
+var implPaths = [...]cue.Path{cue.MakePath(cue.Str("builtin")), cue.MakePath(cue.Str("plugin")),
+	cue.MakePath(cue.Str("external")), cue.MakePath(cue.Str("upstream"))}
+
 // tool compiles one tool; implAt is where the policy names its
 // implementation when the syntax shows it, found from v otherwise.
 func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Position) *Tool {
-	t := &Tool{Name: name, Pos: position(v.Pos())}
 	if v.Validate() != nil {
 		return nil // the policy-wide validation has reported it
 	}
@@ -150,117 +186,42 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
 		return nil
 	}
-	b, p, x, u := v.LookupPath(cue.ParsePath("builtin")), v.LookupPath(cue.ParsePath("plugin")), v.LookupPath(cue.ParsePath("external")), v.LookupPath(cue.ParsePath("upstream"))
-	server, upTool := str(u.LookupPath(cue.ParsePath("server"))), str(u.LookupPath(cue.ParsePath("tool")))
-	n := btoi(b.Exists()) + btoi(p.Exists()) + btoi(x.Exists()) + btoi(u.Exists())
-	if srv, rest, ok := c.wildcardTool(name); ok && n == 0 {
-		// A tool of a server that exposes "*", named to narrow it.
-		server, upTool, n = srv, rest, 1
+	n := 0
+	for _, p := range implPaths {
+		n += btoi(v.LookupPath(p).Exists())
 	}
-	if n != 1 {
+	srv, rest, wildcard := c.wildcardTool(name)
+	wildcard = wildcard && n == 0 // a tool of a server that exposes "*", named to narrow it
+	if n+btoi(wildcard) != 1 {
 		c.fail(v, "C1", "tool %s needs exactly one implementation: builtin (such as schema.#Read), plugin: {command: [...]}, external (such as claudecode.#Bash), or a server's expose.", name)
 		return nil
 	}
-	t.External = str(x)
-	if b.Exists() {
-		t.Builtin = str(b)
-		// A policy may narrow a built-in, never widen it: the tool is the
-		// shipped declaration unified with what the policy wrote.
-		canonical := c.def.LookupPath(cue.MakePath(cue.Def(t.Builtin)))
-		v = canonical.Unify(v)
-		// CUE lets a closed struct gain optional and required fields, so
-		// look for parameters the built-in does not declare here.
-		if extra := c.widened(name, t.Builtin, canonical.LookupPath(cue.ParsePath("input")), v.LookupPath(cue.ParsePath("input")), "input"); extra {
-			return nil
-		}
-		if err := v.Validate(); err != nil {
-			before := len(c.errs)
-			c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
-			for i := before; i < len(c.errs); i++ {
-				c.errs[i].Message = fmt.Sprintf("tool %s may narrow the built-in %s, not widen it: %s", name, t.Builtin, c.errs[i].Message)
-			}
+	pos := position(v.Pos())
+	if b := v.LookupPath(implPaths[0]); b.Exists() {
+		if v = c.narrowed(name, str(b), v); !v.Exists() {
 			return nil
 		}
 	}
-	t.Description = str(v.LookupPath(cue.ParsePath("description")))
-	t.Title = str(v.LookupPath(cue.ParsePath("title")))
-	if out := v.LookupPath(cue.ParsePath("output")); out.Exists() {
-		js, err := gate.ExportJSONSchema(out)
-		if err != nil {
-			c.fail(out, string(rule.S1), "tool %s: its output cannot be exported as JSON Schema: %v.", name, err)
-			return nil
-		}
-		t.OutputSchema = js
+	var s toolSpec
+	_ = v.Decode(&s) // a field that is not concrete (an error here) stays zero
+	var server, upTool string
+	switch {
+	case s.Upstream != nil: // set by a server's expose
+		server, upTool = s.Upstream.Server, s.Upstream.Tool
+	case wildcard:
+		server, upTool = srv, rest
 	}
-	t.Effect = str(v.LookupPath(cue.ParsePath("effect")))
-	t.Idempotent = boolean(v.LookupPath(cue.ParsePath("idempotent")))
-	t.OpenWorld = boolean(v.LookupPath(cue.ParsePath("openWorld")))
-	t.Input = v.LookupPath(cue.ParsePath("input"))
-	t.Concurrency = str(v.LookupPath(cue.ParsePath("concurrency")))
-	t.Interrupt = str(v.LookupPath(cue.ParsePath("interrupt")))
-	t.Validation = mode
-	if m := v.LookupPath(cue.ParsePath("validation")); m.Exists() {
-		t.Validation = rule.Mode(str(m))
+	t := &Tool{Name: name, Pos: pos, Builtin: s.Builtin, External: s.External, Description: s.Description, Title: s.Title,
+		Effect: s.Effect, Idempotent: s.Idempotent, OpenWorld: s.OpenWorld, Input: s.Input, Concurrency: s.Concurrency,
+		Interrupt: s.Interrupt, Validation: cmp.Or(s.Validation, mode), MaxFileBytes: s.MaxFileBytes, PolicyDir: c.dir}
+	if !c.settings(t, &s) {
+		return nil
 	}
-	t.PolicyDir = c.dir
-	if sb := v.LookupPath(cue.ParsePath("sandbox")); sb.Exists() {
-		if !c.sandbox(t, sb) {
-			return nil
-		}
-	}
-	if m := v.LookupPath(cue.ParsePath("maxFileBytes")); m.Exists() {
-		t.MaxFileBytes = int64(integer(m))
-	}
-	if d := v.LookupPath(cue.ParsePath("timeout")); d.Exists() {
-		var err error
-		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
-			c.fail(d, string(rule.R4), "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", name, str(d))
-			return nil
-		}
-	}
-	if s := v.LookupPath(cue.ParsePath("subject")); s.Exists() {
-		t.Subject = &Subject{Field: str(s.LookupPath(cue.ParsePath("field"))), Kind: str(s.LookupPath(cue.ParsePath("kind"))),
-			Default: str(s.LookupPath(cue.ParsePath("default")))}
-		t.subjectPos = c.pos(s, 0)
-	}
-	if server != "" {
-		spec, sv := c.upstreamSpec(server)
-		spec.Tool = upTool
-		t.Upstream = spec
-		if d := sv.LookupPath(cue.ParsePath("timeout")); d.Exists() && t.Timeout == 0 {
-			t.Timeout, _ = time.ParseDuration(str(d))
-		}
-		if sb := sv.LookupPath(cue.ParsePath("sandbox")); sb.Exists() && t.Sandbox == nil {
-			if !c.sandbox(t, sb) {
-				return nil
-			}
-		}
-		t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("command")), 0)
-		if spec.URL != "" {
-			t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("url")), 0)
-		}
-		// The server declares the input; provisioning completes the tool.
-		t.value, t.pending = v, true
-		return t
-	}
-	if p := v.LookupPath(cue.ParsePath("plugin")); p.Exists() {
-		t.Plugin = &Plugin{SHA256: str(p.LookupPath(cue.ParsePath("sha256"))), Tool: name}
-		if n := p.LookupPath(cue.ParsePath("tool")); n.Exists() {
-			t.Plugin.Tool = str(n)
-		}
-		cmd := p.LookupPath(cue.ParsePath("command"))
-		_ = cmd.Decode(&t.Plugin.Command)
-		if len(t.Plugin.Command) > 0 && c.dir != "" {
-			// A relative binary is the policy repository's own.
-			if bin := t.Plugin.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
-				t.Plugin.Command[0] = filepath.Join(c.dir, bin)
-			}
-		}
-		// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
-		t.ImplPos = c.pos(cmd, 0)
-		// The plugin declares the input; provisioning completes the tool.
-		t.value, t.pending = v, true
-		return t
+	switch {
+	case server != "":
+		return c.upstreamTool(t, v, server, upTool)
+	case s.Plugin != nil:
+		return c.pluginTool(t, v, &s)
 	}
 	if t.ImplPos = implAt; !implAt.IsValid() {
 		t.ImplPos = c.pos(v, 0) // a walk of v's conjuncts: a quarter of a tool's compile
@@ -268,6 +229,99 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 	if !c.compileInput(t) || !c.checkSubject(t) {
 		return nil
 	}
+	return t
+}
+
+// settings reads what of s needs more than a copy: the output schema, the
+// sandbox, the timeout and the subject, reporting what cannot be used.
+func (c *compiler) settings(t *Tool, s *toolSpec) bool {
+	if s.Output.Exists() {
+		js, err := gate.ExportJSONSchema(s.Output)
+		if err != nil {
+			c.fail(s.Output, string(rule.S1), "tool %s: its output cannot be exported as JSON Schema: %v.", t.Name, err)
+			return false
+		}
+		t.OutputSchema = js
+	}
+	if s.Sandbox.Exists() && !c.sandbox(t, s.Sandbox) {
+		return false
+	}
+	if d := s.Timeout; d.Exists() {
+		var err error
+		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
+			c.fail(d, string(rule.R4), "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", t.Name, str(d))
+			return false
+		}
+	}
+	if s.Subject.Exists() {
+		t.Subject = &Subject{}
+		_ = s.Subject.Decode(t.Subject)
+		t.subjectPos = c.pos(s.Subject, 0)
+	}
+	return true
+}
+
+// pluginTool completes t as an out-of-process tool, whose plugin declares
+// its input (provisioning completes the tool).
+func (c *compiler) pluginTool(t *Tool, v cue.Value, s *toolSpec) *Tool {
+	t.Plugin = &Plugin{SHA256: s.Plugin.SHA256, Tool: cmp.Or(s.Plugin.Tool, t.Name)}
+	_ = s.Plugin.Command.Decode(&t.Plugin.Command)
+	if len(t.Plugin.Command) > 0 && c.dir != "" {
+		// A relative binary is the policy repository's own.
+		if bin := t.Plugin.Command[0]; strings.Contains(bin, "/") && !filepath.IsAbs(bin) {
+			t.Plugin.Command[0] = filepath.Join(c.dir, bin)
+		}
+	}
+	// Report at the command the policy wrote: the plugin struct itself is placed in the schema.
+	t.ImplPos = c.pos(s.Plugin.Command, 0)
+	t.value, t.pending = v, true
+	return t
+}
+
+// narrowed is the tool v unified with the built-in it names: a policy may
+// narrow a built-in, never widen it. It reports what widens it and returns
+// the zero value then.
+func (c *compiler) narrowed(name, builtin string, v cue.Value) cue.Value {
+	canonical := c.def.LookupPath(cue.MakePath(cue.Def(builtin)))
+	v = canonical.Unify(v)
+	// CUE lets a closed struct gain optional and required fields, so
+	// look for parameters the built-in does not declare here.
+	if c.widened(name, builtin, canonical.LookupPath(inputPath), v.LookupPath(inputPath), "input") {
+		return cue.Value{}
+	}
+	if err := v.Validate(); err != nil {
+		before := len(c.errs)
+		c.errs = append(c.errs, fromCUE(err, c.schemaDir)...)
+		for i := before; i < len(c.errs); i++ {
+			c.errs[i].Message = fmt.Sprintf("tool %s may narrow the built-in %s, not widen it: %s", name, builtin, c.errs[i].Message)
+		}
+		return cue.Value{}
+	}
+	return v
+}
+
+var inputPath = cue.MakePath(cue.Str("input"))
+
+// upstreamTool completes t as a tool of an upstream MCP server, whose
+// settings it shares where it has none of its own.
+func (c *compiler) upstreamTool(t *Tool, v cue.Value, server, tool string) *Tool {
+	spec, sv := c.upstreamSpec(server)
+	spec.Tool = tool
+	t.Upstream = spec
+	if d := sv.LookupPath(cue.ParsePath("timeout")); d.Exists() && t.Timeout == 0 {
+		t.Timeout, _ = time.ParseDuration(str(d))
+	}
+	if sb := sv.LookupPath(cue.ParsePath("sandbox")); sb.Exists() && t.Sandbox == nil {
+		if !c.sandbox(t, sb) {
+			return nil
+		}
+	}
+	t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("command")), 0)
+	if spec.URL != "" {
+		t.ImplPos = c.pos(sv.LookupPath(cue.ParsePath("url")), 0)
+	}
+	// The server declares the input; provisioning completes the tool.
+	t.value, t.pending = v, true
 	return t
 }
 

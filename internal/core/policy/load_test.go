@@ -5,10 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"aimon.dev/gw/internal/core/defaultpolicy"
+	"aimon.dev/gw/internal/core/rule"
 )
 
 // writePolicy lays out a policy module in a temporary directory.
@@ -338,5 +341,68 @@ agent: "allowed-tools": ["Read(./src/**)", "Bash(./run.sh)"]
 	e, _ = g.Effective(nil)
 	if e.Decide("Read", map[string]any{"file_path": "/src/a.go"}, "/").Allowed {
 		t.Error("without a working directory a relative pattern must match nothing")
+	}
+}
+
+// TestC1ToolSpecDecodesEveryField: each field a policy writes on a tool
+// reaches the compiled tool from the one decoded spec, and what cannot be
+// used is reported where it is written (file:line:col).
+func TestC1ToolSpecDecodesEveryField(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	dir := writePolicy(t, map[string]string{"policy.cue": header + `tools: Echo: schema.#Echo & {
+	effect: "none", idempotent: true, openWorld: false, concurrency: "concurrent_safe", validation: "enforce"
+	maxFileBytes: 10, timeout: "3s", output: {said: string}
+	subject: {field: "message", kind: "command", default: "hi"}
+	sandbox: {mode: "off", write: ["/tmp/x"]}
+}
+tools: P: {title: "Say", description: "says", interrupt: "cooperative"}
+tools: P: plugin: {command: ["./bin/p", "-x"], sha256: "` + sum + `", tool: "q"}
+tools: U: plugin: command: ["u"]
+`})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, p, u := g.Tools["Echo"], g.Tools["P"], g.Tools["U"]
+	for _, tc := range []struct {
+		note      string
+		got, want any
+	}{
+		{"title", p.Title, "Say"},
+		{"description", p.Description, "says"},
+		{"effect", e.Effect, "none"},
+		{"idempotent", e.Idempotent, true},
+		{"openWorld", e.OpenWorld, false},
+		{"concurrency", e.Concurrency, "concurrent_safe"},
+		{"interrupt", p.Interrupt, "cooperative"},
+		{"validation", e.Validation, rule.Enforce},
+		{"maxFileBytes", e.MaxFileBytes, int64(10)},
+		{"timeout", e.Timeout, 3 * time.Second},
+		{"output", string(e.OutputSchema) != "", true},
+		{"subject", *e.Subject, Subject{Field: "message", Kind: "command", Default: "hi"}},
+		{"sandbox", e.Sandbox.Off && len(e.Sandbox.Write) == 1, true},
+		{"builtin", e.Builtin, "Echo"},
+		{"the policy-wide validation by default", u.Validation, g.Validation},
+		{"a plugin's command, relative to the policy", p.Plugin.Command, []string{filepath.Join(dir, "bin/p"), "-x"}},
+		{"a plugin's sha256", p.Plugin.SHA256, sum},
+		{"a plugin's tool", p.Plugin.Tool, "q"},
+		{"a plugin's tool by default", u.Plugin.Tool, "U"},
+		{"a plugin's place", p.ImplPos.Line, 12},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.note, tc.got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ note, tool, want string }{
+		{"a timeout that is not positive", `schema.#Echo & {timeout: "-1s"}`, `policy.cue:5:36: tool T: timeout "-1s" is not a positive duration`},
+		{"a subject that is not a parameter", `schema.#Echo & {subject: {field: "nope", kind: "command"}}`, `policy.cue:5:27: tool T: the subject field "nope" is not a parameter`},
+		{"a sandbox path that is not absolute", `schema.#Echo & {sandbox: write: ["rel"]}`, `policy.cue:5:44: tool T: sandbox.write path "rel" is not absolute`},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			_, err := Load(writePolicy(t, map[string]string{"policy.cue": header + "tools: T: " + tc.tool + "\n"}))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
