@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -62,8 +64,8 @@ func TestR3RestoreBadInput(t *testing.T) {
 
 // TestR3PlanRoundTrips: a plan decodes to what was encoded, exactly: the
 // restored generation saves to the same bytes, gates and lists as written
-// included, for the shipped examples and a generated policy with every
-// kind of list (deny, ask, markdown-free sources, relative patterns).
+// included, for the shipped examples and a policy with every kind of list
+// (deny, ask, relative patterns); FuzzR3PlanRoundTrips generates more.
 func TestR3PlanRoundTrips(t *testing.T) {
 	dirs := map[string]string{
 		"team": "../../../examples/policies/team",
@@ -75,41 +77,87 @@ subagents: r: "allowed-tools": ["Read"]
 `}),
 	}
 	for note, dir := range dirs {
-		t.Run(note, func(t *testing.T) {
-			g, err := Load(dir, WithWorkdir("/w"))
-			if err != nil {
-				t.Fatal(err)
+		t.Run(note, func(t *testing.T) { planRoundTrip(t, dir) })
+	}
+}
+
+// FuzzR3PlanRoundTrips: a generated policy (built-ins, some narrowed, and
+// random allow, deny and ask lists on the agent and two subagents, bad
+// and relative entries among them) round-trips as TestR3PlanRoundTrips
+// says.
+func FuzzR3PlanRoundTrips(f *testing.F) {
+	for i := range uint64(3) {
+		f.Add(i, i+7)
+	}
+	entries := []string{"Read", "Read(./src/**)", "Read(/etc/**)", "Read(/w/**)", "Bash", "Bash(git:*)",
+		"Bash(git push:*)", "Bash(ls)", "Grep", "Grep(/srv/**)", "Echo", "Raed", "Read(rel)"}
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		r := rand.New(rand.NewPCG(s1, s2))
+		list := func() string {
+			var picked []string
+			for range r.IntN(4) {
+				picked = append(picked, strconv.Quote(entries[r.IntN(len(entries))]))
 			}
-			data, err := g.Save()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := Restore(data, WithWorkdir("/w"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := r.Save()
-			if err != nil || string(again) != string(data) {
-				t.Fatalf("the restored plan saves differently (%v):\n%s\n%s", err, data, again)
-			}
-			calls := []struct {
-				tool string
-				in   map[string]any
-			}{{"Read", map[string]any{"file_path": "/w/src/a"}}, {"Read", map[string]any{"file_path": "/etc/x"}},
-				{"Bash", map[string]any{"command": "git push"}}, {"Bash", map[string]any{"command": "git status"}}}
-			for _, ref := range g.SurfaceRefs() {
-				e, err := g.Effective([]string{ref})
-				re, rerr := r.Effective([]string{ref})
-				if (err == nil) != (rerr == nil) {
-					t.Fatalf("%s: loaded %v, restored %v", ref, err, rerr)
-				}
-				for _, c := range calls {
-					if err == nil && !reflect.DeepEqual(e.Decide(c.tool, c.in, "/w"), re.Decide(c.tool, c.in, "/w")) {
-						t.Errorf("%s: %s %v is decided otherwise once restored", ref, c.tool, c.in)
-					}
+			return "[" + strings.Join(picked, ", ") + "]"
+		}
+		surface := func() string {
+			var keys []string
+			for _, k := range []string{"allowed-tools", "denied-tools", "ask-tools"} {
+				if r.IntN(2) == 0 {
+					keys = append(keys, strconv.Quote(k)+": "+list())
 				}
 			}
-		})
+			return "{" + strings.Join(keys, ", ") + "}"
+		}
+		src := header + "tools: Read: schema.#Read\ntools: Bash: schema.#Bash\ntools: Echo: schema.#Echo\n"
+		if r.IntN(2) == 0 {
+			src += "tools: Grep: schema.#Grep & {input: path?: =~\"^/srv/\"}\n"
+		}
+		src += "agent: " + surface() + "\nsubagents: a: " + surface() + "\nsubagents: b: " + surface() + "\n"
+		planRoundTrip(t, writePolicy(t, map[string]string{"policy.cue": src}))
+	})
+}
+
+// planRoundTrip loads the policy in dir, saves, restores and saves it
+// again: the bytes must be the same, and every chain must decide some
+// calls as the loaded one does.
+func planRoundTrip(t *testing.T, dir string) {
+	t.Helper()
+	g, err := Load(dir, WithWorkdir("/w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(data, WithWorkdir("/w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.Save()
+	if err != nil || string(again) != string(data) {
+		t.Fatalf("the restored plan saves differently (%v):\n%s\n%s", err, data, again)
+	}
+	calls := []struct {
+		tool string
+		in   map[string]any
+	}{{"Read", map[string]any{"file_path": "/w/src/a"}}, {"Read", map[string]any{"file_path": "/etc/x"}},
+		{"Bash", map[string]any{"command": "git push"}}, {"Bash", map[string]any{"command": "git status"}},
+		{"Grep", map[string]any{"pattern": "x", "path": "/srv/a"}}, {"Echo", map[string]any{"message": "hi"}}}
+	for _, ref := range g.SurfaceRefs() {
+		for _, chain := range [][]string{{ref}, {ref, "subagent:b"}} {
+			e, err := g.Effective(chain)
+			re, rerr := r.Effective(chain)
+			if (err == nil) != (rerr == nil) || err != nil && err.Error() != rerr.Error() {
+				t.Fatalf("%v: loaded %v, restored %v", chain, err, rerr)
+			}
+			for _, c := range calls {
+				if err == nil && !reflect.DeepEqual(e.Decide(c.tool, c.in, "/w"), re.Decide(c.tool, c.in, "/w")) {
+					t.Errorf("%v: %s %v is decided otherwise once restored", chain, c.tool, c.in)
+				}
+			}
+		}
 	}
 }
 
