@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -194,14 +195,14 @@ func (e *Effective) Approved(tool string, in map[string]any, written any, workdi
 // decideAllow decides a call by the allow lists alone.
 func (e *Effective) decideAllow(tool string, in map[string]any, written any, workdir string) Decision {
 	if e.allowAll() {
-		return Decision{Allowed: true, Rule: rule.P11, Reason: fmt.Sprintf("%s is allowed: no allowed-tools list limits this surface.", tool)}
+		return Decision{Allowed: true, Rule: rule.P11, Reason: tool + " is allowed: no allowed-tools list limits this surface."}
 	}
 	r, ok := e.rules[tool]
 	if !ok {
 		return Decision{Rule: rule.P9, Reason: fmt.Sprintf("%s is not allowed on this surface: it has no entry in allowed-tools. Allowed tools are %s.", tool, e.toolList())}
 	}
 	if r.top {
-		return Decision{Allowed: true, Rule: rule.P6, Reason: fmt.Sprintf("%s is allowed by name.", tool), Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
+		return Decision{Allowed: true, Rule: rule.P6, Reason: tool + " is allowed by name.", Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
 	}
 	if bad := r.deniesAll(); bad != nil {
 		_, shown := r.allowedText("")
@@ -252,7 +253,7 @@ func (r *toolRule) decideSubject(e *Effective, in map[string]any, written any, w
 	}
 	if by, ok := r.match(subj); ok {
 		return Decision{Allowed: true, Rule: ruleOf(kind), Entries: by,
-			Reason: fmt.Sprintf("%s %s %s is allowed by %s.", r.tool, kind, quoteSubject(raw, subj), strings.Join(by, " and "))}
+			Reason: r.tool + " " + string(kind) + " " + quoteSubject(raw, subj) + " is allowed by " + strings.Join(by, " and ") + "."}
 	}
 	text, shown := r.allowedText(subj)
 	d := Decision{Rule: ruleOf(kind), Entries: shown}
@@ -407,9 +408,9 @@ func ruleOf(k Kind) rule.ID {
 // resolved.
 func quoteSubject(raw any, subj string) string {
 	if s, ok := raw.(string); ok && s != subj {
-		return fmt.Sprintf("%q (resolved to %q)", s, subj)
+		return strconv.Quote(s) + " (resolved to " + strconv.Quote(subj) + ")"
 	}
-	return fmt.Sprintf("%q", subj)
+	return strconv.Quote(subj)
 }
 
 // maxChains bounds a Chains cache: chains come from callers, and a chain
