@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/front/httpfront"
 	"aimon.dev/gw/internal/front/mcpfront"
@@ -121,6 +122,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	defer stopTracing()
 	warnUnbounded(p.Log)
+	defer sandbox.Sweep() // after the runtime's close, which stops the plugins
 	if p.Listen != "" {
 		return serveMCPHTTP(ctx, p, ro, tracing)
 	}

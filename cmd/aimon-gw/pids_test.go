@@ -193,3 +193,20 @@ func TestR8ExecIsBoundedAsBashIs(t *testing.T) {
 		}
 	})
 }
+
+// TestR8PluginGroupGoesWithTheGateway: a sandboxed plugin runs in a pids
+// group of its own, which is gone once serve has ended.
+func TestR8PluginGroupGoesWithTheGateway(t *testing.T) {
+	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
+		cg := testPidsCgroup(t, l.u)
+		replies := l.serveLog(t, "agent", []string{sandbox.PidsCgroupEnv + "=" + cg}, nil,
+			bashLine("groups", "cd "+cg+" && ls -d aimon-gw-*"))
+		// The plugin's group and the call's own.
+		if g := strings.Split(text(replies[0]), "\n"); len(g) != 3 {
+			t.Errorf("the groups during a call, want the plugin's and the call's: %v", replies[0])
+		}
+		if g := groups(cg); len(g) != 0 {
+			t.Errorf("groups left after serve ended: %v", g)
+		}
+	})
+}

@@ -86,6 +86,7 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	defer stopTracing()
 	warnUnbounded(p.Log)
+	defer sandbox.Sweep() // after rt.Close, which stops the plugins
 	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Gateway: o})
 	if err != nil {
 		return err

@@ -70,6 +70,7 @@ type pidsHome struct {
 var pidsParent = sync.OnceValue(func() pidsHome {
 	h := findPids(os.Getenv(PidsCgroupEnv), "/proc/self/cgroup", "/proc/self/mountinfo")
 	if h.err == nil {
+		sweep(h.dir)
 		// A group can be made and bounded here, or there is none to use.
 		var g *pidsGroup
 		if g, h.err = newPidsGroup(h.dir, 1); h.err == nil {
@@ -289,6 +290,34 @@ func withPids(cmd *exec.Cmd, h pidsHome) error {
 	cmd.Args = append([]string{"sh", "-c", joinScript(fd), groupTag + g.dir}, cmd.Args...)
 	cmd.Path = "/bin/sh"
 	return nil
+}
+
+// Sweep removes the empty pids groups of this gateway and of gateways no
+// longer running, which a process that exited before its Finish (a plugin
+// at the gateway's exit, a gateway killed) left; serve and mcp call it as
+// they end, and the first sandbox before it is made.
+func Sweep() {
+	if h := pidsParent(); h.err == nil {
+		sweep(h.dir)
+	}
+}
+
+// sweep removes the groups in parent named for this process or for one
+// that no longer exists. rmdir removes only an empty group: one in use
+// stays, and another gateway's (its process lives) is not touched.
+func sweep(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "aimon-gw-")
+		ps, _, ok2 := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(ps)
+		if !ok || !ok2 || err != nil || !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); pid == os.Getpid() || errors.Is(err, os.ErrNotExist) {
+			unix.Rmdir(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 // Finish ends what is left of a sandbox cmd ran in and removes its pids

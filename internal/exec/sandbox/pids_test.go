@@ -251,3 +251,39 @@ func BenchmarkR8PidsGroup(b *testing.B) {
 	b.ReportMetric(float64(with)/float64(without), "with/without")
 	b.ReportMetric(float64(with-without)/float64(b.N)/1e6, "added-ms")
 }
+
+// TestR8SweepRemovesLeftGroups: the empty groups of this gateway and of
+// one no longer running go; another live gateway's, a group still in use
+// (not empty) and other directories stay.
+func TestR8SweepRemovesLeftGroups(t *testing.T) {
+	parent := t.TempDir()
+	dead := 4194000
+	for ; dead > 1; dead-- {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", dead)); os.IsNotExist(err) {
+			break
+		}
+	}
+	tests := []struct {
+		note, name  string
+		busy, stays bool
+	}{
+		{note: "this gateway's, empty", name: fmt.Sprintf("aimon-gw-%d-3", os.Getpid())},
+		{note: "this gateway's, in use", name: fmt.Sprintf("aimon-gw-%d-4", os.Getpid()), busy: true, stays: true},
+		{note: "a gateway's no longer running", name: fmt.Sprintf("aimon-gw-%d-1", dead)},
+		{note: "a live gateway's", name: "aimon-gw-1-2", stays: true},
+		{note: "not a group of ours", name: "other-1-2", stays: true},
+		{note: "a name without a pid", name: "aimon-gw-x-2", stays: true},
+	}
+	for _, tt := range tests {
+		os.Mkdir(filepath.Join(parent, tt.name), 0o755)
+		if tt.busy {
+			os.WriteFile(filepath.Join(parent, tt.name, "task"), nil, 0o644)
+		}
+	}
+	sweep(parent)
+	for _, tt := range tests {
+		if _, err := os.Stat(filepath.Join(parent, tt.name)); (err == nil) != tt.stays {
+			t.Errorf("%s: stat %v, want it to stay %v", tt.note, err, tt.stays)
+		}
+	}
+}
