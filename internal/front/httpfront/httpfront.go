@@ -32,6 +32,7 @@ import (
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -391,12 +392,12 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
-	var cur *gateway.Current
+	var cur *provision.Generation
 	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
 		// Retired by a reload a moment ago: the next is in force.
 	}
 	defer cur.Exit()
-	if chain := cchook.Chain(cur.Generation.Generation, in); len(chain) < len(c.chain) || !slices.Equal(chain[:len(c.chain)], c.chain) {
+	if chain := cchook.Chain(cur.Generation, in); len(chain) < len(c.chain) || !slices.Equal(chain[:len(c.chain)], c.chain) {
 		return cchook.Blocked(fmt.Sprintf("%s runs on %s, and this input's chain %s does not begin with it; the call is blocked.", c.claims, strings.Join(c.chain, ","), strings.Join(chain, ",")))
 	}
 	wd := f.o.Reload.Gateway.Workdir
@@ -406,5 +407,5 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	// The hook's gateway lives for one decision: its logs would only say
 	// again which policy is in force.
 	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true}
-	return cchook.DecideWrapped(cur.Generation, in, opts, f.o.Wrap)
+	return cchook.DecideWrapped(cur, in, opts, f.o.Wrap)
 }

@@ -84,7 +84,7 @@ func decide(gw *gateway.Gateway, t policy.Test) Result {
 	r := Result{Test: t}
 	surface, err := t.Surface, error(nil)
 	if t.Principal != nil {
-		surface, err = principal(gw.Current().Generation.Generation, *t.Principal, t.Surface)
+		surface, err = principal(gw.Current().Generation, *t.Principal, t.Surface)
 	}
 	if err == nil {
 		surface, err = gw.LineChain(surface)

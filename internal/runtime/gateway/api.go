@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+
+	"aimon.dev/gw/internal/runtime/provision"
 )
 
 // ToolDef is a tool as offered to a model: its name, description and input
@@ -30,7 +32,7 @@ func (g *Gateway) Tools(chain []string) ([]ToolDef, error) {
 	return toolDefs(cur, chain)
 }
 
-func toolDefs(cur *Current, chain []string) ([]ToolDef, error) {
+func toolDefs(cur *provision.Generation, chain []string) ([]ToolDef, error) {
 	eff, err := cur.Effective(chain)
 	if err != nil {
 		return nil, err

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
 )
 
 // batch runs the calls of one model response and appends their results to
 // out in call order (rule K4).
-func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls []call, out []result) []result {
+func (g *Gateway) batch(ctx context.Context, cur *provision.Generation, chain []string, calls []call, out []result) []result {
 	var one [1]prepared // a lone call's, on the stack
 	ps := one[:0]
 	if len(calls) > len(one) {
@@ -51,7 +52,7 @@ func (g *Gateway) batch(ctx context.Context, cur *Current, chain []string, calls
 
 // runParallel runs the calls of a batch at once, within the batch's and the
 // gateway's bounds (rule K2).
-func (g *Gateway) runParallel(ctx context.Context, cur *Current, chain []string, ps []prepared) []result {
+func (g *Gateway) runParallel(ctx context.Context, cur *provision.Generation, chain []string, ps []prepared) []result {
 	out := make([]result, len(ps))
 	g.log.Debug("running batch in parallel", "calls", len(ps))
 	perBatch := make(chan struct{}, max(1, cur.Parallel.PerBatchMax))
@@ -89,7 +90,7 @@ func acquire(ctx context.Context, sem chan struct{}) bool {
 // parallel reports whether a batch may run in parallel (rule K2): two or
 // more calls, parallel execution enabled, and every call a known, allowed
 // tool that is concurrent-safe and may be interrupted safely (rule K1).
-func parallel(cur *Current, ps []prepared) bool {
+func parallel(cur *provision.Generation, ps []prepared) bool {
 	if len(ps) < 2 || !cur.Parallel.Enabled {
 		return false
 	}
@@ -110,7 +111,7 @@ func parallel(cur *Current, ps []prepared) bool {
 
 // cancelled answers, and records, a call whose batch was cancelled before
 // it ran: decided, but not run (rules R2, R7).
-func (g *Gateway) cancelled(cur *Current, chain []string, p prepared) result {
+func (g *Gateway) cancelled(cur *provision.Generation, chain []string, p prepared) result {
 	d := rule.Refused(rule.R2, cancelledBeforeRun())
 	g.record(cur, chain, p, d, time.Now(), nil)
 	return errorResult(p.ID, d.Reason)

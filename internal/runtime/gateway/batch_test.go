@@ -253,7 +253,7 @@ func TestK3OnePoolAcrossReloads(t *testing.T) {
 			gw.Handle(withTimeout(t), []byte(batchLine("Par", "Par", "Par")))
 		}()
 		if i == 2 {
-			gw.Swap(provisioned(t, gw.Current().Generation.Generation, plugins)) // a reload mid-flight
+			gw.Swap(provisioned(t, gw.Current().Generation, plugins)) // a reload mid-flight
 		}
 	}
 	wg.Wait()

@@ -15,6 +15,7 @@ import (
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
 )
 
@@ -25,7 +26,7 @@ import (
 type prepared struct {
 	call
 	chain   []string
-	cur     *Current
+	cur     *provision.Generation
 	tool    *policy.Tool
 	eff     *allow.Effective
 	ceil    ceiling
@@ -38,7 +39,7 @@ func (p *prepared) settle(d rule.Decision) { p.settled = &d }
 // prepare finds the tool and checks that the surface lists it (rule P9).
 // eff is the chain's effective list, computed once per line; err is why
 // the chain cannot run.
-func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
+func (g *Gateway) prepare(cur *provision.Generation, chain []string, eff *allow.Effective, ceil ceiling, chainErr error, c call) prepared {
 	p := prepared{call: c, chain: chain, cur: cur, eff: eff, ceil: ceil}
 	if chainErr != nil {
 		p.settle(rule.Refused(rule.P11, notExecuted(chainErr.Error())))
@@ -94,14 +95,14 @@ func (g *Gateway) prepare(cur *Current, chain []string, eff *allow.Effective, ce
 // that sets it; effect "" is none.
 type ceiling struct{ effect, by string }
 
-func ceilingOf(cur *Current, chain []string) ceiling {
+func ceilingOf(cur *provision.Generation, chain []string) ceiling {
 	e, by := cur.Ceiling(chain)
 	return ceiling{e, by}
 }
 
 // listed is the names of the tools the surface may use, sorted: those with
 // an entry (rule P9) within the ceiling (rule P13).
-func listed(cur *Current, eff *allow.Effective, ceil ceiling) []string {
+func listed(cur *provision.Generation, eff *allow.Effective, ceil ceiling) []string {
 	var names []string
 	for _, n := range cur.Names() {
 		if t := cur.Tools[n]; eff.Listed(n) && !policy.Above(t.Effect, ceil.effect) && t.Unpinned == "" && t.Unavailable == "" {
@@ -235,7 +236,7 @@ func (g *Gateway) Check(surface []string, id, name string, input json.RawMessage
 }
 
 // run decides and executes a prepared call.
-func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepared) result {
+func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []string, p prepared) result {
 	var start time.Time // for the decision log's duration only
 	if g.opts.Decisions != nil {
 		start = time.Now()
@@ -261,7 +262,7 @@ func (g *Gateway) run(ctx context.Context, cur *Current, chain []string, p prepa
 
 // recordRun is record of a call that ran, whose result was an error or
 // not; the pointer record keeps is made only when there is a log.
-func (g *Gateway) recordRun(cur *Current, chain []string, p prepared, d rule.Decision, start time.Time, isErr bool) {
+func (g *Gateway) recordRun(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, isErr bool) {
 	if g.opts.Decisions != nil {
 		e := isErr // on the heap only here
 		g.record(cur, chain, p, d, start, &e)
@@ -270,7 +271,7 @@ func (g *Gateway) recordRun(cur *Current, chain []string, p prepared, d rule.Dec
 
 // record writes the decision log's record of a call; isErr is whether its
 // result was an error, nil when it was decided only (check, the hook).
-func (g *Gateway) record(cur *Current, chain []string, p prepared, d rule.Decision, start time.Time, isErr *bool) {
+func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, isErr *bool) {
 	if g.opts.Decisions == nil {
 		return
 	}
@@ -374,7 +375,7 @@ func safeRun(ctx context.Context, t tools.Tool, env *tools.Env, in tools.Input) 
 
 // entryPlaces is where the deciding entries are written, along the chain:
 // in the deny or ask entries for a P14 decision, else the allow entries.
-func entryPlaces(cur *Current, chain []string, d rule.Decision, workdir string) []string {
+func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, workdir string) []string {
 	key := "allowed-tools"
 	switch {
 	case d.Rule == rule.P14 && d.Ask:

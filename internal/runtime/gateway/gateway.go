@@ -69,14 +69,7 @@ type Gateway struct {
 	log   *slog.Logger
 	files *tools.FileSet
 	pool  *pool // rule K3: one for the gateway, sized by the generation in force
-	cur   atomic.Pointer[Current]
-}
-
-// Current is the generation in force, with when and in which order it came.
-type Current struct {
-	*provision.Generation
-	Number   int64
-	LoadedAt time.Time
+	cur   atomic.Pointer[provision.Generation]
 }
 
 // New returns a gateway serving gen, which it owns from then on: a Swap
@@ -100,27 +93,29 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 // Swap puts gen in force for every line that starts after it returns, and
 // retires the generation it replaces: that one releases what it alone held
 // once its calls in flight have finished (rule R3).
-func (g *Gateway) Swap(gen *provision.Generation) *Current {
+func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 	var n int64 = 1
 	old := g.cur.Load()
 	if old != nil {
 		n = old.Number + 1
 	}
-	c := &Current{Generation: gen, Number: n, LoadedAt: time.Now()}
+	if gen.Number == 0 { // numbered once, before any line can see it
+		gen.Number, gen.LoadedAt = n, time.Now()
+	}
 	if !g.opts.Protected {
 		protect(gen)
 	}
 	g.pool.resize(gen.Parallel.MaxConcurrency)
-	g.cur.Store(c)
-	if old != nil && old.Generation != gen {
+	g.cur.Store(gen)
+	if old != nil && old != gen {
 		old.Retire()
 	}
-	g.log.Info("policy in force", "generation", n, "revision", gen.Revision, "tools", len(gen.Tools))
-	return c
+	g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "tools", len(gen.Tools))
+	return gen
 }
 
 // Current returns the generation in force.
-func (g *Gateway) Current() *Current { return g.cur.Load() }
+func (g *Gateway) Current() *provision.Generation { return g.cur.Load() }
 
 // LastReload says why the newest policy edit was rejected, and when; ""
 // when it went in force, or when the policy is not reloaded.
@@ -133,7 +128,7 @@ func (g *Gateway) LastReload() (problem string, at time.Time) {
 
 // enter returns the generation in force with a call entered in it; the
 // caller exits it when the line is answered.
-func (g *Gateway) enter() *Current {
+func (g *Gateway) enter() *provision.Generation {
 	for {
 		c := g.cur.Load()
 		if c.Enter() {
@@ -331,7 +326,7 @@ type statusReply struct {
 	Unavailable []provision.Unavailable `json:"unavailable,omitempty"`
 }
 
-func (g *Gateway) status(cur *Current) []byte {
+func (g *Gateway) status(cur *provision.Generation) []byte {
 	r := statusReply{Type: "status", Generation: cur.Number, Revision: cur.Revision, LoadedAt: cur.LoadedAt.UTC(), Tools: len(cur.Tools), Unavailable: cur.Unavailable}
 	for _, n := range cur.Names() {
 		if u := cur.Tools[n].Unpinned; u != "" {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+
+	"aimon.dev/gw/internal/runtime/provision"
 )
 
 type toolsReply struct {
@@ -34,7 +36,7 @@ type openaiFunction struct {
 // listTools answers list_tools with the tools the surface may use (rule
 // P9). strict asks, for the OpenAI formats, for schemas OpenAI's strict mode
 // accepts; a tool whose schema cannot be made so is listed with strict false.
-func (g *Gateway) listTools(cur *Current, chain []string, format string, strict bool) []byte {
+func (g *Gateway) listTools(cur *provision.Generation, chain []string, format string, strict bool) []byte {
 	if format == "" {
 		format = "anthropic"
 	}

@@ -22,7 +22,7 @@ import (
 // entries for the tools that write files (the built-ins Write and Edit,
 // whatever the policy names them), and the tool's own sandbox.write; what
 // the gateway reads or runs stays read-only (protect, rule R8).
-func (g *Gateway) sandbox(cur *Current, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
+func (g *Gateway) sandbox(cur *provision.Generation, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Log: g.log}
 	var withheld []string // where the writers' deny and ask entries reach

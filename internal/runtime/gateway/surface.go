@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/provision"
 )
 
 // Bounds on a line's surface chain: chains come from callers, and each
@@ -49,7 +50,7 @@ func show(chain []string) string { return "[" + strings.Join(chain, ", ") + "]" 
 
 // refuseLine answers, and records, every call of a line whose surface chain
 // the gateway's own does not admit (rule R5).
-func (g *Gateway) refuseLine(cur *Current, surface []string, calls []call, err error) []result {
+func (g *Gateway) refuseLine(cur *provision.Generation, surface []string, calls []call, err error) []result {
 	out := make([]result, len(calls))
 	for i, c := range calls {
 		d := rule.Refused(rule.R5, notExecuted(err.Error()))

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
@@ -58,6 +59,10 @@ type Registry map[string]Kind
 // it holds when its last call exits. Safe for concurrent use.
 type Generation struct {
 	*policy.Generation
+	// Number and LoadedAt say in which order and when the gateway put the
+	// generation in force; set once, before any call can see it.
+	Number   int64
+	LoadedAt time.Time
 	// Unavailable are the upstream servers that could not be started or
 	// reached, whose tools are withheld (rule R4), by server name.
 	Unavailable []Unavailable
