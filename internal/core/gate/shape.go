@@ -558,7 +558,11 @@ func clipText(s string) string {
 // plainStruct reports whether v is a conjunction of struct literals and
 // references to them, with no validator (struct.MinFields) or disjunction:
 // the evaluated fields and closedness then say all there is.
-func plainStruct(v cue.Value, depth int) bool {
+func plainStruct(v cue.Value, depth int) bool { return plainVia(v, depth, follow) }
+
+// plainVia is plainStruct with the references followed by deref, which
+// returns false when a reference has no root.
+func plainVia(v cue.Value, depth int, deref func(cue.Value) (cue.Value, bool)) bool {
 	if depth > 16 {
 		return false
 	}
@@ -568,7 +572,7 @@ func plainStruct(v cue.Value, depth int) bool {
 		return v.IncompleteKind() == cue.StructKind
 	case cue.AndOp:
 		for _, a := range args {
-			if !plainStruct(a, depth+1) {
+			if !plainVia(a, depth+1, deref) {
 				return false
 			}
 		}
@@ -576,13 +580,45 @@ func plainStruct(v cue.Value, depth int) bool {
 	case cue.CallOp:
 		// close({...}), as JSON Schema's additionalProperties: false reads;
 		// closedness itself is the probe's to find.
-		return len(args) == 2 && fmt.Sprint(args[0]) == "close" && plainStruct(args[1], depth+1)
+		return len(args) == 2 && fmt.Sprint(args[0]) == "close" && plainVia(args[1], depth+1, deref)
 	case cue.SelectorOp:
-		root, path := v.ReferencePath()
-		if !root.Exists() {
-			return false
-		}
-		return plainStruct(root.LookupPath(path), depth+1)
+		d, ok := deref(v)
+		return ok && plainVia(d, depth+1, deref)
+	}
+	return false
+}
+
+// follow returns the value a reference names. A bare name of a field in
+// scope (#In) always has a root, and the field it names is the value
+// Dereference resolves without finalizing the whole root, which
+// ReferencePath does on every call: milliseconds a tool when the root is a
+// package the policy imports (issue 32). A selection (pkg.#In, #A.b) may
+// have no root, and goes through ReferencePath.
+func follow(v cue.Value) (cue.Value, bool) {
+	if fieldReference(v) {
+		return cue.Dereference(v), true
+	}
+	return byReferencePath(v)
+}
+
+func byReferencePath(v cue.Value) (cue.Value, bool) {
+	root, path := v.ReferencePath()
+	if !root.Exists() {
+		return cue.Value{}, false
+	}
+	return root.LookupPath(path), true
+}
+
+// fieldReference reports whether a reference (cue.SelectorOp) is spelt as
+// an identifier, which CUE compiles to a reference to a field in scope,
+// not a selection.
+func fieldReference(v cue.Value) bool {
+	switch s := v.Source().(type) {
+	case *ast.Ident:
+		return true
+	case *ast.Field:
+		_, ok := s.Value.(*ast.Ident)
+		return ok
 	}
 	return false
 }
