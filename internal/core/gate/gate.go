@@ -90,10 +90,19 @@ func CompileLimits(schema cue.Value, lim Limits) (*Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the input schema cannot be compiled: %w", err)
 	}
-	return &Gate{schema: schema, root: root, lim: lim}, nil
+	g := &Gate{root: root, lim: lim}
+	if root.CUE {
+		// Only a shape that leaves inputs to CUE consults the schema; a
+		// schema value holds its whole evaluated policy alive (issue 32:
+		// most of a 1,000-tool policy's heap was held through its gates).
+		g.schema = schema
+	}
+	return g, nil
 }
 
-// Schema returns the CUE schema the gate was compiled from.
+// Schema returns the CUE schema the gate was compiled from, kept only when
+// the gate needs CUE to decide some inputs (NeedsCUE); otherwise the zero
+// value, as for a decoded gate.
 func (g *Gate) Schema() cue.Value { return g.schema }
 
 // Check returns every way in breaks the schema (rule S10), nil when none. in

@@ -169,7 +169,7 @@ func TestCompileBadSchema(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	g, err := CompileLimits(compileCUE(t, `#In: {s?: string, o?: {...}, a?: [...]}`, "#In").Schema(),
+	g, err := CompileLimits(cueCtx().CompileString(`#In: {s?: string, o?: {...}, a?: [...]}`).LookupPath(cueParse("#In")),
 		Limits{MaxDepth: 4, MaxKeys: 3, MaxKeyLen: 8, MaxString: 10, MaxItems: 3})
 	if err != nil {
 		t.Fatal(err)

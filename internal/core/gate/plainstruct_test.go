@@ -85,3 +85,29 @@ func TestS4PlainStructReferenceSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestS4GateKeepsSchemaOnlyForCUE: a gate whose shape decides every input
+// drops its CUE schema, which would hold the whole evaluated policy alive,
+// and still decides as CUE does; a gate that leaves inputs to CUE keeps it.
+func TestS4GateKeepsSchemaOnlyForCUE(t *testing.T) {
+	for _, tc := range []struct {
+		note, src, input, want string
+		keeps                  bool
+	}{
+		{note: "a plain shape", src: `#In: {a!: int, s?: =~"^m"}`, input: `{"a": 1, "s": "x"}`,
+			want: "Parameter 's' must satisfy =~\"^m\", got string \"x\".", keeps: false},
+		{note: "a bound on another field", src: `#In: {lo!: int, hi!: >=lo}`, input: `{"lo": 2, "hi": 1}`,
+			want: "Parameter 'hi' must satisfy >=lo, got number 1.", keeps: true},
+		{note: "a disjunction of structs", src: `#In: {a!: int} | {b!: int}`, input: `{"a": 1}`, keeps: true},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			g := compileCUE(t, tc.src, "#In")
+			if got := g.Schema().Exists(); got != tc.keeps || got != g.NeedsCUE() {
+				t.Fatalf("Schema().Exists() = %v, NeedsCUE() = %v, want %v", got, g.NeedsCUE(), tc.keeps)
+			}
+			if got := sentences(t, g, tc.input); got != tc.want {
+				t.Errorf("Check(%s) = %q, want %q", tc.input, got, tc.want)
+			}
+		})
+	}
+}

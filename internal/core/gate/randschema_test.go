@@ -119,7 +119,7 @@ func checkRandomSchema(t *testing.T, r *rand.Rand, i int) *Gate {
 		return nil
 	}
 	roundTrip(t, g)
-	c := diffCase{fmt.Sprintf("random[%d] %s", i, src), g}
+	c := diffCase{fmt.Sprintf("random[%d] %s", i, src), g, schema}
 	for range 40 {
 		agree(t, c, gen{r}.input(g))
 		agree(t, c, gen{r}.object(1))
@@ -241,7 +241,7 @@ func checkRandomImported(t *testing.T, r *rand.Rand, i int) *Gate {
 		t.Fatalf("%s: %v", js, err)
 	}
 	roundTrip(t, g)
-	c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g}
+	c := diffCase{fmt.Sprintf("imported random[%d] %s", i, js), g, v}
 	for range 40 {
 		agree(t, c, gen{r}.input(g))
 		agree(t, c, gen{r}.object(1))
