@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -91,12 +92,12 @@ func vet(p vetParams) error {
 
 // vetProblem is one problem in vet's JSON form.
 type vetProblem struct {
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Column   int    `json:"column"`
-	Code     string `json:"code"`
-	Message  string `json:"message"`
-	Severity string `json:"severity"`
+	File     string  `json:"file"`
+	Line     int     `json:"line"`
+	Column   int     `json:"column"`
+	Code     rule.ID `json:"code"`
+	Message  string  `json:"message"`
+	Severity string  `json:"severity"`
 }
 
 // printProblems writes the problems in the format: text lines, a JSON
@@ -121,7 +122,7 @@ func printProblems(w io.Writer, format string, problems []policy.Diagnostic) err
 			if d.Warning {
 				kind = "warning"
 			}
-			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=aimon-gw vet %s::%s\n", kind, ghEscape(d.Pos.File, true), max(d.Pos.Line, 1), max(d.Pos.Col, 1), ghEscape(d.Code, true), ghEscape(d.Message, false))
+			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=aimon-gw vet %s::%s\n", kind, ghEscape(d.Pos.File, true), max(d.Pos.Line, 1), max(d.Pos.Col, 1), ghEscape(string(d.Code), true), ghEscape(d.Message, false))
 		}
 		return nil
 	}

@@ -38,7 +38,7 @@ type compiler struct {
 	pinsOf    map[string]map[string]Pin // by server, as pins read them
 }
 
-func (c *compiler) fail(v cue.Value, code, format string, args ...any) {
+func (c *compiler) fail(v cue.Value, code rule.ID, format string, args ...any) {
 	c.errs = append(c.errs, Diagnostic{Pos: c.pos(v, 0), Code: code, Message: fmt.Sprintf(format, args...)})
 }
 
@@ -63,7 +63,7 @@ func (c *compiler) pos(v cue.Value, depth int) Position {
 	return position(p)
 }
 
-func (c *compiler) warn(pos Position, code, format string, args ...any) {
+func (c *compiler) warn(pos Position, code rule.ID, format string, args ...any) {
 	c.warnings = append(c.warnings, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Warning: true})
 }
 
@@ -238,7 +238,7 @@ func (c *compiler) settings(t *Tool, s *toolSpec) bool {
 	if s.Output.Exists() {
 		js, err := gate.ExportJSONSchema(s.Output)
 		if err != nil {
-			c.fail(s.Output, string(rule.S1), "tool %s: its output cannot be exported as JSON Schema: %v.", t.Name, err)
+			c.fail(s.Output, rule.S1, "tool %s: its output cannot be exported as JSON Schema: %v.", t.Name, err)
 			return false
 		}
 		t.OutputSchema = js
@@ -249,7 +249,7 @@ func (c *compiler) settings(t *Tool, s *toolSpec) bool {
 	if d := s.Timeout; d.Exists() {
 		var err error
 		if t.Timeout, err = time.ParseDuration(str(d)); err != nil || t.Timeout <= 0 {
-			c.fail(d, string(rule.R4), "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", t.Name, str(d))
+			c.fail(d, rule.R4, "tool %s: timeout %q is not a positive duration; write one such as \"30s\" or \"2m\".", t.Name, str(d))
 			return false
 		}
 	}
@@ -365,9 +365,9 @@ func (c *compiler) wildcards(v cue.Value) {
 		has := func(f string) bool { return sv.LookupPath(cue.ParsePath(f)).Exists() }
 		switch {
 		case has("command") == has("url"):
-			c.fail(sv, string(rule.R4), "server %s needs exactly one of command (a server the gateway starts, over stdio) and url (a streamable-HTTP server it reaches).", name)
+			c.fail(sv, rule.R4, "server %s needs exactly one of command (a server the gateway starts, over stdio) and url (a streamable-HTTP server it reaches).", name)
 		case has("url") && (has("sandbox") || has("env") || has("cwd")):
-			c.fail(sv.LookupPath(cue.ParsePath("url")), string(rule.R6), "server %s is reached at its url, so sandbox, env and cwd, which apply to a command the gateway starts, cannot hold; remove them or give a command.", name)
+			c.fail(sv.LookupPath(cue.ParsePath("url")), rule.R6, "server %s is reached at its url, so sandbox, env and cwd, which apply to a command the gateway starts, cannot hold; remove them or give a command.", name)
 		}
 		if iter.Value().LookupPath(cue.ParsePath("expose")).IncompleteKind() == cue.StringKind {
 			c.wildcard[iter.Selector().Unquoted()] = true
@@ -388,7 +388,7 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 		for iter.Next() {
 			p := str(iter.Value())
 			if f.name != "env" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
-				c.fail(iter.Value(), string(rule.R6), "tool %s: sandbox.%s path %q is not absolute; write an absolute path (or ~/ for the gateway's home directory).", t.Name, f.name, p)
+				c.fail(iter.Value(), rule.R6, "tool %s: sandbox.%s path %q is not absolute; write an absolute path (or ~/ for the gateway's home directory).", t.Name, f.name, p)
 				ok = false
 				continue
 			}
@@ -410,7 +410,7 @@ func (c *compiler) hosts(t *Tool, s *SandboxSpec, v cue.Value) bool {
 	for iter.Next() {
 		h := str(iter.Value())
 		if _, err := hostpattern.ParsePattern(h); err != nil {
-			c.fail(iter.Value(), string(rule.R8), "tool %s: sandbox.network.allow: %v.", t.Name, err)
+			c.fail(iter.Value(), rule.R8, "tool %s: sandbox.network.allow: %v.", t.Name, err)
 			ok = false
 			continue
 		}
@@ -431,7 +431,7 @@ func (c *compiler) tests(g *Generation, v cue.Value) {
 		t := Test{Name: iter.Selector().Unquoted(), Pos: c.pos(tv, 0), Tool: str(tv.LookupPath(cue.ParsePath("tool"))),
 			Workdir: str(tv.LookupPath(cue.ParsePath("workdir"))), Allowed: boolean(tv.LookupPath(cue.ParsePath("allowed"))),
 			Ask:  boolean(tv.LookupPath(cue.ParsePath("ask"))),
-			Rule: str(tv.LookupPath(cue.ParsePath("rule"))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
+			Rule: rule.ID(str(tv.LookupPath(cue.ParsePath("rule")))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
 		sv := tv.LookupPath(cue.ParsePath("surface"))
 		d, byDefault := sv.Default()
 		if byDefault {
@@ -617,7 +617,7 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 
 // namesTools warns of each entry of a list that names no tool the policy
 // defines, and returns how many do name one.
-func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []string, pos []Position, code string) (known int) {
+func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []string, pos []Position, code rule.ID) (known int) {
 	for i, e := range entries {
 		name := entryName(e)
 		if _, _, wild := c.wildcardTool(name); defines(g, name) || IsMCPEntry(name) || wild {

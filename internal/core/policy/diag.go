@@ -10,6 +10,8 @@ import (
 
 	"cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
+
+	"aimon.dev/gw/internal/core/rule"
 )
 
 // A Position is a place in a policy's files: a file, and a line and column
@@ -49,8 +51,9 @@ type Diagnostic struct {
 	// Pos is where: file:line:col, or the directory alone when the problem
 	// has no place in a file.
 	Pos Position
-	// Code names the kind of problem ("cue", "P7", "P12", ...), for tools that sort or filter.
-	Code string
+	// Code names the rule broken ("P7", "P12", ...) or the kind of problem
+	// no one rule governs ("cue", "dir", ...), for tools that sort or filter.
+	Code rule.ID
 	// Message is a sentence that says what is wrong and what to do.
 	Message string
 	// Warning marks a problem that does not stop the policy from loading.
@@ -145,7 +148,7 @@ func fromCUE(err error, schemaDir string) []Diagnostic {
 		if g.path != "" {
 			msg = g.path + ": " + msg
 		}
-		out = append(out, Diagnostic{Pos: pos, Code: "cue", Message: msg})
+		out = append(out, Diagnostic{Pos: pos, Code: rule.CUE, Message: msg})
 	}
 	return out
 }

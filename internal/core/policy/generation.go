@@ -217,7 +217,7 @@ type Test struct {
 	Workdir   string
 	Allowed   bool
 	Ask       bool // the call must need approval (rule P14)
-	Rule      string
+	Rule      rule.ID
 	Reason    string // a regular expression the sentence must match
 }
 

@@ -82,7 +82,7 @@ func (c *compiler) pins(server string) map[string]Pin {
 			p.SHA256 = str(v.LookupPath(cue.ParsePath("sha256")))
 			var m map[string]any
 			if err := v.Decode(&m); err != nil {
-				c.fail(v, string(rule.S3), "pins.%s.%s cannot be read: %v; run aimon-gw pin again.", server, tool, err)
+				c.fail(v, rule.S3, "pins.%s.%s cannot be read: %v; run aimon-gw pin again.", server, tool, err)
 				continue
 			}
 			delete(m, "sha256")
@@ -90,7 +90,7 @@ func (c *compiler) pins(server string) map[string]Pin {
 			b, _ := json.Marshal(m)
 			def, digest, _ := PinnedDefinition(b)
 			if digest != p.SHA256 {
-				c.fail(v, string(rule.S3), "the definition pinned for %s__%s is not the one its sha256 names (%s, not %s): pins.cue was edited by hand; run aimon-gw pin again and review what it writes.", server, tool, digest, p.SHA256)
+				c.fail(v, rule.S3, "the definition pinned for %s__%s is not the one its sha256 names (%s, not %s): pins.cue was edited by hand; run aimon-gw pin again and review what it writes.", server, tool, digest, p.SHA256)
 				continue
 			}
 			p.Definition = def

@@ -14,6 +14,7 @@ import (
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/gate"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/tools"
 )
 
@@ -97,7 +98,7 @@ func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
 			t.pending, t.value = false, cue.Value{}
 			t.Unpinned, t.Unavailable = d.Unpinned, d.Unavailable
 			if code, why := t.Withheld(); why != "" {
-				out.Warnings = append(slices.Clone(out.Warnings), Diagnostic{Pos: t.ImplPos, Code: string(code), Warning: true, Message: cmp.Or(d.Unpinned, why+".")})
+				out.Warnings = append(slices.Clone(out.Warnings), Diagnostic{Pos: t.ImplPos, Code: code, Warning: true, Message: cmp.Or(d.Unpinned, why+".")})
 			}
 			out.Tools[t.Name] = &t
 		}
@@ -155,7 +156,7 @@ func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
 
 // declare completes a plugin tool from what its plugin declares.
 func (c *compiler) declare(t *Tool, d Declared) bool {
-	fail := func(code, format string, args ...any) bool {
+	fail := func(code rule.ID, format string, args ...any) bool {
 		c.errs = append(c.errs, Diagnostic{Pos: t.ImplPos, Code: code, Message: fmt.Sprintf(format, args...)})
 		return false
 	}

@@ -3,7 +3,11 @@
 // which decides by a rule says which, and `grep -w P6` finds every use.
 package rule
 
-import "aimon.dev/gw/tools"
+import (
+	"slices"
+
+	"aimon.dev/gw/tools"
+)
 
 // An ID is a rule's id, such as P6.
 type ID string
@@ -62,6 +66,37 @@ const (
 	R7 ID = "R7"
 	R8 ID = "R8"
 )
+
+// The codes of a policy's problems that no one rule governs. They are IDs
+// too, so that a diagnostic's code, like a decision's rule, is one type
+// (vet --format json prints both in "code"); IsRule tells them apart.
+const (
+	CUE    ID = "cue"    // the policy's CUE does not parse or unify
+	Dir    ID = "dir"    // the policy directory cannot be used
+	Schema ID = "schema" // the shipped schema, or a file's use of it
+	Input  ID = "input"  // a tool's input admits less than its author meant
+	Test   ID = "test"   // a test case of the policy cannot run as written
+)
+
+// rules are the ids of docs/RULES.md; problems the codes above.
+var (
+	rules = []ID{C1, C2, C3, C4, C5, C6, C7,
+		S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, S11, S12,
+		P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15,
+		K1, K2, K3, K4,
+		R1, R2, R3, R4, R5, R6, R7, R8}
+	problems = []ID{CUE, Dir, Schema, Input, Test}
+)
+
+// Rules returns every rule id of docs/RULES.md, in its order.
+func Rules() []ID { return slices.Clone(rules) }
+
+// IsRule reports whether id is a rule of docs/RULES.md.
+func (id ID) IsRule() bool { return slices.Contains(rules, id) }
+
+// Valid reports whether id is a code the gateway may emit: a rule, or one
+// of the problem codes no one rule governs.
+func (id ID) Valid() bool { return id.IsRule() || slices.Contains(problems, id) }
 
 // A Mode is what the gate does with an input that breaks its schema (S9).
 type Mode string

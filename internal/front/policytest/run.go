@@ -110,7 +110,7 @@ func decide(gw *gateway.Gateway, t policy.Test) Result {
 	switch {
 	case got != want:
 		r.Failure = fmt.Sprintf("want %s, got %s by %s: %s", want, got, r.Got.Rule, r.Got.Reason)
-	case t.Rule != "" && string(r.Got.Rule) != t.Rule:
+	case t.Rule != "" && r.Got.Rule != t.Rule:
 		r.Failure = fmt.Sprintf("want %s by %s, got it by %s: %s", want, t.Rule, r.Got.Rule, r.Got.Reason)
 	case t.Reason != "":
 		re, err := regexp.Compile(t.Reason)

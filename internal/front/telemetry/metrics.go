@@ -82,7 +82,7 @@ type counting struct {
 
 func (c *counting) Log(r decisionlog.Record) error {
 	v := verdictOf(r.Allowed, r.Ask)
-	c.m.calls.WithLabelValues(r.Tool, r.Rule, v).Inc()
+	c.m.calls.WithLabelValues(r.Tool, string(r.Rule), v).Inc()
 	c.m.duration.WithLabelValues(r.Tool, v).Observe(r.DurationMS / 1000)
 	if r.ResultError != nil && *r.ResultError && r.Allowed {
 		c.m.errors.WithLabelValues(r.Tool).Inc()

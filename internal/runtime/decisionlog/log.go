@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"aimon.dev/gw/internal/core/rule"
 )
 
 // A Record is one decided call.
@@ -23,10 +25,10 @@ type Record struct {
 	Subject     any       `json:"subject,omitempty"`
 	Allowed     bool      `json:"allowed"`
 	Ask         bool      `json:"ask,omitempty"`
-	Rule        string    `json:"rule,omitempty"`
+	Rule        rule.ID   `json:"rule,omitempty"`
 	Entries     []string  `json:"entries,omitempty"`
 	Violations  []string  `json:"violations,omitempty"`
-	Validation  string    `json:"validation,omitempty"`
+	Validation  rule.Mode `json:"validation,omitempty"`
 	Revision    string    `json:"revision"`
 	Generation  int64     `json:"generation"`
 	DurationMS  float64   `json:"duration_ms"`

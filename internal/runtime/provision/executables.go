@@ -34,7 +34,7 @@ func (r Registry) preflight(gen *policy.Generation) policy.Errors {
 	slices.SortFunc(ts, func(a, b *policy.Tool) int { return strings.Compare(a.Name, b.Name) })
 	for _, t := range ts {
 		if _, ok := r[t.Kind()]; !ok {
-			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.C1),
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.C1,
 				Message: fmt.Sprintf("tool %s is implemented by a %s, which this gateway cannot run here.", t.Name, t.Kind())})
 			continue
 		}
@@ -70,7 +70,7 @@ func (r Registry) preflight(gen *policy.Generation) policy.Errors {
 		problems = append(problems, checkScripts((*cmd)[1:], cwd, scripts, scriptsField, writable)...)
 		for _, err := range problems {
 			if err != nil {
-				errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R8), Message: fmt.Sprintf("tool %s: %s", t.Name, sentence(err))})
+				errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.R8, Message: fmt.Sprintf("tool %s: %s", t.Name, sentence(err))})
 			}
 		}
 	}

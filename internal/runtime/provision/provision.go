@@ -108,13 +108,13 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 		t := gen.Tools[name]
 		k, ok := r[t.Kind()]
 		if !ok {
-			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.C1),
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.C1,
 				Message: fmt.Sprintf("tool %s is implemented by a %s, which this gateway cannot run here.", name, t.Kind())})
 			continue
 		}
 		b, err := k.Bind(ctx, t)
 		if err != nil {
-			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: string(rule.R4),
+			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.R4,
 				Message: fmt.Sprintf("tool %s: %s", name, sentence(err))})
 			continue
 		}
