@@ -74,6 +74,12 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 		sums[p] = sum
 	}
 	walk := func(top string) {
+		// A directory reached through a link (a ConfigMap's, swapped whole
+		// on an update) is walked where the link leads now, under its own
+		// name: WalkDir reports a link at the top as a file.
+		if fi, err := os.Lstat(top); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			top += string(filepath.Separator)
+		}
 		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			switch {
 			case busy != "":

@@ -586,6 +586,26 @@ func TestR3FilesAsInForceAreNotLoadedAgain(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a directory swapped through its link, as a ConfigMap is updated", func(t *testing.T) {
+		link := filepath.Join(t.TempDir(), "policy")
+		if err := os.Symlink(policyDir(t, map[string]string{"policy.cue": source("Read")}), link); err != nil {
+			t.Fatal(err)
+		}
+		var loads atomic.Int64
+		h := start(t, link, Options{Load: func(d string) (*policy.Generation, error) { loads.Add(1); return policy.Load(d) }})
+		first, n := h.cur.Load(), loads.Load()
+		next := link + ".next"
+		if err := os.Symlink(policyDir(t, map[string]string{"policy.cue": source("Read", "Echo")}), next); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(next, link); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(t, "generation 2", func(s Status) bool { return s.Generation == 2 })
+		if loads.Load()-n != 1 || h.cur.Load() == first || h.cur.Load().Tools["Echo"] == nil {
+			t.Errorf("%d loads, Echo in force: %v; want the new directory loaded", loads.Load()-n, h.cur.Load().Tools["Echo"] != nil)
+		}
+	})
 	t.Run("an edit undone after a broken one", func(t *testing.T) {
 		dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
 		var loads atomic.Int64
