@@ -183,7 +183,10 @@ func marked(marker string) []string {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), marker) && !strings.Contains(string(b), "aimon-gw") {
+		// The arguments are NUL-separated: "sleep 5.25" is bash -c's one
+		// argument, and sleep's two once bash has executed it.
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if err == nil && strings.Contains(cmdline, marker) && !strings.Contains(cmdline, "aimon-gw") {
 			pids = append(pids, e.Name())
 		}
 	}
