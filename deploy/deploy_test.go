@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"aimon.dev/gw/internal/testkit/gobuild"
 )
 
 // manifests are deploy/kubernetes's objects, decoded strictly: a field
@@ -229,40 +230,11 @@ func podVolume(ps corev1.PodSpec, name string) *corev1.VolumeSource {
 	return nil
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
 // gatewayBinary builds aimon-gw once for the package's tests.
-func gatewayBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "aimon-gw-deploy-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "aimon-gw")
-		out, err := exec.Command("go", "build", "-o", binary, "aimon.dev/gw/cmd/aimon-gw").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
+func gatewayBinary(t *testing.T) string { return gobuild.Binary(t, "aimon.dev/gw/cmd/aimon-gw") }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary != "" {
-		os.RemoveAll(filepath.Dir(binary))
-	}
-	os.Exit(code)
-}
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) { gobuild.Main(m) }
 
 var helpFlag = regexp.MustCompile(`(?m)^\s+--([a-z0-9-]+)`)
 

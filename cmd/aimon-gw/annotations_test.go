@@ -10,6 +10,7 @@ import (
 // the Bash timeout bound the policy enforces (not the built-in's clamp),
 // and Write, which overwrites, is not idempotent (issue 33).
 func TestS1ExportedDefinitionsSayWhatThePolicyEnforces(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, `package policy
 
 import "aimon.dev/gw/schema"

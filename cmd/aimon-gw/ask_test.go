@@ -48,6 +48,7 @@ var tokenRE = regexp.MustCompile(`"approvals": \["([^"]+)"\]`)
 // file, so a second process approves what the first asked: nothing is
 // kept between the two lines.
 func TestP15ServeApprovalToken(t *testing.T) {
+	t.Parallel()
 	dir, wd := askSetup(t)
 	key := filepath.Join(t.TempDir(), "approval.key")
 	if err := os.WriteFile(key, []byte(strings.Repeat("k3y-", 16)), 0o600); err != nil {
@@ -106,6 +107,7 @@ func TestP15ServeApprovalToken(t *testing.T) {
 // TestP15HookAndCheckAsk: the hook answers "ask" and "deny"; check says
 // the call is not allowed, that it asks, and which entry decided.
 func TestP15HookAndCheckAsk(t *testing.T) {
+	t.Parallel()
 	dir, wd := askSetup(t)
 	bin := gatewayBinary(t)
 	for _, tc := range []struct{ note, path, want string }{
@@ -141,6 +143,7 @@ func TestP15HookAndCheckAsk(t *testing.T) {
 // the client declares it, runs the call only on an approval, and refuses
 // it with a sentence when the client cannot be asked.
 func TestP15MCPElicitsApproval(t *testing.T) {
+	t.Parallel()
 	dir, wd := askSetup(t)
 	call := func(s *mcp.ClientSession, path string) (string, bool) {
 		r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Read", Arguments: map[string]any{"file_path": path}})
@@ -179,6 +182,7 @@ func TestP15MCPElicitsApproval(t *testing.T) {
 // deny or an ask entry of Write or Edit withholds, even where the surface
 // may otherwise write: Bash would be a way around them.
 func TestP14BashKeepsOutOfDeniedAndAskedWrites(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	wd, _ := filepath.EvalSymlinks(t.TempDir())
 	for _, d := range []string{"secret", "review", "open"} {

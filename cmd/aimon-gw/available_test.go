@@ -90,6 +90,7 @@ func unavailableServers(st map[string]any) string {
 // both servers with the reason, and once each answers its tools are
 // offered and run (issue 29).
 func TestR4ServerDownWithholdsItsToolsNotTheGateway(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	command, addr := filepath.Join(root, "server"), freeAddr(t)
 	dir := downPolicy(t, command, "http://"+addr+"/mcp")
@@ -135,6 +136,7 @@ func TestR4ServerDownWithholdsItsToolsNotTheGateway(t *testing.T) {
 // TestR4OneShotCommandsNeedNoServer: check, vet and the hook load a policy
 // whose servers are down and decide (issue 29).
 func TestR4OneShotCommandsNeedNoServer(t *testing.T) {
+	t.Parallel()
 	dir := downPolicy(t, filepath.Join(t.TempDir(), "server"), "http://"+freeAddr(t)+"/mcp")
 	cwd := t.TempDir()
 	for _, tc := range []struct {
@@ -164,6 +166,7 @@ func TestR4OneShotCommandsNeedNoServer(t *testing.T) {
 // told the list changed (notifications/tools/list_changed) and the tool is
 // in it (issue 29).
 func TestR4MCPOffersAServerThatComesBack(t *testing.T) {
+	t.Parallel()
 	command := filepath.Join(t.TempDir(), "server")
 	dir := downPolicy(t, command, "http://"+freeAddr(t)+"/mcp")
 	changed := make(chan struct{}, 8)

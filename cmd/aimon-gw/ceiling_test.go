@@ -10,6 +10,7 @@ import (
 // extend the process chain; going back to the agent, an empty chain, and a
 // chain over the bounds are refused for the line, naming both chains.
 func TestR5SurfaceIsACeiling(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
 	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy

@@ -21,6 +21,7 @@ import (
 // nulls an OpenAI strict-mode model sends for optional parameters never
 // reach the server (issue 26).
 func TestR7UpstreamGetsTheDecidedPath(t *testing.T) {
+	t.Parallel()
 	bin := npmBin(t, "mcp-server-filesystem")
 	wd, _ := filepath.EvalSymlinks(t.TempDir())
 	writeFile(t, filepath.Join(wd, "etc", "hostname"), "inside the working directory\n")
@@ -58,6 +59,7 @@ validation: "enforce"
 // same way: a misspelt member name and a name given twice are what serve
 // says they are, never a call check decides on its own reading.
 func TestR7CheckReadsAsServeReads(t *testing.T) {
+	t.Parallel()
 	bin := gatewayBinary(t)
 	for _, tc := range []struct{ note, line, says string }{
 		{note: "NAME is not name", line: `{"type":"tool_use","id":"1","NAME":"Read","input":{"file_path":"README.md"}}`, says: "Unknown tool ''"},
@@ -86,6 +88,7 @@ func TestR7CheckReadsAsServeReads(t *testing.T) {
 // hook's MCP entries and its unknown-tool "ask", and a hook input without
 // cwd.
 func TestR7EveryCallIsOneRecord(t *testing.T) {
+	t.Parallel()
 	bin := gatewayBinary(t)
 	dir := moduleDir(t, `package policy
 
@@ -151,6 +154,7 @@ claudeCode: unknownTools: "ask"
 // TestR7OneMCPRendering: list_tools with format "mcp" lists each tool
 // exactly as the MCP server does: title, schemas and annotations.
 func TestR7OneMCPRendering(t *testing.T) {
+	t.Parallel()
 	s := mcpClient(t, mcpParams{Surface: "agent"})
 	list, err := s.ListTools(context.Background(), nil)
 	if err != nil {
@@ -179,6 +183,7 @@ func TestR7OneMCPRendering(t *testing.T) {
 // SERVER__TOOL tools under serve as under the hook: the whole server, one
 // tool, a pattern on it, and a deny of one tool.
 func TestP1MCPEntriesMeanTheSameEverywhere(t *testing.T) {
+	t.Parallel()
 	bin := fsServer(t)
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	writeFile(t, filepath.Join(root, "inside", "a.txt"), "hello")

@@ -15,6 +15,7 @@ import (
 // leaves exactly one record per call, each whole, and nothing on stdout
 // but replies (issue 18).
 func TestDecisionLogIsLossless(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]
 parallel: {enabled: true, maxConcurrency: 8}
 `)
@@ -67,6 +68,7 @@ parallel: {enabled: true, maxConcurrency: 8}
 // TestDecisionLogFailsClosed: a log that cannot be written stops the
 // gateway allowing calls, with a sentence on standard error.
 func TestDecisionLogFailsClosed(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full here")
 	}

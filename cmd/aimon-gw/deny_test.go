@@ -11,6 +11,7 @@ import (
 // TestP14CheckNamesTheDecidingEntry: check shows the deny or ask entry that
 // decided, with its position, and an ask as such.
 func TestP14CheckNamesTheDecidingEntry(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, `package policy
 
 import "aimon.dev/gw/schema"

@@ -18,6 +18,7 @@ import (
 // the same verdict by the same rule, and the decision log holds exactly
 // one record per call (issue 26).
 func TestR7FrontEndsAgree(t *testing.T) {
+	t.Parallel()
 	bin := gatewayBinary(t)
 	for _, tc := range []struct {
 		note, policy string

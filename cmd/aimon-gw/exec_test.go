@@ -17,6 +17,7 @@ import (
 // works; a command changed after the hook decided is decided again by exec
 // and refused (issue 28).
 func TestR8HookRunsBashThroughExec(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	bin := gatewayBinary(t)
 	project, _ := filepath.EvalSymlinks(t.TempDir())

@@ -23,6 +23,7 @@ func moduleDir(t *testing.T, policy string) string {
 // with no agent list (unlimited, rule P11), never gets that prefix in
 // force; the whole file goes in force once it is closed.
 func TestR5HalfWrittenPolicyIsNeverInForce(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Glob"]`+"\n")
 	s := startServe(t, dir)
 	s.send(`{"type":"status"}`)
@@ -51,6 +52,7 @@ func TestR5HalfWrittenPolicyIsNeverInForce(t *testing.T) {
 // error with its path, for vet and for a reload, and never a hang; once it
 // is gone, the next edit loads.
 func TestR5NonRegularFilesAreErrors(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, reloadHeader)
 	fifo := filepath.Join(dir, "zz.cue")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
@@ -89,6 +91,7 @@ const slowPolicy = "package policy\n\nimport (\n\t\"list\"\n\t\"aimon.dev/gw/sch
 // to load is rejected with a sentence by vet, and by a reload, after which
 // the newest edit loads without waiting behind it.
 func TestR5SlowLoadIsRejected(t *testing.T) {
+	t.Parallel()
 	slow := moduleDir(t, slowPolicy)
 	bin := gatewayBinary(t)
 	start := time.Now()
@@ -119,6 +122,7 @@ func TestR5SlowLoadIsRejected(t *testing.T) {
 // TestR4PluginTimeoutIsAPolicySetting: a hung plugin call fails at the
 // tool's own timeout, and the next line is answered.
 func TestR4PluginTimeoutIsAPolicySetting(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, fmt.Sprintf(`package policy
 
 tools: Hang: {plugin: command: [%q], timeout: "300ms"}
@@ -142,6 +146,7 @@ tools: Context: plugin: command: [%q]
 // TestR3MarkdownEditsReload: serve follows a surface's markdown file; a
 // malformed front matter keeps the last good policy (issue 20).
 func TestR3MarkdownEditsReload(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "policy")
 	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")

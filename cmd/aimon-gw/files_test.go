@@ -54,6 +54,7 @@ func toolLine(id, name string, input map[string]any) string {
 func text(r map[string]any) string { return fmt.Sprint(r["content"]) }
 
 func TestR6FileToolsFollowNoLinkOut(t *testing.T) {
+	t.Parallel()
 	root, serve := filesRoot(t, "")
 	a := filepath.Join(root, "allowed")
 	replies := serve(
@@ -85,11 +86,13 @@ func TestR6FileToolsFollowNoLinkOut(t *testing.T) {
 // TestC2NoFileHangsTheGateway: a FIFO swapped in and out under a name while
 // Reads and Greps stream, and character devices, are each answered at once.
 func TestC2NoFileHangsTheGateway(t *testing.T) {
+	t.Parallel()
 	root, serve := filesRoot(t, "")
 	name := filepath.Join(root, "allowed/swap")
-	stop := make(chan struct{})
-	defer close(stop)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-stopped }() // before TempDir's cleanup removes the directory
 	go func() {
+		defer close(stopped)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -127,6 +130,7 @@ func TestC2NoFileHangsTheGateway(t *testing.T) {
 }
 
 func TestC6StaleReadsAreRefused(t *testing.T) {
+	t.Parallel()
 	root, serve := filesRoot(t, "")
 	f := filepath.Join(root, "allowed/f.txt")
 	// The policy's file changes between the Read and the Write (another
@@ -173,6 +177,7 @@ func TestC6StaleReadsAreRefused(t *testing.T) {
 // TestR6SearchesVisitOnlyWhatIsAllowed: Grep(allowed/*) with path
 // allowed/sub searches sub's own files, not those deeper, and says so.
 func TestR6SearchesVisitOnlyWhatIsAllowed(t *testing.T) {
+	t.Parallel()
 	root, serve := filesRoot(t, "")
 	r := serve(toolLine("g", "Grep", map[string]any{"pattern": "needle", "path": root + "/allowed/sub", "output_mode": "content"}))[0]
 	if strings.Contains(text(r), "deep") || !strings.Contains(text(r), "not searched") {
@@ -181,6 +186,7 @@ func TestR6SearchesVisitOnlyWhatIsAllowed(t *testing.T) {
 }
 
 func TestC2FileBounds(t *testing.T) {
+	t.Parallel()
 	root, serve := filesRoot(t, "")
 	a := filepath.Join(root, "allowed")
 	os.WriteFile(a+"/big.txt", []byte(strings.Repeat("x", 65)), 0o644)

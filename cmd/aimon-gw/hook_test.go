@@ -14,6 +14,7 @@ import (
 // never exits 1, which Claude Code would take as a non-blocking error and
 // run the tool (issue 14).
 func TestHookExitContract(t *testing.T) {
+	t.Parallel()
 	policyDir, _ := filepath.Abs("../../examples/policies/claude-code")
 	cwd := t.TempDir()
 	broken := moduleDir(t, "package policy\n\nagent: allowedTools: []\n")

@@ -223,6 +223,7 @@ func checkVerdict(t *testing.T, dir, wd, principal, name string, args map[string
 // gets, call for call, the verdict check gives for that principal; the
 // decision log names the principal.
 func TestR7HTTPVerdictsEqualCheck(t *testing.T) {
+	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
 	writeFile(t, filepath.Join(wd, "a.txt"), "hello\n")
 	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
@@ -279,6 +280,7 @@ func TestR7HTTPVerdictsEqualCheck(t *testing.T) {
 // refused with 401 or 403 and a sentence, and nothing is decided or run;
 // a 401 says where the protected-resource metadata is (RFC 9728).
 func TestP10HTTPPrincipalsAndTokens(t *testing.T) {
+	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
 	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens),
@@ -326,6 +328,7 @@ func TestP10HTTPPrincipalsAndTokens(t *testing.T) {
 // streamable-HTTP client as tools/list_changed, and its next list is the
 // new one.
 func TestR3HTTPReloadReachesTheClient(t *testing.T) {
+	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
 	changed := make(chan struct{}, 8)
@@ -348,6 +351,7 @@ func TestR3HTTPReloadReachesTheClient(t *testing.T) {
 // tests, posted to /hooks/claude-code, get exactly the answer aimon-gw
 // hook claude-code gives them.
 func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../internal/front/cchook/hook_test.go")
 	if err != nil {
 		t.Fatal(err)
@@ -404,6 +408,7 @@ func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
 // TestR2HTTPShutdownAnswersCallsInFlight: SIGTERM makes the gateway stop
 // taking requests, answer the call in flight, and exit 0.
 func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
+	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
 	s := g.session("tok-alice", "", nil)
@@ -434,6 +439,7 @@ func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
 // TestR5HTTPBadFlags: flags that cannot serve exit 2 with a sentence,
 // before listening.
 func TestR5HTTPBadFlags(t *testing.T) {
+	t.Parallel()
 	tokens := tokensFile(t, staticTokens)
 	open := filepath.Join(t.TempDir(), "open")
 	writeFile(t, open, "sha256:"+strings.Repeat("a", 64)+" alice\n")
@@ -482,6 +488,7 @@ func TestR5HTTPBadFlags(t *testing.T) {
 // serves, every token that fails a check is refused with 401 or 403 and a
 // sentence, and nothing is decided or run; the good token's call runs.
 func TestR5HTTPBadTokens(t *testing.T) {
+	t.Parallel()
 	iss := authntest.New(t)
 	const aud = "http://gw.test/mcp"
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
@@ -530,6 +537,7 @@ func TestR5HTTPBadTokens(t *testing.T) {
 // TestR5HTTPOverTLS: with a certificate and key, the gateway speaks TLS,
 // and the SDK's client lists and calls through it.
 func TestR5HTTPOverTLS(t *testing.T) {
+	t.Parallel()
 	certFile, keyFile, pool := selfSigned(t)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
@@ -584,6 +592,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // above --surface, is a finding (exit 1), and claims that cannot be read
 // a usage error (exit 2).
 func TestP10CheckTakesAPrincipal(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, httpPolicy)
 	call := `{"type":"tool_use","id":"1","name":"Echo","input":{"message":"x"}}`
 	tests := []struct {
@@ -616,6 +625,7 @@ func TestP10CheckTakesAPrincipal(t *testing.T) {
 // 2026-07-28 is served statelessly, where the server cannot ask it: the
 // call is refused with a sentence, never run.
 func TestP15HTTPAsksThePerson(t *testing.T) {
+	t.Parallel()
 	dir, wd := askSetup(t)
 	writeFile(t, filepath.Join(dir, "principals.cue"), "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n")
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
@@ -649,6 +659,7 @@ func TestP15HTTPAsksThePerson(t *testing.T) {
 // reviewer is served; and the HTTP hook denies an input whose chain is
 // above its caller's.
 func TestR5HTTPProcessChainIsACeiling(t *testing.T) {
+	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--surface", "agent,subagent:reviewer", "--tokens", tokensFile(t, staticTokens))
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
@@ -690,6 +701,7 @@ principals: alice: {subject: "alice", surface: ["agent"]}
 // TestP10TestTakesAPrincipal: aimon-gw test --principal runs the cases
 // that name no caller of their own as that caller, on its chain.
 func TestP10TestTakesAPrincipal(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, httpPolicy+`tests: {
 	"echo":                 {tool: "Echo", input: message: "x", allowed: true}
 	"alice's own echo":     {principal: subject: "alice", tool: "Echo", input: message: "x", allowed: true}

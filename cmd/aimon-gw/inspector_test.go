@@ -26,6 +26,7 @@ func inspector(t *testing.T) string {
 // TestMCPInspectorCLI drives aimon-gw mcp with the MCP Inspector's CLI, a
 // client the gateway's code had no part in (issue 16).
 func TestMCPInspectorCLI(t *testing.T) {
+	t.Parallel()
 	bin := inspector(t)
 	dir := moduleDir(t, mcpPolicy)
 	gw := gatewayBinary(t)

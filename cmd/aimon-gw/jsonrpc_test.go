@@ -13,6 +13,7 @@ import (
 // not allow gets one error, with id null and a sentence that names no Go
 // type, and the session goes on (issue 33).
 func TestR2MCPOddIDsGetAnErrorWithASentence(t *testing.T) {
+	t.Parallel()
 	r := startRawMCP(t)
 	for _, tc := range []struct {
 		note, id, want string
@@ -47,6 +48,7 @@ func TestR2MCPOddIDsGetAnErrorWithASentence(t *testing.T) {
 // not answered yet gets an error under that id, never silence; the first
 // request keeps its own answer (here: none, as it is cancelled).
 func TestR2MCPReusedIDInFlightIsAnswered(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, mcpPolicy)
 	r := startRawMCP(t, "--policy", dir, "--workdir", dir)
 	r.sleep("dup", "33.75")
@@ -69,6 +71,7 @@ func TestR2MCPReusedIDInFlightIsAnswered(t *testing.T) {
 // requests and closes its side gets every answer, the last request's too
 // when it has no newline.
 func TestR2MCPAnswersEveryRequestBeforeTheEnd(t *testing.T) {
+	t.Parallel()
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -109,6 +112,7 @@ func TestR2MCPAnswersEveryRequestBeforeTheEnd(t *testing.T) {
 // sentence and exit 2; mcp also answers the client's initialize with it,
 // so that a client (the MCP Inspector) shows why (issue 33).
 func TestR5UndeclaredSurfaceIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	const sentence = `: the surface "subagent:nobody" is not declared in the policy; declared surfaces are agent; give --surface a chain the policy declares.`
 	initialize := `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}` + "\n"
 	for _, tc := range []struct {

@@ -21,6 +21,7 @@ import (
 // did-you-mean in both entry forms, and a pin edited by hand is an error
 // at its place (issue 29).
 func TestS3PinsAreTheLockfile(t *testing.T) {
+	t.Parallel()
 	server := filepath.Join(t.TempDir(), "fsserver")
 	copyFile(t, fsServer(t), server)
 	os.Chmod(server, 0o755)

@@ -38,6 +38,7 @@ skills: long: "allowed-tools": [`+strings.Join(skill, ",\n")+`]
 // (the meet is linear in the entries), and a refusal names a bounded
 // number of them.
 func TestP10LongListsOnAChain(t *testing.T) {
+	t.Parallel()
 	dir := longListPolicy(t, 1000)
 	bin := gatewayBinary(t)
 	check := func(call string) map[string]any {
@@ -87,6 +88,7 @@ _slow: [for i in list.Range(0, 20000, 1) for j in list.Range(0, 20000, 1) if i*j
 // TestR5SIGTERMStopsALoad: a gateway stuck in a load without a time bound
 // stops on SIGTERM and says why, for serve and mcp.
 func TestR5SIGTERMStopsALoad(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, stuckPolicy)
 	for _, cmdName := range []string{"serve", "mcp"} {
 		t.Run(cmdName, func(t *testing.T) {

@@ -100,6 +100,7 @@ subagents: reviewer: {"allowed-tools": ["Read", "Glob", "Echo"], "max-effect": "
 // a refusal is a tool error with the gateway's sentence, and a tool the
 // surface may not use is "not allowed", not an unknown tool (issue 16).
 func TestMCPServesTheSurfacesTools(t *testing.T) {
+	t.Parallel()
 	s := mcpClient(t, mcpParams{Surface: "agent,subagent:reviewer", Policy: moduleDir(t, mcpPolicy)})
 	if got := toolNames(t, s); got != "Echo,Glob,Read" {
 		t.Errorf("tools = %s", got)
@@ -135,6 +136,7 @@ func TestMCPServesTheSurfacesTools(t *testing.T) {
 // in-memory pair, as a streamable HTTP session would be): the refusal
 // lives in the server's receiving middleware, not in the transport.
 func TestP9MCPUnlistedOnEveryTransport(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	serverT, clientT := mcp.NewInMemoryTransports()
@@ -169,6 +171,7 @@ func TestP9MCPUnlistedOnEveryTransport(t *testing.T) {
 // their side effect gives; Bash and Glob return structured content that
 // their output schemas describe, beside the text (issue 16).
 func TestP13MCPAnnotationsAndStructure(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, mcpPolicy)
 	s := mcpClient(t, mcpParams{Surface: "agent", Policy: dir, Workdir: dir})
 	byName := toolsByName(t, s)
@@ -198,6 +201,7 @@ func TestP13MCPAnnotationsAndStructure(t *testing.T) {
 // TestMCPFollowsPolicyEdits: the MCP tool list follows a policy edit
 // (rule R3) without a new session.
 func TestMCPFollowsPolicyEdits(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]`+"\n")
 	s := mcpClient(t, mcpParams{Policy: dir, Surface: "agent"})
 	if got := toolNames(t, s); got != "Echo,Glob" {
@@ -256,6 +260,7 @@ func (r *rawMCP) next() map[string]any {
 // TestMCPBadFramesDoNotEndTheSession: each bad frame gets its JSON-RPC
 // error and the session goes on (issue 16).
 func TestMCPBadFramesDoNotEndTheSession(t *testing.T) {
+	t.Parallel()
 	r := startRawMCP(t, "--max-line-bytes", "4096")
 	for _, tc := range []struct {
 		frame string
@@ -286,6 +291,7 @@ func TestMCPBadFramesDoNotEndTheSession(t *testing.T) {
 // TestMCPCancelledCallIsNotAnswered: a cancelled request gets no response,
 // and its command is killed (issue 16).
 func TestMCPCancelledCallIsNotAnswered(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, mcpPolicy)
 	r := startRawMCP(t, "--policy", dir, "--workdir", dir)
 	r.send(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"Bash","arguments":{"command":"sleep 32.25"}}}`)
@@ -300,6 +306,7 @@ func TestMCPCancelledCallIsNotAnswered(t *testing.T) {
 
 // TestMCPUndeclaredSurfaceExits2: the same surface serve and check refuse.
 func TestMCPUndeclaredSurfaceExits2(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(gatewayBinary(t), "mcp", "--surface", "agent,subagent:nope")
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), `"subagent:nope" is not declared`) {
@@ -308,6 +315,7 @@ func TestMCPUndeclaredSurfaceExits2(t *testing.T) {
 }
 
 func TestUnknownCommandExits2(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(gatewayBinary(t), "nosuch")
 	cmd.Run()
 	if code := cmd.ProcessState.ExitCode(); code != 2 {

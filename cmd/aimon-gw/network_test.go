@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,6 +46,7 @@ func countingServer(t *testing.T, body string) (port string, hits *atomic.Int32)
 // each refusal logged with its host; the command holds no socket of the
 // gateway's. As root and as nobody.
 func TestR8NetworkByDomain(t *testing.T) {
+	t.Parallel()
 	needCurl(t)
 	allowed, allowedHits := countingServer(t, "allowed-body")
 	other, otherHits := countingServer(t, "other-body")
@@ -87,7 +87,6 @@ agent: "allowed-tools": ["Bash"]
 		}
 		var log strings.Builder
 		bin := gatewayBinary(t)
-		os.Chmod(filepath.Dir(bin), 0o755) // nobody runs it
 		replies := runServeLog(t, append(l.u.prefix, bin), []string{"--policy", l.policy, "--workdir", l.proj},
 			[]string{netproxy.TestHostsEnv + "=allowed.test=127.0.0.1,other.test=127.0.0.1,rebind.test=127.0.0.1,a.wild.test=127.0.0.1",
 				"HOME=" + l.root + "/home", "XDG_CACHE_HOME=" + l.root + "/home/.cache"}, &log, lines...)
@@ -113,6 +112,7 @@ agent: "allowed-tools": ["Bash"]
 // TestR8NetworkAllowBadInput: vet refuses a host pattern that is not one,
 // at its file:line:col, and a network that is neither a bool nor an allow list.
 func TestR8NetworkAllowBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ note, network, want string }{
 		{note: "a URL", network: `{allow: ["https://api.github.com"]}`, want: `"https://api.github.com" is a URL`},
 		{note: "every host", network: `{allow: ["*"]}`, want: "allows every host; write network: true"},

@@ -11,6 +11,7 @@ import (
 // TestS3PinWithoutServers: pin of a policy with no server held to pins
 // says so and writes nothing (issue 29).
 func TestS3PinWithoutServers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ note, policy string }{
 		{"no server", "import \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\n"},
 		{"only servers that opt out", "servers: fs: {command: [\"/nonexistent/mcp\"], expose: \"*\", pin: false}\n"},
@@ -33,6 +34,7 @@ func TestS3PinWithoutServers(t *testing.T) {
 // a did-you-mean), and a tool named without a pin; a server that opts out
 // (pin: false) or is pinned passes (issue 29).
 func TestS3VetWantsPins(t *testing.T) {
+	t.Parallel()
 	const pin = `"sha256:0000000000000000000000000000000000000000000000000000000000000000"`
 	for _, tc := range []struct{ note, policy, want string }{
 		{"named tools, no pins", `servers: fs: {command: ["/nonexistent/mcp"], expose: ["read_file"]}`, "server fs has no pins"},
@@ -76,6 +78,7 @@ pins: fs: read_file: ` + pin, "hold only the digest of read_file, not its defini
 // TestS3WithheldToolsAreWarnings: serve logs, at WARN, a server without
 // pins and each tool it withholds (issue 29).
 func TestS3WithheldToolsAreWarnings(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, "package policy\n\nservers: fs: {command: [\"/nonexistent/mcp\"], expose: [\"read_file\"]}\n")
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir)
 	cmd.Stdin = strings.NewReader(`{"type":"status"}` + "\n")

@@ -15,6 +15,7 @@ import (
 // an error at its command, unless pinned by sha256 (servers.NAME.scripts
 // for a script); a pin that does not match is an error too.
 func TestR8VetRefusesAProgramWhereASurfaceWrites(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	proj, trusted := root+"/proj", root+"/trusted"
 	for _, d := range []string{proj + "/bin", trusted} {
@@ -72,6 +73,7 @@ agent: "allowed-tools": ["Write(%s/**)", "Bash"]
 // agent put earlier on PATH in between; and a load that would start a
 // program the agent may replace is refused before anything starts.
 func TestR8ProgramsStartByThePathFoundAtLoad(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-path")
 	if err != nil {
@@ -124,6 +126,7 @@ agent: "allowed-tools": ["Write(%s/**)", "Bash", "fs__read_file", "fs__crash"]
 // plugin pinned to another binary is refused whole: the server, whose name
 // comes first, is never started, and the last good policy stays in force.
 func TestR3ReloadRefusedWholeStartsNothing(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	marker := root + "/started"
 	writeFile(t, root+"/server", fmt.Sprintf("#!/bin/sh\ntouch %s\nexec %s\n", marker, fsServer(t)))

@@ -133,7 +133,6 @@ func (l *r8Layout) serve(t *testing.T, surface string, lines ...string) []map[st
 func (l *r8Layout) serveLog(t *testing.T, surface string, env []string, stderr io.Writer, lines ...string) []map[string]any {
 	t.Helper()
 	bin := gatewayBinary(t)
-	os.Chmod(filepath.Dir(bin), 0o755) // nobody runs it
 	return runServeLog(t, append(l.u.prefix, bin), []string{"--policy", l.policy, "--workdir", l.proj, "--surface", surface},
 		append([]string{"AIMON_R8_SECRET=sk-gateway-secret", "HOME=" + l.root + "/home", "XDG_CACHE_HOME=" + l.root + "/home/.cache"}, env...), stderr, lines...)
 }
@@ -155,6 +154,7 @@ func sum(t *testing.T, path string) string {
 // namespace, the keyring, the gateway's environment through PID 1) fails
 // or shows nothing, as root and as nobody.
 func TestR8SandboxHoldsWhoeverRunsTheGateway(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("python3 is needed to call add_key: %v; .ci/run installs it", err)
@@ -203,6 +203,7 @@ func TestR8SandboxHoldsWhoeverRunsTheGateway(t *testing.T) {
 // policy directory, the surfaces source, the plugin's binary in the
 // writable tree: Bash cannot change them and Write refuses them.
 func TestR8NothingTheGatewayReadsOrRunsIsWritable(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		gw, md := l.proj+"/gw", l.proj+"/.claude/agents/docs.md"
 		before := map[string]string{l.plugin: sum(t, l.plugin), md: sum(t, md)}
@@ -241,6 +242,7 @@ func TestR8NothingTheGatewayReadsOrRunsIsWritable(t *testing.T) {
 // sentence; renaming a parent of the hidden directory fails, and the next
 // command still cannot read it.
 func TestR8PathsAreBoundByWhatTheyAre(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		out := l.root + "/outside"
 		replies := l.serve(t, "agent",
@@ -275,6 +277,7 @@ func TestR8PathsAreBoundByWhatTheyAre(t *testing.T) {
 // TestR8UnlimitedWriteKeepsTheWorkdirUnderTmpWritable: with a name-only
 // Write, everything is writable, the working directory under /tmp too.
 func TestR8UnlimitedWriteKeepsTheWorkdirUnderTmpWritable(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/tmp", func(t *testing.T, l *r8Layout) {
 		os.Chmod(l.root, 0o755)
 		writeFile(t, l.policy+"/policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Write: schema.#Write, Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Write\", \"Bash\"]\n")
@@ -291,6 +294,7 @@ func TestR8UnlimitedWriteKeepsTheWorkdirUnderTmpWritable(t *testing.T) {
 // TestC6ChangeTimeThroughTheBinary: a file read, then changed by a command
 // that puts its size and modification time back, is not overwritten.
 func TestC6ChangeTimeThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		f := l.proj + "/f.txt"
 		replies := l.serve(t, "agent",
@@ -310,6 +314,7 @@ func TestC6ChangeTimeThroughTheBinary(t *testing.T) {
 // limits, one that floods its output is stopped with a sentence, and the
 // Glob pattern that never ended on a 1,000-file tree answers.
 func TestR8CommandsAreBounded(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		for i := range 1000 {
 			writeFile(t, fmt.Sprintf("%s/tree/d%d/e%d/f%d", l.proj, i/100, i/10%10, i%10), "x")
@@ -341,6 +346,7 @@ func TestR8CommandsAreBounded(t *testing.T) {
 // made and its parent writable, a command can neither create it nor plant
 // a record in it; as root and as nobody.
 func TestR8HookCacheIsReadOnlyBeforeItExists(t *testing.T) {
+	t.Parallel()
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		cache := l.root + "/home/.cache/aimon-gw"
 		writeFile(t, l.policy+"/policy.cue", fmt.Sprintf("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Write: schema.#Write, Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Write(%s/**)\", \"Bash\"]\n", l.root))

@@ -64,6 +64,7 @@ func readmeExamples(text string) []readmeExample {
 // it, or, where the README elides ("..."), each line it shows, in place
 // (issue 33). An example that drifts from the binary fails here.
 func TestREADMEExamples(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +104,7 @@ func scriptQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''"
 
 // TestREADMEExamplesReader: the reader of the README's examples.
 func TestREADMEExamplesReader(t *testing.T) {
+	t.Parallel()
 	got := readmeExamples("text\n\n    $ a \\\n        b\n    out 1\n    out 2\n    $ c\n\nprose\n    plain block\n")
 	want := []readmeExample{{3, "a \\\n    b", []string{"out 1", "out 2"}}, {7, "c", nil}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -108,6 +108,7 @@ func bashLine(id, command string) string {
 }
 
 func TestR6CommandsWriteOnlyWhereTheSurfaceMay(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	out := filepath.Join(root, "outside")
@@ -134,6 +135,7 @@ func TestR6CommandsWriteOnlyWhereTheSurfaceMay(t *testing.T) {
 }
 
 func TestR6SubagentWriteListNarrowsTheSandbox(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	serveLines(t, root, "agent,subagent:docs", nil,
@@ -151,6 +153,7 @@ func TestR6SubagentWriteListNarrowsTheSandbox(t *testing.T) {
 // standard output and stealing its next line through /proc/$PPID/fd change
 // nothing: as many lines out as in, each with its own id.
 func TestR6NoReachIntoTheGatewaysDescriptors(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	replies := serveLines(t, root, "agent", nil,
@@ -168,6 +171,7 @@ func TestR6NoReachIntoTheGatewaysDescriptors(t *testing.T) {
 }
 
 func TestR6EnvironmentIsCleared(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	replies := serveLines(t, root, "agent", []string{"AIMON_TEST_API_KEY=sk-secret"}, bashLine("env", "env"))
@@ -217,6 +221,7 @@ func waitStarted(t *testing.T, marker string) {
 }
 
 func TestR6NoDescendantOutlivesTheCall(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	serveLines(t, root, "agent", nil,
@@ -227,6 +232,7 @@ func TestR6NoDescendantOutlivesTheCall(t *testing.T) {
 }
 
 func TestR6NoDescendantOutlivesAKilledGateway(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", filepath.Join(root, "allowed/policy"), "--workdir", filepath.Join(root, "allowed"))
@@ -246,6 +252,7 @@ func TestR6NoDescendantOutlivesAKilledGateway(t *testing.T) {
 // TestR6NoSandboxNoCommand: with mode required and no usable bwrap, Bash
 // is refused with a sentence that says how to fix it, and nothing runs.
 func TestR6NoSandboxNoCommand(t *testing.T) {
+	t.Parallel()
 	root := sandboxRoot(t)
 	replies := serveLines(t, root, "agent", []string{"PATH=/nonexistent"}, bashLine("x", fmt.Sprintf("/usr/bin/touch %s/allowed/ran", root)))
 	text := fmt.Sprint(replies[0]["content"])
@@ -261,6 +268,7 @@ func TestR6NoSandboxNoCommand(t *testing.T) {
 // its whole process under bubblewrap: it writes only where the block says,
 // and sees none of the gateway's environment.
 func TestR6PluginRunsInItsSandbox(t *testing.T) {
+	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
 	bin := misbehave(t)

@@ -458,6 +458,7 @@ func tsCalls(t *testing.T, npm, endpoint, token string, calls []scaleCall) []ver
 // R7); a new policy version reaches every replica (rule R3); a replica
 // killed mid-run loses only its calls in flight, and the clients carry on.
 func TestR3ScaleOut(t *testing.T) {
+	t.Parallel()
 	npm := npmDir(t, "oidc-provider", "@modelcontextprotocol/sdk")
 	t0 := time.Now()
 	phase := func(what string) { t.Logf("%6.2fs %s", time.Since(t0).Seconds(), what) }

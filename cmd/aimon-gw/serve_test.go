@@ -109,6 +109,7 @@ const reloadHeader = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools:
 // line, a broken one leaves the last good generation and says why, with
 // file:line:col, and a fix clears it.
 func TestR3ServeFollowsPolicyEdits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
 	policyFile := filepath.Join(dir, "policy.cue")
@@ -213,6 +214,7 @@ func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 // refused later, and an input holding one was read as U+FFFD), the first
 // error of a line is the one named, and syntax errors say their byte.
 func TestR2ServeCorpusByteForByte(t *testing.T) {
+	t.Parallel()
 	in, err := os.ReadFile("testdata/corpus/serve.jsonl")
 	if err != nil {
 		t.Fatal(err)

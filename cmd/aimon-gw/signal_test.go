@@ -40,6 +40,7 @@ func exits(t *testing.T, cmd *exec.Cmd, d time.Duration) {
 // TestR2SIGTERMStopsServe: SIGTERM stops reading, cancels the running
 // call, which still gets its one result, and serve exits within seconds.
 func TestR2SIGTERMStopsServe(t *testing.T) {
+	t.Parallel()
 	dir := bashPolicy(t)
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir)
 	in, _ := cmd.StdinPipe()
@@ -68,6 +69,7 @@ func TestR2SIGTERMStopsServe(t *testing.T) {
 
 // TestR2SIGTERMStopsMCP: the same for mcp with a call in flight.
 func TestR2SIGTERMStopsMCP(t *testing.T) {
+	t.Parallel()
 	dir := bashPolicy(t)
 	cmd := exec.Command(gatewayBinary(t), "mcp", "--policy", dir, "--workdir", dir)
 	in, _ := cmd.StdinPipe()

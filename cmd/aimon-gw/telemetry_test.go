@@ -53,6 +53,7 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // environment names, the last ones when its input ends; with none named
 // it exports nothing, and an exporter it lacks is refused with a sentence.
 func TestR7ServeExportsTracesByOTLP(t *testing.T) {
+	t.Parallel()
 	recv := &otlpReceiver{}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()

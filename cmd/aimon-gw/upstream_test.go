@@ -99,6 +99,7 @@ func npmBin(t *testing.T, name string) string {
 // directory: a write outside it is refused before it reaches the server, a
 // write and a read inside work (issue 17).
 func TestS3NPMFilesystemServerNarrowed(t *testing.T) {
+	t.Parallel()
 	bin := npmBin(t, "mcp-server-filesystem")
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	os.MkdirAll(filepath.Join(root, "inside"), 0o755)
@@ -139,6 +140,7 @@ validation: "enforce"
 // listed, and refused with a sentence, while its other tools work; vet
 // works from the pins.
 func TestS3RugPullIsRefused(t *testing.T) {
+	t.Parallel()
 	bin := fsServer(t)
 	root := t.TempDir()
 	dir := moduleDir(t, fmt.Sprintf(`package policy
@@ -195,6 +197,7 @@ servers: fs: {command: [%q], env: AIMON_TEST_DESCRIPTION: string | *"", expose: 
 // TestS3PinNeedsItsServer: pin of a server that cannot start says which,
 // and writes nothing.
 func TestS3PinNeedsItsServer(t *testing.T) {
+	t.Parallel()
 	dir := moduleDir(t, `package policy
 
 servers: gone: {command: ["/nonexistent/mcp-server"], expose: ["x"]}
@@ -214,6 +217,7 @@ servers: gone: {command: ["/nonexistent/mcp-server"], expose: ["x"]}
 // effect comes from the server's annotations only where the policy trusts
 // them (rule P13), destructive otherwise (issue 17).
 func TestS8UpstreamExposeAll(t *testing.T) {
+	t.Parallel()
 	bin := fsServer(t)
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "inside"), 0o755)
@@ -284,6 +288,7 @@ validation: "enforce"
 // the tool refused and, after the reload that follows, withheld; its other
 // tools keep working (issue 17).
 func TestS3ToolChangedWhileServing(t *testing.T) {
+	t.Parallel()
 	bin := fsServer(t)
 	root := t.TempDir()
 	dir := moduleDir(t, fmt.Sprintf(`package policy
@@ -337,6 +342,7 @@ servers: fs: {command: [%q], expose: "*"}
 // tool it did not list when it was pinned has that tool withheld; its
 // pinned tools are offered (issue 17).
 func TestS3NewToolAfterPinIsWithheld(t *testing.T) {
+	t.Parallel()
 	bin := fsServer(t)
 	dir := moduleDir(t, fmt.Sprintf(`package policy
 
@@ -363,6 +369,7 @@ servers: fs: {command: [%q], env: AIMON_TEST_EXTRA: string | *"", expose: "*"}
 // token taken from the gateway's environment, is gated and decided like a
 // stdio one: a call the policy narrows away never reaches it (issue 17).
 func TestS3StreamableHTTPServerBehindTheGate(t *testing.T) {
+	t.Parallel()
 	srv := mcptest.NewEcho(t, "s3cret")
 	dir := moduleDir(t, fmt.Sprintf(`package policy
 
@@ -401,6 +408,7 @@ validation: "enforce"
 // enforced before the call is forwarded, and structured content passes
 // through (issue 17).
 func TestS8NPMEverythingServer(t *testing.T) {
+	t.Parallel()
 	bin := npmBin(t, "mcp-server-everything")
 	dir := moduleDir(t, fmt.Sprintf(`package policy
 

@@ -13,6 +13,7 @@ import (
 // values set with -ldflags -X, else a sentence that says how to get one
 // (issue 33).
 func TestVersionNamesModuleAndRevision(t *testing.T) {
+	t.Parallel()
 	stamp := func(version string, settings ...string) *debug.BuildInfo {
 		info := &debug.BuildInfo{Main: debug.Module{Version: version}}
 		for i := 0; i+1 < len(settings); i += 2 {
@@ -44,6 +45,7 @@ func TestVersionNamesModuleAndRevision(t *testing.T) {
 // TestVersionFromLdflags: a binary built without a VCS stamp reports the
 // revision given with -ldflags -X, as the README's install line does.
 func TestVersionFromLdflags(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "aimon-gw")
 	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.revision=0123abcd -X main.moduleVersion=v9.9.9", "-o", bin, ".")
 	build.Env = append(os.Environ(), "GOFLAGS=")

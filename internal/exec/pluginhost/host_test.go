@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/examples/plugins/wordcount"
+	"aimon.dev/gw/internal/testkit/gobuild"
 	"aimon.dev/gw/plugin"
 	"aimon.dev/gw/tools"
 )
@@ -34,28 +35,16 @@ func TestMain(m *testing.M) {
 	if plugin := os.Getenv(helperEnv); plugin != "" {
 		os.Exit(helperMain(plugin))
 	}
-	dir, err := os.MkdirTemp("", "aimon-gw-plugin-test")
+	var err error
+	if wordcountBin, err = gobuild.Build("aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount"); err == nil {
+		misbehaveBin, err = gobuild.Build("aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		gobuild.Cleanup()
 		os.Exit(1)
 	}
-	wordcountBin = filepath.Join(dir, "wordcount")
-	misbehaveBin = filepath.Join(dir, "misbehave")
-	for out, pkg := range map[string]string{
-		wordcountBin: "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount",
-		misbehaveBin: "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave",
-	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", pkg, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	gobuild.Main(m)
 }
 
 // helperMain is a gateway stand-in for TestR4NoPluginOutlivesKilledGateway:

@@ -22,10 +22,7 @@ import (
 // gateway/direct is the ratio (target ≤ 1.3).
 func BenchmarkUpstreamCall(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "fsserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver").CombinedOutput(); err != nil {
-		b.Fatalf("%v\n%s", err, out)
-	}
+	bin := fsServer(b)
 	file := filepath.Join(dir, "f")
 	os.WriteFile(file, []byte("hello"), 0o644)
 	up := &Upstreams{}
@@ -63,11 +60,7 @@ func BenchmarkUpstreamCall(b *testing.B) {
 // after a GC with 8 servers bound, less the heap before, per server.
 // Run it with -benchtime=3x; each iteration starts 8 servers.
 func BenchmarkUpstreamMemory(b *testing.B) {
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "fsserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver").CombinedOutput(); err != nil {
-		b.Fatalf("%v\n%s", err, out)
-	}
+	bin := fsServer(b)
 	const servers = 8
 	var heap, goroutines float64
 	for b.Loop() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,34 +11,17 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/gobuild"
 	"aimon.dev/gw/internal/testkit/mcptest"
 	"aimon.dev/gw/tools"
 )
 
-var fsBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-}
+// TestMain removes the binaries the tests built.
+func TestMain(m *testing.M) { gobuild.Main(m) }
 
 // fsServer builds the in-test MCP server on the official Go SDK, once.
-func fsServer(t *testing.T) string {
-	t.Helper()
-	fsBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fsserver")
-		if err != nil {
-			fsBuild.err = err
-			return
-		}
-		fsBuild.bin = filepath.Join(dir, "fsserver")
-		if out, err := exec.Command("go", "build", "-o", fsBuild.bin, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver").CombinedOutput(); err != nil {
-			fsBuild.err = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if fsBuild.err != nil {
-		t.Fatal(fsBuild.err)
-	}
-	return fsBuild.bin
+func fsServer(t testing.TB) string {
+	return gobuild.Binary(t, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver")
 }
 
 func fsTool(bin, tool string, env map[string]string) *policy.Tool {

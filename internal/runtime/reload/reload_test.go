@@ -6,33 +6,25 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/testkit/gobuild"
 )
 
 var misbehaveBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "aimon-gw-reload-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	misbehaveBin = filepath.Join(dir, "misbehave")
-	cmd := exec.Command("go", "build", "-o", misbehaveBin, "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
+	var err error
+	if misbehaveBin, err = gobuild.Build("aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave"); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test plugin:", err)
+		gobuild.Cleanup()
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	gobuild.Main(m)
 }
 
 const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\n"
