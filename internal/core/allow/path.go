@@ -129,7 +129,13 @@ func starBeforeBrace(p string) bool {
 
 // matchedClose and nextAlt scan like doublestar's indexMatchedClosingAlt and
 // indexNextAlt, so that the expansion splits where its matcher does.
-func matchedClose(s string) int {
+func matchedClose(s string) int { return scanAlt(s, false) }
+
+func nextAlt(s string) int { return scanAlt(s, true) }
+
+// scanAlt finds, skipping escapes and classes, the '}' that closes the
+// brace s is inside, or with comma the ',' at its own depth.
+func scanAlt(s string, comma bool) int {
 	depth := 1
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
@@ -144,32 +150,11 @@ func matchedClose(s string) int {
 		case '{':
 			depth++
 		case '}':
-			if depth--; depth == 0 {
+			if depth--; depth == 0 && !comma {
 				return i
 			}
-		}
-	}
-	return -1
-}
-
-func nextAlt(s string) int {
-	depth := 1
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '[':
-			for i++; i < len(s) && s[i] != ']'; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
-		case '{':
-			depth++
-		case '}':
-			depth--
 		case ',':
-			if depth == 1 {
+			if comma && depth == 1 {
 				return i
 			}
 		}
