@@ -2,10 +2,18 @@
 
 package builtin
 
-import "os"
+import (
+	"os"
+
+	"aimon.dev/gw/tools"
+)
 
 // Elsewhere than Linux, without openat2, the anchor is checked for links
 // and every open takes the root's way.
 func (a *anchor) plain() bool                                          { return false }
 func (a *anchor) beneath(rel string, flag int) (*os.File, error, bool) { return nil, nil, false }
 func (a *anchor) closeDir()                                            {}
+
+func readWhole(dir, path string) ([]byte, tools.FileState, bool) {
+	return nil, tools.FileState{}, false
+}

@@ -61,6 +61,16 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
+	if data, st, ok := readWhole(anchorDir(env), path); ok {
+		if bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
+			return binaryFile(env, path)
+		}
+		text, lines, err := renderBytes(ctx, data, offset, limit)
+		if err != nil {
+			return cancelled(env, "Read", ctx)
+		}
+		return readAnswer(env, path, st, offset, text, lines)
+	}
 	a, err := openReadAnchor(env)
 	if err != nil {
 		return openFailure(env, "Read", path, err)
@@ -76,7 +86,7 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 
 	br := bufio.NewReaderSize(f, readBufSize(fi.Size()))
 	if head, _ := br.Peek(sniffLen); bytes.IndexByte(head, 0) >= 0 {
-		return refuse(env, "Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
+		return binaryFile(env, path)
 	}
 	text, lines, err := renderLines(ctx, br, offset, limit, fi.Size())
 	if err != nil {
@@ -85,7 +95,17 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		}
 		return readFailure(env, "Read", path, err)
 	}
-	markRead(env, path, stateOf(fi))
+	return readAnswer(env, path, stateOf(fi), offset, text, lines)
+}
+
+func binaryFile(env *tools.Env, path string) tools.Result {
+	return refuse(env, "Read", "%s looks like a binary file (it holds NUL bytes); Read returns text files only.", path)
+}
+
+// readAnswer records the file read, in state st, and answers with its
+// numbered lines text, of lines lines seen.
+func readAnswer(env *tools.Env, path string, st tools.FileState, offset int, text string, lines int) tools.Result {
+	markRead(env, path, st)
 	switch {
 	case lines == 0:
 		return tools.OK(EmptyFile)
@@ -118,14 +138,38 @@ func readBufSize(size int64) int {
 // file's stated size, to size the answer once for a small file.
 func renderLines(ctx context.Context, r *bufio.Reader, offset, limit int, size int64) (string, int, error) {
 	var scratch []byte
+	return numberLines(ctx, offset, limit, size, func() ([]byte, error) {
+		line, err := readLine(r, scratch[:0], keepLine)
+		scratch = line
+		return line, err
+	})
+}
+
+// renderBytes is renderLines of a file read whole.
+func renderBytes(ctx context.Context, data []byte, offset, limit int) (string, int, error) {
+	return numberLines(ctx, offset, limit, int64(len(data)), func() ([]byte, error) {
+		var line []byte
+		line, data = nextLine(data, keepLine)
+		if line == nil {
+			return nil, io.EOF
+		}
+		return line, nil
+	})
+}
+
+// keepLine is how much of a line Read keeps: more than it shows, since a
+// line is cut at MaxLineChars characters of up to four bytes.
+const keepLine = 4*MaxLineChars + 4
+
+// numberLines numbers the lines next gives, as renderLines says.
+func numberLines(ctx context.Context, offset, limit int, size int64, next func() ([]byte, error)) (string, int, error) {
 	out := make([]byte, 0, min(max(size, 0)+max(size, 0)/4, maxReadBuf))
 	n := 0
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return "", n, ctx.Err()
 		}
-		line, err := readLine(r, scratch[:0], 4*MaxLineChars+4)
-		scratch = line
+		line, err := next()
 		if errors.Is(err, io.EOF) {
 			return asString(out), n, nil
 		}
@@ -205,6 +249,23 @@ func readLine(r *bufio.Reader, buf []byte, keep int) ([]byte, error) {
 			return buf, err
 		}
 	}
+}
+
+// nextLine is readLine of data held whole: the first line, kept to keep
+// bytes, and the rest of data; a nil line when data is empty.
+func nextLine(data []byte, keep int) (line, rest []byte) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	end, nl := len(data), false
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		end, nl = i+1, true
+	}
+	line, rest = data[:min(end, keep):min(end, keep)], data[end:]
+	if nl {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+	}
+	return bytes.TrimSuffix(line, []byte("\r")), rest
 }
 
 // openFailure turns an error opening path into a sentence.

@@ -2,10 +2,12 @@ package builtin
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,6 +141,9 @@ func FuzzRenderLines(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if whole, m, err := renderBytes(context.Background(), []byte(content), offset, limit); whole != text || m != n || err != nil {
+			t.Fatalf("read whole: %d lines %q (%v); as a stream: %d lines %q", m, whole, err, n, text)
+		}
 		if content == "" && n != 0 {
 			t.Fatalf("empty content has %d lines", n)
 		}
@@ -203,5 +208,118 @@ func TestReadBufSize(t *testing.T) {
 		if got := readBufSize(tt.size); got != tt.want {
 			t.Errorf("%s: readBufSize(%d) = %d, want %d", tt.note, tt.size, got, tt.want)
 		}
+	}
+}
+
+// TestR6ReadWholeOnlyWithoutLinks: Read's one-call open of a small file
+// (readWhole) takes only a regular file of 1 to maxReadBuf-1 bytes inside
+// the anchor and reached through no link, the file the root's way opens;
+// for everything else it declines, and Read takes the way that says what
+// is wrong (issue 32).
+func TestR6ReadWholeOnlyWithoutLinks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("readWhole needs openat2")
+	}
+	base, out := t.TempDir(), t.TempDir()
+	dir := filepath.Join(base, "anchor")
+	write(t, dir, "a.txt", "a\n")
+	write(t, dir, "sub/deep/b.txt", "b\r\nc")
+	write(t, dir, "empty.txt", "")
+	write(t, dir, "big.txt", strings.Repeat("x", maxReadBuf))
+	write(t, dir, "under.txt", strings.Repeat("x", maxReadBuf-1))
+	write(t, out, "secret.txt", "secret\n")
+	links := map[string]string{
+		"rel-in":      "sub/deep/b.txt",
+		"abs-in":      filepath.Join(dir, "a.txt"),
+		"abs-dir-in":  filepath.Join(dir, "sub"),
+		"abs-out":     filepath.Join(out, "secret.txt"),
+		"abs-dir-out": out,
+	}
+	for link, to := range links {
+		if err := os.Symlink(to, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(dir, filepath.Join(base, "via")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		note, anchor, path string
+		whole              bool
+	}{
+		{note: "a file", path: filepath.Join(dir, "a.txt"), whole: true},
+		{note: "a file three down", path: filepath.Join(dir, "sub/deep/b.txt"), whole: true},
+		{note: "one byte under the bound", path: filepath.Join(dir, "under.txt"), whole: true},
+		{note: "under the anchor /", anchor: "/", path: filepath.Join(dir, "a.txt"), whole: true},
+		{note: "the bound itself", path: filepath.Join(dir, "big.txt")},
+		{note: "an empty file: it may be a kernel interface", path: filepath.Join(dir, "empty.txt")},
+		{note: "a relative link inside", path: filepath.Join(dir, "rel-in")},
+		{note: "an absolute link inside", path: filepath.Join(dir, "abs-in")},
+		{note: "through a link to a directory inside", path: filepath.Join(dir, "abs-dir-in/deep/b.txt")},
+		{note: "a link out", path: filepath.Join(dir, "abs-out")},
+		{note: "through a link out", path: filepath.Join(dir, "abs-dir-out/secret.txt")},
+		{note: "an anchor reached through a link", anchor: filepath.Join(base, "via"), path: filepath.Join(base, "via/a.txt")},
+		{note: "outside the anchor", path: filepath.Join(out, "secret.txt")},
+		{note: "bad input: a relative path", anchor: "/", path: "a.txt"},
+		{note: "bad input: the anchor itself", path: dir},
+		{note: "a missing file", path: filepath.Join(dir, "missing.txt")},
+		{note: "a FIFO", path: filepath.Join(dir, "fifo")},
+		{note: "a directory", path: filepath.Join(dir, "sub")},
+		{note: "a device", anchor: "/", path: "/dev/zero"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			anchor := cmp.Or(tc.anchor, dir)
+			data, st, ok := readWhole(anchor, tc.path)
+			if ok != tc.whole {
+				t.Fatalf("readWhole(%s, %s): ok %v, want %v", anchor, tc.path, ok, tc.whole)
+			}
+			if !ok {
+				return
+			}
+			want, err := os.ReadFile(tc.path)
+			fi, _ := os.Stat(tc.path)
+			if err != nil || string(data) != string(want) || st != stateOf(fi) {
+				t.Errorf("readWhole read %q in state %+v; the file holds %q in state %+v", data, st, want, stateOf(fi))
+			}
+		})
+	}
+}
+
+// TestReadWholeAnswersAsTheStream: Read of a small file read whole answers
+// exactly as Read of the same file through a link, which reads it as a
+// stream (issue 32).
+func TestReadWholeAnswersAsTheStream(t *testing.T) {
+	for _, tc := range []struct{ note, content, in string }{
+		{note: "lines", content: "one\ntwo\nthree\n", in: `{}`},
+		{note: "no end of line", content: "a\nb", in: `{}`},
+		{note: "CRLF and a lone CR", content: "a\r\nb\r\n\r", in: `{}`},
+		{note: "empty lines", content: "\n\n\n", in: `{}`},
+		{note: "offset and limit", content: "1\n2\n3\n4\n", in: `{"offset":2,"limit":2}`},
+		{note: "bad input: offset past the end", content: "1\n2\n", in: `{"offset":9}`},
+		{note: "long lines cut", content: strings.Repeat("é", 2001) + "\n" + strings.Repeat("x", 9000) + "\r\n", in: `{}`},
+		{note: "a CR at the kept bound", content: strings.Repeat("x", keepLine-1) + "\r" + strings.Repeat("y", 10) + "\n", in: `{}`},
+		{note: "bad input: NUL bytes", content: "text\x00more", in: `{}`},
+		{note: "a NUL past the sniff", content: strings.Repeat("a", sniffLen) + "\x00", in: `{}`},
+		{note: "invalid UTF-8", content: "\xff\xfe\n\x80", in: `{}`},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			env := session(t)
+			env.Scope = &tools.Scope{Anchor: env.Workdir}
+			p := write(t, env.Workdir, "f.txt", tc.content)
+			if err := os.Symlink("f.txt", filepath.Join(env.Workdir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, ok := readWhole(env.Workdir, p); !ok && runtime.GOOS == "linux" {
+				t.Fatalf("%s is not read whole", p)
+			}
+			in := func(name string) string { return `{"file_path":"` + name + `",` + strings.TrimPrefix(tc.in, "{") }
+			whole, stream := call(t, env, "Read", strings.Replace(in("f.txt"), ",}", "}", 1)), call(t, env, "Read", strings.Replace(in("link"), ",}", "}", 1))
+			if stream.Text = strings.ReplaceAll(stream.Text, filepath.Join(env.Workdir, "link"), p); whole != stream {
+				t.Errorf("read whole: %+v\nas a stream: %+v", whole, stream)
+			}
+		})
 	}
 }
