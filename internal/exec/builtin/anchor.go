@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -121,6 +122,10 @@ func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) 
 	if errors.As(err, &al) {
 		return refuse(env, tool, "%s", al.Error()), true
 	}
+	var w *withheld
+	if errors.As(err, &w) {
+		return refuse(env, tool, "%s leads through a symbolic link to %s, which this surface may not %s: a deny, ask or narrower allow entry withholds it, and %s follows no link into what the lists withhold. Give that path itself, to have it decided as itself.", w.path, w.at, strings.ToLower(tool), tool), true
+	}
 	return tools.Result{}, false
 }
 
@@ -148,8 +153,69 @@ func (a *anchor) allows(path string) bool {
 // errEscapes marks an open that a symbolic link or ".." took out of the anchor.
 var errEscapes = errors.New("it leads outside the allowed directory")
 
-// open opens path (absolute) under the anchor with flag, never blocking.
+// open opens path (absolute) under the anchor with flag, never blocking,
+// and keeps it only when the place it is really at is one the scope
+// admits (withheldAt).
 func (a *anchor) open(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := a.openAt(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.withheldAt(path, openedAt(f)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// withheld is an open that a symbolic link inside the anchor took to a
+// place the scope does not admit: one a deny, ask or narrower allow entry
+// withholds (rules P14, R6). An agent with Bash can make such a link where
+// it may write, though its sandbox keeps a denied or asked directory
+// read-only; so where a link leads is decided as itself.
+type withheld struct{ path, at string }
+
+func (e *withheld) Error() string { return e.path + " leads to " + e.at }
+
+// withheldAt is a withheld error when real, where path really leads (""
+// when unknown), is another place than path and one the scope does not
+// admit. real is taken relative to the anchor's own real directory, so
+// that a link of the operator's above the anchor changes nothing.
+func (a *anchor) withheldAt(path, real string) error {
+	if a.env == nil || a.env.Scope == nil || a.env.Scope.Allows == nil || real == "" || real == path {
+		return nil
+	}
+	base, err := filepath.EvalSymlinks(a.dir)
+	if err != nil {
+		base = a.dir
+	}
+	rel, err := filepath.Rel(base, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil // outside the anchor: the anchor's own checks refuse that
+	}
+	if at := filepath.Join(a.dir, rel); at != path && !a.env.Scope.Allows(at) {
+		return &withheld{path: path, at: at}
+	}
+	return nil
+}
+
+// openedAt is where the open file f really is, from its descriptor, so
+// that a link swapped in before the open cannot hide it; "" when unknown.
+func openedAt(f *os.File) string {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var at string
+	sc.Control(func(fd uintptr) { at, _ = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) })
+	if !filepath.IsAbs(at) {
+		return ""
+	}
+	return at
+}
+
+// openAt is open without the check of where the file is.
+func (a *anchor) openAt(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	flag |= syscall.O_NONBLOCK | syscall.O_CLOEXEC | syscall.O_NOCTTY
 	if rel, ok := a.rel(path); ok && flag&writing == 0 {
 		if f, err, done := a.beneath(rel, flag); done {

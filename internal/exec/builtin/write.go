@@ -117,6 +117,9 @@ func create(a *anchor, path string) (*os.File, error) {
 	if !ok {
 		return nil, errEscapes
 	}
+	if err := a.withheldAt(path, leadsTo(path)); err != nil {
+		return nil, err // before any directory is made there
+	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := a.root.MkdirAll(dir, 0o755); err != nil {
 			if isEscape(err) {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestP14LinksLeadNotIntoWhatTheListsWithhold: a symbolic link inside the
+// directory an allow entry opens (one an agent made with Bash, whose
+// sandbox keeps a denied or asked directory read-only) takes no file tool
+// into what a deny, ask or narrower allow entry withholds (rules P14, R6):
+// the place a link leads to is decided as itself. Links that stay where
+// the lists allow keep working.
+func TestP14LinksLeadNotIntoWhatTheListsWithhold(t *testing.T) {
+	t.Parallel()
+	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-withheld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	proj := root + "/proj"
+	for _, d := range []string{"private", "locked", "docs", "open", "gw/policy", "gw/cue.mod"} {
+		os.MkdirAll(filepath.Join(proj, d), 0o755)
+	}
+	writeFile(t, proj+"/private/p.txt", "private\n")
+	writeFile(t, proj+"/docs/d.txt", "docs\n")
+	writeFile(t, proj+"/open/o.txt", "open\n")
+	writeFile(t, proj+"/notes.md", "notes\n")
+	writeFile(t, proj+"/secret.txt", "secret\n")
+	writeFile(t, proj+"/gw/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, proj+"/gw/policy/policy.cue", fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Read: schema.#Read, Write: schema.#Write, Edit: schema.#Edit}
+agent: "allowed-tools": ["Read(%[1]s/**)", "Write(%[1]s/**)", "Edit(%[1]s/**)"]
+agent: "denied-tools": ["Read(%[1]s/private/**)", "Write(%[1]s/locked/**)"]
+agent: "ask-tools": ["Write(%[1]s/docs/**)", "Edit(%[1]s/docs/**)"]
+subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
+`, proj))
+	// The links, as `git -c alias.x='!ln -s private pl' x` makes them.
+	for link, to := range map[string]string{"pl": "private", "pa": proj + "/private", "lk": "locked", "d2": "docs",
+		"ol": "open", "leak.md": "secret.txt", "alias.md": "notes.md"} {
+		if err := os.Symlink(to, filepath.Join(proj, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(id, p string) string {
+		return toolUse(id, "Read", map[string]any{"file_path": p})
+	}
+	write := func(id, p string) string {
+		return toolUse(id, "Write", map[string]any{"file_path": p, "content": "x"})
+	}
+	for _, c := range []struct {
+		note    string
+		surface string
+		lines   []string
+		errs    []bool   // is_error of each reply
+		says    string   // in the last reply
+		absent  []string // files that must not exist after
+	}{
+		{note: "a relative link into a denied directory is not read", lines: []string{read("1", proj+"/pl/p.txt")},
+			errs: []bool{true}, says: "private/p.txt"},
+		{note: "an absolute link into a denied directory is not read", lines: []string{read("1", proj+"/pa/p.txt")},
+			errs: []bool{true}, says: "private/p.txt"},
+		{note: "a link into a denied directory is not written", lines: []string{write("1", proj+"/lk/x.txt")},
+			errs: []bool{true}, says: "locked/x.txt", absent: []string{"locked/x.txt"}},
+		{note: "no directory is made through a link into a denied one", lines: []string{write("1", proj+"/lk/sub/x.txt")},
+			errs: []bool{true}, says: "locked/sub/x.txt", absent: []string{"locked/sub"}},
+		{note: "a link into an asked directory is not written without approval", lines: []string{write("1", proj+"/d2/y.txt")},
+			errs: []bool{true}, says: "docs/y.txt", absent: []string{"docs/y.txt"}},
+		{note: "a file of an asked directory read through a link is not edited through it",
+			lines: []string{read("1", proj+"/d2/d.txt"), toolUse("2", "Edit", map[string]any{"file_path": proj + "/d2/d.txt", "old_string": "docs", "new_string": "edited"})},
+			errs:  []bool{false, true}, says: "docs/d.txt"},
+		{note: "a link to a file a narrower allow list leaves out is not read", surface: "agent,subagent:md",
+			lines: []string{read("1", proj+"/leak.md")}, errs: []bool{true}, says: "secret.txt"},
+		{note: "a link to a file the narrower list allows is read", surface: "agent,subagent:md",
+			lines: []string{read("1", proj+"/alias.md")}, errs: []bool{false}, says: "notes"},
+		{note: "a link that stays where the lists allow is read and written",
+			lines: []string{read("1", proj+"/ol/o.txt"), write("2", proj+"/ol/o.txt"), write("3", proj+"/ol/new.txt")},
+			errs:  []bool{false, false, false}, says: "Created"},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			surface := c.surface
+			if surface == "" {
+				surface = "agent"
+			}
+			replies := runServe(t, []string{"--policy", proj + "/gw/policy", "--workdir", proj, "--surface", surface}, nil, c.lines...)
+			for i, r := range replies {
+				if r["is_error"] != c.errs[i] {
+					t.Errorf("reply %d: is_error %v, want %v: %v", i, r["is_error"], c.errs[i], r["content"])
+				}
+			}
+			if last, _ := replies[len(replies)-1]["content"].(string); !strings.Contains(last, c.says) {
+				t.Errorf("the last reply does not say %q: %s", c.says, last)
+			}
+			for _, a := range c.absent {
+				if _, err := os.Lstat(filepath.Join(proj, a)); err == nil {
+					t.Errorf("%s was made through a link", a)
+					os.RemoveAll(filepath.Join(proj, a))
+				}
+			}
+		})
+	}
+}
+
+// toolUse is one call's line.
+func toolUse(id, name string, input map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"type": "tool_use", "id": id, "name": name, "input": input})
+	return string(b)
+}
