@@ -159,7 +159,7 @@ type toolSpec struct {
 	Description  string    `json:"description"`
 	Effect       string    `json:"effect"`
 	Idempotent   bool      `json:"idempotent"`
-	OpenWorld    bool      `json:"openWorld"`
+	OpenWorld    *bool     `json:"openWorld"`
 	Input        cue.Value `json:"input"`
 	Output       cue.Value `json:"output"`
 	Concurrency  string    `json:"concurrency"`
@@ -198,12 +198,19 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 	}
 	pos := position(v.Pos())
 	if b := v.LookupPath(implPaths[0]); b.Exists() {
-		if v = c.narrowed(name, str(b), v); !v.Exists() {
+		builtin, ok := c.oneOf("tool "+name, v, builtinField)
+		if !ok {
+			return nil
+		}
+		if v = c.narrowed(name, builtin, v); !v.Exists() {
 			return nil
 		}
 	}
 	var s toolSpec
 	_ = v.Decode(&s) // a field that is not concrete (an error here) stays zero
+	if !c.defaults(name, v, &s) {
+		return nil
+	}
 	var server, upTool string
 	switch {
 	case s.Upstream != nil: // set by a server's expose
@@ -212,7 +219,7 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 		server, upTool = srv, rest
 	}
 	t := &Tool{Name: name, Pos: pos, Builtin: s.Builtin, External: s.External, Description: s.Description, Title: s.Title,
-		Effect: s.Effect, Idempotent: s.Idempotent, OpenWorld: s.OpenWorld, Input: s.Input, Concurrency: s.Concurrency,
+		Effect: s.Effect, Idempotent: s.Idempotent, OpenWorld: *s.OpenWorld, Input: s.Input, Concurrency: s.Concurrency,
 		Interrupt: s.Interrupt, Validation: cmp.Or(s.Validation, mode), MaxFileBytes: s.MaxFileBytes, PolicyDir: c.dir}
 	if !c.settings(t, &s) {
 		return nil
@@ -230,6 +237,32 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 		return nil
 	}
 	return t
+}
+
+// defaults checks the string fields of s that take a few values, and gives
+// the fields the tool leaves out their defaults (see fields.go).
+func (c *compiler) defaults(name string, v cue.Value, s *toolSpec) bool {
+	owner, ok := "tool "+name, true
+	for _, f := range []struct {
+		dst *string
+		e   enum
+	}{{&s.Effect, effectField}, {&s.Concurrency, concurrencyField}, {&s.Interrupt, interruptField}, {(*string)(&s.Validation), validationField}} {
+		var good bool
+		*f.dst, good = c.oneOf(owner, v, f.e)
+		ok = ok && good
+	}
+	if s.Subject.Exists() {
+		_, good := c.oneOf(owner, v, kindField)
+		ok = ok && good
+	}
+	if s.OpenWorld == nil {
+		open := defaultOpenWorld
+		s.OpenWorld = &open
+	}
+	if s.MaxFileBytes == 0 && (s.Builtin == "Write" || s.Builtin == "Edit") {
+		s.MaxFileBytes = defaultMaxFileBytes
+	}
+	return ok
 }
 
 // settings reads what of s needs more than a copy: the output schema, the
@@ -378,8 +411,9 @@ func (c *compiler) wildcards(v cue.Value) {
 // sandbox reads a tool's sandbox block; a path that is relative or empty
 // is an error (rule R6): it would say nothing certain about what is written.
 func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
-	s := &SandboxSpec{Off: str(v.LookupPath(cue.ParsePath("mode"))) == "off", Network: boolean(v.LookupPath(cue.ParsePath("network")))}
-	ok := true
+	mode, ok := c.oneOf("tool "+t.Name, v, modeField)
+	s := &SandboxSpec{Off: mode == "off"}
+	ok = c.network(t, s, v.LookupPath(cue.ParsePath("network"))) && ok
 	for _, f := range []struct {
 		name string
 		dst  *[]string
@@ -395,11 +429,38 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 			*f.dst = append(*f.dst, p)
 		}
 	}
-	if !c.hosts(t, s, v.LookupPath(cue.ParsePath("network.allow"))) {
-		ok = false
-	}
 	t.Sandbox = s
 	return ok
+}
+
+// network reads sandbox.network: left out or false for no network, true
+// for all of it, or {allow: [...]} for the hosts reached through the
+// gateway's proxy (rule R8).
+func (c *compiler) network(t *Tool, s *SandboxSpec, v cue.Value) bool {
+	if !v.Exists() {
+		return true
+	}
+	switch v.IncompleteKind() {
+	case cue.BoolKind:
+		s.Network = boolean(v)
+		return true
+	case cue.StructKind:
+		ok := true
+		iter, _ := v.Fields(cue.Optional(true))
+		for iter.Next() {
+			if name := iter.Selector().Unquoted(); name != "allow" {
+				c.fail(iter.Value(), rule.R8, "tool %s: sandbox.network has no field %s, only allow (the hosts reached through the gateway's proxy); remove %s.", t.Name, name, name)
+				ok = false
+			}
+		}
+		if allow := v.LookupPath(cue.ParsePath("allow")); allow.Exists() && allow.IncompleteKind() != cue.ListKind {
+			c.fail(allow, rule.R8, "tool %s: sandbox.network.allow must be a list of hosts, such as [\"api.github.com\"], not %v.", t.Name, allow)
+			return false
+		}
+		return c.hosts(t, s, v.LookupPath(cue.ParsePath("allow"))) && ok
+	}
+	c.fail(v, rule.R8, "tool %s: sandbox.network must be true, false or {allow: [...]} (the hosts reached through the gateway's proxy), not %v; write one of them, or leave it out for false.", t.Name, v)
+	return false
 }
 
 // hosts reads sandbox.network.allow, the hosts a command reaches through
@@ -432,12 +493,14 @@ func (c *compiler) tests(g *Generation, v cue.Value) {
 			Workdir: str(tv.LookupPath(cue.ParsePath("workdir"))), Allowed: boolean(tv.LookupPath(cue.ParsePath("allowed"))),
 			Ask:  boolean(tv.LookupPath(cue.ParsePath("ask"))),
 			Rule: rule.ID(str(tv.LookupPath(cue.ParsePath("rule")))), Reason: str(tv.LookupPath(cue.ParsePath("reason")))}
+		// A test that names no surface runs on the agent, or its principal's chain.
 		sv := tv.LookupPath(cue.ParsePath("surface"))
-		d, byDefault := sv.Default()
-		if byDefault {
-			sv = d
+		byDefault := !sv.Exists()
+		t.Surface = []string{"agent"}
+		if !byDefault {
+			t.Surface = nil
+			_ = sv.Decode(&t.Surface)
 		}
-		_ = sv.Decode(&t.Surface)
 		if pv := tv.LookupPath(cue.ParsePath("principal")); pv.Exists() {
 			t.Principal = &Claims{Subject: str(pv.LookupPath(cue.ParsePath("subject"))), Client: str(pv.LookupPath(cue.ParsePath("client")))}
 			_ = pv.LookupPath(cue.ParsePath("groups")).Decode(&t.Principal.Groups)
@@ -564,8 +627,8 @@ func fields(v cue.Value) map[string]cue.Value {
 
 func (c *compiler) surface(ref string, v cue.Value) *Surface {
 	s := &Surface{Ref: ref}
-	if m := v.LookupPath(cue.MakePath(cue.Str("max-effect"))); m.Exists() {
-		s.MaxEffect, s.MaxEffectPos = str(m), position(m.Pos())
+	if effect, _ := c.oneOf(ref, v, maxEffectField); effect != "" {
+		s.MaxEffect, s.MaxEffectPos = effect, position(v.LookupPath(cue.MakePath(cue.Str("max-effect"))).Pos())
 	}
 	// A list may hold thousands of entries in a few files: each file's
 	// name is made relative once.

@@ -136,7 +136,7 @@ func fromCUE(err error, schemaDir string) []Diagnostic {
 		// The place every error of the group names is the policy's value.
 		pos, n := Position{}, 0
 		for p, c := range g.pos {
-			if c > n || c == n && p.String() > pos.String() {
+			if c > n || c == n && p.Compare(pos) > 0 {
 				pos, n = p, c
 			}
 		}

@@ -133,7 +133,7 @@ parallel: {maxConcurrency: 2, perBatchMax: 3}
 	}
 	want := []string{
 		"policy.cue:7:31: tool Read: input.extra is not a parameter of the built-in Read",
-		"policy.cue:8:37: tools.Echo.concurrency: \"parallel\" is not allowed here",
+		"policy.cue:8:37: tools.Echo.concurrency: conflicting values \"concurrent_safe\" and \"parallel\"",
 		"policy.cue:10:8: agent.allowedTools: field not allowed",
 		"policy.cue:11:44: parallel.perBatchMax:",
 	}

@@ -181,14 +181,14 @@ func (c *compiler) declare(t *Tool, d Declared) bool {
 		t.Description = d.Description
 	}
 	// The policy may narrow the plugin's declarations, never widen them.
-	if isDefault(t.value.LookupPath(cue.ParsePath("concurrency"))) || d.Concurrency != "concurrent_safe" {
+	if unset(t.value, "concurrency") || d.Concurrency != "concurrent_safe" {
 		t.Concurrency = d.Concurrency
 	}
-	if isDefault(t.value.LookupPath(cue.ParsePath("interrupt"))) {
+	if unset(t.value, "interrupt") {
 		t.Interrupt = d.Interrupt
 	}
 	if h := d.Hints; h != nil && t.Upstream != nil && t.Upstream.TrustAnnotations {
-		if isDefault(t.value.LookupPath(cue.ParsePath("effect"))) {
+		if unset(t.value, "effect") {
 			switch {
 			case h.ReadOnly:
 				t.Effect = "read"
@@ -198,20 +198,20 @@ func (c *compiler) declare(t *Tool, d Declared) bool {
 				t.Effect = "destructive"
 			}
 		}
-		if isDefault(t.value.LookupPath(cue.ParsePath("idempotent"))) {
+		if unset(t.value, "idempotent") {
 			t.Idempotent = h.Idempotent
 		}
-		if isDefault(t.value.LookupPath(cue.ParsePath("openWorld"))) {
+		if unset(t.value, "openWorld") {
 			t.OpenWorld = h.OpenWorld == nil || *h.OpenWorld
 		}
 	}
 	return true
 }
 
-// isDefault reports whether v holds only the default the schema gave it.
-func isDefault(v cue.Value) bool {
-	_, ok := v.Default()
-	return ok
+// unset reports whether the policy leaves field of tool v out, so that
+// the default applies (fields.go).
+func unset(v cue.Value, field string) bool {
+	return !v.LookupPath(cue.MakePath(cue.Str(field))).Exists()
 }
 
 // unpinnedServers reports each upstream server held to pins (the default)
