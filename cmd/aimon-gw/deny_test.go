@@ -48,3 +48,56 @@ skills: safe: "denied-tools": ["Bash(git push:*)"]
 		})
 	}
 }
+
+// TestP14QuotingHidesNoDeniedCommand: deny and ask entries read a command
+// as the shell will, so quotes, backslashes and expansions that the shell
+// removes before the command runs hide no denied or asked command; where
+// an expansion could make a word of the entry, the entry cannot tell and
+// decides (rules P3, P14). Commands whose words do not meet the entry stay
+// allowed.
+func TestP14QuotingHidesNoDeniedCommand(t *testing.T) {
+	t.Parallel()
+	dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Bash: schema.#Bash & {sandbox: mode: "off"}
+agent: "allowed-tools": ["Bash(git:*)", "Bash(ls:*)"]
+agent: "denied-tools": ["Bash(git push:*)", "Bash(git reset --hard)"]
+agent: "ask-tools": ["Bash(git commit:*)"]
+`)
+	for _, tc := range []struct {
+		note, command string
+		verdict       string // allow, ask or deny
+	}{
+		{"single quotes", "git 'push'", "deny"},
+		{"double quotes", `git "push" origin`, "deny"},
+		{"an empty quote glued on", "git ''push", "deny"},
+		{"a backslash", `git p\ush`, "deny"},
+		{"a quoted word of an exact entry", `git reset '--hard'`, "deny"},
+		{"a brace expansion", "git {push,x}", "deny"},
+		{"a glob that a file named push would expand", "git pus?", "deny"},
+		{"an unterminated quote", "git 'push", "deny"},
+		{"an asked command in quotes", `git "commit" -m x`, "ask"},
+		{"the plain denied command", "git push", "deny"},
+		{"quotes in another word", "git log --format='%h push'", "allow"},
+		{"a glob after the entry's words differ", "ls *.go", "allow"},
+		{"a message that says push", "git status 'push'", "allow"},
+		{"the exact entry with another word after it", "git reset --hard 'HEAD'", "allow"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			call := fmt.Sprintf(`{"type":"tool_use","id":"1","name":"Bash","input":{"command":%q}}`, tc.command)
+			out, _ := exec.Command(gatewayBinary(t), "check", "--policy", dir, call).Output()
+			var d struct {
+				Allowed, Ask bool
+			}
+			if err := json.Unmarshal(out, &d); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			got := map[[2]bool]string{{true, false}: "allow", {false, true}: "ask", {false, false}: "deny"}[[2]bool{d.Allowed, d.Ask}]
+			if got != tc.verdict {
+				t.Errorf("%s: %s, want %s: %s", tc.command, got, tc.verdict, out)
+			}
+		})
+	}
+}

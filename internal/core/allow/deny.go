@@ -146,10 +146,11 @@ func patterned(lvs []*toolEntries) []string {
 // callSubject is what deny and ask entries are matched against: the
 // subject as the allow lists read it, or the tool's own rule's answers.
 type callSubject struct {
-	subj    string // for a tool with a subject kind
-	what    string // the subject for sentences, such as command "ls"
-	why     string // why there is no subject, when patterns need one
-	chained bool   // a command with metacharacters (P3)
+	subj    string      // for a tool with a subject kind
+	what    string      // the subject for sentences, such as command "ls"
+	why     string      // why there is no subject, when patterns need one
+	chained bool        // a command with metacharacters (P3)
+	shell   []shellWord // a command's words as the shell passes them, when they differ from its fields
 	rule    Ruler
 	in      map[string]any
 	workdir string
@@ -182,6 +183,7 @@ func (e *Effective) matcherOf(tool string, in map[string]any, written any, workd
 		// tabs between words do not hide it.
 		c.chained = hasCommandMeta(subj)
 		subj = strings.Join(strings.Fields(subj), " ")
+		c.shell = shellWords(subj)
 	}
 	c.subj = subj
 	return c
@@ -204,6 +206,13 @@ func (c callSubject) matching(lvs []*toolEntries) []string {
 		for _, i := range lv.candidates(c.subj, buf[:0]) {
 			if in := &lv.infos[i]; in.m.match(c.subj) {
 				out = append(out, in.Raw)
+			}
+		}
+		if c.shell != nil && lv.kind == Command {
+			for _, in := range lv.infos {
+				if in.m != nil && !slices.Contains(out, in.Raw) && mayRun(c.shell, in.Pattern) {
+					out = append(out, in.Raw)
+				}
 			}
 		}
 	}
