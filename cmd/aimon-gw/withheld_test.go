@@ -17,31 +17,15 @@ import (
 // the lists allow keep working.
 func TestP14LinksLeadNotIntoWhatTheListsWithhold(t *testing.T) {
 	t.Parallel()
-	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-withheld")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	proj := root + "/proj"
-	for _, d := range []string{"private", "locked", "docs", "open", "gw/policy", "gw/cue.mod"} {
-		os.MkdirAll(filepath.Join(proj, d), 0o755)
-	}
-	writeFile(t, proj+"/private/p.txt", "private\n")
-	writeFile(t, proj+"/docs/d.txt", "docs\n")
-	writeFile(t, proj+"/open/o.txt", "open\n")
-	writeFile(t, proj+"/notes.md", "notes\n")
-	writeFile(t, proj+"/secret.txt", "secret\n")
-	writeFile(t, proj+"/gw/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	writeFile(t, proj+"/gw/policy/policy.cue", fmt.Sprintf(`package policy
-
-import "aimon.dev/gw/schema"
-
+	root := withheldLayout(t, "proj", map[string]string{"private/p.txt": "private\n", "docs/d.txt": "docs\n",
+		"open/o.txt": "open\n", "notes.md": "notes\n", "secret.txt": "secret\n", "locked/.keep": ""}, `
 tools: {Read: schema.#Read, Write: schema.#Write, Edit: schema.#Edit}
 agent: "allowed-tools": ["Read(%[1]s/**)", "Write(%[1]s/**)", "Edit(%[1]s/**)"]
 agent: "denied-tools": ["Read(%[1]s/private/**)", "Write(%[1]s/locked/**)"]
 agent: "ask-tools": ["Write(%[1]s/docs/**)", "Edit(%[1]s/docs/**)"]
 subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
-`, proj))
+`)
+	proj := root + "/proj"
 	// The links, as `git -c alias.x='!ln -s private pl' x` makes them.
 	for link, to := range map[string]string{"pl": "private", "pa": proj + "/private", "lk": "locked", "d2": "docs",
 		"ol": "open", "leak.md": "secret.txt", "alias.md": "notes.md"} {
@@ -106,6 +90,60 @@ subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
 			}
 		})
 	}
+}
+
+// TestP14ProcLinksLeadNotIntoWhatTheListsWithhold: under a name-only
+// entry (the anchor is /), the kernel's own links (/proc/self/root,
+// /proc/thread-self/root) take no file tool into what a
+// deny or ask entry withholds; no Bash is needed to have them (rules P14,
+// R6). A search rooted through one visits only what the lists allow.
+func TestP14ProcLinksLeadNotIntoWhatTheListsWithhold(t *testing.T) {
+	t.Parallel()
+	root := withheldLayout(t, ".", map[string]string{"secret/k": "s3cr3t-content\n", "asked/a": "s3cr3t-content\n", "open/o": "open\n"}, `
+tools: {Read: schema.#Read, Grep: schema.#Grep, Glob: schema.#Glob}
+agent: "allowed-tools": ["Read", "Grep", "Glob"]
+agent: "denied-tools": ["Read(%[1]s/secret/**)", "Grep(%[1]s/secret/**)", "Glob(%[1]s/secret/**)"]
+agent: "ask-tools": ["Read(%[1]s/asked/**)"]
+`)
+	for _, c := range []struct {
+		note, line string
+		isError    bool
+		says       string
+	}{
+		{"a denied file through /proc/self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/self/root" + root + "/secret/k"}), true, root + "/secret/k, which this surface may not read"},
+		{"an asked file through /proc/thread-self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/thread-self/root" + root + "/asked/a"}), true, root + "/asked/a, which this surface may not read"},
+		{"an allowed file through /proc/self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/self/root" + root + "/open/o"}), false, "open"},
+		{"a grep of a denied file", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret/k"}), true, "may not grep"},
+		{"a grep of a denied directory", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret", "output_mode": "content"}), false, "were not searched"},
+		{"a glob of a denied directory", toolUse("1", "Glob", map[string]any{"pattern": "**", "path": "/proc/self/root" + root + "/secret"}), false, "No files found for \"**\" in /proc/self/root" + root + "/secret.\n[1 file"},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			replies := runServe(t, []string{"--policy", root + "/proj/gw/policy", "--workdir", root}, nil, c.line)
+			text, _ := replies[0]["content"].(string)
+			if replies[0]["is_error"] != c.isError || !strings.Contains(text, c.says) || strings.Contains(text, "s3cr3t-content") || strings.Contains(text, "secret/k\n") {
+				t.Errorf("is_error %v, want %v, saying %q: %s", replies[0]["is_error"], c.isError, c.says, text)
+			}
+		})
+	}
+}
+
+// withheldLayout is a directory outside /tmp (a sandbox's /tmp is its
+// own) holding files under dir, and a policy in dir/gw/policy whose body
+// names dir's absolute path as %[1]s.
+func withheldLayout(t *testing.T, dir string, files map[string]string, body string) string {
+	t.Helper()
+	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-withheld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	base := filepath.Join(root, dir)
+	for name, content := range files {
+		writeFile(t, filepath.Join(base, name), content)
+	}
+	writeFile(t, root+"/proj/gw/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, root+"/proj/gw/policy/policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n"+fmt.Sprintf(body, base))
+	return root
 }
 
 // toolUse is one call's line.

@@ -31,6 +31,9 @@ type anchor struct {
 	// dev and ino identify it, for a root opened after it (ensureRoot).
 	dirfd    int
 	dev, ino uint64
+	// A search root (from) that a symbolic link took to another place
+	// under the anchor (to), for allows; "" for none.
+	from, to string
 }
 
 // anchorDir is the directory the call was allowed: its scope's anchor,
@@ -145,9 +148,17 @@ func (a *anchor) rel(path string) (string, bool) {
 	return rel, true
 }
 
-// allows reports whether the scope admits path (a search's files).
+// allows reports whether the scope admits path (a search's files), and,
+// for a search whose root a link took elsewhere (stat), the place path
+// really is.
 func (a *anchor) allows(path string) bool {
-	return a.env == nil || a.env.Scope == nil || a.env.Scope.Allows == nil || a.env.Scope.Allows(path)
+	if !a.limited() {
+		return true
+	}
+	if r, ok := strings.CutPrefix(path, a.from+"/"); ok && a.to != "" && !a.env.Scope.Allows(filepath.Join(a.to, r)) {
+		return false
+	}
+	return a.env.Scope.Allows(path)
 }
 
 // errEscapes marks an open that a symbolic link or ".." took out of the anchor.
@@ -182,8 +193,21 @@ func (e *withheld) Error() string { return e.path + " leads to " + e.at }
 // admit. real is taken relative to the anchor's own real directory, so
 // that a link of the operator's above the anchor changes nothing.
 func (a *anchor) withheldAt(path, real string) error {
-	if a.env == nil || a.env.Scope == nil || a.env.Scope.Allows == nil || real == "" || real == path {
+	if !a.limited() || real == "" || real == path {
 		return nil
+	}
+	if at := a.at(real); at != "" && at != path && !a.env.Scope.Allows(at) {
+		return &withheld{path: path, at: at}
+	}
+	return nil
+}
+
+// at is real, a place a path really leads to, named under the anchor's
+// own name; "" when unknown or outside the anchor (its own checks refuse
+// that).
+func (a *anchor) at(real string) string {
+	if real == "" {
+		return ""
 	}
 	base, err := filepath.EvalSymlinks(a.dir)
 	if err != nil {
@@ -191,12 +215,15 @@ func (a *anchor) withheldAt(path, real string) error {
 	}
 	rel, err := filepath.Rel(base, real)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil // outside the anchor: the anchor's own checks refuse that
+		return ""
 	}
-	if at := filepath.Join(a.dir, rel); at != path && !a.env.Scope.Allows(at) {
-		return &withheld{path: path, at: at}
-	}
-	return nil
+	return filepath.Join(a.dir, rel)
+}
+
+// limited reports whether the scope's patterns limit what the call may
+// touch below its anchor.
+func (a *anchor) limited() bool {
+	return a.env != nil && a.env.Scope != nil && a.env.Scope.Allows != nil
 }
 
 // openedAt is where the open file f really is, from its descriptor, so
@@ -280,6 +307,9 @@ func (a *anchor) stat(path string) (fs.FileInfo, string, error) {
 	fi, err := a.root.Stat(rel)
 	if isEscape(err) {
 		return nil, "", errEscapes
+	}
+	if at := a.at(leadsTo(path)); err == nil && a.limited() && at != "" && at != path {
+		a.from, a.to = path, at // a search's root: its files are decided where they are too
 	}
 	return fi, rel, err
 }

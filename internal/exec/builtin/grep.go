@@ -118,6 +118,9 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	switch {
 	case err != nil && !errors.Is(err, errStop):
+		if r, ok := anchorFailure(env, "Grep", err); ok {
+			return r
+		}
 		return fail(env, "Grep", err, "Could not search %s: %v.", g.root, err)
 	case !g.matched:
 		return tools.OK(fmt.Sprintf("No matches found for %s in %s.%s", quote(p.Pattern), g.root, skippedNote(g.skipped)))
