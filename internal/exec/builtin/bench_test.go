@@ -9,13 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"aimon.dev/gw/internal/testkit/cputime"
 	"aimon.dev/gw/tools"
 )
 
@@ -175,11 +173,11 @@ func BenchmarkReadSmall(b *testing.B) {
 		if i%2 == 1 {
 			first, second = floor, read
 		}
-		c0, t0 := threadCPU(), time.Now()
+		c0, t0 := cputime.Thread(), time.Now()
 		first()
-		c1, t1 := threadCPU(), time.Now()
+		c1, t1 := cputime.Thread(), time.Now()
 		second()
-		c2, t2 := threadCPU(), time.Now()
+		c2, t2 := cputime.Thread(), time.Now()
 		w, c, d := float64(t1.Sub(t0))/float64(t2.Sub(t1)), float64(c1-c0)/float64(c2-c1), t1.Sub(t0)
 		if i%2 == 1 {
 			w, c, d = 1/w, 1/c, t2.Sub(t1)
@@ -190,24 +188,7 @@ func BenchmarkReadSmall(b *testing.B) {
 			cpu = append(cpu, c)
 		}
 	}
-	b.ReportMetric(median(wall), "read/ReadFile")
-	b.ReportMetric(median(cpu), "read/ReadFile-cpu")
+	b.ReportMetric(cputime.Median(wall), "read/ReadFile")
+	b.ReportMetric(cputime.Median(cpu), "read/ReadFile-cpu")
 	b.ReportMetric(float64(took.Microseconds())/float64(b.N), "µs/Read")
-}
-
-// median is the middle of v, which it sorts; 0 for none.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	return v[len(v)/2]
-}
-
-// threadCPU is the processor time of the calling thread (locked to it),
-// to the nanosecond.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
 }

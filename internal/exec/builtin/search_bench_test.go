@@ -11,10 +11,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"aimon.dev/gw/internal/testkit/cputime"
 	"aimon.dev/gw/tools"
 )
 
@@ -68,9 +68,9 @@ func versus(b *testing.B, unit string, run func() tools.Result, argv ...string) 
 	var cpu, wall []float64
 	var ours, theirs time.Duration
 	for b.Loop() {
-		c0, t0 := selfCPU(), time.Now()
+		c0, t0 := cputime.Process(), time.Now()
 		r := run()
-		c1, t1 := selfCPU(), time.Now()
+		c1, t1 := cputime.Process(), time.Now()
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stderr = io.Discard
 		out, err := cmd.Output()
@@ -95,13 +95,6 @@ func versus(b *testing.B, unit string, run func() tools.Result, argv ...string) 
 	b.ReportMetric(wall[len(wall)/2], unit+"-wall")
 	b.ReportMetric(float64(ours.Microseconds())/float64(b.N), "cpu-µs/call")
 	b.ReportMetric(float64(theirs.Microseconds())/float64(b.N), "cpu-µs/"+filepath.Base(argv[0]))
-}
-
-// selfCPU is the processor time of this process so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fileLines counts the files a listing names: its lines that are paths,
