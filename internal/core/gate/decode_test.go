@@ -81,3 +81,30 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestReadTextIsReadString: ReadText reads a string as ReadString does,
+// with its bytes beside it, escapes and all, and fails where it fails
+// (issue 32: an OpenAI call's arguments).
+func TestReadTextIsReadString(t *testing.T) {
+	for _, tc := range []struct{ note, in string }{
+		{note: "plain", in: `"{\"m\":1}"`},
+		{note: "no escapes", in: `"abc"`},
+		{note: "empty", in: `""`},
+		{note: "Go's escapes", in: `"a \u003c b \u0026\u0026 c \u003e d"`},
+		{note: "Python's escapes and a surrogate pair", in: `"Gr\u00fc\u00dfe \ud83d\ude42"`},
+		{note: "bad input: a lone surrogate", in: `"\ud800"`},
+		{note: "bad input: cut short", in: `"abc`},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			d := NewTextDecoder([]byte(tc.in), tc.in)
+			text, data, err := d.ReadText()
+			d.Release()
+			d = NewTextDecoder([]byte(tc.in), tc.in)
+			want, werr := d.ReadString()
+			d.Release()
+			if text != want || (err == nil) != (werr == nil) || string(data) != text {
+				t.Errorf("ReadText = %q, %q, %v; ReadString = %q, %v", text, data, err, want, werr)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -78,6 +79,21 @@ func (d *Decoder) ReadString() (string, error) {
 	return string(d.scratch), err
 }
 
+// ReadText is ReadString giving the string's bytes too, which share its
+// memory (one copy for both, none when the string holds no escape): data
+// must not be written.
+func (d *Decoder) ReadText() (text string, data []byte, err error) {
+	raw, err := d.ReadValue()
+	if err != nil {
+		return "", nil, err
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return d.textOf(raw[1:len(raw)-1], 1), raw[1 : len(raw)-1 : len(raw)-1], nil
+	}
+	data, err = jsontext.AppendUnquote(nil, raw)
+	return unsafe.String(unsafe.SliceData(data), len(data)), data, err
+}
+
 // textOf is raw, bytes of the text that end back bytes before where the
 // tokenizer stopped, as a string: a part of text when the decoder has it.
 func (d *Decoder) textOf(raw []byte, back int) string {
@@ -97,8 +113,13 @@ func (d *Decoder) textOf(raw []byte, back int) string {
 // than lim.MaxKeys in an object, longer names than lim.MaxKeyLen, strings
 // longer than lim.MaxString, arrays longer than lim.MaxItems, and data
 // after the object. The error is a sentence for the model.
-func Decode(data []byte, lim Limits) (map[string]any, error) {
-	d := NewDecoder(data)
+func Decode(data []byte, lim Limits) (map[string]any, error) { return DecodeText(data, "", lim) }
+
+// DecodeText is Decode of data that the caller also holds as the string
+// text (text == string(data), or ""): the strings read share its memory,
+// as NewTextDecoder's do.
+func DecodeText(data []byte, text string, lim Limits) (map[string]any, error) {
+	d := NewTextDecoder(data, text)
 	defer d.Release()
 	m, bad, err := ReadInput(d, lim)
 	switch {

@@ -180,7 +180,7 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 			// A Chat Completions message (form 4): one batch of its tool_calls.
 			calls := buf
 			for _, c := range req.ToolCalls {
-				calls = append(calls, openaiInput(c.ID, c.Name, c.Arguments))
+				calls = append(calls, openaiInput(c.ID, c.Name, c.args))
 			}
 			if len(calls) == 0 {
 				return nil, 0, errors.New("the assistant message has no tool call (its tool_calls is empty), so there is nothing to answer; send only messages that call tools")
@@ -205,7 +205,7 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 		calls := buf
 		for _, item := range req.Output {
 			if item.Type == "function_call" {
-				calls = append(calls, openaiInput(item.CallID, item.Name, item.Arguments))
+				calls = append(calls, openaiInput(item.CallID, item.Name, item.args))
 			}
 		}
 		if len(calls) == 0 {
@@ -213,7 +213,7 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 		}
 		return calls, responseForm, nil
 	case req.Type == "function_call":
-		return append(buf, openaiInput(req.CallID, req.Name, req.Arguments)), functionForm, nil
+		return append(buf, openaiInput(req.CallID, req.Name, req.args)), functionForm, nil
 	case req.Type == "tool_use":
 		return append(buf, call{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}), toolUseForm, nil
 	case req.Type == "list_tools", req.Type == "status":

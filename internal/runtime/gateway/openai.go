@@ -1,6 +1,6 @@
 package gateway
 
-import "encoding/json"
+import "aimon.dev/gw/internal/core/gate"
 
 // The OpenAI forms of PROTOCOL.md (4 and 5): calls whose arguments are a
 // JSON string, answered in OpenAI's own shapes. Chat Completions has no
@@ -8,14 +8,20 @@ import "encoding/json"
 
 // openaiInput makes a call of an OpenAI tool call. Its arguments are a JSON
 // string; one that does not hold a JSON object fails this call only, with
-// the gate's sentence.
-func openaiInput(id, name string, arguments *string) call {
+// the gate's sentence. They are read here, as a tool_use line's input is
+// read with the line, the strings in them parts of the arguments' string.
+func openaiInput(id, name string, args arguments) call {
 	c := call{ID: id, Name: name}
-	if arguments != nil {
-		c.Input = json.RawMessage(*arguments)
-		if len(c.Input) == 0 {
-			c.Input = json.RawMessage("{}") // no arguments: an empty object
+	if args.given {
+		text, data := args.text, args.data
+		if text == "" {
+			text, data = "{}", nil // no arguments: an empty object
 		}
+		if data == nil {
+			data = []byte(text)
+		}
+		c.Input = data
+		c.decoded, c.inputErr = gate.DecodeText(data, text, gate.DefaultLimits)
 	}
 	return c
 }

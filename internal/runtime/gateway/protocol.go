@@ -29,7 +29,7 @@ type request struct {
 	// OpenAI forms (4, 5).
 	ToolCalls []openaiCall
 	CallID    string
-	Arguments *string
+	args      arguments
 	Object    string
 	// Output is a response object's items, read as lines are; outputErr is
 	// what is wrong with them, the line's error only when Object is
@@ -56,15 +56,23 @@ type callFields struct {
 
 // openaiCall is one Chat Completions tool call.
 type openaiCall struct {
-	ID        string
-	Type      string
-	Name      string
-	Arguments *string
+	ID   string
+	Type string
+	Name string
+	args arguments
+}
+
+// arguments are an OpenAI call's arguments, JSON in a string, when given;
+// data is text's bytes, when read from a string (gate.Decoder.ReadText).
+type arguments struct {
+	text  string
+	data  []byte
+	given bool
 }
 
 // A call is one tool_use. Its input was read by the gate in the line's one
 // pass (decoded, or inputErr), or, for an OpenAI call whose arguments are
-// JSON in a string, stays raw until gate.Decode reads it once.
+// JSON in a string, from that string as the call is made (openaiInput).
 type call struct {
 	ID        string
 	Name      string
@@ -206,17 +214,15 @@ func appendString(dst []byte, s string) []byte {
 // validIDs refuses a line whose call id decoded differently from what was
 // sent (a lone surrogate becomes U+FFFD): its reply could not name it.
 func validIDs(r *request) error {
-	ids := []string{r.ID, r.CallID}
+	bad := strings.ContainsRune(r.ID, utf8.RuneError) || strings.ContainsRune(r.CallID, utf8.RuneError)
 	for _, b := range r.Content {
-		ids = append(ids, b.ID)
+		bad = bad || strings.ContainsRune(b.ID, utf8.RuneError)
 	}
 	for _, c := range r.ToolCalls {
-		ids = append(ids, c.ID)
+		bad = bad || strings.ContainsRune(c.ID, utf8.RuneError)
 	}
-	for _, id := range ids {
-		if strings.ContainsRune(id, utf8.RuneError) {
-			return errors.New("a call id holds an invalid character (a lone surrogate or U+FFFD), so its reply could not name it; send ids of plain text")
-		}
+	if bad {
+		return errors.New("a call id holds an invalid character (a lone surrogate or U+FFFD), so its reply could not name it; send ids of plain text")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -52,7 +53,7 @@ func decodeText(line []byte, text string, r *request) error {
 		}
 		return notObject("the line", kindName(k))
 	}
-	if err := lr.object("the line", func(name string) error { return lr.member(r, name) }); err != nil {
+	if err := lr.object(theLine, func(name string) error { return lr.member(r, name) }); err != nil {
 		return lr.syntax(err)
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
@@ -88,9 +89,26 @@ func (lr *lineReader) fail(err error) {
 // skip reads past the value at the tokenizer.
 func (lr *lineReader) skip() error { return lr.d.SkipValue() }
 
+// place is where in a line an object is, for a sentence, spelt only when
+// one is needed: what, its index unless negative, then after.
+type place struct {
+	what  string
+	index int
+	after string
+}
+
+var theLine = place{what: "the line", index: -1}
+
+func (p place) String() string {
+	if p.index < 0 {
+		return p.what + p.after
+	}
+	return p.what + " " + strconv.Itoa(p.index) + p.after
+}
+
 // object reads the object at the tokenizer, calling member with each name
 // and the tokenizer at its value, which member must read or skip.
-func (lr *lineReader) object(what string, member func(name string) error) error {
+func (lr *lineReader) object(what place, member func(name string) error) error {
 	if _, err := lr.d.ReadToken(); err != nil {
 		return err
 	}
@@ -146,7 +164,7 @@ func (lr *lineReader) member(r *request, name string) error {
 	case "object":
 		return lr.str(&r.Object, name)
 	case "arguments":
-		return lr.arguments(&r.Arguments)
+		return lr.arguments(&r.args)
 	case "strict":
 		switch lr.d.PeekKind() {
 		case 't', 'f', 'n':
@@ -219,13 +237,18 @@ func (lr *lineReader) str(dst *string, name string) error {
 	}
 }
 
-// arguments reads an OpenAI call's arguments, JSON in a string.
-func (lr *lineReader) arguments(dst **string) error {
-	var a string
-	if lr.d.PeekKind() == '"' || lr.d.PeekKind() == 'n' {
-		*dst = &a
+// arguments reads an OpenAI call's arguments, JSON in a string; null reads
+// as "", anything else as none.
+func (lr *lineReader) arguments(dst *arguments) error {
+	*dst = arguments{}
+	if lr.d.PeekKind() != '"' {
+		dst.given = lr.d.PeekKind() == 'n'
+		return lr.str(&dst.text, "arguments")
 	}
-	return lr.str(&a, "arguments")
+	var err error
+	dst.text, dst.data, err = lr.d.ReadText()
+	dst.given = true
+	return err
 }
 
 // strings reads an array of strings, or null (nil); wrong is the sentence
@@ -279,10 +302,10 @@ func (lr *lineReader) items(item func(i int) error) error {
 }
 
 // objectAt reads the object item what, or refuses another kind of value.
-func (lr *lineReader) objectAt(what string, member func(name string) error) error {
+func (lr *lineReader) objectAt(what place, member func(name string) error) error {
 	if k := lr.d.PeekKind(); k != '{' {
 		if k != 0 {
-			lr.fail(notObject(what, kindName(k)))
+			lr.fail(notObject(what.String(), kindName(k)))
 		}
 		return lr.skip()
 	}
@@ -306,15 +329,14 @@ func (lr *lineReader) content(r *request) error {
 	}
 	r.Content = []block{}
 	return lr.items(func(i int) error {
-		var b block
-		err := lr.objectAt(fmt.Sprintf("content block %d", i), func(name string) error {
+		r.Content = append(r.Content, block{})
+		b := &r.Content[len(r.Content)-1]
+		return lr.objectAt(place{"content block", i, ""}, func(name string) error {
 			if ok, err := lr.callMember(&b.callFields, name); ok {
 				return err
 			}
 			return lr.skip()
 		})
-		r.Content = append(r.Content, b)
-		return err
 	})
 }
 
@@ -331,29 +353,27 @@ func (lr *lineReader) toolCalls(r *request) error {
 	}
 	r.ToolCalls = []openaiCall{}
 	return lr.items(func(i int) error {
-		var c openaiCall
-		what := fmt.Sprintf("tool call %d", i)
-		err := lr.objectAt(what, func(name string) error {
+		r.ToolCalls = append(r.ToolCalls, openaiCall{})
+		c := &r.ToolCalls[len(r.ToolCalls)-1]
+		return lr.objectAt(place{"tool call", i, ""}, func(name string) error {
 			switch name {
 			case "id":
 				return lr.str(&c.ID, name)
 			case "type":
 				return lr.str(&c.Type, name)
 			case "function":
-				return lr.objectAt(what+"'s function", func(name string) error {
+				return lr.objectAt(place{"tool call", i, "'s function"}, func(name string) error {
 					switch name {
 					case "name":
 						return lr.str(&c.Name, name)
 					case "arguments":
-						return lr.arguments(&c.Arguments)
+						return lr.arguments(&c.args)
 					}
 					return lr.skip()
 				})
 			}
 			return lr.skip()
 		})
-		r.ToolCalls = append(r.ToolCalls, c)
-		return err
 	})
 }
 
@@ -374,10 +394,10 @@ func (lr *lineReader) output(r *request) error {
 	}
 	return lr.items(func(i int) error {
 		item := &request{}
-		what := fmt.Sprintf("output item %d of the response", i)
+		at := place{"output item", i, " of the response"}
 		before := lr.bad
-		err := lr.objectAt(what, func(name string) error { return lr.member(item, name) })
-		if lr.bad != nil && before == nil && !strings.HasPrefix(lr.bad.Error(), what) {
+		err := lr.objectAt(at, func(name string) error { return lr.member(item, name) })
+		if what := at.String(); lr.bad != nil && before == nil && !strings.HasPrefix(lr.bad.Error(), what) {
 			lr.bad = fmt.Errorf("%s: %w", what, lr.bad)
 		}
 		r.Output = append(r.Output, item)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -190,4 +191,49 @@ func useNumber(raw []byte) (map[string]any, bool) {
 		return nil, false
 	}
 	return m, true
+}
+
+// FuzzR7OpenAIArgumentsAreDecode: an OpenAI call's arguments, JSON in a
+// string written by any encoder (plain, Go's json.Marshal, Python's
+// json.dumps with its \u escapes), read with the line (openaiInput) give
+// exactly what gate.Decode of the arguments gives, value or sentence, in
+// each form that carries them, and the call's Input is the arguments
+// (issue 32: the OpenAI forms read in the line's pass).
+func FuzzR7OpenAIArgumentsAreDecode(f *testing.F) {
+	for _, s := range []string{`{"message":"m","times":2}`, `{}`, ``, `{"m":"Grüße 🙂 <&>"}`, `{"m":1,"m":2}`,
+		`{"a":[1,2.50,{"b":null}]}`, `[]`, `{"m":"\ud83d\ude00"}`, `{"m":"\ud800"}`, `{} {}`, `{"a":`, "{\"m\":\"\xff\"}"} {
+		for enc := range 3 {
+			f.Add(s, uint8(enc))
+		}
+	}
+	forms := []string{
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"Echo","arguments":%s}}]}`,
+		`{"type":"function_call","call_id":"c","name":"Echo","arguments":%s}`,
+		`{"object":"response","output":[{"type":"function_call","call_id":"c","name":"Echo","arguments":%s}]}`,
+	}
+	f.Fuzz(func(t *testing.T, args string, enc uint8) {
+		if !utf8.ValidString(args) {
+			t.Skip() // every encoder changes it
+		}
+		quoted := [](func(string) string){rawJSON, goJSON, pythonJSON}[enc%3](args)
+		wantText := args
+		if args == "" {
+			wantText = "{}"
+		}
+		want, wantErr := gate.Decode([]byte(wantText), gate.DefaultLimits)
+		for _, form := range forms {
+			line := strings.Replace(form, "%s", quoted, 1)
+			calls, _, err := ReadCalls([]byte(line))
+			if err != nil || len(calls) != 1 {
+				t.Fatalf("%s: %d calls, %v", line, len(calls), err)
+			}
+			c := calls[0]
+			if string(c.Input) != wantText {
+				t.Errorf("%s: Input %q, want %q", line, c.Input, wantText)
+			}
+			if !reflect.DeepEqual(c.decoded, want) || fmt.Sprint(c.inputErr) != fmt.Sprint(wantErr) {
+				t.Errorf("%s: read %#v (%v); gate.Decode %#v (%v)", line, c.decoded, c.inputErr, want, wantErr)
+			}
+		}
+	})
 }
