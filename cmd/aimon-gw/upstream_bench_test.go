@@ -20,7 +20,10 @@ import (
 // the answer written), in one interleaved loop. serve/direct and
 // mcp/direct are the ratios issue 29 sets at 1.15 at most. Each front end
 // runs in this process over pipes, as a harness or an MCP client would
-// drive it over the binary's standard input and output.
+// drive it over the binary's standard input and output. proxy/direct is
+// the floor of an MCP front end built on the SDK at both ends: an SDK
+// server on pipes whose Echo calls the same server through an SDK client
+// and nothing else (no gate, no decision), timed in the same loop.
 func BenchmarkUpstreamFrontEnds(b *testing.B) {
 	bin := fsServer(b)
 	dir := b.TempDir()
@@ -75,32 +78,63 @@ agent: "allowed-tools": ["fs__echo"]
 	}
 	defer viaMCP.Close()
 
+	proxied, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin)}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proxied.Close()
+	proxy := mcp.NewServer(&mcp.Implementation{Name: "proxy"}, nil)
+	proxy.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return proxied.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: req.Params.Arguments})
+	})
+	pInR, pInW := io.Pipe()
+	pOutR, pOutW := io.Pipe()
+	go func() {
+		proxy.Run(ctx, &mcp.IOTransport{Reader: pInR, Writer: pOutW})
+		pOutW.Close()
+	}()
+	viaProxy, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: pOutR, Writer: pInW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer viaProxy.Close()
+
 	call := func(s *mcp.ClientSession, name string) {
 		r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "hello"}})
 		if err != nil || r.IsError {
 			b.Fatalf("%s: %v %v", name, err, r)
 		}
 	}
+	paths := []func(){
+		func() { call(direct, "echo") },
+		viaServe,
+		func() { call(viaMCP, "fs__echo") },
+		func() { call(viaProxy, "echo") },
+	}
 	// Warm each path: the servers are started, the first calls made.
 	for range 20 {
-		call(direct, "echo")
-		viaServe()
-		call(viaMCP, "fs__echo")
+		for _, path := range paths {
+			path()
+		}
 	}
-	var d, s, m time.Duration
+	// Each round starts at the next path, so that none is always the one
+	// after another (whose server has just run, whose garbage is fresh).
+	took := make([]time.Duration, len(paths))
+	round := 0
 	for b.Loop() {
-		t0 := time.Now()
-		call(direct, "echo")
-		t1 := time.Now()
-		viaServe()
-		t2 := time.Now()
-		call(viaMCP, "fs__echo")
-		t3 := time.Now()
-		d, s, m = d+t1.Sub(t0), s+t2.Sub(t1), m+t3.Sub(t2)
+		for i := range paths {
+			k := (round + i) % len(paths)
+			t0 := time.Now()
+			paths[k]()
+			took[k] += time.Since(t0)
+		}
+		round++
 	}
-	b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "direct-ns/call")
-	b.ReportMetric(float64(s)/float64(d), "serve/direct")
-	b.ReportMetric(float64(m)/float64(d), "mcp/direct")
+	d := float64(took[0])
+	b.ReportMetric(d/float64(b.N), "direct-ns/call")
+	b.ReportMetric(float64(took[1])/d, "serve/direct")
+	b.ReportMetric(float64(took[2])/d, "mcp/direct")
+	b.ReportMetric(float64(took[3])/d, "proxy/direct")
 	inW.Close()
 	mInW.Close()
 }

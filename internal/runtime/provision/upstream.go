@@ -550,7 +550,7 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 	// Its own process group, killed with it; and gone when the gateway is.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logWriter{s.u.Log, s.spec.Server}
-	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
+	session, err := client.Connect(ctx, &stdioTransport{cmd: cmd, terminate: time.Second}, nil)
 	if err != nil {
 		if cmd.Process != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
