@@ -28,7 +28,7 @@ subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
 	proj := root + "/proj"
 	// The links, as `git -c alias.x='!ln -s private pl' x` makes them.
 	for link, to := range map[string]string{"pl": "private", "pa": proj + "/private", "lk": "locked", "d2": "docs",
-		"ol": "open", "leak.md": "secret.txt", "alias.md": "notes.md"} {
+		"ol": "open", "leak.md": "secret.txt", "alias.md": "notes.md", "c1": "c2/sub", "c2": "locked"} {
 		if err := os.Symlink(to, filepath.Join(proj, link)); err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +54,8 @@ subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
 		{note: "a link into a denied directory is not written", lines: []string{write("1", proj+"/lk/x.txt")},
 			errs: []bool{true}, says: "locked/x.txt", absent: []string{"locked/x.txt"}},
 		{note: "no directory is made through a link into a denied one", lines: []string{write("1", proj+"/lk/sub/x.txt")},
+			errs: []bool{true}, says: "locked/sub/x.txt", absent: []string{"locked/sub"}},
+		{note: "a chain of links to a directory still to make in a denied one makes nothing there", lines: []string{write("1", proj+"/c1/x.txt")},
 			errs: []bool{true}, says: "locked/sub/x.txt", absent: []string{"locked/sub"}},
 		{note: "a link into an asked directory is not written without approval", lines: []string{write("1", proj+"/d2/y.txt")},
 			errs: []bool{true}, says: "docs/y.txt", absent: []string{"docs/y.txt"}},

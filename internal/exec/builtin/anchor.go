@@ -319,20 +319,27 @@ func isEscape(err error) bool {
 }
 
 // leadsTo is where path leads once its symbolic links are followed, for a
-// sentence; the deepest link target it can name when the end is missing.
-func leadsTo(path string) string {
-	if p, err := filepath.EvalSymlinks(path); err == nil {
+// sentence or a decision; through a chain of links whose end is missing,
+// where the chain points (a file to create there lands there).
+func leadsTo(path string) string { return leadsToWithin(path, 40) }
+
+// leadsToWithin is leadsTo following at most n links, as the kernel does.
+func leadsToWithin(path string, n int) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil || n == 0 {
+		if err != nil {
+			return path
+		}
 		return p
 	}
 	if t, err := os.Readlink(path); err == nil {
 		if !filepath.IsAbs(t) {
 			t = filepath.Join(filepath.Dir(path), t)
 		}
-		return filepath.Clean(t)
+		return leadsToWithin(filepath.Clean(t), n-1)
 	}
 	dir, base := filepath.Split(path)
 	if dir != "" && dir != "/" {
-		if d := leadsTo(filepath.Clean(dir)); d != "" {
+		if d := leadsToWithin(filepath.Clean(dir), n-1); d != "" {
 			return filepath.Join(d, base)
 		}
 	}
