@@ -23,7 +23,8 @@ import (
 // compiler turns the unified policy value into a Generation, collecting
 // every problem rather than stopping at the first.
 type compiler struct {
-	ctx       *cue.Context // the generation's own
+	ctx       *cue.Context // the generation's own, for its policy's CUE
+	lists     *cue.Context // for its allow lists, which outlive the policy's CUE (release)
 	opts      options
 	dir       string    // the policy directory; "" for an embedded policy
 	def       cue.Value // the shipped schema package

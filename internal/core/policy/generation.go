@@ -18,7 +18,6 @@ import (
 // the gateway swaps whole generations, and nothing reads a half-loaded one.
 type Generation struct {
 	Plan
-	value cue.Value
 	// Wildcards are the servers that expose "*", by name, each as what its
 	// tools share (Upstream.Tool is ""): provisioning adds the tools the
 	// server lists (Expand).
@@ -26,6 +25,26 @@ type Generation struct {
 	lists     *surfaceLists // the declared lists, compiled from the plan
 	chains    *allow.Chains // effective lists, computed once per chain
 	comp      *compiler     // what Complete compiles with, and the lists
+	// inputNotes are vet's findings in the tools' inputs, made while the
+	// load still had them (release).
+	inputNotes []Diagnostic
+}
+
+// release drops what g holds of its policy's CUE once nothing can need it:
+// any value of a CUE context keeps every value the context evaluated, the
+// whole unified policy, alive (issue 32: 39 of a 1,000-tool policy's 44
+// MiB). Only a generation with tools that wait for their implementation
+// (Complete) or servers whose tools it learns when they run (Expand) keeps
+// it. Its allow lists have a context of their own.
+func (g *Generation) release() {
+	if len(g.Wildcards) > 0 || len(g.Pending()) > 0 {
+		return
+	}
+	for _, t := range g.Tools {
+		t.Input = cue.Value{}
+	}
+	c := g.comp
+	g.comp = &compiler{dir: c.dir, opts: c.opts, lists: c.lists, schemaDir: c.schemaDir}
 }
 
 // newGeneration serves plan, compiling its lists with c.
@@ -74,8 +93,10 @@ type Tool struct {
 	Name        string
 	Description string
 	// Input is the tool's input schema: closed for built-ins (rule S2).
-	// It is not part of the plan: the zero value in a restored generation,
-	// whose gates decide without it (see Restore).
+	// It is not part of the plan, and a load keeps it only while a tool
+	// waits for its implementation to declare it (see release): the zero
+	// value otherwise, as in a restored generation, whose gates decide
+	// without it (see Restore).
 	Input cue.Value `json:"-"`
 	// Gate checks an input against Input (rule S4).
 	Gate *gate.Gate

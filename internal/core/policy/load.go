@@ -485,7 +485,7 @@ func module(root string) string {
 
 // build loads, evaluates and compiles one policy.
 func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error) {
-	c.ctx = cuecontext.New()
+	c.ctx, c.lists = cuecontext.New(), cuecontext.New()
 	def, err := Schema(c.ctx)
 	if err != nil {
 		return nil, Errors{{Code: "schema", Message: fmt.Sprintf("the shipped schema does not load: %v.", err)}}
@@ -536,9 +536,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
 	g := newGeneration(Plan{Dir: c.dir, Revision: revision}, c)
-	g.value = v
 	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
 	c.compile(g, v)
+	g.inputNotes = inputTypeNames(g)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
 		// Every problem in one run: what compiled beside the errors is
 		// reported too, warnings included.
@@ -559,6 +559,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	}
 	slices.Sort(g.Inputs)
 	g.Inputs = slices.Compact(g.Inputs)
+	g.release()
 	return g, nil
 }
 

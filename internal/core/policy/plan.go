@@ -68,7 +68,7 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 		return nil, fmt.Errorf("the saved policy %w", err)
 	}
 	c := newCompiler(s.Dir, opts)
-	c.ctx = cuecontext.New()
+	c.ctx, c.lists = cuecontext.New(), cuecontext.New()
 	return newGeneration(s.Plan, c), nil
 }
 

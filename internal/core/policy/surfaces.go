@@ -55,7 +55,7 @@ func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) [
 		if i == 0 {
 			d.Deny, d.Ask = c.resolveEntries(s.Denied, subjects), c.resolveEntries(s.Asked, subjects)
 		}
-		l, errs := allow.CompileDecl(c.ctx, d, subjects)
+		l, errs := allow.CompileDecl(c.lists, d, subjects)
 		out = append(out, l)
 		for _, err := range errs {
 			c.warn(s.errorPlace(err, d, src.Start), "P7", "%s: %v; until it is fixed it denies.", s.Ref, err)

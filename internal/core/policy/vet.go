@@ -9,6 +9,7 @@ import (
 	"cuelang.org/go/cue"
 
 	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/gate"
 )
 
 // Vet returns every problem of a loaded policy that does not stop it from
@@ -25,9 +26,7 @@ func Vet(g *Generation) []Diagnostic {
 // what compiled, also beside errors, so that one run reports every problem.
 func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
-	for _, name := range g.Names() {
-		ds = append(ds, typeNameValues(name, "input", g.Tools[name].Input, 0)...)
-	}
+	ds = append(ds, g.inputNotes...)
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, unknownServerTools(g)...)
@@ -213,6 +212,24 @@ func coveredByDeny(g *Generation) []Diagnostic {
 // CUE reads as a string value.
 var typeNames = map[string]bool{"string": true, "int": true, "integer": true, "number": true, "float": true,
 	"bool": true, "boolean": true, "object": true, "array": true, "null": true}
+
+// inputTypeNames are typeNameValues of every tool's input, each input
+// once: tools that share a gate share their input.
+func inputTypeNames(g *Generation) []Diagnostic {
+	var ds []Diagnostic
+	seen := map[*gate.Gate]bool{}
+	for _, name := range g.Names() {
+		t := g.Tools[name]
+		if t.Gate != nil {
+			if seen[t.Gate] {
+				continue
+			}
+			seen[t.Gate] = true
+		}
+		ds = append(ds, typeNameValues(name, "input", t.Input, 0)...)
+	}
+	return ds
+}
 
 // typeNameValues reports the fields of a tool's input whose only value is
 // the name of a type: in YAML, message: string is the string "string", so

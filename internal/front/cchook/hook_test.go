@@ -3,6 +3,7 @@ package cchook
 import (
 	"bufio"
 	"encoding/json"
+	"io/fs"
 	"log/slog"
 	"os"
 	"regexp"
@@ -11,10 +12,13 @@ import (
 	"testing"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	cueload "cuelang.org/go/cue/load"
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/schema"
 )
 
 const testPolicy = `package policy
@@ -73,7 +77,7 @@ func TestClaudeCodeHookInputs(t *testing.T) {
 // has the fields, optionality and types of the SDK's type definitions
 // (sdk-tools.d.ts of @anthropic-ai/claude-agent-sdk 0.3.332, vendored).
 func TestClaudeCodeSchemasMatchTheSDK(t *testing.T) {
-	gen := load(t, "/work/proj")
+	pkg := claudeCodePackage(t)
 	ifaces := parseInterfaces(t, "testdata/sdk-tools.d.ts")
 	for iface, tool := range map[string]string{
 		"AgentInput": "Agent", "BashInput": "Bash", "FileEditInput": "Edit", "FileReadInput": "Read",
@@ -85,7 +89,10 @@ func TestClaudeCodeSchemasMatchTheSDK(t *testing.T) {
 			if !ok {
 				t.Fatalf("the .d.ts has no %s", iface)
 			}
-			got := cueFields(gen.Tools[tool].Input)
+			got := cueFields(pkg.LookupPath(cue.MakePath(cue.Def(tool), cue.Str("input"))))
+			if len(got) == 0 {
+				t.Fatalf("claudecode.#%s has no input fields", tool)
+			}
 			for name, w := range want {
 				g, ok := got[name]
 				switch {
@@ -102,6 +109,29 @@ func TestClaudeCodeSchemasMatchTheSDK(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claudeCodePackage is the package schema/claudecode as shipped: a loaded
+// policy keeps no CUE once compiled.
+func claudeCodePackage(t *testing.T) cue.Value {
+	t.Helper()
+	const root = "/claudecode.test"
+	ov := map[string]cueload.Source{root + "/cue.mod/module.cue": cueload.FromString("module: \"" + schema.Module + "\"\nlanguage: version: \"v0.12.0\"\n")}
+	err := fs.WalkDir(schema.Files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			data, _ := fs.ReadFile(schema.Files, p)
+			ov[root+"/schema/"+p] = cueload.FromBytes(data)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := cuecontext.New().BuildInstance(cueload.Instances([]string{"./schema/claudecode"}, &cueload.Config{Dir: root, Overlay: ov})[0])
+	if err := v.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 var fieldRE = regexp.MustCompile(`^  "?([\w-]+)"?(\??): (.+?);?$`)
