@@ -29,6 +29,9 @@ type Effective struct {
 	// list along the chain, by tool: they accumulate (P14).
 	deny, ask map[string][]*toolEntries
 	subjects  map[string]Subject
+	// entries are Entries by tool, gathered once.
+	gathered sync.Once
+	entries  map[string][]string
 }
 
 // toolRule is what the chain says about one tool.

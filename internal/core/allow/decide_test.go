@@ -623,3 +623,37 @@ func TestP10ClosestIsTheLinearScan(t *testing.T) {
 		}
 	}
 }
+
+// TestP10EntriesGatheredOnce: Entries, gathered once per chain, gives for
+// every tool what the lists give (allow, then deny and ask entries), empty
+// for a tool no list names, the same slice on every call, and without
+// room that an append could write in (issue 32).
+func TestP10EntriesGatheredOnce(t *testing.T) {
+	agent, errs := CompileDecl(testCtx, Decl{Allow: []string{"Read", "Bash(git:*)", "Grep"}, Deny: []string{"Bash(git push:*)", "Write"}, Ask: []string{"Read(/etc/**)"}}, testSubjects)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	e := mustChain(t, agent, compile(t, "Read(/w/**)", "Bash"))
+	for _, tc := range []struct {
+		note, tool string
+		want       []string
+	}{
+		{note: "allow entries of both lists", tool: "Bash", want: []string{"Bash(git:*)", "Bash", "Bash(git push:*)"}},
+		{note: "allow then ask", tool: "Read", want: []string{"Read", "Read(/w/**)", "Read(/etc/**)"}},
+		{note: "denied only", tool: "Write", want: []string{"Write"}},
+		{note: "bad input: a tool no list names", tool: "Nope", want: []string{}},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			got := e.Entries(tc.tool)
+			if !slices.Equal(got, tc.want) || got == nil || !slices.Equal(got, e.entriesOf(tc.tool)) {
+				t.Fatalf("Entries(%s) = %#v, want %#v", tc.tool, got, tc.want)
+			}
+			if again := e.Entries(tc.tool); len(got) > 0 && &again[0] != &got[0] {
+				t.Errorf("Entries(%s) gathered again", tc.tool)
+			}
+			if cap(got) != len(got) {
+				t.Errorf("Entries(%s) has room past its end, which an append would write in the shared array", tc.tool)
+			}
+		})
+	}
+}

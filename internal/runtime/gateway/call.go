@@ -387,10 +387,10 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 	for _, e := range d.Entries {
 		for _, ref := range rooted(chain) {
 			if s := cur.Surfaces[ref]; s != nil {
-				pos, ok := s.Place(e, key)
+				pos, ok := cur.Place(s, e, key)
 				if !ok {
 					// Decided on the entry with its ./ resolved; written with it.
-					pos, ok = s.Place(asWritten(e, workdir), key)
+					pos, ok = cur.Place(s, asWritten(e, workdir), key)
 				}
 				if ok {
 					out = append(out, pos.String())

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/tools"
@@ -67,6 +68,10 @@ type Generation struct {
 	// reached, whose tools are withheld (rule R4), by server name.
 	Unavailable []Unavailable
 	impls       map[string]tools.Tool
+
+	// places index where each surface's entries are written, built on
+	// the first look (Place), by *policy.Surface.
+	places sync.Map
 
 	mu       sync.Mutex
 	active   int
@@ -245,4 +250,51 @@ func sentence(err error) string {
 		s += "."
 	}
 	return s
+}
+
+// Place is s.Place(entry, key) of a surface s of the generation, looked up
+// in an index built once per surface: a scan of a list of 1,000 entries
+// per deciding entry was a call's largest cost (issue 32).
+func (g *Generation) Place(s *policy.Surface, entry, key string) (policy.Position, bool) {
+	v, ok := g.places.Load(s)
+	if !ok {
+		v, _ = g.places.LoadOrStore(s, &placeIndex{})
+	}
+	ix := v.(*placeIndex)
+	ix.once.Do(func() { ix.build(s) })
+	if key != allow.DeniedTools && key != allow.AskTools {
+		key = "allowed-tools" // as s.Place reads any other key
+	}
+	pos, ok := ix.at[key][entry]
+	return pos, ok
+}
+
+// placeIndex is where a surface's entries are written, by list key and
+// entry: the first place of each, as s.Place finds it.
+type placeIndex struct {
+	once sync.Once
+	at   map[string]map[string]policy.Position
+}
+
+func (ix *placeIndex) build(s *policy.Surface) {
+	ix.at = map[string]map[string]policy.Position{}
+	for _, l := range []struct {
+		key     string
+		entries []string
+		places  []policy.Position
+	}{
+		{"allowed-tools", s.Entries, s.EntryPos},
+		{allow.DeniedTools, s.Denied, s.DeniedPos},
+		{allow.AskTools, s.Asked, s.AskedPos},
+	} {
+		at := map[string]policy.Position{}
+		seen := map[string]bool{}
+		for i, e := range l.entries {
+			if !seen[e] && i < len(l.places) {
+				at[e] = l.places[i]
+			}
+			seen[e] = true
+		}
+		ix.at[l.key] = at
+	}
 }
