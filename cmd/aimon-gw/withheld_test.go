@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,7 +99,8 @@ subagents: md: "allowed-tools": ["Read(%[1]s/*.md)"]
 // entry (the anchor is /), the kernel's own links (/proc/self/root,
 // /proc/thread-self/root) take no file tool into what a
 // deny or ask entry withholds; no Bash is needed to have them (rules P14,
-// R6). A search rooted through one visits only what the lists allow.
+// R6): the decision judges where the path lands by the deny and ask
+// entries, and the built-ins' anchors check it again on what they open.
 func TestP14ProcLinksLeadNotIntoWhatTheListsWithhold(t *testing.T) {
 	t.Parallel()
 	root := withheldLayout(t, ".", map[string]string{"secret/k": "s3cr3t-content\n", "asked/a": "s3cr3t-content\n", "open/o": "open\n"}, `
@@ -112,12 +114,12 @@ agent: "ask-tools": ["Read(%[1]s/asked/**)"]
 		isError    bool
 		says       string
 	}{
-		{"a denied file through /proc/self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/self/root" + root + "/secret/k"}), true, root + "/secret/k, which this surface may not read"},
-		{"an asked file through /proc/thread-self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/thread-self/root" + root + "/asked/a"}), true, root + "/asked/a, which this surface may not read"},
+		{"a denied file through /proc/self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/self/root" + root + "/secret/k"}), true, root + "/secret/k\" is denied"},
+		{"an asked file through /proc/thread-self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/thread-self/root" + root + "/asked/a"}), true, root + "/asked/a\" needs approval"},
 		{"an allowed file through /proc/self/root", toolUse("1", "Read", map[string]any{"file_path": "/proc/self/root" + root + "/open/o"}), false, "open"},
-		{"a grep of a denied file", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret/k"}), true, "may not grep"},
-		{"a grep of a denied directory", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret", "output_mode": "content"}), false, "were not searched"},
-		{"a glob of a denied directory", toolUse("1", "Glob", map[string]any{"pattern": "**", "path": "/proc/self/root" + root + "/secret"}), false, "No files found for \"**\" in /proc/self/root" + root + "/secret.\n[1 file"},
+		{"a grep of a denied file", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret/k"}), true, root + "/secret/k\" is denied"},
+		{"a grep of a denied directory", toolUse("1", "Grep", map[string]any{"pattern": "s3cr3t", "path": "/proc/self/root" + root + "/secret", "output_mode": "content"}), true, root + "/secret\" is denied"},
+		{"a glob of a denied directory", toolUse("1", "Glob", map[string]any{"pattern": "**", "path": "/proc/self/root" + root + "/secret"}), true, root + "/secret\" is denied"},
 	} {
 		t.Run(c.note, func(t *testing.T) {
 			replies := runServe(t, []string{"--policy", root + "/proj/gw/policy", "--workdir", root}, nil, c.line)
@@ -152,4 +154,57 @@ func withheldLayout(t *testing.T, dir string, files map[string]string, body stri
 func toolUse(id, name string, input map[string]any) string {
 	b, _ := json.Marshal(map[string]any{"type": "tool_use", "id": id, "name": name, "input": input})
 	return string(b)
+}
+
+// TestP14WhereAPathLeadsIsJudgedByDenyAndAsk: Claude Code opens the files
+// the hook allows itself, with no anchor, so the decision itself judges a
+// path by the deny and ask entries where it lands too (rules P14, R7): the
+// kernel's /proc/self/root and a link in the project reach no denied or
+// asked file, in the hook as in check. A link to an allowed file stays
+// allowed.
+func TestP14WhereAPathLeadsIsJudgedByDenyAndAsk(t *testing.T) {
+	t.Parallel()
+	root := withheldLayout(t, ".", map[string]string{"secret/k": "s\n", "asked/a": "a\n", "open/o": "o\n"}, `
+tools: {Read: schema.#Read}
+agent: "allowed-tools": ["Read"]
+agent: "denied-tools": ["Read(%[1]s/secret/**)"]
+agent: "ask-tools": ["Read(%[1]s/asked/**)"]
+`)
+	for link, to := range map[string]string{"sl": "secret", "al": "asked", "ol": "open"} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy := root + "/proj/gw/policy"
+	for _, c := range []struct{ note, path, verdict string }{
+		{"a denied file through /proc/self/root", "/proc/self/root" + root + "/secret/k", "deny"},
+		{"a denied file through a link", root + "/sl/k", "deny"},
+		{"an asked file through a link", root + "/al/a", "ask"},
+		{"an allowed file through a link", root + "/ol/o", "allow"},
+		{"the denied file itself", root + "/secret/k", "deny"},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			in, _ := json.Marshal(map[string]any{"cwd": root, "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": map[string]any{"file_path": c.path}})
+			hook := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+			hook.Stdin = strings.NewReader(string(in))
+			out, err := hook.Output()
+			var h struct {
+				Out struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+			}
+			if err != nil || json.Unmarshal(out, &h) != nil {
+				t.Fatalf("hook: %v: %s", err, out)
+			}
+			if h.Out.PermissionDecision != c.verdict {
+				t.Errorf("hook: %s, want %s: %s", h.Out.PermissionDecision, c.verdict, h.Out.PermissionDecisionReason)
+			}
+			out, _ = exec.Command(gatewayBinary(t), "check", "--policy", policy, "--workdir", root, toolUse("1", "Read", map[string]any{"file_path": c.path})).Output()
+			var d struct{ Allowed, Ask bool }
+			if err := json.Unmarshal(out, &d); err != nil {
+				t.Fatalf("check: %v: %s", err, out)
+			}
+			if got := map[[2]bool]string{{true, false}: "allow", {false, true}: "ask", {false, false}: "deny"}[[2]bool{d.Allowed, d.Ask}]; got != c.verdict {
+				t.Errorf("check: %s, want %s: %s", got, c.verdict, out)
+			}
+		})
+	}
 }

@@ -278,3 +278,34 @@ func TestR8ARootOpenedLateIsTheAnchor(t *testing.T) {
 		t.Errorf("an open through the anchor swapped for a link gave %v; want it refused as a link", err)
 	}
 }
+
+// TestP14SearchThroughALinkVisitsOnlyWhatTheListsAllow: a Glob or Grep
+// whose root a link takes to a place the scope withholds (the decision
+// caught it, unless the link was swapped in after) visits its files where
+// they really are, and skips them; the same files by their own root too.
+func TestP14SearchThroughALinkVisitsOnlyWhatTheListsAllow(t *testing.T) {
+	env := session(t)
+	secret := filepath.Join(env.Workdir, "secret")
+	write(t, secret, "k", "s3cr3t-content\n")
+	write(t, env.Workdir, "open/o", "s3cr3t-free\n")
+	os.Symlink("secret", filepath.Join(env.Workdir, "sl"))
+	os.Symlink("open", filepath.Join(env.Workdir, "ol"))
+	env.Scope = &tools.Scope{Anchor: env.Workdir, Allows: func(p string) bool { return !strings.HasPrefix(p, secret+"/") }}
+	for _, tt := range []struct {
+		note, tool, in string
+		says           string
+	}{
+		{"a glob through a link to a withheld directory", "Glob", `{"pattern":"**","path":"sl"}`, "1 file below the search path were not searched"},
+		{"a grep through a link to a withheld directory", "Grep", `{"pattern":"s3cr3t","path":"sl","output_mode":"content"}`, "1 file below the search path were not searched"},
+		{"a glob through a link to an allowed directory", "Glob", `{"pattern":"**","path":"ol"}`, filepath.Join(env.Workdir, "ol/o")},
+		{"a grep through a link to an allowed directory", "Grep", `{"pattern":"s3cr3t","path":"ol","output_mode":"content"}`, "s3cr3t-free"},
+	} {
+		t.Run(tt.note, func(t *testing.T) {
+			r := call(t, env, tt.tool, tt.in)
+			wantResult(t, r, false, tt.says)
+			if strings.Contains(r.Text, "s3cr3t-content") || strings.Contains(r.Text, "sl/k") {
+				t.Errorf("the search showed a withheld file: %s", r.Text)
+			}
+		})
+	}
+}

@@ -90,8 +90,10 @@ func Protecting(path string) string {
 	return ""
 }
 
-// realPath is path with the symbolic links of its deepest existing
+// RealPath is path with the symbolic links of its deepest existing
 // ancestor followed (a file still to be created resolves by its parent).
+func RealPath(path string) string { return realPath(path) }
+
 func realPath(path string) string {
 	path = filepath.Clean(path)
 	var rest []string

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path"
@@ -116,6 +117,36 @@ func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
 	return &tools.Scope{Anchor: anchor, Allows: func(path string) bool {
 		return eff.Decide(name, map[string]any{field: path}, wd).Allowed
 	}}
+}
+
+// landing judges a path subject by the deny and ask entries where it
+// really leads too (rule P14): a link the agent made, or the kernel's
+// /proc/self/root, takes no client that opens the path itself (Claude Code
+// under the hook) into what they withhold. The allow lists judge the path
+// as written only, so that an operator's link above an allowed directory
+// changes nothing; the built-ins' anchors hold them again when they run.
+func (g *Gateway) landing(p prepared, in map[string]any, d rule.Decision) rule.Decision {
+	s := p.tool.Subject
+	if s == nil || s.Kind != "path" || len(p.eff.Withheld(p.Name)) == 0 {
+		return d
+	}
+	at, ok := in[s.Field].(string)
+	if !ok {
+		return d
+	}
+	real := sandbox.RealPath(at)
+	if real == at {
+		return d
+	}
+	there := maps.Clone(in)
+	there[s.Field] = real
+	r := p.eff.Decide(p.Name, there, g.opts.Workdir)
+	if r.Rule != rule.P14 || r.Allowed || r.Ask && d.Ask {
+		return d
+	}
+	d.Allowed, d.Ask, d.Rule, d.Entries = false, r.Ask, rule.P14, r.Entries
+	d.Reason = fmt.Sprintf("%s path %q leads through a symbolic link to %q, and there: %s", p.Name, at, real, r.Reason)
+	return d
 }
 
 // protectGateway protects what the gateway itself reads or runs (rule
