@@ -182,6 +182,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	if (p.TLSCert == "") != (p.TLSKey == "") {
 		return usage("--tls-cert and --tls-key go together; give both, or neither for plain HTTP behind a proxy that terminates TLS.")
 	}
+	sandbox.Conceal(p.TLSKey) // a tool that read it could pose as this server (rule R8)
 	if p.Resource != "" {
 		if u, err := url.Parse(p.Resource); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
 			return usage("--resource %q is not an absolute http(s) URL without a fragment; give this server's URL, e.g. https://gw.example.com/mcp.", p.Resource)

@@ -208,3 +208,42 @@ agent: "ask-tools": ["Read(%[1]s/asked/**)"]
 		})
 	}
 }
+
+// TestP15ApprovalKeyIsNoToolsToRead: the key that seals approval tokens
+// is the gateway's secret: a command that read it could seal a token for
+// any asked call, so no sandbox shows it and no file tool reads or writes
+// it, however the policy's lists read (rules P15, R8).
+func TestP15ApprovalKeyIsNoToolsToRead(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	const key = "k3y-5f1c0d9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f"
+	root := withheldLayout(t, ".", map[string]string{"keys/approval.key": key + "\n", "w/f": "f\n"}, `
+tools: {Read: schema.#Read, Grep: schema.#Grep, Write: schema.#Write, Bash: schema.#Bash}
+agent: "allowed-tools": ["Read", "Grep", "Write", "Bash(cat:*)"]
+agent: "ask-tools": ["Write(%[1]s/w/**)"]
+`)
+	file := root + "/keys/approval.key"
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replies := runServe(t, []string{"--policy", root + "/proj/gw/policy", "--workdir", root + "/w", "--approval-key", file}, nil,
+		bashLine("cat", "cat "+file),
+		toolUse("read", "Read", map[string]any{"file_path": file}),
+		toolUse("proc", "Read", map[string]any{"file_path": "/proc/self/root" + file}),
+		toolUse("grep", "Grep", map[string]any{"pattern": "k3y", "path": root + "/keys", "output_mode": "content"}),
+		toolUse("write", "Write", map[string]any{"file_path": file, "content": key}),
+	)
+	for _, r := range replies {
+		if text, _ := r["content"].(string); strings.Contains(text, key) {
+			t.Errorf("%v showed the approval key: %s", r["tool_use_id"], text)
+		}
+	}
+	for _, i := range []int{1, 2, 4} {
+		if replies[i]["is_error"] != true {
+			t.Errorf("%v was not refused: %v", replies[i]["tool_use_id"], replies[i]["content"])
+		}
+	}
+	if data, _ := os.ReadFile(file); string(data) != key+"\n" {
+		t.Errorf("the approval key was changed: %q", data)
+	}
+}

@@ -125,6 +125,10 @@ func anchorFailure(env *tools.Env, tool string, err error) (tools.Result, bool) 
 	if errors.As(err, &al) {
 		return refuse(env, tool, "%s", al.Error()), true
 	}
+	var c *concealedErr
+	if errors.As(err, &c) {
+		return refuse(env, tool, "%s is a secret of the gateway's (the key that seals approvals, or a TLS key); no tool may read or write it.", c.path), true
+	}
 	var w *withheld
 	if errors.As(err, &w) {
 		return refuse(env, tool, "%s leads through a symbolic link to %s, which this surface may not %s: a deny, ask or narrower allow entry withholds it, and %s follows no link into what the lists withhold. Give that path itself, to have it decided as itself.", w.path, w.at, strings.ToLower(tool), tool), true
@@ -172,11 +176,31 @@ func (a *anchor) open(path string, flag int, perm fs.FileMode) (*os.File, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.withheldAt(path, openedAt(f)); err != nil {
+	at := openedAt(f)
+	if sandbox.Concealing(path, at) != "" {
+		f.Close()
+		return nil, &concealedErr{path: path}
+	}
+	if err := a.withheldAt(path, at); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// concealedErr is an open of a secret of the gateway's (rules P15, R8).
+type concealedErr struct{ path string }
+
+func (e *concealedErr) Error() string { return e.path + " is a secret of the gateway's" }
+
+// concealing refuses a path that is, or leads to, a secret of the
+// gateway's, before a tool's own way of opening it.
+func concealing(env *tools.Env, tool, path string) (tools.Result, bool) {
+	if sandbox.Concealing(path, sandbox.RealPath(path)) != "" {
+		r, _ := anchorFailure(env, tool, &concealedErr{path: path})
+		return r, false
+	}
+	return tools.Result{}, true
 }
 
 // withheld is an open that a symbolic link inside the anchor took to a

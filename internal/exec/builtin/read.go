@@ -61,6 +61,9 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
+	if r, ok := concealing(env, "Read", path); !ok {
+		return r
+	}
 	if data, st, ok := readWhole(anchorDir(env), path); ok {
 		if bytes.IndexByte(data[:min(len(data), sniffLen)], 0) >= 0 {
 			return binaryFile(env, path)

@@ -167,7 +167,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		}
 	}
 	var hidden []string
-	for _, h := range sb.Hidden {
+	for _, h := range append(slices.Clip(sb.Hidden), Concealed()...) {
 		real := resolved(h)
 		if real == "" {
 			continue

@@ -178,3 +178,43 @@ func TestR8NoSandboxWithoutBwrap(t *testing.T) {
 		t.Errorf("the sentence does not say what is missing: %v", e)
 	}
 }
+
+// TestP15ConcealedIsHiddenAndRefused: a secret of the gateway's, given
+// relative as a flag may give it, is covered by /dev/null in every sandbox,
+// protected from writes, and named by Concealing by its name or by where a
+// link to it leads; a neighbour is not.
+func TestP15ConcealedIsHiddenAndRefused(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "approval.key")
+	if err := os.WriteFile(key, []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	Conceal("approval.key")
+	a, err := args(&tools.Sandbox{}, "", []string{"true"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(a, " "), "--ro-bind /dev/null "+resolved(key)) {
+		t.Errorf("the sandbox does not cover the concealed key: %v", a)
+	}
+	for _, tc := range []struct {
+		note, path string
+		held       bool
+	}{
+		{"the key by its name", key, true},
+		{"the key by where a link leads", "/somewhere/else", true},
+		{"a neighbour", filepath.Join(dir, "other"), false},
+	} {
+		real := key
+		if !tc.held {
+			real = tc.path
+		}
+		if got := Concealing(tc.path, real) != ""; got != tc.held {
+			t.Errorf("%s: Concealing = %v, want %v", tc.note, got, tc.held)
+		}
+	}
+	if Protecting(key) == "" {
+		t.Errorf("the concealed key is not protected from writes")
+	}
+}

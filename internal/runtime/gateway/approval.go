@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -56,6 +57,7 @@ func NewApprovals(key []byte, ttl time.Duration) (*Approvals, error) {
 // ReadApprovalKey reads an approval key from a file that no one but its
 // owner may read or write.
 func ReadApprovalKey(path string) ([]byte, error) {
+	sandbox.Conceal(path) // a tool that read it could approve any call (rule P15)
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the approval key: %w", err)
