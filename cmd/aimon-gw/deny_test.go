@@ -53,8 +53,9 @@ skills: safe: "denied-tools": ["Bash(git push:*)"]
 // as the shell will, so quotes, backslashes and expansions that the shell
 // removes before the command runs hide no denied or asked command; where
 // an expansion could make a word of the entry, the entry cannot tell and
-// decides (rules P3, P14). Commands whose words do not meet the entry stay
-// allowed.
+// decides (rules P3, P14). Nor do assignments, wrappers (env, timeout…),
+// a shell's -c string or options before the subcommand. Commands whose
+// words do not meet the entry stay allowed.
 func TestP14QuotingHidesNoDeniedCommand(t *testing.T) {
 	t.Parallel()
 	dir := moduleDir(t, `package policy
@@ -62,7 +63,7 @@ func TestP14QuotingHidesNoDeniedCommand(t *testing.T) {
 import "aimon.dev/gw/schema"
 
 tools: Bash: schema.#Bash & {sandbox: mode: "off"}
-agent: "allowed-tools": ["Bash(git:*)", "Bash(ls:*)"]
+agent: "allowed-tools": ["Bash(git:*)", "Bash(ls:*)", "Bash(env:*)", "Bash(sh:*)", "Bash(timeout:*)"]
 agent: "denied-tools": ["Bash(git push:*)", "Bash(git reset --hard)"]
 agent: "ask-tools": ["Bash(git commit:*)"]
 `)
@@ -82,7 +83,19 @@ agent: "ask-tools": ["Bash(git commit:*)"]
 		{"the plain denied command", "git push", "deny"},
 		{"quotes in another word", "git log --format='%h push'", "allow"},
 		{"a glob after the entry's words differ", "ls *.go", "allow"},
-		{"a message that says push", "git status 'push'", "allow"},
+		{"a word push after the subcommand: the safe direction", "git status 'push'", "deny"},
+		{"an option before the subcommand", "git -C . push", "deny"},
+		{"a long option before the subcommand", "git --no-pager push origin", "deny"},
+		{"env", "env git push", "deny"},
+		{"env with an assignment", "env FOO=1 git push", "deny"},
+		{"timeout with a duration", "timeout 5 git push", "deny"},
+		{"sh -c", "sh -c 'git push'", "deny"},
+		{"env and sh -c and an option", `env sh -c "git -C . push"`, "deny"},
+		{"an exact entry through env", "env git reset --hard", "deny"},
+		{"an asked command through env", "env git commit -m x", "ask"},
+		{"env running another command", "env git status", "allow"},
+		{"sh -c running another command", "sh -c 'git status'", "allow"},
+		{"a glob that cannot be the subcommand", "git add *.go", "allow"},
 		{"the exact entry with another word after it", "git reset --hard 'HEAD'", "allow"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {

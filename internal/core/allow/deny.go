@@ -146,14 +146,15 @@ func patterned(lvs []*toolEntries) []string {
 // callSubject is what deny and ask entries are matched against: the
 // subject as the allow lists read it, or the tool's own rule's answers.
 type callSubject struct {
-	subj    string      // for a tool with a subject kind
-	what    string      // the subject for sentences, such as command "ls"
-	why     string      // why there is no subject, when patterns need one
-	chained bool        // a command with metacharacters (P3)
-	shell   []shellWord // a command's words as the shell passes them, when they differ from its fields
-	rule    Ruler
-	in      map[string]any
-	workdir string
+	subj     string        // for a tool with a subject kind
+	what     string        // the subject for sentences, such as command "ls"
+	why      string        // why there is no subject, when patterns need one
+	chained  bool          // a command with metacharacters (P3)
+	quoted   bool          // a command whose words as the shell passes them differ from its fields
+	readings [][]shellWord // a command's words as the shell passes them, and what they may run (P14)
+	rule     Ruler
+	in       map[string]any
+	workdir  string
 }
 
 func (e *Effective) matcherOf(tool string, in map[string]any, written any, workdir string) callSubject {
@@ -183,7 +184,9 @@ func (e *Effective) matcherOf(tool string, in map[string]any, written any, workd
 		// tabs between words do not hide it.
 		c.chained = hasCommandMeta(subj)
 		subj = strings.Join(strings.Fields(subj), " ")
-		c.shell = shellWords(subj)
+		words := commandWords(subj)
+		c.quoted = strings.ContainsAny(subj, shellChars)
+		c.readings = readings(words, maxShellDepth, nil)
 	}
 	c.subj = subj
 	return c
@@ -208,12 +211,8 @@ func (c callSubject) matching(lvs []*toolEntries) []string {
 				out = append(out, in.Raw)
 			}
 		}
-		if c.shell != nil && lv.kind == Command {
-			for _, in := range lv.infos {
-				if in.m != nil && !slices.Contains(out, in.Raw) && mayRun(c.shell, in.Pattern) {
-					out = append(out, in.Raw)
-				}
-			}
+		if lv.kind == Command {
+			out = c.readingsMatching(lv, out)
 		}
 	}
 	return out
@@ -248,4 +247,26 @@ func Covers(k Kind, deny, allowed Entry) bool {
 		return dirTree(tree).match(LiteralDir(allowed.Pattern))
 	}
 	return false
+}
+
+// readingsMatching appends the command entries of lv that a reading of the
+// command admits, and that out does not hold yet: the command as the
+// shell passes it, through wrappers and -c strings, with options before
+// a subcommand (P14).
+func (c callSubject) readingsMatching(lv *toolEntries, out []string) []string {
+	var buf [16]int
+	for ri, r := range c.readings {
+		for _, i := range lv.commandCandidates(r, buf[:0]) {
+			in := &lv.infos[i]
+			if in.m == nil || slices.Contains(out, in.Raw) {
+				continue
+			}
+			// The first reading without quotes is the command as written,
+			// which the matchers have read already.
+			if (ri > 0 || c.quoted) && mayRun(r, in.Pattern) || mayRunAfterOptions(r, in.Pattern) {
+				out = append(out, in.Raw)
+			}
+		}
+	}
+	return out
 }

@@ -74,7 +74,7 @@ func (te *toolEntries) index(k Kind) {
 		switch k {
 		case Command:
 			prefix, _ := strings.CutSuffix(in.Pattern, ":*")
-			key, ok = firstWord(prefix), true
+			key, ok = firstWord(strings.Join(strings.Fields(prefix), " ")), true // as deny's readings split it
 		case Path:
 			key, ok = LiteralDir(in.Pattern), true
 		}
@@ -87,6 +87,21 @@ func (te *toolEntries) index(k Kind) {
 		}
 		te.byKey[key] = append(te.byKey[key], i)
 	}
+}
+
+// commandCandidates appends the indexes of the command entries whose
+// first word words may start with: all when its first word is wild.
+func (te *toolEntries) commandCandidates(words []shellWord, out []int) []int {
+	switch {
+	case len(words) == 0:
+		return out
+	case words[0].wild:
+		for i := range te.infos {
+			out = append(out, i)
+		}
+		return out
+	}
+	return append(out, te.byKey[words[0].text]...)
 }
 
 // firstWord is a command up to its first space: a pattern's first word is

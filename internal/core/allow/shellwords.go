@@ -13,6 +13,7 @@ import "strings"
 type shellWord struct {
 	text string
 	wild bool
+	any  bool // wild by more than a glob (a brace, an open quote): any words at all
 }
 
 // shellChars are the characters that can make the shell's words differ
@@ -61,7 +62,7 @@ func shellWords(s string) []shellWord {
 			continue
 		case ch == '\\':
 			if i+1 == len(s) {
-				w.wild = true
+				w.wild, w.any = true, true
 			} else {
 				i++
 				cur.WriteByte(s[i])
@@ -70,12 +71,13 @@ func shellWords(s string) []shellWord {
 			quote = ch
 		default:
 			w.wild = w.wild || strings.IndexByte("*?[{", ch) >= 0
+			w.any = w.any || ch == '{'
 			cur.WriteByte(ch)
 		}
 		inW = true
 	}
 	if inW {
-		w.text, w.wild = cur.String(), w.wild || quote != 0
+		w.text, w.wild, w.any = cur.String(), w.wild || quote != 0, w.any || quote != 0
 		words = append(words, w)
 	}
 	return words
@@ -97,13 +99,5 @@ func mayRun(words []shellWord, pattern string) bool {
 			return false
 		}
 	}
-	if wild {
-		return true
-	}
-	for _, w := range words[len(pw):] {
-		if !w.wild { // an exact pattern: another word makes another command
-			return false
-		}
-	}
-	return true
+	return wild || mayVanish(words[len(pw):]) // an exact pattern: another word makes another command
 }

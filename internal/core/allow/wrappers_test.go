@@ -1,0 +1,111 @@
+package allow
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestP14WrappersHideNoDeniedCommand: a deny or ask entry meets a command
+// run through assignments, wrappers, a shell's -c string, a path or
+// options before its subcommand; commands that run something else stay
+// allowed, and allow entries still read the command as written.
+func TestP14WrappersHideNoDeniedCommand(t *testing.T) {
+	e := chainDecl(t, Decl{
+		Allow: []string{"Bash(git:*)", "Bash(env:*)", "Bash(envoy:*)", "Bash(sh:*)", "Bash(bash:*)", "Bash(sudo:*)", "Bash(timeout:*)", "Bash(nice:*)",
+			"Bash(xargs:*)", "Bash(command:*)", "Bash(exec:*)", "Bash(FOO=1:*)", "Bash(/usr/bin/git:*)", "Bash(stdbuf:*)", "Bash(time:*)", "Bash(nohup:*)", "Bash(doas:*)"},
+		Deny: []string{"Bash(git push:*)", "Bash(git reset --hard)", "Bash(rm:*)"},
+		Ask:  []string{"Bash(git commit:*)"},
+	})
+	for _, tc := range []struct {
+		note, command, want string
+		entry               string // the entry the sentence names, for a denial or an ask
+	}{
+		{"an option before the subcommand", "git -C . push", "denied P14", "Bash(git push:*)"},
+		{"a long option before the subcommand", "git --no-pager push origin", "denied P14", "Bash(git push:*)"},
+		{"a message that says push: the safe direction", "git log --grep push", "denied P14", "Bash(git push:*)"},
+		{"env", "env git push", "denied P14", "Bash(git push:*)"},
+		{"env with options and assignments", "env -i -u HOME FOO=1 git push", "denied P14", "Bash(git push:*)"},
+		{"env -S runs its string", "env -S 'git push'", "denied P14", "Bash(git push:*)"},
+		{"env --split-string=", "env '--split-string=git push'", "denied P14", "Bash(git push:*)"},
+		{"command", "command git push", "denied P14", "Bash(git push:*)"},
+		{"exec", "exec -a x git push", "denied P14", "Bash(git push:*)"},
+		{"a leading assignment", "FOO=1 git push", "denied P14", "Bash(git push:*)"},
+		{"nice -n", "nice -n 5 git push", "denied P14", "Bash(git push:*)"},
+		{"nice -5, an option the table does not know", "nice -5 git push", "denied P14", "Bash(git push:*)"},
+		{"nohup", "nohup git push", "denied P14", "Bash(git push:*)"},
+		{"timeout with options and a duration", "timeout -k 1 -s KILL 5 git push", "denied P14", "Bash(git push:*)"},
+		{"time", "time -p git push", "denied P14", "Bash(git push:*)"},
+		{"stdbuf", "stdbuf -o L git push", "denied P14", "Bash(git push:*)"},
+		{"xargs", "xargs -n 1 git push", "denied P14", "Bash(git push:*)"},
+		{"sudo with a user", "sudo -u bob git push", "denied P14", "Bash(git push:*)"},
+		{"sudo with an option it may not take the next word for", "sudo --frob x git push", "denied P14", "Bash(git push:*)"},
+		{"doas", "doas -u bob git push", "denied P14", "Bash(git push:*)"},
+		{"wrappers in a row", "env FOO=1 nice -n 2 timeout 5 sudo git push", "denied P14", "Bash(git push:*)"},
+		{"sh -c", "sh -c 'git push'", "denied P14", "Bash(git push:*)"},
+		{"bash -c with options", `bash -e -c "git push origin"`, "denied P14", "Bash(git push:*)"},
+		{"bash -lc", `bash -lc "git push"`, "denied P14", "Bash(git push:*)"},
+		{"nested -c strings", `sh -c "bash -c 'env git push'"`, "denied P14", "Bash(git push:*)"},
+		{"a path before the name", "/usr/bin/git push", "denied P14", "Bash(git push:*)"},
+		{"an exact entry through a wrapper", "env git reset --hard", "denied P14", "Bash(git reset --hard)"},
+		{"an exact entry with an option before it", "git -C . reset --hard", "denied P14", "Bash(git reset --hard)"},
+		{"a glob that may be the subcommand", "git -C . pus?", "denied P14", "Bash(git push:*)"},
+		{"an ask through a wrapper", "env git commit -m x", "ask P14", "Bash(git commit:*)"},
+		{"an ask with an option before it", "git -c x=y commit", "ask P14", "Bash(git commit:*)"},
+		{"another subcommand", "git status", "allowed", ""},
+		{"envoy is not env", "envoy push", "allowed", ""},
+		{"env running another command", "env FOO=1 git status", "allowed", ""},
+		{"a shell running another command", "sh -c 'git status'", "allowed", ""},
+		{"a glob that cannot be the subcommand", "git add *.go", "allowed", ""},
+		{"an exact entry with another word after it", "env git reset --hard HEAD", "allowed", ""},
+		{"the word after sudo -u is its user", "sudo -u rm ls", "allowed", ""},
+		{"rm as an argument, not a command", "git log --grep rm", "allowed", ""},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			d := e.Decide("Bash", map[string]any{"command": tc.command}, "/")
+			if got := outcome(d); got != tc.want {
+				t.Fatalf("%s: %s, want %s: %s", tc.command, got, tc.want, d.Reason)
+			}
+			if tc.entry != "" && !strings.Contains(d.Reason, tc.entry) {
+				t.Errorf("%s: the sentence does not name %s: %s", tc.command, tc.entry, d.Reason)
+			}
+		})
+	}
+	// Allow entries still read the command as written.
+	only := chainDecl(t, Decl{Allow: []string{"Bash(git push:*)"}})
+	for _, c := range []string{"env git push", "git -C . push", "sh -c 'git push'"} {
+		if d := only.Decide("Bash", map[string]any{"command": c}, "/"); d.Allowed {
+			t.Errorf("%s is allowed by Bash(git push:*): allow entries must not read through wrappers", c)
+		}
+	}
+}
+
+// FuzzP14WrappersOnlyAddDenials: a command a deny pattern meets as
+// written, or as the shell splits it, is still met by the readings.
+func FuzzP14WrappersOnlyAddDenials(f *testing.F) {
+	for _, s := range []string{"git push", "env git push", "git 'push'", "sudo -u x git -C . push", "sh -c 'git push'", "git pus?", "timeout 5", "FOO=1", "nice -n"} {
+		f.Add(s, "git push:*")
+	}
+	f.Fuzz(func(t *testing.T, command, pattern string) {
+		if hasCommandMeta(command) || hasCommandMeta(pattern) || strings.TrimSpace(command) == "" {
+			t.Skip()
+		}
+		subj := strings.Join(strings.Fields(command), " ")
+		m, _, err := commandMatcher(pattern)
+		if err != nil {
+			t.Skip()
+		}
+		before := m.match(subj)
+		if w := shellWords(subj); w != nil {
+			before = before || mayRun(w, pattern)
+		}
+		if !before {
+			return
+		}
+		for _, r := range readings(commandWords(subj), maxShellDepth, nil) {
+			if mayRun(r, pattern) || mayRunAfterOptions(r, pattern) {
+				return
+			}
+		}
+		t.Errorf("%q meets %q as written, but none of its readings does", command, pattern)
+	})
+}
