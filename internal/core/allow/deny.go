@@ -263,7 +263,7 @@ func (c callSubject) readingsMatching(lv *toolEntries, out []string) []string {
 			}
 			// The first reading without quotes is the command as written,
 			// which the matchers have read already.
-			if (ri > 0 || c.quoted) && mayRun(r, in.Pattern) || mayRunAfterOptions(r, in.Pattern) {
+			if (ri > 0 || c.quoted) && mayRun(r, in.cmd) || mayRunAfterOptions(r, in.cmd) {
 				out = append(out, in.Raw)
 			}
 		}

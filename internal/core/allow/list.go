@@ -41,11 +41,12 @@ type List struct {
 // entryInfo is a parsed entry with what it contributes on its own.
 type entryInfo struct {
 	Entry
-	err  error   // the pattern cannot be used: it denies (P7)
-	idx  int     // its place in the list
-	m    matcher // its constraint on the subject; nil for name-only, bad or rule-only
-	rule bool    // the tool's own rule reads its pattern (P2)
-	alt  string  // its CUE alternative on the subject, for the reference value
+	err  error      // the pattern cannot be used: it denies (P7)
+	idx  int        // its place in the list
+	m    matcher    // its constraint on the subject; nil for name-only, bad or rule-only
+	rule bool       // the tool's own rule reads its pattern (P2)
+	alt  string     // its CUE alternative on the subject, for the reference value
+	cmd  cmdPattern // a command pattern's words, for deny and ask (P14)
 }
 
 // Compile compiles one declared list. subjects maps every tool the policy

@@ -73,8 +73,11 @@ func (te *toolEntries) index(k Kind) {
 		key, ok := "", false
 		switch k {
 		case Command:
-			prefix, _ := strings.CutSuffix(in.Pattern, ":*")
-			key, ok = firstWord(strings.Join(strings.Fields(prefix), " ")), true // as deny's readings split it
+			c := cmdPatternOf(in.Pattern)
+			te.infos[i].cmd, ok = c, true
+			if len(c.words) > 0 {
+				key = c.words[0] // as deny's readings split it
+			}
 		case Path:
 			key, ok = LiteralDir(in.Pattern), true
 		}

@@ -83,13 +83,22 @@ func shellWords(s string) []shellWord {
 	return words
 }
 
+// cmdPattern is a command pattern's words, and whether it ends in :*.
+type cmdPattern struct {
+	words []string
+	wild  bool
+}
+
+func cmdPatternOf(pattern string) cmdPattern {
+	prefix, wild := strings.CutSuffix(pattern, ":*")
+	return cmdPattern{strings.Fields(prefix), wild}
+}
+
 // mayRun reports whether words, as the shell passes them, may be a
 // command that the command pattern (P3) admits: each of the pattern's
 // words equal, until a wild word that may stand for the rest.
-func mayRun(words []shellWord, pattern string) bool {
-	prefix, wild := strings.CutSuffix(pattern, ":*")
-	pw := strings.Fields(prefix)
-	for i, p := range pw {
+func mayRun(words []shellWord, c cmdPattern) bool {
+	for i, p := range c.words {
 		switch {
 		case i >= len(words):
 			return false
@@ -99,5 +108,5 @@ func mayRun(words []shellWord, pattern string) bool {
 			return false
 		}
 	}
-	return wild || mayVanish(words[len(pw):]) // an exact pattern: another word makes another command
+	return c.wild || mayVanish(words[len(c.words):]) // an exact pattern: another word makes another command
 }

@@ -28,7 +28,7 @@ func TestP14ShellWords(t *testing.T) {
 			if words == nil {
 				t.Fatalf("shellWords(%q) = nil, want its words", tc.command)
 			}
-			if got := mayRun(words, tc.pattern); got != tc.may {
+			if got := mayRun(words, cmdPatternOf(tc.pattern)); got != tc.may {
 				t.Errorf("mayRun(%q, %q) = %v, want %v (words %+v)", tc.command, tc.pattern, got, tc.may, words)
 			}
 		})

@@ -253,9 +253,8 @@ func unknown(words []shellWord, p int, extra []int) (int, []int) {
 // may vanish. A glob may stand for those of SUB it matches, in a row; a
 // word that may be any words may be the rest. It over-approximates on
 // purpose (git log --grep push meets git push:*): it only adds denials.
-func mayRunAfterOptions(words []shellWord, pattern string) bool {
-	prefix, wild := strings.CutSuffix(pattern, ":*")
-	pw := strings.Fields(prefix)
+func mayRunAfterOptions(words []shellWord, c cmdPattern) bool {
+	pw := c.words
 	if len(pw) == 0 {
 		return false
 	}
@@ -275,7 +274,7 @@ func mayRunAfterOptions(words []shellWord, pattern string) bool {
 			return false // another command
 		}
 		if j == len(pw) {
-			return wild || mayVanish(words[k+1:])
+			return c.wild || mayVanish(words[k+1:])
 		}
 	}
 	return false

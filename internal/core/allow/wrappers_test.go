@@ -96,13 +96,13 @@ func FuzzP14WrappersOnlyAddDenials(f *testing.F) {
 		}
 		before := m.match(subj)
 		if w := shellWords(subj); w != nil {
-			before = before || mayRun(w, pattern)
+			before = before || mayRun(w, cmdPatternOf(pattern))
 		}
 		if !before {
 			return
 		}
 		for _, r := range readings(commandWords(subj), maxShellDepth, nil) {
-			if mayRun(r, pattern) || mayRunAfterOptions(r, pattern) {
+			if mayRun(r, cmdPatternOf(pattern)) || mayRunAfterOptions(r, cmdPatternOf(pattern)) {
 				return
 			}
 		}
