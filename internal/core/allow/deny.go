@@ -186,7 +186,7 @@ func (e *Effective) matcherOf(tool string, in map[string]any, written any, workd
 		subj = strings.Join(strings.Fields(subj), " ")
 		words := commandWords(subj)
 		c.quoted = strings.ContainsAny(subj, shellChars)
-		c.readings = readings(words, maxShellDepth, nil)
+		c.readings = commandReadings(words)
 	}
 	c.subj = subj
 	return c

@@ -24,17 +24,44 @@ type wrapper struct {
 }
 
 var wrappers = map[string]wrapper{
-	"env":     {arg: "uCS", flags: "i0v", long: []string{"--unset", "--chdir", "--split-string"}, split: "S", splitLong: "--split-string", assign: true},
-	"command": {flags: "pvV"},
-	"exec":    {arg: "a", flags: "cl"},
-	"nice":    {arg: "n", long: []string{"--adjustment"}},
-	"nohup":   {},
-	"timeout": {arg: "sk", flags: "v", long: []string{"--signal", "--kill-after"}, operands: 1},
-	"time":    {arg: "fo", flags: "apqv", long: []string{"--format", "--output"}},
-	"stdbuf":  {arg: "ioe", long: []string{"--input", "--output", "--error"}},
-	"xargs":   {arg: "adEILnPs", flags: "0bopirtxel", long: []string{"--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}},
-	"sudo":    {arg: "ugCDhprtTUR", flags: "AbBEeHiKklnPSsVv", long: []string{"--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--chroot"}},
-	"doas":    {arg: "uC", flags: "nsL"},
+	"env":      {arg: "uCS", flags: "i0v", long: []string{"--unset", "--chdir", "--split-string"}, split: "S", splitLong: "--split-string", assign: true},
+	"command":  {flags: "pvV"},
+	"exec":     {arg: "a", flags: "cl"},
+	"nice":     {arg: "n", long: []string{"--adjustment"}},
+	"nohup":    {},
+	"timeout":  {arg: "sk", flags: "v", long: []string{"--signal", "--kill-after"}, operands: 1},
+	"time":     {arg: "fo", flags: "apqv", long: []string{"--format", "--output"}},
+	"stdbuf":   {arg: "ioe", long: []string{"--input", "--output", "--error"}},
+	"xargs":    {arg: "adEILnPs", flags: "0bopirtxel", long: []string{"--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}},
+	"sudo":     {arg: "ugCDhprtTUR", flags: "AbBEeHiKklnPSsVv", long: []string{"--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--chroot"}},
+	"doas":     {arg: "uC", flags: "nsL"},
+	"setsid":   {flags: "cfw"},
+	"ionice":   {arg: "cnp", flags: "t"},
+	"taskset":  {flags: "acp", operands: 1},
+	"chroot":   {long: []string{"--userspec", "--groups"}, operands: 1},
+	"watch":    {arg: "nqd", flags: "bcegtwx", long: []string{"--interval"}},
+	"su":       {arg: "cgGsw", flags: "lmpPf", long: []string{"--command", "--group", "--shell"}, split: "c", splitLong: "--command"},
+	"script":   {arg: "cEIoOBmT", flags: "aefq", long: []string{"--command"}, split: "c", splitLong: "--command"},
+	"busybox":  {},
+	"unbuffer": {},
+}
+
+// execs are the options of find that run the words after them.
+var execs = []string{"-exec", "-execdir", "-ok", "-okdir"}
+
+// maxReadings bounds the readings of one command, so that a decision
+// stays linear in the command's length and the number of entries; a
+// command with more may run anything (it is denied under deny entries).
+const maxReadings = 64
+
+// commandReadings is the readings of a command's words (readings),
+// bounded by maxReadings.
+func commandReadings(words []shellWord) [][]shellWord {
+	rs := readings(words, maxShellDepth, nil)
+	if len(rs) > maxReadings {
+		rs = append(rs[:maxReadings-1], []shellWord{{wild: true, any: true}})
+	}
+	return rs
 }
 
 // shells run their -c string as a command.
@@ -76,6 +103,13 @@ func readings(words []shellWord, depth int, out [][]shellWord) [][]shellWord {
 		case shells[name] && depth > 0:
 			if s, ok := shellString(words[p+1:]); ok {
 				out = readString(s, depth, out)
+			}
+			return out
+		case name == "find":
+			for k := p + 1; k < len(words); k++ {
+				if slices.Contains(execs, words[k].text) && k+1 < len(words) {
+					out = appendReading(out, words[k+1:])
+				}
 			}
 			return out
 		case isWrapper:

@@ -12,7 +12,7 @@ import (
 func TestP14WrappersHideNoDeniedCommand(t *testing.T) {
 	e := chainDecl(t, Decl{
 		Allow: []string{"Bash(git:*)", "Bash(env:*)", "Bash(envoy:*)", "Bash(sh:*)", "Bash(bash:*)", "Bash(sudo:*)", "Bash(timeout:*)", "Bash(nice:*)",
-			"Bash(xargs:*)", "Bash(command:*)", "Bash(exec:*)", "Bash(FOO=1:*)", "Bash(/usr/bin/git:*)", "Bash(stdbuf:*)", "Bash(time:*)", "Bash(nohup:*)", "Bash(doas:*)"},
+			"Bash(xargs:*)", "Bash(find:*)", "Bash(su:*)", "Bash(taskset:*)", "Bash(ionice:*)", "Bash(command:*)", "Bash(exec:*)", "Bash(FOO=1:*)", "Bash(/usr/bin/git:*)", "Bash(stdbuf:*)", "Bash(time:*)", "Bash(nohup:*)", "Bash(doas:*)"},
 		Deny: []string{"Bash(git push:*)", "Bash(git reset --hard)", "Bash(rm:*)"},
 		Ask:  []string{"Bash(git commit:*)"},
 	})
@@ -46,6 +46,12 @@ func TestP14WrappersHideNoDeniedCommand(t *testing.T) {
 		{"bash -lc", `bash -lc "git push"`, "denied P14", "Bash(git push:*)"},
 		{"nested -c strings", `sh -c "bash -c 'env git push'"`, "denied P14", "Bash(git push:*)"},
 		{"a path before the name", "/usr/bin/git push", "denied P14", "Bash(git push:*)"},
+		{"find -exec", "find . -exec git push {} +", "denied P14", "Bash(git push:*)"},
+		{"su -c", "su -c 'git push' bob", "denied P14", "Bash(git push:*)"},
+		{"taskset with a mask", "taskset 3 git push", "denied P14", "Bash(git push:*)"},
+		{"ionice", "ionice -c 3 git push", "denied P14", "Bash(git push:*)"},
+		{"more readings than a decision reads: it may run anything", strings.Repeat("sudo --x git ", 40) + "status", "denied P14", "Bash(rm:*)"},
+		{"find without -exec", "find . -name push", "allowed", ""},
 		{"an exact entry through a wrapper", "env git reset --hard", "denied P14", "Bash(git reset --hard)"},
 		{"an exact entry with an option before it", "git -C . reset --hard", "denied P14", "Bash(git reset --hard)"},
 		{"a glob that may be the subcommand", "git -C . pus?", "denied P14", "Bash(git push:*)"},
@@ -101,7 +107,7 @@ func FuzzP14WrappersOnlyAddDenials(f *testing.F) {
 		if !before {
 			return
 		}
-		for _, r := range readings(commandWords(subj), maxShellDepth, nil) {
+		for _, r := range commandReadings(commandWords(subj)) {
 			if mayRun(r, cmdPatternOf(pattern)) || mayRunAfterOptions(r, cmdPatternOf(pattern)) {
 				return
 			}
