@@ -196,7 +196,13 @@ func (e *concealedErr) Error() string { return e.path + " is a secret of the gat
 // concealing refuses a path that is, or leads to, a secret of the
 // gateway's, before a tool's own way of opening it.
 func concealing(env *tools.Env, tool, path string) (tools.Result, bool) {
-	if sandbox.Concealing(path, sandbox.RealPath(path)) != "" {
+	return concealingAt(env, tool, path, sandbox.RealPath(path))
+}
+
+// concealingAt is concealing with where path really is already known: for
+// a path opened without following any link, path itself.
+func concealingAt(env *tools.Env, tool, path, real string) (tools.Result, bool) {
+	if sandbox.Concealing(path, real) != "" {
 		r, _ := anchorFailure(env, tool, &concealedErr{path: path})
 		return r, false
 	}

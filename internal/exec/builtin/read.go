@@ -61,7 +61,10 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	env.Logger().Debug("Read", "path", path, "offset", offset, "limit", limit)
 
-	if r, ok := concealing(env, "Read", path); !ok {
+	// readWhole opens only a path without links, which is where it is
+	// named, so its name says whether it is a secret; following the links
+	// of one that has them is left to the way that opens those.
+	if r, ok := concealingAt(env, "Read", path, path); !ok {
 		return r
 	}
 	if data, st, ok := readWhole(anchorDir(env), path); ok {
@@ -73,6 +76,9 @@ func (Read) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			return cancelled(env, "Read", ctx)
 		}
 		return readAnswer(env, path, st, offset, text, lines)
+	}
+	if r, ok := concealing(env, "Read", path); !ok {
+		return r
 	}
 	a, err := openReadAnchor(env)
 	if err != nil {
