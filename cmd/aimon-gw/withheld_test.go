@@ -182,6 +182,8 @@ agent: "ask-tools": ["Read(%[1]s/asked/**)"]
 		{"an asked file through a link", root + "/al/a", "ask"},
 		{"an allowed file through a link", root + "/ol/o", "allow"},
 		{"the denied file itself", root + "/secret/k", "deny"},
+		{"a denied file through a link, relative to the working directory", "sl/k", "deny"},
+		{"an allowed file through a link, relative to the working directory", "ol/o", "allow"},
 	} {
 		t.Run(c.note, func(t *testing.T) {
 			in, _ := json.Marshal(map[string]any{"cwd": root, "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": map[string]any{"file_path": c.path}})
