@@ -99,6 +99,16 @@ type Scope struct {
 	// Allows reports whether the surface may act on the absolute path; nil
 	// allows everything below Anchor.
 	Allows func(path string) bool
+	// Reaches reports whether Allows may admit some path strictly below
+	// the absolute directory, so that a search need not read one where it
+	// would refuse every file; nil when not known.
+	Reaches func(dir string) bool
+}
+
+// MayAllowBelow reports whether Allows may admit some path below dir: true
+// unless Reaches says no.
+func (s *Scope) MayAllowBelow(dir string) bool {
+	return s == nil || s.Allows == nil || s.Reaches == nil || s.Reaches(dir)
 }
 
 // DefaultMaxFileBytes is the largest file Edit and Write produce unless the

@@ -185,6 +185,18 @@ func TestR6SearchesVisitOnlyWhatIsAllowed(t *testing.T) {
 	}
 }
 
+// TestR6SearchesDoNotReadWhatNoEntryReaches: under Grep(allowed/*) a
+// search of allowed/sub does not read sub/deep, where no path can match,
+// and says it left out a directory rather than counting its files.
+func TestR6SearchesDoNotReadWhatNoEntryReaches(t *testing.T) {
+	t.Parallel()
+	root, serve := filesRoot(t, "")
+	r := serve(toolLine("g", "Grep", map[string]any{"pattern": "needle", "path": root + "/allowed/sub"}))[0]
+	if !strings.Contains(text(r), "1 file and 1 directory below the search path were not searched") {
+		t.Errorf("Grep under allowed/* read allowed/sub/deep: %v", text(r))
+	}
+}
+
 func TestC2FileBounds(t *testing.T) {
 	t.Parallel()
 	root, serve := filesRoot(t, "")

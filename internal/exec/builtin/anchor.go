@@ -165,6 +165,14 @@ func (a *anchor) allows(path string) bool {
 	return a.env.Scope.Allows(path)
 }
 
+// mayAllowBelow reports whether the scope may admit dir or a path below
+// it, so that a search reads no directory it would skip every file of.
+// A search root a link took elsewhere is judged where it is named, as
+// allows judges it there too.
+func (a *anchor) mayAllowBelow(dir string) bool {
+	return !a.limited() || a.env.Scope.MayAllowBelow(dir)
+}
+
 // errEscapes marks an open that a symbolic link or ".." took out of the anchor.
 var errEscapes = errors.New("it leads outside the allowed directory")
 

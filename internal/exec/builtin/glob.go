@@ -90,7 +90,9 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	}
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	fsys := &ctxFS{ctx: ctx, FS: sub}
+	fsys := &ctxFS{ctx: ctx, FS: sub, reaches: func(name string) bool {
+		return a.mayAllowBelow(filepath.Join(root, filepath.FromSlash(name)))
+	}}
 	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -117,7 +119,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return fail(env, "Glob", err, "Could not search %s for %s: %v.", root, quote(p.Pattern), err)
 	}
 	if len(hits) == 0 {
-		r := tools.OK(fmt.Sprintf("No files found for %s in %s.%s", quote(p.Pattern), root, skippedNote(skipped)))
+		r := tools.OK(fmt.Sprintf("No files found for %s in %s.%s", quote(p.Pattern), root, skippedNote(skipped, len(fsys.pruned))))
 		r.Structured = GlobOutput{Files: []string{}}
 		return r
 	}
@@ -136,7 +138,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	if len(hits) > MaxGlobResults {
 		fmt.Fprintf(&b, "[Showing the %d newest of %d files; use a narrower pattern or path to see the rest.]", MaxGlobResults, len(hits))
 	}
-	r := tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped))
+	r := tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped, len(fsys.pruned)))
 	r.Structured = out
 	return r
 }
@@ -150,10 +152,14 @@ type GlobOutput struct {
 // ctxFS fails every Open once ctx is done or the search has opened
 // maxSearchSteps files and directories, so that a walk through a large
 // tree stops even where no file matches.
+// With reaches set, it also fails the open of a directory no allow entry
+// reaches (pruned), so that the walk never reads it.
 type ctxFS struct {
 	ctx   context.Context
 	steps int
 	fs.FS
+	reaches func(name string) bool
+	pruned  map[string]bool // the directories not read, for the note
 }
 
 func (c *ctxFS) Open(name string) (fs.File, error) {
@@ -163,8 +169,21 @@ func (c *ctxFS) Open(name string) (fs.File, error) {
 	if c.steps++; c.steps > maxSearchSteps {
 		return nil, errSteps
 	}
+	if c.reaches != nil && name != "." && !c.reaches(name) {
+		// A file is still opened: the search checks it and counts it skipped.
+		if fi, err := fs.Stat(c.FS, name); err == nil && fi.IsDir() {
+			if c.pruned == nil {
+				c.pruned = map[string]bool{}
+			}
+			c.pruned[name] = true
+			return nil, &fs.PathError{Op: "open", Path: name, Err: errPruned}
+		}
+	}
 	return c.FS.Open(name)
 }
+
+// errPruned marks a directory a search does not read.
+var errPruned = errors.New("no allow entry reaches this directory")
 
 // collapse writes runs of "**" segments as one: they match the same
 // paths, and each more would multiply the walk.

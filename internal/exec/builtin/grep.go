@@ -56,6 +56,7 @@ type grep struct {
 	env           *tools.Env
 	a             *anchor
 	skipped       int // files below the root the surface may not read
+	prunedDirs    int // directories below the root no allow entry reaches
 	re            *regexp.Regexp
 	root          string
 	many          bool // searching a directory: prefix lines with the file
@@ -123,12 +124,12 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		}
 		return fail(env, "Grep", err, "Could not search %s: %v.", g.root, err)
 	case !g.matched:
-		return tools.OK(fmt.Sprintf("No matches found for %s in %s.%s", quote(p.Pattern), g.root, skippedNote(g.skipped)))
+		return tools.OK(fmt.Sprintf("No matches found for %s in %s.%s", quote(p.Pattern), g.root, skippedNote(g.skipped, g.prunedDirs)))
 	}
 	if g.cut != "" {
 		g.out.WriteString(g.cut)
 	}
-	return tools.OK(strings.TrimSuffix(g.out.String(), "\n") + skippedNote(g.skipped))
+	return tools.OK(strings.TrimSuffix(g.out.String(), "\n") + skippedNote(g.skipped, g.prunedDirs))
 }
 
 // newGrep checks the parameters that the schema cannot (range, syntax) and
@@ -243,6 +244,11 @@ func (g *grep) walk(ctx context.Context, rel string) error {
 			if p != "." && skipDirs[d.Name()] {
 				return fs.SkipDir
 			}
+			// A directory no allow entry reaches is not read at all.
+			if p != "." && !g.a.mayAllowBelow(path) {
+				g.prunedDirs++
+				return fs.SkipDir
+			}
 			return nil
 		}
 		if !d.Type().IsRegular() || !g.globMatches(path) {
@@ -256,12 +262,23 @@ func (g *grep) walk(ctx context.Context, rel string) error {
 	})
 }
 
-// skippedNote says that a search left out files the surface may not read.
-func skippedNote(n int) string {
-	if n == 0 {
+// skippedNote says that a search left out files the surface may not read,
+// and directories it did not open because no allow entry reaches them.
+func skippedNote(files, dirs int) string {
+	var what []string
+	if files > 0 {
+		what = append(what, plural(files, "file"))
+	}
+	switch {
+	case dirs == 1:
+		what = append(what, "1 directory")
+	case dirs > 1:
+		what = append(what, fmt.Sprintf("%d directories", dirs))
+	}
+	if len(what) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("\n[%s below the search path were not searched: this surface may not read them.]", plural(n, "file"))
+	return fmt.Sprintf("\n[%s below the search path were not searched: this surface may not read them.]", strings.Join(what, " and "))
 }
 
 // globMatches applies the glob to the file's name, or to its path under root

@@ -116,6 +116,8 @@ func (g *Gateway) scope(p prepared, d rule.Decision) *tools.Scope {
 	eff, name, field, wd := p.eff, p.Name, s.Field, g.opts.Workdir
 	return &tools.Scope{Anchor: anchor, Allows: func(path string) bool {
 		return eff.Decide(name, map[string]any{field: path}, wd).Allowed
+	}, Reaches: func(dir string) bool {
+		return eff.MayAllowBelow(name, dir)
 	}}
 }
 
