@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -68,8 +70,6 @@ type grep struct {
 
 	prefix  []byte // what every match begins with; nil when nothing is
 	literal bool   // the pattern is prefix alone
-	buf     []byte // the file being searched, reused from file to file
-	br      *bufio.Reader
 
 	out     strings.Builder
 	items   int
@@ -108,11 +108,11 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return openFailure(env, "Grep", g.root, err)
 	case fi.IsDir():
 		g.many = true
-		err = g.walk(ctx, rel)
+		err = g.walk(ctx, rel, cmp.Or(grepWorkers, runtime.GOMAXPROCS(0)))
 	case !fi.Mode().IsRegular():
 		return refuse(env, "Grep", "%s is not a regular file or a directory (it is a %s); Grep searches files and directories only.", g.root, fileKind(fi.Mode()))
 	default:
-		err = g.file(ctx, g.root)
+		err = (&searcher{g: g, out: g}).file(ctx, g.root)
 	}
 	if r, stopped := overBudget(env, "Grep", ctx, err, "a narrower path or glob"); stopped {
 		return r
@@ -213,8 +213,20 @@ func unprefix(err error) string {
 
 // walk searches every regular file under rel (relative to the anchor)
 // that passes the glob and that the surface may read (rule R6): the walk
-// goes through the anchored root, so no symbolic link takes it out.
-func (g *grep) walk(ctx context.Context, rel string) error {
+// goes through the anchored root, so no symbolic link takes it out. With
+// more than one worker the files are searched in parallel while one
+// goroutine walks (walkParallel).
+func (g *grep) walk(ctx context.Context, rel string, workers int) error {
+	if workers > 1 {
+		return g.walkParallel(ctx, rel, workers)
+	}
+	s := &searcher{g: g, out: g}
+	return g.walkFiles(ctx, rel, func(path string) error { return s.file(ctx, path) })
+}
+
+// walkFiles calls search with each file walk searches, in the order of
+// the walk.
+func (g *grep) walkFiles(ctx context.Context, rel string, search func(path string) error) error {
 	fsys, err := fs.Sub(g.a.root.FS(), filepath.ToSlash(rel))
 	if err != nil {
 		return err
@@ -258,8 +270,179 @@ func (g *grep) walk(ctx context.Context, rel string) error {
 			g.skipped++
 			return nil
 		}
-		return g.file(ctx, path)
+		return search(path)
 	})
+}
+
+// grepWorkers is how many files a search reads at once; 0 is GOMAXPROCS.
+// It is 1 (the walk alone) because on the 2-core machine this was measured
+// on (issue 32, BenchmarkGrepVsRipgrep under load), GOMAXPROCS workers
+// cost 30-50% more processor time, mostly in the kernel's opens, and no
+// wall time: set it to 0 where a measurement on more cores says they pay.
+var grepWorkers = 1
+
+// walkParallel is walk with files searched by workers, each with buffers
+// of its own, while this goroutine walks. Each file's results are kept
+// apart (fileOut) and replayed onto the output in the order of the walk,
+// so that the output, head_limit and MaxOutput cut it as the sequential
+// walk does, byte for byte; the step limit stays the walk's own.
+func (g *grep) walkParallel(ctx context.Context, rel string, workers int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A job keeps what the walk had left out before it: where the replay
+	// stops, the note counts what the sequential walk would have.
+	type job struct {
+		path            string
+		done            chan *fileOut
+		skipped, pruned int
+	}
+	jobs := make(chan job, workers)
+	// What the replay waits for, in walk order; its room bounds how many
+	// files' results are held ahead of the replay.
+	order := make(chan job, 4*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &searcher{g: g}
+			for j := range jobs {
+				o := &fileOut{limit: g.limit}
+				s.out = o
+				o.err = s.file(ctx, j.path)
+				j.done <- o
+			}
+		}()
+	}
+	var replayErr error
+	var stopped job
+	replayed := make(chan struct{})
+	go func() {
+		defer close(replayed)
+		for j := range order {
+			if replayErr != nil {
+				continue // drained: the output is final
+			}
+			select {
+			case o := <-j.done:
+				replayErr = g.replay(o)
+			case <-ctx.Done():
+				replayErr = ctx.Err()
+			}
+			if replayErr != nil {
+				stopped = j
+				cancel()
+			}
+		}
+	}()
+	err := g.walkFiles(ctx, rel, func(path string) error {
+		j := job{path: path, done: make(chan *fileOut, 1), skipped: g.skipped, pruned: g.prunedDirs}
+		select {
+		case order <- j:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case jobs <- j:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(jobs)
+	close(order)
+	wg.Wait()
+	<-replayed
+	if replayErr != nil {
+		g.skipped, g.prunedDirs = stopped.skipped, stopped.pruned
+	}
+	return cmp.Or(replayErr, err)
+}
+
+// sink is where a search puts a file's results: the output itself, or a
+// fileOut that keeps them for the replay.
+type sink interface {
+	emit(s string) error    // a result (a line, a file, a count)
+	emitRaw(s string) error // text that is not a result
+	parted() error          // a group separator before a file's first group, when results came before it
+	hit()                   // a line matched
+}
+
+// fileOut is one file's results, kept for the replay. It stops the file's
+// search only where the replay is sure to stop too: past head_limit
+// results, or past MaxOutput bytes of its own.
+type fileOut struct {
+	ops          []outOp
+	items, bytes int
+	limit        int
+	matched      bool
+	err          error
+}
+
+// outOp is one call of a sink: text and its kind ('r' emit, 'x' emitRaw,
+// '-' parted).
+type outOp struct {
+	s    string
+	kind byte
+}
+
+func (o *fileOut) emit(s string) error {
+	o.ops = append(o.ops, outOp{s, 'r'})
+	o.items++
+	o.bytes += len(s)
+	return o.full()
+}
+
+func (o *fileOut) emitRaw(s string) error {
+	o.ops = append(o.ops, outOp{s, 'x'})
+	o.bytes += len(s)
+	return o.full()
+}
+
+func (o *fileOut) parted() error {
+	o.ops = append(o.ops, outOp{kind: '-'})
+	return nil
+}
+
+func (o *fileOut) hit() { o.matched = true }
+
+func (o *fileOut) full() error {
+	if o.limit > 0 && o.items > o.limit || o.bytes > MaxOutput {
+		return errStop
+	}
+	return nil
+}
+
+// replay puts a file's kept results onto the output, as its search would
+// have put them there itself.
+func (g *grep) replay(o *fileOut) error {
+	if o.matched {
+		g.hit()
+	}
+	for _, op := range o.ops {
+		var err error
+		switch op.kind {
+		case 'r':
+			err = g.emit(op.s)
+		case 'x':
+			err = g.emitRaw(op.s)
+		default:
+			err = g.parted()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return o.err
+}
+
+// searcher searches files one at a time for a grep, into out, with
+// buffers of its own reused from file to file.
+type searcher struct {
+	g   *grep
+	out sink
+	buf []byte // the file being searched
+	br  *bufio.Reader
 }
 
 // skippedNote says that a search left out files the surface may not read,
@@ -299,7 +482,8 @@ func (g *grep) globMatches(path string) bool {
 }
 
 // file searches one file. Unreadable and binary files are skipped.
-func (g *grep) file(ctx context.Context, path string) error {
+func (s *searcher) file(ctx context.Context, path string) error {
+	g := s.g
 	f, err := g.a.open(path, os.O_RDONLY, 0)
 	if err == nil {
 		// Checked on the descriptor: a FIFO swapped in is skipped, not read.
@@ -318,7 +502,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 		return nil
 	}
 	defer f.Close()
-	src, binary := g.lines(f)
+	src, binary := s.lines(f)
 	if binary {
 		g.env.Logger().Debug("Grep skips a binary file", "path", path)
 		return nil
@@ -360,10 +544,10 @@ func (g *grep) file(ctx context.Context, path string) error {
 		hit := g.match(raw)
 		if hit {
 			count++
-			g.matched = true
+			s.out.hit()
 		}
 		if g.mode == ModeFiles && hit {
-			return g.emit(path + "\n")
+			return s.out.emit(path + "\n")
 		}
 		if g.mode != ModeContent {
 			continue
@@ -371,25 +555,31 @@ func (g *grep) file(ctx context.Context, path string) error {
 		switch {
 		case hit:
 			// With context on, non-adjacent groups are parted by "--", as in grep.
-			gap := printed > 0 && n-len(ring) > printed+1 || printed == 0 && g.items > 0
-			if gap && (g.before > 0 || g.after > 0) {
-				if err := g.emitRaw("--\n"); err != nil {
+			if g.before > 0 || g.after > 0 {
+				var err error
+				switch {
+				case printed > 0 && n-len(ring) > printed+1:
+					err = s.out.emitRaw("--\n")
+				case printed == 0:
+					err = s.out.parted()
+				}
+				if err != nil {
 					return err
 				}
 			}
 			for i, l := range ring {
-				if err := g.emit(g.format(path, n-len(ring)+i, '-', []byte(l))); err != nil {
+				if err := s.out.emit(g.format(path, n-len(ring)+i, '-', []byte(l))); err != nil {
 					return err
 				}
 			}
 			ring = ring[:0]
-			if err := g.emit(g.format(path, n, ':', raw)); err != nil {
+			if err := s.out.emit(g.format(path, n, ':', raw)); err != nil {
 				return err
 			}
 			printed, after = n, g.after
 		case after > 0:
 			after--
-			if err := g.emit(g.format(path, n, '-', raw)); err != nil {
+			if err := s.out.emit(g.format(path, n, '-', raw)); err != nil {
 				return err
 			}
 			printed = n
@@ -402,7 +592,7 @@ func (g *grep) file(ctx context.Context, path string) error {
 		}
 	}
 	if g.mode == ModeCount && count > 0 {
-		return g.emit(fmt.Sprintf("%s:%d\n", path, count))
+		return s.out.emit(fmt.Sprintf("%s:%d\n", path, count))
 	}
 	return nil
 }
@@ -438,6 +628,17 @@ func (g *grep) emit(s string) error {
 	return g.emitRaw(s)
 }
 
+// parted adds the separator before a file's first group when results
+// came before it.
+func (g *grep) parted() error {
+	if g.items > 0 {
+		return g.emitRaw("--\n")
+	}
+	return nil
+}
+
+func (g *grep) hit() { g.matched = true }
+
 // emitRaw adds text that is not a result (a group separator).
 func (g *grep) emitRaw(s string) error {
 	if g.out.Len()+len(s) > MaxOutput {
@@ -470,35 +671,35 @@ const maxHeld = 8 << 20
 // whole into the buffer the search reuses, so that a literal is found in
 // it with one byte search rather than line by line (issue 32); a larger
 // one goes through one reused bufio.Reader.
-func (g *grep) lines(f *os.File) (*lineSource, bool) {
-	g.buf = g.buf[:0]
+func (s *searcher) lines(f *os.File) (*lineSource, bool) {
+	s.buf = s.buf[:0]
 	var err error
-	for grepFast && len(g.buf) <= maxHeld {
-		if len(g.buf) == cap(g.buf) {
-			g.buf = append(g.buf, make([]byte, max(cap(g.buf), 16<<10))...)[:len(g.buf)]
+	for grepFast && len(s.buf) <= maxHeld {
+		if len(s.buf) == cap(s.buf) {
+			s.buf = append(s.buf, make([]byte, max(cap(s.buf), 16<<10))...)[:len(s.buf)]
 		}
 		var k int
-		k, err = f.Read(g.buf[len(g.buf):cap(g.buf)])
-		g.buf = g.buf[:len(g.buf)+k]
+		k, err = f.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+k]
 		if err != nil {
 			break
 		}
 	}
 	if err == nil {
 		// Not held (too large, or grepFast off): what was read, then the rest.
-		r := io.MultiReader(bytes.NewReader(g.buf), f)
-		if g.br == nil {
-			g.br = bufio.NewReaderSize(r, 64*1024)
+		r := io.MultiReader(bytes.NewReader(s.buf), f)
+		if s.br == nil {
+			s.br = bufio.NewReaderSize(r, 64*1024)
 		} else {
-			g.br.Reset(r)
+			s.br.Reset(r)
 		}
-		head, _ := g.br.Peek(sniffLen)
-		return &lineSource{br: g.br}, bytes.IndexByte(head, 0) >= 0
+		head, _ := s.br.Peek(sniffLen)
+		return &lineSource{br: s.br}, bytes.IndexByte(head, 0) >= 0
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return &lineSource{rest: g.buf, err: err}, bytes.IndexByte(g.buf[:min(len(g.buf), sniffLen)], 0) >= 0
+	return &lineSource{rest: s.buf, err: err}, bytes.IndexByte(s.buf[:min(len(s.buf), sniffLen)], 0) >= 0
 }
 
 // lineSource yields a file's lines without their line endings, each cut

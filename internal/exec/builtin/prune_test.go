@@ -22,7 +22,9 @@ func TestR6SearchesPruneWhatNoAllowEntryReaches(t *testing.T) {
 	write(t, w, "b/c/out.txt", "needle c\n")
 	write(t, w, "top.txt", "needle top\n")
 	a := filepath.Join(w, "a")
-	inA := func(dir string) bool { return dir == a || strings.HasPrefix(dir, a+"/") || strings.HasPrefix(a, dir+"/") }
+	inA := func(dir string) bool {
+		return dir == a || strings.HasPrefix(dir, a+"/") || strings.HasPrefix(a, dir+"/")
+	}
 	for _, tt := range []struct {
 		note    string
 		reaches func(string) bool
