@@ -79,6 +79,90 @@ surfaces: from: ["md"]
 	}
 }
 
+// TestP14VetReportsSearchPastReadDeny: a Read deny or ask entry leaves
+// its directories to a Grep or Glob the surface may use unless their own
+// entries hold them too; vet says so, and says nothing where they do, where
+// the surface may not use the searcher, or for a Read entry without a
+// pattern.
+func TestP14VetReportsSearchPastReadDeny(t *testing.T) {
+	for _, c := range []struct {
+		note, policy string
+		want, not    []string
+	}{
+		{note: "Grep and Glob allowed past a Read deny",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep, Glob: schema.#Glob}
+agent: {
+	"allowed-tools": ["Read", "Grep", "Glob"]
+	"denied-tools": ["Read(/srv/secret/**)"]
+}
+`,
+			want: []string{`policy.cue:8:19: agent denied-tools entry "Read(/srv/secret/**)" keeps Read from /srv/secret/**, but Glob and Grep may still search there; add "Glob(/srv/secret/**)" and "Grep(/srv/secret/**)" to denied-tools too.`}},
+		{note: "an ask entry, under a skill whose list the agent's bounds",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep}
+agent: "allowed-tools": ["Read", "Grep"]
+skills: s: {
+	"allowed-tools": ["Read", "Grep"]
+	"ask-tools": ["Read(/srv/docs/**)"]
+}
+`,
+			want: []string{`skill:s ask-tools entry "Read(/srv/docs/**)" keeps Read from /srv/docs/**, but Grep may still search there; add "Grep(/srv/docs/**)" to ask-tools too.`}},
+		{note: "the searchers denied there too, one by a wider entry of the agent's",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep, Glob: schema.#Glob}
+agent: {
+	"allowed-tools": ["Read", "Grep", "Glob"]
+	"denied-tools": ["Read(/srv/secret/**)", "Grep(/srv/secret/**)", "Glob(/srv/**)"]
+}
+`,
+			not: []string{"may still search"}},
+		{note: "one searcher held, the other not",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep, Glob: schema.#Glob}
+agent: {
+	"allowed-tools": ["Read", "Grep", "Glob"]
+	"denied-tools": ["Read(/srv/secret/**)", "Glob(/srv/**)"]
+}
+`,
+			want: []string{`but Grep may still search there; add "Grep(/srv/secret/**)" to denied-tools too.`}},
+		{note: "a searcher the surface may not use",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep}
+agent: {
+	"allowed-tools": ["Read"]
+	"denied-tools": ["Read(/srv/secret/**)"]
+}
+`,
+			not: []string{"may still search"}},
+		{note: "a Read deny without a pattern (vet's covered-whole check is for that)",
+			policy: `tools: {Read: schema.#Read, Grep: schema.#Grep}
+agent: {
+	"allowed-tools": ["Grep"]
+	"denied-tools": ["Read"]
+}
+`,
+			not: []string{"may still search"}},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + c.policy}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range Vet(g) {
+				got = append(got, d.String())
+			}
+			text := strings.Join(got, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("vet lacks %q; got:\n%s", w, text)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(text, n) {
+					t.Errorf("vet says %q; got:\n%s", n, text)
+				}
+			}
+		})
+	}
+}
+
 // TestP14VetReportsCoveredAndUnknown: vet reports an allow entry a deny
 // entry covers whole, along the chain, and deny or ask entries that name
 // no tool; a misspelt front matter key is an error.

@@ -3,7 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -28,6 +30,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
 	ds = append(ds, g.inputNotes...)
 	ds = append(ds, coveredByDeny(g)...)
+	ds = append(ds, searchPastReadDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, unknownServerTools(g)...)
 	ds = append(ds, digestOnlyPins(g)...)
@@ -178,19 +181,11 @@ func coveredByDeny(g *Generation) []Diagnostic {
 	var ds []Diagnostic
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
-		denied := slices.Clone(s.Denied)
-		if ref != "agent" {
-			denied = append(slices.Clip(agent.Denied), denied...)
-		}
+		denied := chainOf(ref, agent.Denied, s.Denied)
 		if len(denied) == 0 || !s.Declared {
 			continue
 		}
-		denies := make([]allow.Entry, len(denied))
-		for j, raw := range g.comp.resolveEntries(denied, subjects) {
-			if e, err := allow.ParseEntry(raw); err == nil {
-				denies[j] = e // one that cannot be read covers nothing here; P7 reports it
-			}
-		}
+		denies := parsed(g.comp.resolveEntries(denied, subjects))
 		for i, raw := range g.comp.resolveEntries(s.Entries, subjects) {
 			a, err := allow.ParseEntry(raw)
 			if err != nil {
@@ -206,6 +201,104 @@ func coveredByDeny(g *Generation) []Diagnostic {
 		}
 	}
 	return ds
+}
+
+// searchPastReadDeny reports a denied-tools or ask-tools entry of a Read
+// tool whose directories a Grep or Glob tool the surface may use still
+// searches: P14 binds each tool by its own entries, so keeping a path from
+// Read alone leaves its content to Grep and its names to Glob, which Claude
+// Code's own Read rules would keep out too.
+func searchPastReadDeny(g *Generation) []Diagnostic {
+	var searchers []string
+	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
+		if b := g.Tools[name].Builtin; b == "Grep" || b == "Glob" {
+			searchers = append(searchers, name)
+		}
+	}
+	if len(searchers) == 0 {
+		return nil
+	}
+	subjects := listSubjects(g)
+	agent := g.Surfaces["agent"]
+	var ds []Diagnostic
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		for _, key := range []struct {
+			name       string
+			own, chain []string
+			pos        []Position
+		}{
+			{"denied-tools", s.Denied, chainOf(ref, agent.Denied, s.Denied), s.DeniedPos},
+			{"ask-tools", s.Asked, chainOf(ref, agent.Asked, s.Asked), s.AskedPos},
+		} {
+			held := parsed(g.comp.resolveEntries(key.chain, subjects))
+			for i, e := range parsed(g.comp.resolveEntries(key.own, subjects)) {
+				if !e.HasPattern || g.Tools[e.Tool] == nil || g.Tools[e.Tool].Builtin != "Read" {
+					continue
+				}
+				// One sentence an entry: vet keeps one finding a place.
+				var past, add []string
+				for _, u := range searchers {
+					if offers(g, ref, u) && !heldToo(held, u, e.Pattern) {
+						past, add = append(past, u), append(add, strconv.Quote(u+"("+e.Pattern+")"))
+					}
+				}
+				if len(past) > 0 {
+					ds = append(ds, Diagnostic{Pos: key.pos[i], Code: "P14", Warning: true, Message: fmt.Sprintf(
+						"%s %s entry %q keeps Read from %s, but %s may still search there; add %s to %s too.",
+						ref, key.name, key.own[i], e.Pattern, strings.Join(past, " and "), strings.Join(add, " and "), key.name)})
+				}
+			}
+		}
+	}
+	return ds
+}
+
+// chainOf is a surface's entries of one kind with the main agent's before
+// them, which bind every run started from it.
+func chainOf(ref string, agent, own []string) []string {
+	if ref == "agent" {
+		return own
+	}
+	return append(slices.Clip(agent), own...)
+}
+
+// parsed are the entries that can be read; one that cannot is left as a
+// zero Entry, which P7 reports.
+func parsed(raws []string) []allow.Entry {
+	es := make([]allow.Entry, len(raws))
+	for i, raw := range raws {
+		if e, err := allow.ParseEntry(raw); err == nil {
+			es[i] = e
+		}
+	}
+	return es
+}
+
+// offers says whether the surface's chain (the main agent's list and its
+// own) may use tool at all: an undeclared list is unlimited (rule P11).
+func offers(g *Generation, ref, tool string) bool {
+	for _, r := range []string{"agent", ref} {
+		s := g.Surfaces[r]
+		if s == nil || !s.Declared {
+			continue
+		}
+		if !slices.ContainsFunc(s.Entries, func(raw string) bool {
+			e, err := allow.ParseEntry(raw)
+			return err == nil && e.Tool == tool
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// heldToo says whether an entry of held keeps tool from pattern whole.
+func heldToo(held []allow.Entry, tool, pattern string) bool {
+	want := allow.Entry{Tool: tool, Pattern: pattern, HasPattern: true, Raw: tool + "(" + pattern + ")"}
+	return slices.ContainsFunc(held, func(d allow.Entry) bool {
+		return d.Tool == tool && allow.Covers(allow.Path, d, want)
+	})
 }
 
 // typeNames are the names a YAML or JSON author writes for a type, which
