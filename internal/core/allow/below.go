@@ -10,10 +10,12 @@ import (
 // may admit some path strictly below dir (absolute, clean), so that a
 // search need not read a directory where every file would be refused
 // (rule R6). It is false only when some level that narrows the tool has no
-// absolute path pattern that can match below dir, segment by segment; a
-// pattern it cannot read so (a backslash escape, a working-directory one, a
-// tool's own rule) counts as matching. Deny and ask entries never make it
-// false: they prune nothing an allow entry reaches.
+// absolute path pattern that can match below dir, segment by segment. A
+// "./" pattern reaches it absolute (the policy resolves it against the
+// working directory, escaped); a backslash escape is read as doublestar
+// reads it; what it cannot read so (a pattern not absolute, a malformed
+// one, a tool's own rule) counts as matching. Deny and ask entries never
+// make it false: they prune nothing an allow entry reaches.
 func (e *Effective) MayAllowBelow(tool, dir string) bool {
 	if e.allowAll() {
 		return true
@@ -58,12 +60,17 @@ func (te *toolEntries) mayMatchBelow(dsegs []string) bool {
 // patternMayMatchBelow reports whether the brace-free pattern p may match
 // a path below the directory of dsegs: each of the directory's segments
 // matches the pattern's segment in its place, and the pattern goes on past
-// them; a ** segment may match anything from there on.
+// them; a ** segment may match anything from there on. A segment is
+// matched by doublestar itself, escapes included; one it finds malformed
+// counts as matching.
 func patternMayMatchBelow(p string, dsegs []string) bool {
-	if !strings.HasPrefix(p, "/") || strings.Contains(p, `\`) {
+	if !strings.HasPrefix(p, "/") {
 		return true
 	}
-	psegs := segments(p)
+	var psegs []string // "/" has none
+	if p != "/" {
+		psegs = patternSegments(p[1:])
+	}
 	for i, d := range dsegs {
 		if i >= len(psegs) {
 			return false
@@ -80,6 +87,32 @@ func patternMayMatchBelow(p string, dsegs []string) bool {
 		}
 	}
 	return len(psegs) > len(dsegs)
+}
+
+// patternSegments splits a pattern (without its leading slash) where
+// doublestar's matcher steps from one name to the next: at each "/" that is
+// not inside a character class, an escaped "\/" included (it matches the
+// separator). An unterminated class runs to the end, a trailing backslash
+// stays in its segment: doublestar then finds that segment malformed.
+func patternSegments(p string) []string {
+	var segs []string
+	start := 0
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			if i+1 < len(p) && p[i+1] == '/' {
+				segs = append(segs, p[start:i])
+				start = i + 2
+			}
+			i++
+		case '[':
+			i = skipClass(p, i)
+		case '/':
+			segs = append(segs, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(segs, p[start:])
 }
 
 // segments splits an absolute path into its names; "/" has none.

@@ -2,7 +2,9 @@ package allow
 
 import (
 	"path"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestR6MayAllowBelow: a directory is pruned for a search only when no
@@ -31,7 +33,17 @@ func TestR6MayAllowBelow(t *testing.T) {
 		{"a name-only level does not narrow", [][]string{{"Read(/srv/a/**)"}, {"Read"}}, "/srv/a/x", true},
 		{"name only", [][]string{{"Read"}}, "/etc", true},
 		{"bad input: a pattern with no literal prefix prunes nothing", [][]string{{"Read(**/*.go)"}}, "/etc/x", true},
-		{"bad input: an escape prunes nothing", [][]string{{`Read(/srv/\*/**)`}}, "/etc", true},
+		{"an escaped star is a star: it prunes beside it", [][]string{{`Read(/srv/\*/**)`}}, "/etc", false},
+		{"an escaped star is a star: its directory reaches", [][]string{{`Read(/srv/\*/**)`}}, "/srv/*/x", true},
+		{"an escaped star matches no other name", [][]string{{`Read(/srv/\*/**)`}}, "/srv/a", false},
+		{"an escaped class is its text", [][]string{{`Read(/w\[1\]/src/**)`}}, "/w[1]/src", true},
+		{"an escaped class is not a class", [][]string{{`Read(/w\[1\]/src/**)`}}, "/w1", false},
+		{"an escaped letter is the letter", [][]string{{`Read(/s\rv/a/*)`}}, "/srv/b", false},
+		{"an escaped slash steps to the next name", [][]string{{`Read(/srv\/a/**)`}}, "/srv/a/x", true},
+		{"an escaped slash: beside it", [][]string{{`Read(/srv\/a/**)`}}, "/srv/b", false},
+		{"a working-directory pattern as the policy resolves it", [][]string{{"Read(/w/src/**)"}}, "/w/doc", false},
+		{"a class with an escaped bracket", [][]string{{`Read(/s/[\]a]/**)`}}, "/s/]", true},
+		{"a class with an escaped bracket: another name", [][]string{{`Read(/s/[\]a]/**)`}}, "/s/b", false},
 		{"the root", [][]string{{"Read(/srv/a/**)"}}, "/", true},
 	}
 	for _, tc := range tests {
@@ -54,8 +66,13 @@ func TestR6MayAllowBelow(t *testing.T) {
 // allows, every directory above it may allow below (the differential
 // against the decision itself).
 func TestR6MayAllowBelowNeverPrunesAnAllowedPath(t *testing.T) {
-	patterns := []string{"/s/**", "/s/*", "/s/*/c/**", "/s/{a,b}/*.go", "/s/a?/**", "/s/[ab]*/x", "/s/a/**/z", "/**/x", "/s/.h*/**", "/s/a/f.go"}
-	paths := []string{"/s/a", "/s/a/f.go", "/s/b/x", "/s/ab/x", "/s/a/c/d", "/s/x/c/y/z", "/s/a/b/z", "/s/.hid/y", "/s/b/y.go", "/t/x", "/s/a1/q/r"}
+	patterns := []string{"/s/**", "/s/*", "/s/*/c/**", "/s/{a,b}/*.go", "/s/a?/**", "/s/[ab]*/x", "/s/a/**/z", "/**/x", "/s/.h*/**", "/s/a/f.go",
+		// Escaped, as a policy writes a name with glob characters, and
+		// "./" ones as the policy resolves them against a working directory
+		// whose name has some (/w[1]).
+		`/s/\*/**`, `/s/\[ab\]/*`, `/s/a\/b/*`, `/s/\{a,b\}/**`, `/s/[\]a]/x`, `/w\[1\]/src/**`, `/w\[1\]/*.go`, `/s/\a\?/**`}
+	paths := []string{"/s/a", "/s/a/f.go", "/s/b/x", "/s/ab/x", "/s/a/c/d", "/s/x/c/y/z", "/s/a/b/z", "/s/.hid/y", "/s/b/y.go", "/t/x", "/s/a1/q/r",
+		"/s/*/x", "/s/[ab]/f", "/s/{a,b}/q/r", "/s/]/x", "/w[1]/src/a.go", "/w[1]/m.go", "/w1/src/a.go", "/s/a?/z"}
 	allowed := 0
 	for _, p := range patterns {
 		e := chain(t, []string{"Read(" + p + ")"})
@@ -74,7 +91,75 @@ func TestR6MayAllowBelowNeverPrunesAnAllowedPath(t *testing.T) {
 			}
 		}
 	}
-	if allowed < 15 {
+	if allowed < 25 {
 		t.Errorf("only %d allowed pairs: the table no longer tests much", allowed)
+	}
+}
+
+// FuzzR6MayAllowBelowNeverPrunesAnAllowedPath: whatever the pattern
+// (escapes, classes, braces, malformed), no directory above a path it
+// allows is pruned, and nothing panics.
+func FuzzR6MayAllowBelowNeverPrunesAnAllowedPath(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/s/**", "/s/a/b"}, {`/s/\*/**`, "/s/*/x"}, {`/w\[1\]/src/**`, "/w[1]/src/a"}, {`/s/a\/b/*`, "/s/a/b/c"},
+		{"/s/[!a/]/x", "/s/b/x"}, {"/s/{a,b}/**/z", "/s/b/q/z"}, {`/s/[\]a]/x`, "/s/]/x"}, {"/s/[a", "/s/[a"}, {`/s/a\`, "/s/a"},
+		{"/s/{a,b", "/s/a"}, {"/s/a*/*", "/s/ab/c"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, file string) {
+		if !utf8.ValidString(file) || !strings.HasPrefix(file, "/") || strings.ContainsAny(pattern, "()") {
+			return
+		}
+		file = path.Clean(file)
+		if file == "/" {
+			return // nothing is above it
+		}
+		l, _ := Compile(testCtx, []string{"Read(" + pattern + ")"}, testSubjects)
+		e, err := Chain(l)
+		if err != nil {
+			return
+		}
+		if !e.Decide("Read", map[string]any{"file_path": file}, "/").Allowed {
+			return
+		}
+		for d := path.Dir(file); ; d = path.Dir(d) {
+			if !e.MayAllowBelow("Read", d) {
+				t.Fatalf("pattern %q allows %s but MayAllowBelow(%s) is false", pattern, file, d)
+			}
+			if d == "/" {
+				break
+			}
+		}
+	})
+}
+
+// TestR6PatternMayMatchBelowBadInput: a malformed pattern (an unterminated
+// brace or class, a trailing backslash) prunes nothing and does not panic.
+func TestR6PatternMayMatchBelowBadInput(t *testing.T) {
+	for _, tc := range []struct{ note, pattern, dir string }{
+		{"an unterminated class", "/s/[ab/x", "/s/q"},
+		{"an unterminated class at the end", "/s/[ab", "/s"},
+		{"a trailing backslash", `/s/a\`, "/s/q"},
+		{"a trailing backslash in the directory's place", `/s\`, "/t"},
+		{"a class with a slash", "/s/[!a/]/x", "/s/b"},
+		{"an empty class", "/s/[]/x", "/s/b"},
+		{"a lone bracket", "/s/]/[", "/s/]"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if !patternMayMatchBelow(tc.pattern, segments(tc.dir)) {
+				t.Errorf("patternMayMatchBelow(%q, %q) pruned", tc.pattern, tc.dir)
+			}
+		})
+	}
+	for _, p := range []string{"/s/{a,b", "/s/[ab", `/s/a\`, "/s/{a,[b}/x"} {
+		l, _ := Compile(testCtx, []string{"Read(" + p + ")", "Read(/s/ok/**)"}, testSubjects)
+		e, err := Chain(l)
+		if err != nil {
+			t.Fatalf("Chain with %q: %v", p, err)
+		}
+		if !e.MayAllowBelow("Read", "/s/ok") || e.MayAllowBelow("Read", "/t") {
+			t.Errorf("with the malformed %q beside Read(/s/ok/**), MayAllowBelow is not that entry's", p)
+		}
 	}
 }

@@ -69,11 +69,7 @@ func expandBraces(p string, out []string) ([]string, error) {
 		case '\\':
 			i++
 		case '[':
-			for i++; i < len(p) && p[i] != ']'; i++ {
-				if p[i] == '\\' {
-					i++
-				}
-			}
+			i = skipClass(p, i)
 		case '{':
 			open = i
 		}
@@ -113,11 +109,7 @@ func starBeforeBrace(p string) bool {
 		case '\\':
 			i++
 		case '[':
-			for i++; i < len(p) && p[i] != ']'; i++ {
-				if p[i] == '\\' {
-					i++
-				}
-			}
+			i = skipClass(p, i)
 		case '*':
 			if i+1 < len(p) && p[i+1] == '{' {
 				return true
@@ -125,6 +117,17 @@ func starBeforeBrace(p string) bool {
 		}
 	}
 	return false
+}
+
+// skipClass is the index of the ']' that closes the character class
+// opened at p[i], skipping escapes; len(p) when none does.
+func skipClass(p string, i int) int {
+	for i++; i < len(p) && p[i] != ']'; i++ {
+		if p[i] == '\\' {
+			i++
+		}
+	}
+	return i
 }
 
 // matchedClose and nextAlt scan like doublestar's indexMatchedClosingAlt and
@@ -142,11 +145,7 @@ func scanAlt(s string, comma bool) int {
 		case '\\':
 			i++
 		case '[':
-			for i++; i < len(s) && s[i] != ']'; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
+			i = skipClass(s, i)
 		case '{':
 			depth++
 		case '}':

@@ -334,6 +334,25 @@ agent: "allowed-tools": ["Read(./src/**)", "Bash(./run.sh)"]
 	if !e.Decide("Bash", map[string]any{"command": "./run.sh"}, "/w").Allowed {
 		t.Error("a command pattern is not a path: ./run.sh must stay as written")
 	}
+	// A search prunes by the resolved pattern (rule R6).
+	if !e.MayAllowBelow("Read", "/w/src/a") || e.MayAllowBelow("Read", "/w/other") {
+		t.Error("MayAllowBelow does not read ./src/** as /w/src/**")
+	}
+	// A working directory with glob characters in its name is that name:
+	// /w[1] is not the class [1], and /w1 is not under it.
+	g, err = Load(dir, WithWorkdir("/w[1]*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ = g.Effective(nil)
+	for path, want := range map[string]bool{"/w[1]*/src/a.go": true, "src/a.go": true, "/w1x/src/a.go": false} {
+		if got := e.Decide("Read", map[string]any{"file_path": path}, "/w[1]*").Allowed; got != want {
+			t.Errorf("under the working directory /w[1]*, Read %s: allowed %v", path, got)
+		}
+	}
+	if !e.MayAllowBelow("Read", "/w[1]*/src") || e.MayAllowBelow("Read", "/w1x") {
+		t.Error("MayAllowBelow does not read ./src/** as the escaped /w[1]*/src/**")
+	}
 	g, err = Load(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -149,6 +149,9 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 // (vet): a relative pattern then matches nothing rather than everything.
 const unknownWorkdir = "/nonexistent/aimon-gw/workdir"
 
+// globEscaper escapes the characters a doublestar pattern reads as glob.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`, "{", `\{`, "}", `\}`)
+
 // resolveEntries rewrites path patterns written relative to the working
 // directory ("./src/**", ".") as absolute ones (rule P4), so that a policy
 // can say "under the working directory" without knowing where that is.
@@ -167,7 +170,9 @@ func (c *compiler) resolveEntries(entries []string, subjects map[string]allow.Su
 		if wd == "" {
 			wd = unknownWorkdir
 		}
-		abs := strings.TrimSuffix(wd, "/") + strings.TrimPrefix(e.Pattern, ".")
+		// The working directory is a name, not a pattern: its glob
+		// characters are escaped as doublestar reads escapes.
+		abs := globEscaper.Replace(strings.TrimSuffix(wd, "/")) + strings.TrimPrefix(e.Pattern, ".")
 		if abs == "" {
 			abs = "/"
 		}
