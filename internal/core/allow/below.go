@@ -123,3 +123,25 @@ func segments(p string) []string {
 	}
 	return strings.Split(p, "/")
 }
+
+// GlobMayMatchBelow reports whether the doublestar pattern may match a
+// path strictly below dir, both relative to the same directory ("." for
+// it), for a walk that looks ahead only where the pattern leads. Like
+// MayAllowBelow it errs only towards true: a pattern it cannot read so
+// may match anywhere.
+func GlobMayMatchBelow(pattern, dir string) bool {
+	alts, err := expandBraces(pattern, nil)
+	if err != nil {
+		return true
+	}
+	var dsegs []string
+	if dir != "." {
+		dsegs = segments("/" + dir)
+	}
+	for _, a := range alts {
+		if patternMayMatchBelow("/"+a, dsegs) {
+			return true
+		}
+	}
+	return false
+}

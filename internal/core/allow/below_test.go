@@ -163,3 +163,31 @@ func TestR6PatternMayMatchBelowBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestR6GlobMayMatchBelow: a walk looks ahead into a directory only where
+// the glob may match below it; what it cannot read counts as matching.
+func TestR6GlobMayMatchBelow(t *testing.T) {
+	for _, tc := range []struct {
+		note, pattern, dir string
+		want               bool
+	}{
+		{"the root", "http/*.go", ".", true},
+		{"the literal directory", "http/*.go", "http", true},
+		{"below the last segment", "http/*.go", "http/sub", false},
+		{"beside it", "http/*.go", "mail", false},
+		{"anywhere", "**/*_test.go", "a/b/c", true},
+		{"braces", "{a,b}/*/x", "b/q", true},
+		{"braces, neither", "{a,b}/*/x", "c", false},
+		{"an escape", `\*/x`, "*", true},
+		{"an escape is no star", `\*/x`, "a", false},
+		{"bad input: an unterminated brace", "{a,b/x", "c", true},
+		{"bad input: an unterminated class", "[ab/x", "c", true},
+		{"bad input: a trailing backslash", `a\`, "a", true},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if got := GlobMayMatchBelow(tc.pattern, tc.dir); got != tc.want {
+				t.Errorf("GlobMayMatchBelow(%q, %q) = %v, want %v", tc.pattern, tc.dir, got, tc.want)
+			}
+		})
+	}
+}

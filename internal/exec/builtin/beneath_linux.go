@@ -69,6 +69,52 @@ func (a *anchor) beneath(rel string, flag int) (f *os.File, err error, done bool
 	return nil, &fs.PathError{Op: "openat2", Path: rel, Err: err}, true
 }
 
+// listBeneath lists the directory rel (relative to the anchor), opened
+// with beneath; with stat, each regular file's entry carries its FileInfo,
+// stated on the directory's descriptor by the name alone (fstatat, no link
+// followed: anchored as the open was). done is false when the root's way
+// must list it.
+func (a *anchor) listBeneath(rel string, stat bool) (ents []fs.DirEntry, err error, done bool) {
+	f, err, done := a.beneath(rel, os.O_RDONLY|unix.O_DIRECTORY)
+	if !done || err != nil {
+		return nil, err, done
+	}
+	defer f.Close()
+	ents, err = f.ReadDir(-1)
+	if !stat {
+		return ents, err, true
+	}
+	sc, serr := f.SyscallConn()
+	if serr != nil {
+		return nil, nil, false
+	}
+	sc.Control(func(fd uintptr) {
+		for i, e := range ents {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(int(fd), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				ents[i] = statted{e, statInfo{name: e.Name(), st: st}}
+			}
+		}
+	})
+	return ents, err, true
+}
+
+// statInfo is a regular file's FileInfo from its stat.
+type statInfo struct {
+	name string
+	st   unix.Stat_t
+}
+
+func (s statInfo) Name() string       { return s.name }
+func (s statInfo) Size() int64        { return s.st.Size }
+func (s statInfo) Mode() fs.FileMode  { return fs.FileMode(s.st.Mode & 0o777) }
+func (s statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s statInfo) IsDir() bool        { return false }
+func (s statInfo) Sys() any           { return &s.st }
+
 // closeDir closes what plain kept.
 func (a *anchor) closeDir() {
 	if a.dirfd > 0 {

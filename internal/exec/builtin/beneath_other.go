@@ -3,6 +3,7 @@
 package builtin
 
 import (
+	"io/fs"
 	"os"
 
 	"aimon.dev/gw/tools"
@@ -13,6 +14,9 @@ import (
 func (a *anchor) plain() bool                                          { return false }
 func (a *anchor) beneath(rel string, flag int) (*os.File, error, bool) { return nil, nil, false }
 func (a *anchor) closeDir()                                            {}
+func (a *anchor) listBeneath(rel string, stat bool) ([]fs.DirEntry, error, bool) {
+	return nil, nil, false
+}
 
 func readWhole(dir, path string) ([]byte, tools.FileState, bool) {
 	return nil, tools.FileState{}, false

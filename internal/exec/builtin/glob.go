@@ -13,6 +13,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/tools"
 )
 
@@ -84,20 +85,28 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	skipped := 0
 	// The walk goes through the anchored root: no symbolic link leads it
 	// out of the directory the call was allowed (rule R6).
-	sub, err := fs.Sub(a.root.FS(), filepath.ToSlash(rel))
+	sub, err := newSearchFS(a, rel, true)
 	if err != nil {
 		return fail(env, "Glob", err, "Could not search %s: %v.", root, err)
 	}
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	fsys := &ctxFS{ctx: ctx, FS: sub, reaches: func(name string) bool {
+	reaches := func(name string) bool {
 		return a.mayAllowBelow(filepath.Join(root, filepath.FromSlash(name)))
-	}}
+	}
+	// Directories the walk will list are read ahead by workers where
+	// they pay: where the pattern may match below them, and an allow
+	// entry reaches.
+	ahead, stop := lookAhead(ctx, sub, workers(), func(dir string) bool {
+		return allow.GlobMayMatchBelow(pattern, dir) && reaches(dir)
+	})
+	defer stop()
+	fsys := &ctxFS{ctx: ctx, FS: ahead, reaches: reaches}
 	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		info, err := fs.Stat(fsys, rel) // follows a symbolic link, to drop links to directories
+		info, err := fileInfo(fsys, rel, d)
 		if err != nil || info.IsDir() {
 			return nil
 		}
@@ -163,11 +172,29 @@ type ctxFS struct {
 }
 
 func (c *ctxFS) Open(name string) (fs.File, error) {
-	if err := c.ctx.Err(); err != nil {
+	if err := c.step("open", name); err != nil {
 		return nil, err
 	}
+	return c.FS.Open(name)
+}
+
+// ReadDir lists a directory through the FS's own ReadDir (searchFS), one
+// step as its open is.
+func (c *ctxFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := c.step("readdir", name); err != nil {
+		return nil, err
+	}
+	return fs.ReadDir(c.FS, name)
+}
+
+// step counts an open of name, and fails it when the search is done, over
+// its budget, or name is a directory no allow entry reaches.
+func (c *ctxFS) step(op, name string) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
 	if c.steps++; c.steps > maxSearchSteps {
-		return nil, errSteps
+		return errSteps
 	}
 	if c.reaches != nil && name != "." && !c.reaches(name) {
 		// A file is still opened: the search checks it and counts it skipped.
@@ -176,10 +203,10 @@ func (c *ctxFS) Open(name string) (fs.File, error) {
 				c.pruned = map[string]bool{}
 			}
 			c.pruned[name] = true
-			return nil, &fs.PathError{Op: "open", Path: name, Err: errPruned}
+			return &fs.PathError{Op: op, Path: name, Err: errPruned}
 		}
 	}
-	return c.FS.Open(name)
+	return nil
 }
 
 // errPruned marks a directory a search does not read.

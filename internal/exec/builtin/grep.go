@@ -10,9 +10,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -108,7 +108,7 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return openFailure(env, "Grep", g.root, err)
 	case fi.IsDir():
 		g.many = true
-		err = g.walk(ctx, rel, cmp.Or(grepWorkers, runtime.GOMAXPROCS(0)))
+		err = g.walk(ctx, rel, workers())
 	case !fi.Mode().IsRegular():
 		return refuse(env, "Grep", "%s is not a regular file or a directory (it is a %s); Grep searches files and directories only.", g.root, fileKind(fi.Mode()))
 	default:
@@ -221,17 +221,22 @@ func (g *grep) walk(ctx context.Context, rel string, workers int) error {
 		return g.walkParallel(ctx, rel, workers)
 	}
 	s := &searcher{g: g, out: g}
-	return g.walkFiles(ctx, rel, func(path string) error { return s.file(ctx, path) })
+	return g.walkFiles(ctx, rel, 1, func(path string) error { return s.file(ctx, path) })
 }
 
 // walkFiles calls search with each file walk searches, in the order of
-// the walk.
-func (g *grep) walkFiles(ctx context.Context, rel string, search func(path string) error) error {
-	fsys, err := fs.Sub(g.a.root.FS(), filepath.ToSlash(rel))
+// the walk; with more than one worker, directories are read ahead
+// (lookAhead).
+func (g *grep) walkFiles(ctx context.Context, rel string, workers int, search func(path string) error) error {
+	fsys, err := newSearchFS(g.a, rel, false)
 	if err != nil {
 		return err
 	}
-	walked := &ctxFS{ctx: ctx, FS: fsys}
+	ahead, stop := lookAhead(ctx, fsys, workers, func(dir string) bool {
+		return !skipDirs[path.Base(dir)] && g.a.mayAllowBelow(filepath.Join(g.root, filepath.FromSlash(dir)))
+	})
+	defer stop()
+	walked := &ctxFS{ctx: ctx, FS: ahead}
 	return fs.WalkDir(walked, ".", func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -273,13 +278,6 @@ func (g *grep) walkFiles(ctx context.Context, rel string, search func(path strin
 		return search(path)
 	})
 }
-
-// grepWorkers is how many files a search reads at once; 0 is GOMAXPROCS.
-// It is 1 (the walk alone) because on the 2-core machine this was measured
-// on (issue 32, BenchmarkGrepVsRipgrep under load), GOMAXPROCS workers
-// cost 30-50% more processor time, mostly in the kernel's opens, and no
-// wall time: set it to 0 where a measurement on more cores says they pay.
-var grepWorkers = 1
 
 // walkParallel is walk with files searched by workers, each with buffers
 // of its own, while this goroutine walks. Each file's results are kept
@@ -335,7 +333,7 @@ func (g *grep) walkParallel(ctx context.Context, rel string, workers int) error 
 			}
 		}
 	}()
-	err := g.walkFiles(ctx, rel, func(path string) error {
+	err := g.walkFiles(ctx, rel, workers, func(path string) error {
 		j := job{path: path, done: make(chan *fileOut, 1), skipped: g.skipped, pruned: g.prunedDirs}
 		select {
 		case order <- j:

@@ -3,9 +3,14 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/fstest"
 
 	"aimon.dev/gw/tools"
 )
@@ -48,16 +53,16 @@ func TestR6GrepInParallelSaysWhatTheWalkSays(t *testing.T) {
 		{"bad input: no match", `{"pattern":"absent-word"}`},
 	} {
 		t.Run(tt.note, func(t *testing.T) {
-			grepWorkers = 1
+			searchWorkers = 1
 			want := call(t, env, "Grep", tt.in)
 			for _, w := range []int{2, 4, 9} {
-				grepWorkers = w
+				searchWorkers = w
 				got := call(t, env, "Grep", tt.in)
 				if got.Text != want.Text || got.IsError != want.IsError {
 					t.Errorf("%d workers:\n%.2000s\nwant (sequential):\n%.2000s", w, got.Text, want.Text)
 				}
 			}
-			grepWorkers = 1
+			searchWorkers = 0
 		})
 	}
 }
@@ -67,8 +72,8 @@ func TestR6GrepInParallelSaysWhatTheWalkSays(t *testing.T) {
 func TestR6GrepInParallelStopsWhenCancelled(t *testing.T) {
 	env := session(t)
 	genTree(t, env.Workdir, 150)
-	defer func() { grepWorkers = 1 }()
-	grepWorkers = 4
+	defer func() { searchWorkers = 0 }()
+	searchWorkers = 4
 	for _, tt := range []struct {
 		note  string
 		after int // files the walk hands on before the cancel; -1: cancelled before the call
@@ -100,5 +105,162 @@ func TestR6GrepInParallelStopsWhenCancelled(t *testing.T) {
 				t.Errorf("the walk went on for %d files after the cancel", seen-tt.after-1)
 			}
 		})
+	}
+}
+
+// TestR6GlobInParallelSaysWhatTheWalkSays: with directories read ahead by
+// workers, Glob's result (text and structured) is the sequential walk's,
+// pruned directories and the note included.
+func TestR6GlobInParallelSaysWhatTheWalkSays(t *testing.T) {
+	env := session(t)
+	genTree(t, env.Workdir, 150)
+	write(t, env.Workdir, "d1/e0/deep/er/x.txt", "x\n")
+	write(t, env.Workdir, "d1/e0/.hid/y.txt", "y\n")
+	write(t, env.Workdir, `d2/e1/a[b]*/z.txt`, "z\n")
+	defer func() { searchWorkers = 0 }()
+	reaches := func(dir string) bool { return !strings.Contains(dir+"/", "/e2/") && !strings.HasSuffix(dir, "/d3") }
+	for _, tt := range []struct {
+		note, in string
+		scope    *tools.Scope
+	}{
+		{"anywhere", `{"pattern":"**/*.txt"}`, nil},
+		{"one directory", `{"pattern":"d1/e0/*.txt"}`, nil},
+		{"a segment glob in between", `{"pattern":"d*/e1/*"}`, nil},
+		{"braces", `{"pattern":"{d0,d4}/**/f0*.txt"}`, nil},
+		{"an escape", `{"pattern":"d2/e1/a\\[b\\]\\*/*"}`, nil},
+		{"a ** in between", `{"pattern":"d1/**/x.txt"}`, nil},
+		{"pruned and withheld", `{"pattern":"**/*.txt"}`, &tools.Scope{Anchor: env.Workdir, Reaches: func(d string) bool { return reaches(d) },
+			Allows: func(p string) bool { return !strings.Contains(p, "/e2/") && !strings.Contains(p, "f01") }}},
+		{"bad input: no match", `{"pattern":"**/*.none"}`, nil},
+	} {
+		t.Run(tt.note, func(t *testing.T) {
+			env.Scope = tt.scope
+			searchWorkers = 1
+			want := call(t, env, "Glob", tt.in)
+			if want.IsError {
+				t.Fatalf("the sequential Glob failed: %s", want.Text)
+			}
+			for _, w := range []int{2, 4, 9} {
+				searchWorkers = w
+				got := call(t, env, "Glob", tt.in)
+				if got.Text != want.Text || got.IsError != want.IsError || fmt.Sprint(got.Structured) != fmt.Sprint(want.Structured) {
+					t.Errorf("%d workers:\n%.2000s\nwant (sequential):\n%.2000s", w, got.Text, want.Text)
+				}
+			}
+		})
+	}
+}
+
+// TestR6SearchesInParallelStopWhenCancelled: a Glob or Grep cancelled while
+// its workers read ahead stops and says so.
+func TestR6SearchesInParallelStopWhenCancelled(t *testing.T) {
+	env := session(t)
+	genTree(t, env.Workdir, 150)
+	defer func() { searchWorkers = 0 }()
+	searchWorkers = 4
+	for _, tool := range []string{"Glob", "Grep"} {
+		for _, after := range []int{-1, 0, 40} {
+			t.Run(fmt.Sprintf("%s cancelled after %d", tool, after), func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if after < 0 {
+					cancel()
+				}
+				var mu sync.Mutex
+				seen := 0
+				env.Scope = &tools.Scope{Anchor: env.Workdir, Allows: func(string) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					if seen == after {
+						cancel()
+					}
+					seen++
+					return true
+				}}
+				in := `{"pattern":"**/*.txt"}`
+				if tool == "Grep" {
+					in = `{"pattern":"needle"}`
+				}
+				tl, _ := Lookup(tool)
+				r := tl.Run(ctx, env, input(t, in))
+				if !r.IsError || !strings.Contains(strings.ToLower(r.Text), "cancel") {
+					t.Errorf("a cancelled %s gave:\n%.500s", tool, r.Text)
+				}
+			})
+		}
+	}
+}
+
+// TestR6LookAheadListsWhatTheWalkLists: a walk through lookAhead visits
+// what the plain walk visits, in its order; the workers answered the
+// directories want admits, and read none it does not.
+func TestR6LookAheadListsWhatTheWalkLists(t *testing.T) {
+	tree := fstest.MapFS{}
+	for i := range 60 {
+		tree[fmt.Sprintf("d%d/e%d/f%d.txt", i%4, i%5, i)] = &fstest.MapFile{Data: []byte("x")}
+	}
+	tree["skip/deep/x.txt"] = &fstest.MapFile{Data: []byte("x")}
+	walk := func(fsys fs.FS) []string {
+		var seen []string
+		fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if d != nil && d.IsDir() && p == "skip" {
+				return fs.SkipDir
+			}
+			seen = append(seen, p)
+			return err
+		})
+		return seen
+	}
+	want := walk(tree)
+	for _, n := range []int{2, 4, 9} {
+		var mu sync.Mutex
+		var asked []string
+		ahead, stop := lookAhead(context.Background(), tree, n, func(dir string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, dir)
+			return !strings.HasPrefix(dir, "skip")
+		})
+		got := walk(ahead)
+		a := ahead.(*aheadFS)
+		stop()
+		if !slices.Equal(got, want) {
+			t.Errorf("%d workers: the walk visited\n%v\nwant\n%v", n, got, want)
+		}
+		if a.served == 0 || a.readAhead != a.served {
+			t.Errorf("%d workers: %d listings read ahead, %d of them served to the walk; want all of them, and some", n, a.readAhead, a.served)
+		}
+		if len(asked) < 20 {
+			t.Errorf("%d workers: want was asked about %d directories only", n, len(asked))
+		}
+	}
+	f, stop := lookAhead(context.Background(), tree, 1, nil)
+	defer stop()
+	if _, ahead := f.(*aheadFS); ahead {
+		t.Error("one worker must be the walk alone")
+	}
+}
+
+// TestR6WorkersFromTheMachine: the walk alone on up to two processors,
+// where workers were measured not to pay; more, bounded, above; a fixed
+// count wins.
+func TestR6WorkersFromTheMachine(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func() { searchWorkers = 0 }()
+	for _, tc := range []struct {
+		note               string
+		procs, fixed, want int
+	}{
+		{"one processor", 1, 0, 1},
+		{"two processors", 2, 0, 1},
+		{"three processors", 3, 0, 3},
+		{"many processors, bounded", 64, 0, maxWorkers},
+		{"a fixed count", 2, 4, 4},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		searchWorkers = tc.fixed
+		if got := workers(); got != tc.want {
+			t.Errorf("%s: %d workers, want %d", tc.note, got, tc.want)
+		}
 	}
 }

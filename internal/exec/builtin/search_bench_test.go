@@ -152,3 +152,44 @@ func BenchmarkGlobVsFd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearchWorkers times Grep and Glob with N workers against the
+// walk alone in alternate rounds, and reports the medians of the per-round
+// ratios N/1 of processor time and of wall time: where they fall below 1
+// is where workers pay (issue 32; workers() chooses from it). Run it under
+// GOMAXPROCS and taskset to see the crossover on a machine.
+func BenchmarkSearchWorkers(b *testing.B) {
+	env := searchTree(b)
+	defer func() { searchWorkers = 0 }()
+	for _, c := range []struct{ name, tool, in string }{
+		{"grep-absent", "Grep", `{"pattern":"zqxjkvbw"}`},
+		{"grep-regexp", "Grep", `{"pattern":"func \\(\\w+ \\*UDPConn\\) Read\\w*"}`},
+		{"glob-anywhere", "Glob", `{"pattern":"**/*_test.go"}`},
+	} {
+		for _, n := range []int{2, 4} {
+			b.Run(fmt.Sprintf("%s/workers=%d", c.name, n), func(b *testing.B) {
+				tool, _ := Lookup(c.tool)
+				in := input(b, c.in)
+				var cpu, wall []float64
+				for b.Loop() {
+					var took [2]time.Duration
+					var spent [2]time.Duration
+					for i, w := range []int{1, n} {
+						searchWorkers = w
+						c0, t0 := cputime.Process(), time.Now()
+						if r := tool.Run(context.Background(), env, in); r.IsError {
+							b.Fatal(r.Text)
+						}
+						spent[i], took[i] = cputime.Process()-c0, time.Since(t0)
+					}
+					cpu = append(cpu, float64(spent[1])/float64(spent[0]))
+					wall = append(wall, float64(took[1])/float64(took[0]))
+				}
+				slices.Sort(cpu)
+				slices.Sort(wall)
+				b.ReportMetric(cpu[len(cpu)/2], "N/1-cpu")
+				b.ReportMetric(wall[len(wall)/2], "N/1-wall")
+			})
+		}
+	}
+}
