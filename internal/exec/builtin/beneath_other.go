@@ -14,6 +14,11 @@ import (
 func (a *anchor) plain() bool                                          { return false }
 func (a *anchor) beneath(rel string, flag int) (*os.File, error, bool) { return nil, nil, false }
 func (a *anchor) closeDir()                                            {}
+
+// rawFile stands for a descriptor read as it is; none is opened here.
+type rawFile struct{ *os.File }
+
+func (a *anchor) openPlain(path string) (rawFile, int64, bool) { return rawFile{}, 0, false }
 func (a *anchor) listBeneath(rel string, stat bool) ([]fs.DirEntry, error, bool) {
 	return nil, nil, false
 }

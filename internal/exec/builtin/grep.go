@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -482,16 +483,7 @@ func (g *grep) globMatches(path string) bool {
 // file searches one file. Unreadable and binary files are skipped.
 func (s *searcher) file(ctx context.Context, path string) error {
 	g := s.g
-	f, err := g.a.open(path, os.O_RDONLY, 0)
-	if err == nil {
-		// Checked on the descriptor: a FIFO swapped in is skipped, not read.
-		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
-			f.Close()
-			err = fmt.Errorf("%s is not a regular file", path)
-		} else {
-			bound(f)
-		}
-	}
+	f, size, err := s.open(path)
 	if err != nil {
 		if !g.many {
 			return err
@@ -500,7 +492,7 @@ func (s *searcher) file(ctx context.Context, path string) error {
 		return nil
 	}
 	defer f.Close()
-	src, binary := s.lines(f)
+	src, binary := s.lines(f, size)
 	if binary {
 		g.env.Logger().Debug("Grep skips a binary file", "path", path)
 		return nil
@@ -664,15 +656,46 @@ var grepFast = true
 // one is read line by line.
 const maxHeld = 8 << 20
 
+// open opens a file to search: where the anchor opens it plainly
+// (openPlain), a descriptor read as it is, with its size; else an
+// os.File, checked on its descriptor to be a regular file (a FIFO swapped
+// in is skipped, not read) and bound by a read deadline, of size 0
+// (unknown).
+func (s *searcher) open(path string) (io.ReadCloser, int64, error) {
+	if f, size, ok := s.g.a.openPlain(path); ok {
+		return f, size, nil
+	}
+	f, err := s.g.a.open(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	bound(f)
+	return f, 0, nil
+}
+
 // lines is the source of a file's lines, and whether it is binary (a NUL
 // in its first sniffLen bytes). A file of up to maxHeld bytes is read
 // whole into the buffer the search reuses, so that a literal is found in
 // it with one byte search rather than line by line (issue 32); a larger
-// one goes through one reused bufio.Reader.
-func (s *searcher) lines(f *os.File) (*lineSource, bool) {
+// one goes through one reused bufio.Reader. A file of known size is read
+// to that size, in one read where the buffer holds it, without the read
+// that would only say it ended.
+func (s *searcher) lines(f io.Reader, size int64) (*lineSource, bool) {
 	s.buf = s.buf[:0]
+	if size > 0 && size <= maxHeld {
+		s.buf = slices.Grow(s.buf, int(size))
+	}
 	var err error
+	whole := false
 	for grepFast && len(s.buf) <= maxHeld {
+		if size > 0 && int64(len(s.buf)) == size {
+			whole = true
+			break
+		}
 		if len(s.buf) == cap(s.buf) {
 			s.buf = append(s.buf, make([]byte, max(cap(s.buf), 16<<10))...)[:len(s.buf)]
 		}
@@ -680,10 +703,11 @@ func (s *searcher) lines(f *os.File) (*lineSource, bool) {
 		k, err = f.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+k]
 		if err != nil {
+			whole = true
 			break
 		}
 	}
-	if err == nil {
+	if !whole {
 		// Not held (too large, or grepFast off): what was read, then the rest.
 		r := io.MultiReader(bytes.NewReader(s.buf), f)
 		if s.br == nil {

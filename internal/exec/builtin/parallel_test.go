@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -263,4 +267,59 @@ func TestR6WorkersFromTheMachine(t *testing.T) {
 			t.Errorf("%s: %d workers, want %d", tc.note, got, tc.want)
 		}
 	}
+}
+
+// TestR6GrepReadsPlainFilesAsTheyAre: a file reached through no link is
+// opened raw (openPlain) with its size; a link, a FIFO, a file of stated
+// size 0, a secret of the gateway's and a path outside the anchor take
+// open's way, and Grep still finds what a link named leads to, skips the
+// secret and never waits on the FIFO.
+func TestR6GrepReadsPlainFilesAsTheyAre(t *testing.T) {
+	env := session(t)
+	w := env.Workdir
+	write(t, w, "a.txt", "needle a\n")
+	write(t, w, "sub/b.txt", "hay\nneedle b\n")
+	write(t, w, "e.txt", "")
+	write(t, w, "k.txt", "needle secret\n")
+	sandbox.Conceal(filepath.Join(w, "k.txt"))
+	if err := os.Symlink("a.txt", filepath.Join(w, "l.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(w, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env.Scope = &tools.Scope{Anchor: w}
+	a, err := openAnchor(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, tc := range []struct {
+		note string
+		name string
+		size int64 // 0: not opened raw
+	}{
+		{"a plain file", "a.txt", 9},
+		{"a plain file below", "sub/b.txt", 13},
+		{"a link", "l.txt", 0},
+		{"a FIFO", "p", 0},
+		{"a file of size 0", "e.txt", 0},
+		{"a secret of the gateway's", "k.txt", 0},
+		{"bad input: outside the anchor", "../x", 0},
+	} {
+		f, size, ok := a.openPlain(filepath.Join(w, tc.name))
+		if ok {
+			f.Close()
+		}
+		if ok != (tc.size > 0) || size != tc.size {
+			t.Errorf("%s: openPlain gave %v with size %d, want size %d", tc.note, ok, size, tc.size)
+		}
+	}
+	r := call(t, env, "Grep", `{"pattern":"needle","output_mode":"content"}`)
+	wantResult(t, r, false, "a.txt:needle a", "sub/b.txt:needle b")
+	if strings.Contains(r.Text, "secret") {
+		t.Errorf("Grep showed a secret of the gateway's:\n%s", r.Text)
+	}
+	// The walk passes a link by, as rg does; named, it is searched.
+	wantResult(t, call(t, env, "Grep", `{"pattern":"needle","path":"l.txt","output_mode":"content"}`), false, "needle a")
 }
