@@ -275,3 +275,105 @@ func BenchmarkDistinctToolsScale(b *testing.B) {
 	b.ReportMetric(l[len(l)/2]/s[len(s)/2], "1000/10:start-cpu-ms")
 	b.ReportMetric(float64(heap)/(1<<20), "1000:heap-MiB")
 }
+
+// writeDistinct writes distinctDir's policy as an editor saves it, with
+// one edit: kind "tool" narrows tool edit%n its own way instead, "list"
+// leaves it out of the agent's list; neither moves another tool.
+func writeDistinct(b *testing.B, dir string, n, edit int, kind string) {
+	var s strings.Builder
+	s.WriteString("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {\n")
+	var names []string
+	for i := range n {
+		pat := fmt.Sprintf("m%d", i)
+		if kind == "tool" && i == edit%n {
+			pat = fmt.Sprintf("e%d", edit)
+		}
+		if kind != "list" || i != edit%n {
+			names = append(names, fmt.Sprintf("%q", fmt.Sprintf("Tool%d", i)))
+		}
+		fmt.Fprintf(&s, "\tTool%d: schema.#Echo & {input: message: =~\"^%s\"}\n", i, pat)
+	}
+	fmt.Fprintf(&s, "}\n\nagent: \"allowed-tools\": [%s]\n", strings.Join(names, ", "))
+	tmp := filepath.Join(dir, ".policy.cue.tmp")
+	writeFile(b, tmp, s.String())
+	if err := os.Rename(tmp, filepath.Join(dir, "policy.cue")); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkReloadReuse saves an edit of a 500-tool policy and times until
+// it is in force, with the reload reusing what the generation in force
+// compiled and from scratch (reload.Options.FromScratch), all in
+// alternate rounds: tools whose inputs all differ with one of them
+// changed, the same with only the allow list changed, and
+// BenchmarkReloadScale's tools written alike. It reports the medians and
+// the median of the per-round ratios reuse/scratch (issue 32: a reload
+// recompiles what changed).
+func BenchmarkReloadReuse(b *testing.B) {
+	type side struct {
+		kind    string
+		scratch bool
+		dir     string
+		rt      *reload.Runtime
+		times   []time.Duration
+		cpu     []time.Duration
+	}
+	var sides []*side
+	for _, kind := range []string{"tool", "list", "alike"} {
+		for _, scratch := range []bool{false, true} {
+			s := &side{kind: kind, scratch: scratch}
+			if kind == "alike" {
+				s.dir = policyDir(b, 500, 0)
+			} else {
+				s.dir = policyDir(b, 1, 0)
+				writeDistinct(b, s.dir, 500, 0, "")
+			}
+			rt, err := reload.Start(context.Background(), reload.Options{Dir: s.dir, FromScratch: scratch, Gateway: gateway.Options{Workdir: s.dir, Logger: quiet}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Close()
+			s.rt = rt
+			sides = append(sides, s)
+		}
+	}
+	edit := 0
+	for b.Loop() {
+		edit++
+		for _, s := range sides {
+			gen := s.rt.Status().Generation
+			c0, t0 := cpuTime(), time.Now()
+			if s.kind == "alike" {
+				writePolicy(b, s.dir, 500, edit)
+			} else {
+				writeDistinct(b, s.dir, 500, edit, s.kind)
+			}
+			for s.rt.Status().Generation == gen {
+				if time.Since(t0) > time.Minute {
+					b.Fatalf("the %s edit was not in force after a minute: %s", s.kind, s.rt.Status().LastError)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			s.times = append(s.times, time.Since(t0))
+			s.cpu = append(s.cpu, cpuTime()-c0)
+		}
+	}
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for i := 0; i < len(sides); i += 2 {
+		reuse, scratch := sides[i], sides[i+1]
+		var rm, sm, ratio, cpuRatio []float64
+		for j := range reuse.times {
+			rm, sm = append(rm, float64(reuse.times[j])/1e6), append(sm, float64(scratch.times[j])/1e6)
+			ratio = append(ratio, float64(reuse.times[j])/float64(scratch.times[j]))
+			cpuRatio = append(cpuRatio, float64(reuse.cpu[j])/float64(scratch.cpu[j]))
+		}
+		b.ReportMetric(median(rm), reuse.kind+":reuse-median-ms")
+		b.ReportMetric(slices.Max(rm), reuse.kind+":reuse-max-ms")
+		b.ReportMetric(median(sm), reuse.kind+":scratch-median-ms")
+		b.ReportMetric(median(ratio), reuse.kind+":reuse/scratch")
+		b.ReportMetric(median(cpuRatio), reuse.kind+":reuse/scratch-cpu")
+	}
+}

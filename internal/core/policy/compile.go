@@ -37,6 +37,7 @@ type compiler struct {
 	files     []*ast.File               // the policy's syntax, CUE and data files
 	root      cue.Value                 // the policy value being compiled
 	pinsOf    map[string]map[string]Pin // by server, as pins read them
+	reuse     *reuser                   // while loading (reuse.go)
 }
 
 func (c *compiler) fail(v cue.Value, code rule.ID, format string, args ...any) {
@@ -103,13 +104,28 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 			continue
 		}
 		var at Position
+		var key string
+		keyed := false
 		if share {
 			at = d.pos
+			if key, keyed = c.reuse.key(name, d, g.Validation); keyed {
+				if t := c.reuse.reused(key); t != nil {
+					t.Pos, t.ImplPos = position(tv.Pos()), d.pos
+					g.Tools[name], compiled[d.key] = t, t
+					continue
+				}
+			}
 		}
 		if t := c.tool(name, tv, g.Validation, at); t != nil {
 			g.Tools[t.Name] = t
+			if !t.pending {
+				t.typeNames = typeNameFindings("input", t.Input, 0)
+			}
 			if share && !t.pending {
 				compiled[d.key] = t
+			}
+			if keyed && !t.pending {
+				c.reuse.keep(key, t)
 			}
 		}
 	}

@@ -28,6 +28,9 @@ type Generation struct {
 	// inputNotes are vet's findings in the tools' inputs, made while the
 	// load still had them (release).
 	inputNotes []Diagnostic
+	// reuse holds the tools this load compiled, or reused, by their keys,
+	// for the next load (reuse.go); never changed once loaded.
+	reuse map[string]*Tool
 }
 
 // release drops what g holds of its policy's CUE once nothing can need it:
@@ -150,6 +153,7 @@ type Tool struct {
 	Pos, ImplPos Position
 
 	subjectPos Position
+	typeNames  []typeName      // vet's findings in its input (inputTypeNames)
 	value      cue.Value       // the tool as the policy wrote it, for Complete
 	pending    bool            // its implementation must declare its input (Complete)
 	declared   json.RawMessage // the implementation's own schema, when the policy does not narrow it

@@ -537,7 +537,14 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	}
 	g := newGeneration(Plan{Dir: c.dir, Revision: revision}, c)
 	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
+	if c.opts.reuse {
+		c.reuse = newReuser(c.opts.prev, inst, cfg.ModuleRoot, schemaDir, c.dir)
+	}
 	c.compile(g, v)
+	if c.reuse != nil {
+		// The next load takes what this one compiled; none holds the last.
+		g.reuse, c.reuse = c.reuse.next, nil
+	}
 	g.inputNotes = inputTypeNames(g)
 	if errs = merge(errs, c.errs); len(errs) > 0 {
 		// Every problem in one run: what compiled beside the errors is

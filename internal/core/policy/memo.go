@@ -25,6 +25,11 @@ type toolDecl struct {
 	key  string   // file and expression: equal keys are equal values
 	pos  Position // the expression, which names the implementation
 	many bool     // declared more than once: its conjuncts meet
+	// For a reload's reuse (reuse.go): the expression, its file, and the
+	// names of the tools declared beside it, which it may refer to.
+	expr     ast.Expr
+	file     *ast.File
+	siblings map[string]bool
 }
 
 // toolDecls maps each tool name to its one declaration, or is nil when a
@@ -43,7 +48,7 @@ func toolDecls(files []*ast.File) map[string]*toolDecl {
 				if !ok {
 					return nil
 				}
-				if name == "tools" && !addTools(decls, f.Filename, d.Value) {
+				if name == "tools" && !addTools(decls, f, d.Value) {
 					return nil
 				}
 			default: // an embedding, a comprehension, a let: anything may follow
@@ -55,11 +60,12 @@ func toolDecls(files []*ast.File) map[string]*toolDecl {
 }
 
 // addTools records the fields of a tools struct.
-func addTools(decls map[string]*toolDecl, file string, v ast.Expr) bool {
+func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
 	s, ok := v.(*ast.StructLit)
 	if !ok {
 		return false
 	}
+	siblings := map[string]bool{}
 	for _, e := range s.Elts {
 		switch e := e.(type) {
 		case *ast.CommentGroup, *ast.Attribute:
@@ -72,11 +78,13 @@ func addTools(decls map[string]*toolDecl, file string, v ast.Expr) bool {
 			if err != nil {
 				return false
 			}
+			siblings[name] = true
 			if d, ok := decls[name]; ok {
 				d.many = true
 				continue
 			}
-			decls[name] = &toolDecl{key: file + "\x00" + string(text), pos: position(e.Value.Pos())}
+			decls[name] = &toolDecl{key: file.Filename + "\x00" + string(text), pos: position(e.Value.Pos()),
+				expr: e.Value, file: file, siblings: siblings}
 		default:
 			return false
 		}

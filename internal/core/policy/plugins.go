@@ -25,6 +25,8 @@ type options struct {
 	workdir string
 	timeout time.Duration
 	ctx     context.Context
+	prev    *Generation // reuse.go
+	reuse   bool        // whether to keep what the load compiles for the next
 }
 
 // WithContext ends the wait for a load when ctx is done (SIGTERM during a

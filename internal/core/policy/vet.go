@@ -306,8 +306,9 @@ func heldToo(held []allow.Entry, tool, pattern string) bool {
 var typeNames = map[string]bool{"string": true, "int": true, "integer": true, "number": true, "float": true,
 	"bool": true, "boolean": true, "object": true, "array": true, "null": true}
 
-// inputTypeNames are typeNameValues of every tool's input, each input
-// once: tools that share a gate share their input.
+// inputTypeNames are the typeNames of every tool's input, each input
+// once: tools that share a gate share their input. A tool that waits for
+// its implementation has them found now, the others when compiled.
 func inputTypeNames(g *Generation) []Diagnostic {
 	var ds []Diagnostic
 	seen := map[*gate.Gate]bool{}
@@ -319,35 +320,47 @@ func inputTypeNames(g *Generation) []Diagnostic {
 			}
 			seen[t.Gate] = true
 		}
-		ds = append(ds, typeNameValues(name, "input", t.Input, 0)...)
+		found := t.typeNames
+		if t.pending {
+			found = typeNameFindings("input", t.Input, 0)
+		}
+		for _, f := range found {
+			ds = append(ds, Diagnostic{Pos: f.pos, Code: "input", Warning: true, Message: fmt.Sprintf(
+				"tool %s: %s admits only the string %q, so every other value is refused; a type written in YAML or JSON is a string: write the input as JSON Schema (type: object, properties: {%s: {type: %s}}), or this field in a .cue file beside it (%[4]s: %[6]s).",
+				name, f.path, f.s, f.path[strings.LastIndex(f.path, ".")+1:], jsonType(f.s), cueType(f.s))})
+		}
 	}
 	return ds
 }
 
-// typeNameValues reports the fields of a tool's input whose only value is
-// the name of a type: in YAML, message: string is the string "string", so
-// the tool would accept that word alone.
-func typeNameValues(tool, path string, v cue.Value, depth int) []Diagnostic {
+// A typeName is a field of a tool's input whose only value is the name of
+// a type: in YAML, message: string is the string "string", so the tool
+// would accept that word alone.
+type typeName struct {
+	pos     Position
+	path, s string
+}
+
+// typeNameFindings finds the typeNames of v, at path.
+func typeNameFindings(path string, v cue.Value, depth int) []typeName {
 	if !v.Exists() || depth > 8 {
 		return nil
 	}
 	if s, err := v.String(); err == nil && v.IsConcrete() && typeNames[s] {
-		return []Diagnostic{{Pos: position(v.Pos()), Code: "input", Warning: true, Message: fmt.Sprintf(
-			"tool %s: %s admits only the string %q, so every other value is refused; a type written in YAML or JSON is a string: write the input as JSON Schema (type: object, properties: {%s: {type: %s}}), or this field in a .cue file beside it (%[4]s: %[6]s).",
-			tool, path, s, path[strings.LastIndex(path, ".")+1:], jsonType(s), cueType(s))}}
+		return []typeName{{position(v.Pos()), path, s}}
 	}
 	if v.IncompleteKind() != cue.StructKind {
 		return nil
 	}
-	var ds []Diagnostic
+	var out []typeName
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {
 		return nil
 	}
 	for it.Next() {
-		ds = append(ds, typeNameValues(tool, path+"."+it.Selector().Unquoted(), it.Value(), depth+1)...)
+		out = append(out, typeNameFindings(path+"."+it.Selector().Unquoted(), it.Value(), depth+1)...)
 	}
-	return ds
+	return out
 }
 
 // jsonType is JSON Schema's spelling of a type name.

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,9 @@ type Options struct {
 	Debounce time.Duration
 	// LoadTimeout bounds each load (policy.WithTimeout); 0 for none.
 	LoadTimeout time.Duration
+	// FromScratch compiles every tool on every reload, reusing nothing of
+	// the generation in force: what a reload cost before it did (bench/scale).
+	FromScratch bool
 }
 
 // A Runtime is a gateway, the plugin host behind it, and the watcher that
@@ -177,19 +181,27 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		return r, nil
 	}
 	// The watcher's first load is provisioned below, the later ones in swap.
+	// Each load reuses what the generation in force compiled, where nothing
+	// it depends on changed (issue 32: a reload recompiles what changed); a
+	// load that fails leaves that generation to the next.
 	log.Debug("loading the policy", "dir", o.Dir)
+	var inForce atomic.Pointer[policy.Generation]
 	w, err := watch.New(o.Dir, func(g *policy.Generation) error {
 		pg, err := reg.Provision(ctx, g)
 		if err != nil {
 			return err
 		}
 		r.gw.Swap(pg)
+		if !o.FromScratch {
+			inForce.Store(g)
+		}
 		if o.OnSwap != nil {
 			o.OnSwap(r.gw)
 		}
 		return nil
 	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
-		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx))
+		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx),
+			policy.WithPrevious(inForce.Load()))
 	}})
 	if err != nil {
 		r.host.Close()
@@ -207,6 +219,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		r.host.Close()
 		r.up.Close()
 		return nil, err
+	}
+	if !o.FromScratch {
+		inForce.Store(w.Initial())
 	}
 	r.w = w
 	o.Gateway.LastReload = func() (string, time.Time) {

@@ -145,3 +145,47 @@ func TestR4OldGenerationCannotRestartDroppedPlugin(t *testing.T) {
 	}
 	waitFor(t, "every plugin process to stop once the old generation's line ended", func() bool { return len(pids(misbehaveBin)) == 0 })
 }
+
+// TestR3ReloadReusesTheGenerationInForce: a reload compiles the tool that
+// changed and reuses the one that did not, from the generation in force;
+// an edit that does not load leaves that generation to the next reload,
+// which decides as the files say (issue 32: a reload recompiles what
+// changed).
+func TestR3ReloadReusesTheGenerationInForce(t *testing.T) {
+	policy := func(a string) string {
+		return fmt.Sprintf("validation: \"enforce\"\ntools: A: schema.#Echo & {input: message: =~%q}\ntools: B: schema.#Echo & {input: message: =~\"^b\"}\n", a)
+	}
+	dir := policyDir(t, policy("^a"))
+	rt := start(t, dir)
+	allowed := func(tool, msg string) bool {
+		return rt.Gateway().Check([]string{"agent"}, "1", tool, []byte(fmt.Sprintf(`{"message":%q}`, msg))).Allowed
+	}
+	gate := func(tool string) any { return rt.Gateway().Current().Tools[tool].Gate }
+	first := gate("B")
+	for i, step := range []struct {
+		note, a string
+		broken  bool
+	}{
+		{note: "A changes", a: "^c"},
+		{note: "a typo", a: "^d", broken: true},
+		{note: "A changes again", a: "^e"},
+	} {
+		body := policy(step.a)
+		if step.broken {
+			body += "agent: allowedTools: [\"A\"]\n"
+		}
+		writeFile(t, filepath.Join(dir, "policy.cue"), header+body)
+		if step.broken {
+			waitFor(t, "the typo to be rejected", func() bool { return rt.Status().LastError != "" })
+			continue
+		}
+		want := int64(2 + i/2)
+		waitFor(t, step.note+" to be in force", func() bool { return rt.Status().Generation == want })
+		if !allowed("A", step.a[1:]+"1") || allowed("A", "a1") || !allowed("B", "b1") || allowed("B", "x") {
+			t.Errorf("%s: A and B do not decide as the files say", step.note)
+		}
+		if gate("B") != first {
+			t.Errorf("%s: B, unchanged, was compiled again", step.note)
+		}
+	}
+}

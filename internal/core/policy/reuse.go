@@ -1,0 +1,255 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cuebuild "cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/format"
+
+	"aimon.dev/gw/internal/core/rule"
+)
+
+// A reload recompiles what changed (issue 32): a tool compiled by the
+// previous generation is reused when nothing its value can depend on has
+// changed. Its key is what the syntax shows of those dependencies: the
+// tool's own declaration, the package's top-level declarations it names
+// (and those they name, transitively), the imports of the files they lie
+// in, every imported package, the module file and the load's settings.
+// Each is hashed with the position of every node, so a reused tool's
+// positions are those a fresh compile would give. A declaration that names
+// tools, or a tool beside it, is never reused: the schema's comprehension
+// over servers adds to tools, and toolDecls gives up on whatever else could.
+
+// WithPrevious lets the load reuse the tools prev compiled where their
+// keys match, and keep what it compiles for the next load; prev is only
+// read, and nil is a load from scratch. A load without it keeps nothing
+// (check, vet: no load follows).
+func WithPrevious(prev *Generation) Option {
+	return func(o *options) { o.prev, o.reuse = prev, true }
+}
+
+// reuser is one load's reuse: what it may take and what it offers the next.
+type reuser struct {
+	prev  map[string]*Tool // the previous generation's, read only
+	next  map[string]*Tool // this load's, for the next
+	scope []byte           // the load's settings, module file and imported packages
+	top   map[string][]topDecl
+	seen  map[string]*topName // by top-level name, filled as tools name them
+}
+
+// topDecl is one top-level field of the package and the file it is in.
+type topDecl struct {
+	file *ast.File
+	f    *ast.Field
+}
+
+// topName is what a top-level name contributes to a key: its
+// declarations' fingerprint and the names they use; ok is false when
+// they use tools.
+type topName struct {
+	sum   []byte
+	names []string
+	files []*ast.File
+	ok    bool
+}
+
+// newReuser hashes what every tool's key shares; nil when an imported
+// file cannot be formatted (no tool is then keyed).
+func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir string) *reuser {
+	r := &reuser{next: map[string]*Tool{}, top: map[string][]topDecl{}, seen: map[string]*topName{}}
+	if prev != nil {
+		r.prev = prev.reuse
+	}
+	h := sha256.New()
+	wd, _ := os.Getwd() // positions are relative to it
+	mod, _ := os.ReadFile(filepath.Join(root, "cue.mod", "module.cue"))
+	fmt.Fprintf(h, "reuse/1\x00%s\x00%s\x00%s\x00%d\x00%s\x00", dir, schemaDir, wd, len(mod), mod)
+	ok := true
+	seen := map[*cuebuild.Instance]bool{inst: true}
+	var walk func(*cuebuild.Instance)
+	walk = func(i *cuebuild.Instance) {
+		for _, imp := range i.Imports {
+			if seen[imp] {
+				continue
+			}
+			seen[imp] = true
+			fmt.Fprintf(h, "import\x00%s\x00", imp.ImportPath)
+			for _, f := range imp.Files {
+				ok = fingerprint(h, f.Filename, f) && ok
+			}
+			walk(imp)
+		}
+	}
+	walk(inst)
+	if !ok {
+		return nil
+	}
+	r.scope = h.Sum(nil)
+	for _, f := range inst.Files {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.Field); ok {
+				if name, ok := plainLabel(fd); ok {
+					r.top[name] = append(r.top[name], topDecl{f, fd})
+				}
+			}
+		}
+	}
+	return r
+}
+
+// key is tool name's key, declared as d; false when it cannot be reused.
+func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, bool) {
+	if r == nil || d.expr == nil {
+		return "", false
+	}
+	names := map[string]bool{}
+	var queue []string
+	use := func(n string) {
+		if !names[n] {
+			names[n] = true
+			queue = append(queue, n)
+		}
+	}
+	refNames(d.expr, use)
+	files := map[*ast.File]bool{d.file: true}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if n == "tools" || d.siblings[n] {
+			return "", false // a tool's value may depend on another's
+		}
+		t := r.topName(n)
+		if !t.ok {
+			return "", false
+		}
+		for _, f := range t.files {
+			files[f] = true
+		}
+		for _, m := range t.names {
+			use(m)
+		}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%x\x00%s\x00%s\x00%s\x00", r.scope, mode, name, d.key)
+	layout(h, d.expr) // d.key holds its text
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		fmt.Fprintf(h, "name\x00%s\x00%x\x00", n, r.seen[n].sum)
+	}
+	// Each file's imports say what a name that is no field resolves to.
+	for _, f := range slices.SortedFunc(maps.Keys(files), func(a, b *ast.File) int { return strings.Compare(a.Filename, b.Filename) }) {
+		fmt.Fprintf(h, "file\x00%s\x00", f.Filename)
+		for _, d := range f.Preamble() { // package clause, imports, attributes
+			if !fingerprint(h, f.Filename, d) {
+				return "", false
+			}
+		}
+	}
+	return string(h.Sum(nil)), true
+}
+
+// topName fingerprints the package's top-level declarations of name n.
+func (r *reuser) topName(n string) *topName {
+	if t, ok := r.seen[n]; ok {
+		return t
+	}
+	t := &topName{ok: true}
+	h := sha256.New()
+	uses := map[string]bool{}
+	for _, d := range r.top[n] {
+		t.ok = fingerprint(h, d.file.Filename, d.f) && t.ok
+		t.files = append(t.files, d.file)
+		refNames(d.f.Value, func(m string) { uses[m] = true })
+	}
+	t.ok = t.ok && !uses["tools"]
+	t.names = slices.Sorted(maps.Keys(uses))
+	t.sum = h.Sum(nil)
+	r.seen[n] = t
+	return t
+}
+
+// reused is the tool the previous generation compiled under key, as a
+// copy this generation owns.
+func (r *reuser) reused(key string) *Tool {
+	if r == nil || r.prev == nil {
+		return nil
+	}
+	t, ok := r.prev[key]
+	if !ok {
+		return nil
+	}
+	r.next[key] = t
+	c := *t
+	return &c
+}
+
+// keep offers t, compiled under key, to the next load: a copy without its
+// CUE, which belongs to this generation's context.
+func (r *reuser) keep(key string, t *Tool) {
+	if r == nil || t.Gate == nil || t.Gate.NeedsCUE() {
+		return // such a gate holds its whole load's CUE alive
+	}
+	c := *t
+	c.Input, c.value = cue.Value{}, cue.Value{}
+	r.next[key] = &c
+}
+
+// refNames calls use with every identifier n may refer to outside itself:
+// all of them but labels and the selected names of selectors. Names bound
+// inside n are included too, which can only make a key stricter.
+func refNames(n ast.Node, use func(string)) {
+	ast.Walk(n, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			refNames(n.X, use)
+			return false
+		case *ast.Field:
+			switch n.Label.(type) {
+			case *ast.Ident, *ast.BasicLit:
+				if n.Value != nil {
+					refNames(n.Value, use)
+				}
+				return false
+			}
+		case *ast.Ident:
+			use(n.Name)
+		}
+		return true
+	}, nil)
+}
+
+// fingerprint writes n's text and the position of each of its nodes; false
+// when n cannot be formatted (nothing is then keyed by it).
+func fingerprint(h hash.Hash, file string, n ast.Node) bool {
+	text, err := format.Node(n)
+	if err != nil {
+		return false
+	}
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", file, len(text), text)
+	layout(h, n)
+	return true
+}
+
+// layout writes the line and column of each of n's nodes: text alike and
+// laid out alike, two declarations place every value alike.
+func layout(h hash.Hash, n ast.Node) {
+	var b []byte
+	ast.Walk(n, func(n ast.Node) bool {
+		p := n.Pos()
+		b = strconv.AppendInt(b, int64(p.Line()), 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(p.Column()), 10)
+		b = append(b, ';')
+		return true
+	}, nil)
+	h.Write(b)
+}
