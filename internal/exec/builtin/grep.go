@@ -71,6 +71,9 @@ type grep struct {
 
 	prefix  []byte // what every match begins with; nil when nothing is
 	literal bool   // the pattern is prefix alone
+	// find is where in a buffer the first line that can match is: one
+	// that holds a literal every match holds; nil when none is known.
+	find func(b []byte) int
 
 	out     strings.Builder
 	items   int
@@ -187,6 +190,9 @@ func newGrep(env *tools.Env, p *GrepInput) (*grep, tools.Result, bool) {
 		// Complete is also said of an anchored ^abc$: only a pattern that
 		// is its own literal is searched as one.
 		g.prefix, g.literal = []byte(prefix), complete && regexp.QuoteMeta(prefix) == expr
+	}
+	if grepFast {
+		g.find = prefilter(expr, g.prefix)
 	}
 
 	if p.Glob != nil {
@@ -497,9 +503,9 @@ func (s *searcher) file(ctx context.Context, path string) error {
 		g.env.Logger().Debug("Grep skips a binary file", "path", path)
 		return nil
 	}
-	// Without context lines, the lines before the next that holds the
-	// pattern's literal prefix cannot match: skipped, only counted.
-	skip := g.before == 0 && g.prefix != nil
+	// Without context lines, the lines before the next that holds a
+	// literal every match holds cannot match: skipped, only counted.
+	skip := g.before == 0 && g.find != nil
 
 	var (
 		n       int      // current line number
@@ -513,7 +519,7 @@ func (s *searcher) file(ctx context.Context, path string) error {
 			return ctx.Err()
 		}
 		if skip && after == 0 {
-			skipped, more := src.skipTo(g.prefix)
+			skipped, more := src.skipTo(g.find)
 			if !more {
 				break
 			}
@@ -752,14 +758,14 @@ func (l *lineSource) next() ([]byte, error) {
 	return line[:min(len(line), maxGrepLine)], nil
 }
 
-// skipTo drops the lines before the first that holds lit and returns how
+// skipTo drops the lines before the first where find finds and returns how
 // many it dropped; more is false when no line left holds it. A file read
 // line by line skips nothing.
-func (l *lineSource) skipTo(lit []byte) (skipped int, more bool) {
+func (l *lineSource) skipTo(find func([]byte) int) (skipped int, more bool) {
 	if l.br != nil {
 		return 0, true
 	}
-	i := bytes.Index(l.rest, lit)
+	i := find(l.rest)
 	if i < 0 {
 		return 0, l.err != nil // the error is still to be given
 	}

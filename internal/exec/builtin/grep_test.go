@@ -1,10 +1,12 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -187,11 +189,12 @@ func TestGrepHugeContext(t *testing.T) {
 	}
 }
 
-// TestGrepFastPathsMatchLineByLine holds Grep with files held whole, the
-// literal prefix skipping lines and literals found by byte search (issue
-// 32) to Grep reading every line and matching it with the regular
-// expression, on lines that end oddly, anchors, a line past maxGrepLine
-// and a file too large to hold.
+// TestGrepFastPathsMatchLineByLine holds Grep with files held whole, a
+// literal every match holds skipping lines (with or without regard to
+// case, the Kelvin sign and the long s included) and literals found by
+// byte search (issue 32) to Grep reading every line and matching it with
+// the regular expression, on lines that end oddly, anchors, a line past
+// maxGrepLine and a file too large to hold.
 func TestGrepFastPathsMatchLineByLine(t *testing.T) {
 	env := session(t)
 	w := env.Workdir
@@ -202,7 +205,12 @@ func TestGrepFastPathsMatchLineByLine(t *testing.T) {
 	write(t, w, "nonl.txt", "a needle")
 	write(t, w, "uni.txt", "Grüße needle 世界\nGRÜSSE\n")
 	write(t, w, "latebin.txt", strings.Repeat("y\n", 5000)+"needle\x00\n")
-	patterns := []string{"needle", "abc", "^abc$", "^abc", "abc$", "x?abc", "need+le", `e\b`, "zzz", `abc\z`, "abcabc|needle", "Grüße"}
+	write(t, w, "fold.txt", "ERRCLOSED here\nErrClosed\n\u212aelvin and \u017fask\nkelvin\nmask MASK\nsss\n")
+	write(t, w, "conn.go", "func (c *UDPConn) ReadFrom(b []byte)\nx UDPConn) Read\nConn) Read\n")
+	patterns := []string{"needle", "abc", "^abc$", "^abc", "abc$", "x?abc", "need+le", `e\b`, "zzz", `abc\z`, "abcabc|needle", "Grüße",
+		// Literals inside (issue 32's prefilter), some without regard to case.
+		`\w+Conn\) Read\w*`, `(?i)errclosed`, `(?i)kelvin`, `(?i)ask`, `(?i)s+`, `a(bc)+`, `(?:zz)?needle`, `[a-z]+ needle`,
+		`x{2,}needle`, `(?i)grüsse`, `needle\nabc`, `(?i)Conn\) read`, `e(rr|RR)closed`, `(?s).needle`}
 	modes := []struct{ note, opts string }{
 		{"files", ``},
 		{"content with numbers", `,"output_mode":"content","-n":true`},
@@ -242,4 +250,38 @@ func TestGrepFastPathsMatchLineByLine(t *testing.T) {
 	if r := call(t, env, "Grep", `{"pattern":"^abc$","output_mode":"count"}`); !strings.Contains(r.Text, "anchors.txt:2") {
 		t.Errorf("an anchored literal is not a literal anywhere in the line:\n%s", r.Text)
 	}
+}
+
+// FuzzGrepPrefilterNeverSkipsAMatch: the prefilter never skips past the
+// first line the expression matches, whatever the expression and text.
+func FuzzGrepPrefilterNeverSkipsAMatch(f *testing.F) {
+	for _, s := range [][2]string{
+		{`(?i)errclosed`, "x\nErrClosed\n"}, {`(?i)kelvin`, "\u212aelvin\n"}, {`(?i)ask`, "\u017fask\nASK"},
+		{`\w+Conn\) Read`, "a UDPConn) Read"}, {`a(bc)+d`, "abcbcd"}, {`(?:x)?lit`, "lit"}, {`x{0}y`, "y"},
+		{`(?i)s`, "\u017f"}, {`needle\nabc`, "needle\nabc"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, text string) {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return
+		}
+		prefix, _ := re.LiteralPrefix()
+		find := prefilter(expr, []byte(prefix))
+		if find == nil {
+			return
+		}
+		buf := []byte(text)
+		end := 0
+		for line := range bytes.Lines(buf) {
+			end += len(line)
+			if re.Match(bytes.TrimSuffix(line, []byte("\n"))) {
+				if at := find(buf); at < 0 || at >= end {
+					t.Fatalf("%q on %q: the line ending at %d matches, the prefilter gave %d", expr, text, end, at)
+				}
+				return
+			}
+		}
+	})
 }

@@ -117,7 +117,8 @@ func fileLines(text string) int {
 
 // BenchmarkGrepVsRipgrep lists the files that match, as Grep's default
 // mode does and rg -l, for a literal found in many files, a regular
-// expression found in a few, and a word found in none.
+// expression found in a few, a word found in none, a literal without
+// regard to case, and a regular expression whose literal is inside it.
 func BenchmarkGrepVsRipgrep(b *testing.B) {
 	rg := program(b, "rg")
 	env := searchTree(b)
@@ -125,6 +126,8 @@ func BenchmarkGrepVsRipgrep(b *testing.B) {
 		{"literal", "ErrClosed"},
 		{"regexp", `func \(\w+ \*UDPConn\) Read\w*`},
 		{"absent", "zqxjkvbw"},
+		{"ignore-case", "(?i)errclosed"},
+		{"inner-literal", `\w+Conn\) Read\w*`},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			in := input(b, `{"pattern":`+js(p.pattern)+`}`)
