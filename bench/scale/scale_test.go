@@ -278,11 +278,15 @@ func BenchmarkDistinctToolsScale(b *testing.B) {
 
 // writeDistinct writes distinctDir's policy as an editor saves it, with
 // one edit: kind "tool" narrows tool edit%n its own way instead, "list"
-// leaves it out of the agent's list; neither moves another tool.
+// leaves it out of the agent's list; neither moves another tool. "move"
+// adds a tool above the others on odd edits, moving each down a line.
 func writeDistinct(b *testing.B, dir string, n, edit int, kind string) {
 	var s strings.Builder
 	s.WriteString("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {\n")
 	var names []string
+	if kind == "move" && edit%2 == 1 {
+		fmt.Fprintf(&s, "\tAdded: schema.#Echo & {input: message: =~\"^e%d\"}\n", edit)
+	}
 	for i := range n {
 		pat := fmt.Sprintf("m%d", i)
 		if kind == "tool" && i == edit%n {
@@ -305,7 +309,8 @@ func writeDistinct(b *testing.B, dir string, n, edit int, kind string) {
 // it is in force, with the reload reusing what the generation in force
 // compiled and from scratch (reload.Options.FromScratch), all in
 // alternate rounds: tools whose inputs all differ with one of them
-// changed, the same with only the allow list changed, and
+// changed, the same with only the allow list changed, or with a tool
+// added above them or removed (each of them moves a line), and
 // BenchmarkReloadScale's tools written alike. It reports the medians and
 // the median of the per-round ratios reuse/scratch (issue 32: a reload
 // recompiles what changed).
@@ -319,7 +324,7 @@ func BenchmarkReloadReuse(b *testing.B) {
 		cpu     []time.Duration
 	}
 	var sides []*side
-	for _, kind := range []string{"tool", "list", "alike"} {
+	for _, kind := range []string{"tool", "list", "move", "alike"} {
 		for _, scratch := range []bool{false, true} {
 			s := &side{kind: kind, scratch: scratch}
 			if kind == "alike" {

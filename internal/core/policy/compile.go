@@ -105,11 +105,12 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 		}
 		var at Position
 		var key string
+		var spans []span
 		keyed := false
 		if share {
 			at = d.pos
-			if key, keyed = c.reuse.key(name, d, g.Validation); keyed {
-				if t := c.reuse.reused(key); t != nil {
+			if key, spans, keyed = c.reuse.key(name, d, g.Validation); keyed {
+				if t := c.reuse.reused(key, spans); t != nil {
 					t.Pos, t.ImplPos = position(tv.Pos()), d.pos
 					g.Tools[name], compiled[d.key] = t, t
 					continue
@@ -125,7 +126,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 				compiled[d.key] = t
 			}
 			if keyed && !t.pending {
-				c.reuse.keep(key, t)
+				c.reuse.keep(key, spans, t)
 			}
 		}
 	}

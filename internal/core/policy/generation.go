@@ -30,7 +30,7 @@ type Generation struct {
 	inputNotes []Diagnostic
 	// reuse holds the tools this load compiled, or reused, by their keys,
 	// for the next load (reuse.go); never changed once loaded.
-	reuse map[string]*Tool
+	reuse map[string]*kept
 }
 
 // release drops what g holds of its policy's CUE once nothing can need it:

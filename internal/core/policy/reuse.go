@@ -25,8 +25,10 @@ import (
 // tool's own declaration, the package's top-level declarations it names
 // (and those they name, transitively), the imports of the files they lie
 // in, every imported package, the module file and the load's settings.
-// Each is hashed with the position of every node, so a reused tool's
-// positions are those a fresh compile would give. A declaration that names
+// Each declaration is hashed with the line, relative to its first, and
+// column of every node: laid out alike, a declaration that moved by whole
+// lines places every value as before, moved by as many lines, and the
+// positions a reused tool holds are moved so. A declaration that names
 // tools, or a tool beside it, is never reused: the schema's comprehension
 // over servers adds to tools, and toolDecls gives up on whatever else could.
 
@@ -40,11 +42,35 @@ func WithPrevious(prev *Generation) Option {
 
 // reuser is one load's reuse: what it may take and what it offers the next.
 type reuser struct {
-	prev  map[string]*Tool // the previous generation's, read only
-	next  map[string]*Tool // this load's, for the next
+	prev  map[string]*kept // the previous generation's, read only
+	next  map[string]*kept // this load's, for the next
 	scope []byte           // the load's settings, module file and imported packages
 	top   map[string][]topDecl
 	seen  map[string]*topName // by top-level name, filled as tools name them
+}
+
+// kept is a compiled tool, without CUE, and where the declarations its
+// key hashes lay when it was compiled, in the key's order.
+type kept struct {
+	tool  *Tool
+	spans []span
+}
+
+// span is the lines of a declaration, in a file named as positions name it.
+type span struct {
+	file       string
+	start, end int
+}
+
+// spanOf is the lines n's nodes lie on (a node made from YAML may have
+// no end).
+func spanOf(file string, n ast.Node) span {
+	s := span{relative(file), n.Pos().Line(), n.Pos().Line()}
+	ast.Walk(n, func(n ast.Node) bool {
+		s.end = max(s.end, n.Pos().Line(), n.End().Line())
+		return true
+	}, nil)
+	return s
 }
 
 // topDecl is one top-level field of the package and the file it is in.
@@ -60,13 +86,14 @@ type topName struct {
 	sum   []byte
 	names []string
 	files []*ast.File
+	spans []span
 	ok    bool
 }
 
 // newReuser hashes what every tool's key shares; nil when an imported
 // file cannot be formatted (no tool is then keyed).
 func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir string) *reuser {
-	r := &reuser{next: map[string]*Tool{}, top: map[string][]topDecl{}, seen: map[string]*topName{}}
+	r := &reuser{next: map[string]*kept{}, top: map[string][]topDecl{}, seen: map[string]*topName{}}
 	if prev != nil {
 		r.prev = prev.reuse
 	}
@@ -85,7 +112,7 @@ func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir s
 			seen[imp] = true
 			fmt.Fprintf(h, "import\x00%s\x00", imp.ImportPath)
 			for _, f := range imp.Files {
-				ok = fingerprint(h, f.Filename, f) && ok
+				ok = fingerprint(h, f.Filename, f, 0) && ok
 			}
 			walk(imp)
 		}
@@ -107,10 +134,11 @@ func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir s
 	return r
 }
 
-// key is tool name's key, declared as d; false when it cannot be reused.
-func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, bool) {
+// key is tool name's key, declared as d, and where the declarations it
+// hashes lie; false when the tool cannot be reused.
+func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, []span, bool) {
 	if r == nil || d.expr == nil {
-		return "", false
+		return "", nil, false
 	}
 	names := map[string]bool{}
 	var queue []string
@@ -126,11 +154,11 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, bool) {
 		n := queue[0]
 		queue = queue[1:]
 		if n == "tools" || d.siblings[n] {
-			return "", false // a tool's value may depend on another's
+			return "", nil, false // a tool's value may depend on another's
 		}
 		t := r.topName(n)
 		if !t.ok {
-			return "", false
+			return "", nil, false
 		}
 		for _, f := range t.files {
 			files[f] = true
@@ -141,20 +169,22 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, bool) {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%x\x00%s\x00%s\x00%s\x00", r.scope, mode, name, d.key)
-	layout(h, d.expr) // d.key holds its text
+	layout(h, d.expr, d.expr.Pos().Line()) // d.key holds its text
+	spans := []span{spanOf(d.file.Filename, d.expr)}
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		fmt.Fprintf(h, "name\x00%s\x00%x\x00", n, r.seen[n].sum)
+		spans = append(spans, r.seen[n].spans...)
 	}
 	// Each file's imports say what a name that is no field resolves to.
 	for _, f := range slices.SortedFunc(maps.Keys(files), func(a, b *ast.File) int { return strings.Compare(a.Filename, b.Filename) }) {
 		fmt.Fprintf(h, "file\x00%s\x00", f.Filename)
 		for _, d := range f.Preamble() { // package clause, imports, attributes
-			if !fingerprint(h, f.Filename, d) {
-				return "", false
+			if !fingerprint(h, f.Filename, d, 0) {
+				return "", nil, false
 			}
 		}
 	}
-	return string(h.Sum(nil)), true
+	return string(h.Sum(nil)), spans, true
 }
 
 // topName fingerprints the package's top-level declarations of name n.
@@ -166,8 +196,9 @@ func (r *reuser) topName(n string) *topName {
 	h := sha256.New()
 	uses := map[string]bool{}
 	for _, d := range r.top[n] {
-		t.ok = fingerprint(h, d.file.Filename, d.f) && t.ok
+		t.ok = fingerprint(h, d.file.Filename, d.f, d.f.Pos().Line()) && t.ok
 		t.files = append(t.files, d.file)
+		t.spans = append(t.spans, spanOf(d.file.Filename, d.f))
 		refNames(d.f.Value, func(m string) { uses[m] = true })
 	}
 	t.ok = t.ok && !uses["tools"]
@@ -178,29 +209,53 @@ func (r *reuser) topName(n string) *topName {
 }
 
 // reused is the tool the previous generation compiled under key, as a
-// copy this generation owns.
-func (r *reuser) reused(key string) *Tool {
+// copy this generation owns, its positions moved to where spans lie.
+func (r *reuser) reused(key string, spans []span) *Tool {
 	if r == nil || r.prev == nil {
 		return nil
 	}
-	t, ok := r.prev[key]
+	k, ok := r.prev[key]
 	if !ok {
 		return nil
 	}
-	r.next[key] = t
-	c := *t
+	c := *k.tool
+	ok = true
+	c.subjectPos, ok = k.moved(c.subjectPos, spans, ok)
+	c.typeNames = slices.Clone(c.typeNames)
+	for i := range c.typeNames {
+		c.typeNames[i].pos, ok = k.moved(c.typeNames[i].pos, spans, ok)
+	}
+	if !ok {
+		return nil
+	}
+	r.next[key] = k
 	return &c
 }
 
-// keep offers t, compiled under key, to the next load: a copy without its
-// CUE, which belongs to this generation's context.
-func (r *reuser) keep(key string, t *Tool) {
+// moved is p, which lay where k's spans say, where spans lie now. A
+// position in no file of a span (the schema, an imported package) stays;
+// one in such a file but in none of its spans cannot be placed (false).
+func (k *kept) moved(p Position, spans []span, ok bool) (Position, bool) {
+	in := false
+	for i, s := range k.spans {
+		if p.File == s.file && p.Line >= s.start && p.Line <= s.end {
+			p.Line += spans[i].start - s.start
+			return p, ok
+		}
+		in = in || p.File == s.file
+	}
+	return p, ok && !in
+}
+
+// keep offers t, compiled under key where spans lie, to the next load: a
+// copy without its CUE, which belongs to this generation's context.
+func (r *reuser) keep(key string, spans []span, t *Tool) {
 	if r == nil || t.Gate == nil || t.Gate.NeedsCUE() {
 		return // such a gate holds its whole load's CUE alive
 	}
 	c := *t
 	c.Input, c.value = cue.Value{}, cue.Value{}
-	r.next[key] = &c
+	r.next[key] = &kept{&c, spans}
 }
 
 // refNames calls use with every identifier n may refer to outside itself:
@@ -227,25 +282,27 @@ func refNames(n ast.Node, use func(string)) {
 	}, nil)
 }
 
-// fingerprint writes n's text and the position of each of its nodes; false
-// when n cannot be formatted (nothing is then keyed by it).
-func fingerprint(h hash.Hash, file string, n ast.Node) bool {
+// fingerprint writes n's text and the position of each of its nodes,
+// lines counted from line0; false when n cannot be formatted (nothing is
+// then keyed by it).
+func fingerprint(h hash.Hash, file string, n ast.Node, line0 int) bool {
 	text, err := format.Node(n)
 	if err != nil {
 		return false
 	}
 	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", file, len(text), text)
-	layout(h, n)
+	layout(h, n, line0)
 	return true
 }
 
-// layout writes the line and column of each of n's nodes: text alike and
-// laid out alike, two declarations place every value alike.
-func layout(h hash.Hash, n ast.Node) {
+// layout writes the line, counted from line0, and column of each of n's
+// nodes: text alike and laid out alike, two declarations place every
+// value alike but for the lines between them.
+func layout(h hash.Hash, n ast.Node, line0 int) {
 	var b []byte
 	ast.Walk(n, func(n ast.Node) bool {
 		p := n.Pos()
-		b = strconv.AppendInt(b, int64(p.Line()), 10)
+		b = strconv.AppendInt(b, int64(p.Line()-line0), 10)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(p.Column()), 10)
 		b = append(b, ';')

@@ -109,8 +109,8 @@ func rewrite(t *testing.T, dir string, files map[string]string) {
 // holds (their gate is the previous generation's), compiles the others
 // again, and is the load from scratch either way (issue 32).
 func TestR3ReloadReusesWhatDidNotChange(t *testing.T) {
-	const tools = "tools: {\n\tA: schema.#Echo & {input: message: =~\"^a\"}\n\tB: schema.#Echo & {input: message: =~#Pat}\n\tC: schema.#Echo & {input: message: =~#Deep}\n\tD: schema.#Read & {input: file_path: =~\"^/srv/\"}\n}\n"
-	const defs = "#Pat: \"^m\"\n#Deep: \"\\(#Pat)1$\"\n"
+	const tools = "tools: {\n\tA: schema.#Echo & {input: message: =~\"^a\"}\n\tB: schema.#Echo & {input: message: =~#Pat}\n\tC: schema.#Echo & {input: message: =~#Deep}\n\tD: schema.#Read & {input: file_path: =~\"^/srv/\"}\n\tF: schema.#Echo & {input: message: #S}\n}\n"
+	const defs = "#Pat: \"^m\"\n#Deep: \"\\(#Pat)1$\"\n#S: \"string\" // vet finds a type's name here\n"
 	const agent = "agent: \"allowed-tools\": [\"A\", \"B\", \"C\", \"D\"]\n"
 	base := map[string]string{"a.cue": header + tools + defs + agent}
 	for _, tc := range []struct {
@@ -118,22 +118,30 @@ func TestR3ReloadReusesWhatDidNotChange(t *testing.T) {
 		after  map[string]string
 		reused []string
 	}{
-		{note: "nothing changed", after: base, reused: []string{"A", "B", "C", "D"}},
-		{note: "one tool's declaration changed", reused: []string{"B", "C", "D"},
+		{note: "nothing changed", after: base, reused: []string{"A", "B", "C", "D", "F"}},
+		{note: "one tool's declaration changed", reused: []string{"B", "C", "D", "F"},
 			after: map[string]string{"a.cue": header + strings.Replace(tools, "^a", "^b", 1) + defs + agent}},
-		{note: "a definition a tool names changed, and one the definition names", reused: []string{"A", "D"},
+		{note: "a definition a tool names changed, and one the definition names", reused: []string{"A", "D", "F"},
 			after: map[string]string{"a.cue": header + tools + strings.Replace(defs, "^m", "^b", 1) + agent}},
-		{note: "a definition only one tool names through another changed", reused: []string{"A", "B", "D"},
+		{note: "a definition only one tool names through another changed", reused: []string{"A", "B", "D", "F"},
 			after: map[string]string{"a.cue": header + tools + strings.Replace(defs, "1$", "2$", 1) + agent}},
-		{note: "a definition declared again in another file", reused: []string{"A", "D"},
+		{note: "the definition where vet finds a type's name changed", reused: []string{"A", "B", "C", "D"},
+			after: map[string]string{"a.cue": header + tools + strings.Replace(defs, "\"string\"", "\"int\"", 1) + agent}},
+		{note: "a definition declared again in another file", reused: []string{"A", "D", "F"},
 			after: map[string]string{"a.cue": header + tools + defs + agent, "b.cue": "package policy\n\n#Pat: string\n"}},
-		{note: "an allow list changed on its own line", reused: []string{"A", "B", "C", "D"},
+		{note: "an allow list changed on its own line", reused: []string{"A", "B", "C", "D", "F"},
 			after: map[string]string{"a.cue": header + tools + defs + "agent: \"allowed-tools\": [\"A\", \"D\"]\n"}},
-		{note: "a file added beside", reused: []string{"A", "B", "C", "D"},
+		{note: "a file added beside", reused: []string{"A", "B", "C", "D", "F"},
 			after: map[string]string{"a.cue": header + tools + defs + agent, "b.yaml": "subagents:\n  r:\n    allowed-tools: [A]\n"}},
-		{note: "a line inserted above the tools moves them", reused: nil,
+		{note: "a line inserted above the tools moves them and the definitions", reused: []string{"A", "B", "C", "D", "F"},
 			after: map[string]string{"a.cue": header + "// moved\n" + tools + defs + agent}},
-		{note: "a tool moved within its line", reused: []string{"A", "B", "C"},
+		{note: "a tool added above the others", reused: []string{"A", "B", "C", "D", "F"},
+			after: map[string]string{"a.cue": header + strings.Replace(tools, "{\n", "{\n\tE: schema.#Grep\n", 1) + defs + agent}},
+		{note: "a line inserted between the tools and a definition they name", reused: []string{"A", "B", "C", "D", "F"},
+			after: map[string]string{"a.cue": header + tools + "\n\n" + defs + agent}},
+		{note: "a tool's declaration spread over two lines", reused: []string{"A", "B", "C", "F"},
+			after: map[string]string{"a.cue": header + strings.Replace(tools, "D: schema.#Read & {", "D: schema.#Read & {\n\t\t", 1) + defs + agent}},
+		{note: "a tool moved within its line", reused: []string{"A", "B", "C", "F"},
 			after: map[string]string{"a.cue": header + strings.Replace(tools, "D: schema", "D:  schema", 1) + defs + agent}},
 		{note: "the policy's validation mode changed", reused: nil,
 			after: map[string]string{"a.cue": header + tools + defs + agent + "validation: \"enforce\"\n"}},
