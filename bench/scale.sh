@@ -8,8 +8,9 @@
 #     the calls cost;
 #   - in process (bench/scale): start, list_tools, a call and the live heap,
 #     1,000 tools against 10; a saved edit to the new generation in force,
-#     500 tools against 2; start and live heap of 1,000 tools whose inputs
-#     all differ against 10 such;
+#     500 tools against 2; the same reusing what the generation in force
+#     compiled against from scratch; start and live heap of 1,000 tools
+#     whose inputs all differ against 10 such;
 #   - a refused call under two lists of 1,000 Read and Bash entries each
 #     against the same under 10 (internal/core/allow);
 #   - Grep against rg and Glob against fd, run as processes on a copy of Go's
@@ -68,6 +69,10 @@ awk '{ ms[$1] = $3; cpu[$1] = $8 } END {
 	printf "start-up to the tool list: 1,000 tools %.0f ms (%.0f ms cpu), %.2f× 10 tools (%.2f× cpu)\n", ms["list-1000"], cpu["list-1000"], ms["list-1000"] / ms["list-10"], cpu["list-1000"] / cpu["list-10"] }' "$tmp/procs.out"
 echo "== in process: tools and reloads (bench/scale)"
 go test ./bench/scale -run '^$' -bench '^Benchmark(ToolsScale|ReloadScale)$' -benchtime "${runs}x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
+# A reload that reuses what the generation in force compiled against one
+# from scratch: 500 distinct tools, one changed, the list changed, every
+# tool moved a line; 500 tools written alike.
+go test ./bench/scale -run '^$' -bench '^BenchmarkReloadReuse$' -benchtime "$(((runs + 1) / 2))x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
 # 1,000 tools whose inputs all differ share no compiled input: the slow case.
 go test ./bench/scale -run '^$' -bench '^BenchmarkDistinctToolsScale$' -benchtime "$(((runs + 2) / 3))x" | grep '^Benchmark' | tr '\t' '\n' | sed 's/^ *//'
 echo "== a refusal under 1,000 allow entries against 10 (internal/core/allow)"
