@@ -116,7 +116,9 @@ func (Grep) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	case !fi.Mode().IsRegular():
 		return refuse(env, "Grep", "%s is not a regular file or a directory (it is a %s); Grep searches files and directories only.", g.root, fileKind(fi.Mode()))
 	default:
-		err = (&searcher{g: g, out: g}).file(ctx, g.root)
+		s := newSearcher(g, g)
+		err = s.file(ctx, g.root)
+		s.release()
 	}
 	if r, stopped := overBudget(env, "Grep", ctx, err, "a narrower path or glob"); stopped {
 		return r
@@ -227,7 +229,8 @@ func (g *grep) walk(ctx context.Context, rel string, workers int) error {
 	if workers > 1 {
 		return g.walkParallel(ctx, rel, workers)
 	}
-	s := &searcher{g: g, out: g}
+	s := newSearcher(g, g)
+	defer s.release()
 	return g.walkFiles(ctx, rel, 1, func(path string) error { return s.file(ctx, path) })
 }
 
@@ -310,7 +313,8 @@ func (g *grep) walkParallel(ctx context.Context, rel string, workers int) error 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &searcher{g: g}
+			s := newSearcher(g, nil)
+			defer s.release()
 			for j := range jobs {
 				o := &fileOut{limit: g.limit}
 				s.out = o
@@ -449,6 +453,29 @@ type searcher struct {
 	buf []byte // the file being searched
 	br  *bufio.Reader
 }
+
+// newSearcher is a searcher with a buffer from bufPool; release gives it
+// back.
+func newSearcher(g *grep, out sink) *searcher {
+	return &searcher{g: g, out: out, buf: *bufPool.Get().(*[]byte)}
+}
+
+// release gives the searcher's buffer back to bufPool, unless it grew
+// past maxPooled.
+func (s *searcher) release() {
+	if cap(s.buf) <= maxPooled {
+		b := s.buf[:0]
+		bufPool.Put(&b)
+	}
+	s.buf = nil
+}
+
+// bufPool keeps file buffers between searches: growing a fresh one to
+// each call's largest file was two fifths of Grep's allocation (issue 32).
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled is the largest buffer bufPool keeps.
+const maxPooled = 1 << 20
 
 // skippedNote says that a search left out files the surface may not read,
 // and directories it did not open because no allow entry reaches them.
@@ -692,8 +719,10 @@ func (s *searcher) open(path string) (io.ReadCloser, int64, error) {
 // that would only say it ended.
 func (s *searcher) lines(f io.Reader, size int64) (*lineSource, bool) {
 	s.buf = s.buf[:0]
-	if size > 0 && size <= maxHeld {
-		s.buf = slices.Grow(s.buf, int(size))
+	if size > 0 && size <= maxHeld && int(size) > cap(s.buf) {
+		// Grown at least twofold, so that a walk's growing files
+		// reallocate it a few times only.
+		s.buf = slices.Grow(s.buf, max(int(size), 2*cap(s.buf)))
 	}
 	var err error
 	whole := false
