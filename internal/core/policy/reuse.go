@@ -47,6 +47,7 @@ type reuser struct {
 	scope []byte           // the load's settings, module file and imported packages
 	top   map[string][]topDecl
 	seen  map[string]*topName // by top-level name, filled as tools name them
+	rels  map[string]string
 }
 
 // kept is a compiled tool, without CUE, and where the declarations its
@@ -62,15 +63,14 @@ type span struct {
 	start, end int
 }
 
-// spanOf is the lines n's nodes lie on (a node made from YAML may have
-// no end).
-func spanOf(file string, n ast.Node) span {
-	s := span{relative(file), n.Pos().Line(), n.Pos().Line()}
-	ast.Walk(n, func(n ast.Node) bool {
-		s.end = max(s.end, n.Pos().Line(), n.End().Line())
-		return true
-	}, nil)
-	return s
+// rel is file as positions name it, relative once per file.
+func (r *reuser) rel(file string) string {
+	f, ok := r.rels[file]
+	if !ok {
+		f = relative(file)
+		r.rels[file] = f
+	}
+	return f
 }
 
 // topDecl is one top-level field of the package and the file it is in.
@@ -93,7 +93,7 @@ type topName struct {
 // newReuser hashes what every tool's key shares; nil when an imported
 // file cannot be formatted (no tool is then keyed).
 func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir string) *reuser {
-	r := &reuser{next: map[string]*kept{}, top: map[string][]topDecl{}, seen: map[string]*topName{}}
+	r := &reuser{next: map[string]*kept{}, top: map[string][]topDecl{}, seen: map[string]*topName{}, rels: map[string]string{}}
 	if prev != nil {
 		r.prev = prev.reuse
 	}
@@ -112,7 +112,8 @@ func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir s
 			seen[imp] = true
 			fmt.Fprintf(h, "import\x00%s\x00", imp.ImportPath)
 			for _, f := range imp.Files {
-				ok = fingerprint(h, f.Filename, f, 0) && ok
+				_, good := fingerprint(h, f.Filename, f, 0)
+				ok = ok && good
 			}
 			walk(imp)
 		}
@@ -169,8 +170,9 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, []span, 
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%x\x00%s\x00%s\x00%s\x00", r.scope, mode, name, d.key)
-	layout(h, d.expr, d.expr.Pos().Line()) // d.key holds its text
-	spans := []span{spanOf(d.file.Filename, d.expr)}
+	line0 := d.expr.Pos().Line()
+	end := layout(h, d.expr, line0) // d.key holds its text
+	spans := []span{{r.rel(d.file.Filename), line0, end}}
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		fmt.Fprintf(h, "name\x00%s\x00%x\x00", n, r.seen[n].sum)
 		spans = append(spans, r.seen[n].spans...)
@@ -179,7 +181,7 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, []span, 
 	for _, f := range slices.SortedFunc(maps.Keys(files), func(a, b *ast.File) int { return strings.Compare(a.Filename, b.Filename) }) {
 		fmt.Fprintf(h, "file\x00%s\x00", f.Filename)
 		for _, d := range f.Preamble() { // package clause, imports, attributes
-			if !fingerprint(h, f.Filename, d, 0) {
+			if _, ok := fingerprint(h, f.Filename, d, 0); !ok {
 				return "", nil, false
 			}
 		}
@@ -196,9 +198,11 @@ func (r *reuser) topName(n string) *topName {
 	h := sha256.New()
 	uses := map[string]bool{}
 	for _, d := range r.top[n] {
-		t.ok = fingerprint(h, d.file.Filename, d.f, d.f.Pos().Line()) && t.ok
+		line0 := d.f.Pos().Line()
+		end, ok := fingerprint(h, d.file.Filename, d.f, line0)
+		t.ok = t.ok && ok
 		t.files = append(t.files, d.file)
-		t.spans = append(t.spans, spanOf(d.file.Filename, d.f))
+		t.spans = append(t.spans, span{r.rel(d.file.Filename), line0, end})
 		refNames(d.f.Value, func(m string) { uses[m] = true })
 	}
 	t.ok = t.ok && !uses["tools"]
@@ -283,25 +287,27 @@ func refNames(n ast.Node, use func(string)) {
 }
 
 // fingerprint writes n's text and the position of each of its nodes,
-// lines counted from line0; false when n cannot be formatted (nothing is
-// then keyed by it).
-func fingerprint(h hash.Hash, file string, n ast.Node, line0 int) bool {
+// lines counted from line0, and returns layout's last line; false when n
+// cannot be formatted (nothing is then keyed by it).
+func fingerprint(h hash.Hash, file string, n ast.Node, line0 int) (int, bool) {
 	text, err := format.Node(n)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", file, len(text), text)
-	layout(h, n, line0)
-	return true
+	return layout(h, n, line0), true
 }
 
 // layout writes the line, counted from line0, and column of each of n's
 // nodes: text alike and laid out alike, two declarations place every
-// value alike but for the lines between them.
-func layout(h hash.Hash, n ast.Node, line0 int) {
+// value alike but for the lines between them. It returns the last line
+// n's nodes lie on (a node made from YAML may have no end).
+func layout(h hash.Hash, n ast.Node, line0 int) (end int) {
+	end = line0
 	var b []byte
 	ast.Walk(n, func(n ast.Node) bool {
 		p := n.Pos()
+		end = max(end, p.Line(), n.End().Line())
 		b = strconv.AppendInt(b, int64(p.Line()-line0), 10)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, int64(p.Column()), 10)
@@ -309,4 +315,5 @@ func layout(h hash.Hash, n ast.Node, line0 int) {
 		return true
 	}, nil)
 	h.Write(b)
+	return end
 }
