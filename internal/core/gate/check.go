@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -14,17 +15,21 @@ type check struct {
 	Op  cue.Op         `json:",omitzero"`
 	Num number         `json:",omitzero"` // a numeric bound
 	Re  *regexp.Regexp `json:",omitzero"` // =~ and !~; CUE's regular expressions are Go's
+	// js is a numeric bound as the JSON Schema export spells it; "" when
+	// it has no JSON spelling.
+	js json.Number
 }
 
 // constraints reads v's conjunction into checks. It reports cue=true when
-// some conjunct is not a kind, a numeric bound or a regular expression.
-func (c *compiler) constraints(v cue.Value) ([]check, bool) {
-	var cs []check
-	ok := c.collect(v, &cs, 0)
-	if !ok {
-		return nil, true
+// some conjunct is not a kind, a numeric bound or a regular expression,
+// and noExport when the checks are not what the JSON Schema export reads
+// (it stops at conjunctions nested 8 deep).
+func (c *compiler) constraints(v cue.Value) (cs []check, needsCUE, noExport bool) {
+	c.deepAnd = false
+	if !c.collect(v, &cs, 0) {
+		return nil, true, false
 	}
-	return cs, false
+	return cs, false, c.deepAnd
 }
 
 func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
@@ -34,6 +39,7 @@ func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
 	op, args := v.Expr()
 	switch op {
 	case cue.AndOp:
+		c.deepAnd = c.deepAnd || depth >= maxBoundsDepth
 		for _, a := range args {
 			if !c.collect(a, cs, depth+1) {
 				return false
@@ -55,7 +61,9 @@ func (c *compiler) collect(v cue.Value, cs *[]check, depth int) bool {
 		if !ok {
 			return false
 		}
-		*cs = append(*cs, check{Op: op, Num: n})
+		js, _ := jsonScalar(args[0])
+		num, _ := js.(json.Number)
+		*cs = append(*cs, check{Op: op, Num: n, js: num})
 		return true
 	case cue.RegexMatchOp, cue.NotRegexMatchOp:
 		if len(args) != 1 || !args[0].IsConcrete() {

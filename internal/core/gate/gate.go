@@ -65,6 +65,7 @@ type Gate struct {
 	schema cue.Value
 	root   *node
 	lim    Limits
+	js     *exported // its JSON Schema, built when first asked (export.go)
 }
 
 // Compile derives a gate from a tool's input schema: a closed definition for
@@ -90,12 +91,21 @@ func CompileLimits(schema cue.Value, lim Limits) (*Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the input schema cannot be compiled: %w", err)
 	}
-	g := &Gate{root: root, lim: lim}
-	if root.CUE {
+	g := &Gate{root: root, lim: lim, js: &exported{}}
+	switch {
+	case root.CUE:
 		// Only a shape that leaves inputs to CUE consults the schema; a
 		// schema value holds its whole evaluated policy alive (issue 32:
 		// most of a 1,000-tool policy's heap was held through its gates).
 		g.schema = schema
+	case !root.exportable(0):
+		// The shape cannot write the export: it is made now, from CUE.
+		g.schema = schema
+		_, err := g.JSONSchema()
+		g.schema = cue.Value{}
+		if err != nil {
+			return nil, fmt.Errorf("the input schema cannot be exported as JSON Schema: %w", err)
+		}
 	}
 	return g, nil
 }

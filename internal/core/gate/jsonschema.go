@@ -213,11 +213,14 @@ func plainTypes(args []cue.Value) []string {
 	return ts
 }
 
+// maxBoundsDepth is how deep in nested conjunctions bounds looks.
+const maxBoundsDepth = 8
+
 // bounds adds the JSON Schema form of the CUE bounds and regular
 // expressions in v's conjunction.
 func bounds(s map[string]any, v cue.Value, depth int) {
 	op, args := v.Expr()
-	if op == cue.AndOp && depth < 8 {
+	if op == cue.AndOp && depth < maxBoundsDepth {
 		for _, a := range args {
 			bounds(s, a, depth+1)
 		}

@@ -45,7 +45,8 @@ func (g *Gate) UnmarshalJSON(data []byte) error {
 	if err := p.Root.settle(0); err != nil {
 		return fmt.Errorf("the gate cannot be read: %w", err)
 	}
-	*g = Gate{root: p.Root, lim: p.Limits}
+	*g = Gate{root: p.Root, lim: p.Limits, js: &exported{}}
+	g.js.once.Do(func() { g.js.err = errDecoded })
 	return nil
 }
 

@@ -61,17 +61,28 @@ type node struct {
 	// Checks are the author's bounds and regular expressions on a scalar,
 	// checked in Go; when some constraint is not one of these, cue is set.
 	Checks []check `json:",omitzero"`
+
+	// What the JSON Schema export needs beyond the shape (export.go),
+	// read at compile time so that no CUE is kept for it. A plan does not
+	// encode them: a saved plan keeps the export itself.
+	def      *any     // the schema's default, as JSON
+	arms     []arm    // the disjunction's arms, for a node that is one and no enum
+	required []string // the required names in the order of declaration
+	// noExport marks what the node cannot export as CUE's exporter does:
+	// the gate's export is then made from CUE at compile time.
+	noExport bool
 }
 
-// isAny reports whether n admits every JSON value.
+// isAny reports whether n admits every JSON value, and exports as {}.
 func (n *node) isAny() bool {
 	return n.Kinds == kAll && !n.CUE && !n.Closed && n.Enum == nil && n.Checks == nil &&
-		n.Fields == nil && n.Extra == nil && n.Elem == nil
+		n.Fields == nil && n.Extra == nil && n.Elem == nil && n.def == nil && n.arms == nil && !n.noExport
 }
 
 type field struct {
 	Node     *node `json:",omitzero"`
 	Required bool  `json:",omitzero"`
+	doc      string // its doc comments, the export's description
 }
 
 // maxCompileDepth stops the walk of recursive definitions (#T: {sub?: #T});
@@ -79,9 +90,10 @@ type field struct {
 const maxCompileDepth = 24
 
 type compiler struct {
-	basics map[kinds]cue.Value
-	ctx    *cue.Context
-	probe  cue.Value
+	basics  map[kinds]cue.Value
+	ctx     *cue.Context
+	probe   cue.Value
+	deepAnd bool // constraints met a conjunction deeper than bounds reads
 }
 
 func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
@@ -104,6 +116,7 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 		n.Kinds, n.CUE, n.Patterned = kAll, true, true
 		return n, nil
 	}
+	n.def = defaultOf(v)
 	k := v.IncompleteKind()
 	n.Kinds = kindsOf(k)
 	op, args := v.Expr()
@@ -135,12 +148,20 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 				n.Enum = enum
 				return n, nil
 			}
+			n.noExport = true // the exporter lists the values
 		}
 		if n.Kinds == 0 {
+			n.noExport = op != cue.NoOp
 			return n, nil // bytes: no JSON value is one
 		}
-		if !c.isBasic(v, n.Kinds) {
-			n.Checks, n.CUE = c.constraints(v)
+		switch {
+		case !c.isBasic(v, n.Kinds):
+			n.Checks, n.CUE, n.noExport = c.constraints(v)
+		case op == cue.OrOp:
+			n.arms, n.noExport = armsOf(args)
+		case op != cue.NoOp:
+			// string & string: the exporter looks for bounds in it.
+			n.noExport = len(boundsOf(v)) > 0
 		}
 		return n, nil
 	case k == cue.StructKind:
@@ -180,7 +201,9 @@ func (c *compiler) compile(v cue.Value, depth int) (*node, error) {
 // mixed reads a disjunction of basic scalar kinds with at most one struct
 // and one list; anything else is left to CUE, names and all.
 func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, depth int) {
-	opaque := func() { n.CUE, n.Patterned, n.Fields, n.names, n.Elem, n.Extra = true, true, nil, nil, nil, nil }
+	opaque := func() {
+		n.CUE, n.Patterned, n.Fields, n.names, n.Elem, n.Extra, n.arms = true, true, nil, nil, nil, nil, nil
+	}
 	if op != cue.OrOp {
 		opaque()
 		return
@@ -190,15 +213,20 @@ func (c *compiler) mixed(v cue.Value, n *node, op cue.Op, args []cue.Value, dept
 		switch ak := a.IncompleteKind(); {
 		case ak == cue.StructKind && obj == nil:
 			obj = &a
+			n.arms = append(n.arms, arm{Of: armObject})
 		case ak == cue.ListKind && list == nil:
 			list = &a
+			n.arms = append(n.arms, arm{Of: armList})
 		case ak == cue.NullKind:
+			n.arms = append(n.arms, scalarArm(a))
 		case ak&^(cue.StructKind|cue.ListKind) == ak && !a.IsConcrete() && c.isBasic(a, kindsOf(ak)):
+			n.arms = append(n.arms, scalarArm(a))
 		default:
 			opaque()
 			return
 		}
 	}
+	n.noExport = slices.ContainsFunc(n.arms, func(a arm) bool { return a.Of == armNone })
 	if obj != nil {
 		if op, _ := obj.Expr(); op != cue.NoOp {
 			opaque()
@@ -238,7 +266,7 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 		if err != nil {
 			return fmt.Errorf("field %s: %w", name, err)
 		}
-		f := &field{Node: fn}
+		f := &field{Node: fn, doc: docOf(it.Value())}
 		switch sel.ConstraintType() {
 		case cue.RequiredConstraint:
 			f.Required = true
@@ -247,6 +275,9 @@ func (c *compiler) object(v cue.Value, n *node, depth int) error {
 			// A regular field: present in every instance; absent input is
 			// fine only when the schema supplies a value.
 			f.Required = !suppliesValue(it.Value())
+		}
+		if f.Required {
+			n.required = append(n.required, name)
 		}
 		n.Fields[name] = f
 		n.names = append(n.names, name)

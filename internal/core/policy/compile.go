@@ -2,7 +2,6 @@ package policy
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -31,7 +30,7 @@ type compiler struct {
 	schemaDir string
 	errs      Errors
 	warnings  []Diagnostic
-	shipped   map[string]compiledInput
+	shipped   map[string]*gate.Gate
 	wildcard  map[string]bool           // servers that expose "*"
 	data      []string                  // the policy's YAML and JSON files
 	files     []*ast.File               // the policy's syntax, CUE and data files
@@ -564,21 +563,15 @@ func (c *compiler) checkSubject(t *Tool) bool {
 	return true
 }
 
-// shipped holds, for one load, the gate and JSON Schema of each built-in's
-// input as shipped: most policies offer built-ins unchanged, often many
-// times under several names.
-
-type compiledInput struct {
-	gate   *gate.Gate
-	schema json.RawMessage
-}
-
-// compileInput derives the tool's gate (rule S4) and JSON Schema (rule S1).
+// compileInput derives the tool's gate (rule S4), which exports its JSON
+// Schema when a list first asks (rule S1). c.shipped holds, for one load,
+// the gate of each built-in's input as shipped: most policies offer
+// built-ins unchanged, often many times under several names.
 func (c *compiler) compileInput(t *Tool) bool {
 	shipped := t.Builtin != "" && !c.pos(t.Input, 1).IsValid()
 	if shipped {
-		if ci, ok := c.shipped[t.Builtin]; ok {
-			t.Gate, t.JSONSchema = ci.gate, ci.schema
+		if g, ok := c.shipped[t.Builtin]; ok {
+			t.Gate = g
 			return true
 		}
 	}
@@ -587,20 +580,12 @@ func (c *compiler) compileInput(t *Tool) bool {
 		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", t.Name, err, t.Name)
 		return false
 	}
-	js, err := gate.ExportJSONSchema(t.Input)
-	if err != nil {
-		c.fail(t.Input, "S1", "tool %s: its input cannot be exported as JSON Schema: %v.", t.Name, err)
-		return false
-	}
-	t.Gate, t.JSONSchema = g, js
-	if t.declared != nil {
-		t.JSONSchema = t.declared
-	}
+	t.Gate = g
 	if shipped {
 		if c.shipped == nil {
-			c.shipped = map[string]compiledInput{}
+			c.shipped = map[string]*gate.Gate{}
 		}
-		c.shipped[t.Builtin] = compiledInput{g, js}
+		c.shipped[t.Builtin] = g
 	}
 	return true
 }

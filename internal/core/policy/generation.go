@@ -40,7 +40,7 @@ type Generation struct {
 // (Complete) or servers whose tools it learns when they run (Expand) keeps
 // it. Its allow lists have a context of their own.
 func (g *Generation) release() {
-	if len(g.Wildcards) > 0 || len(g.Pending()) > 0 {
+	if keepCUE || len(g.Wildcards) > 0 || len(g.Pending()) > 0 {
 		return
 	}
 	for _, t := range g.Tools {
@@ -49,6 +49,10 @@ func (g *Generation) release() {
 	c := g.comp
 	g.comp = &compiler{dir: c.dir, opts: c.opts, lists: c.lists, schemaDir: c.schemaDir}
 }
+
+// keepCUE keeps a loaded generation's CUE, for the test that holds each
+// tool's JSON Schema equal to what CUE's exporter writes of its input.
+var keepCUE = false
 
 // newGeneration serves plan, compiling its lists with c.
 func newGeneration(plan Plan, c *compiler) *Generation {
@@ -101,10 +105,9 @@ type Tool struct {
 	// value otherwise, as in a restored generation, whose gates decide
 	// without it (see Restore).
 	Input cue.Value `json:"-"`
-	// Gate checks an input against Input (rule S4).
+	// Gate checks an input against Input (rule S4); its JSON Schema is the
+	// tool's (JSONSchema).
 	Gate *gate.Gate
-	// JSONSchema is Input as draft 2020-12 JSON Schema, for tool lists (rule S1).
-	JSONSchema json.RawMessage
 	// OutputSchema is the schema of the tool's structured result as JSON
 	// Schema; nil when it gives none.
 	OutputSchema json.RawMessage
@@ -157,6 +160,56 @@ type Tool struct {
 	value      cue.Value       // the tool as the policy wrote it, for Complete
 	pending    bool            // its implementation must declare its input (Complete)
 	declared   json.RawMessage // the implementation's own schema, when the policy does not narrow it
+	saved      json.RawMessage // the JSON Schema a restored plan holds
+}
+
+// JSONSchema returns the tool's input as draft 2020-12 JSON Schema, for
+// tool lists (rule S1): the implementation's own when the policy does not
+// narrow it, else its gate's, built when first asked (nil for a tool
+// without a gate, which waits for its implementation).
+func (t *Tool) JSONSchema() (json.RawMessage, error) {
+	switch {
+	case t.declared != nil:
+		return t.declared, nil
+	case t.saved != nil:
+		return t.saved, nil
+	case t.Gate == nil:
+		return nil, nil
+	}
+	js, err := t.Gate.JSONSchema()
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: its input cannot be exported as JSON Schema: %w", t.Name, err)
+	}
+	return js, nil
+}
+
+// toolData is a Tool without its methods, for its JSON.
+type toolData Tool
+
+// toolJSON is a tool as a plan saves it: with its JSON Schema, which the
+// gate a plan restores cannot build.
+type toolJSON struct {
+	*toolData
+	JSONSchema json.RawMessage
+}
+
+// MarshalJSON encodes the tool with its JSON Schema, built if it was not.
+func (t *Tool) MarshalJSON() ([]byte, error) {
+	js, err := t.JSONSchema()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(toolJSON{(*toolData)(t), js})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (t *Tool) UnmarshalJSON(data []byte) error {
+	d := toolJSON{toolData: (*toolData)(t)}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return err
+	}
+	t.saved = d.JSONSchema
+	return nil
 }
 
 // Kind is the kind of the tool's implementation: "builtin", "plugin" or

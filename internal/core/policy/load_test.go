@@ -79,8 +79,9 @@ parallel: {enabled: true, maxConcurrency: 8}
 		t.Errorf("warnings: %v", g.Warnings)
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(read.JSONSchema, &schema); err != nil || schema["type"] != "object" {
-		t.Errorf("Read's JSON Schema = %s (%v)", read.JSONSchema, err)
+	js, err := read.JSONSchema()
+	if err := json.Unmarshal(js, &schema); err != nil || schema["type"] != "object" {
+		t.Errorf("Read's JSON Schema = %s (%v)", js, err)
 	}
 }
 

@@ -139,6 +139,12 @@ func planRoundTrip(t *testing.T, dir string) {
 	if err != nil || string(again) != string(data) {
 		t.Fatalf("the restored plan saves differently (%v):\n%s\n%s", err, data, again)
 	}
+	for name, tool := range g.Tools {
+		want, _ := tool.JSONSchema()
+		if got, err := r.Tools[name].JSONSchema(); err != nil || string(got) != string(want) {
+			t.Errorf("%s: the restored JSON Schema is %s (%v), the loaded one %s", name, got, err, want)
+		}
+	}
 	calls := []struct {
 		tool string
 		in   map[string]any

@@ -67,8 +67,8 @@ tools: Fetch: {
 			t.Errorf("gate(%s) = %q, want %q", in, got, want)
 		}
 	}
-	if strings.Contains(string(f.JSONSchema), "minLength") || !strings.Contains(string(f.JSONSchema), "https") {
-		t.Errorf("a narrowed plugin tool must show the policy's narrowing to models: %s", f.JSONSchema)
+	if js, err := f.JSONSchema(); err != nil || strings.Contains(string(js), "minLength") || !strings.Contains(string(js), "https") {
+		t.Errorf("a narrowed plugin tool must show the policy's narrowing to models: %s (%v)", js, err)
 	}
 	if f.Plugin.Command[1] != "--quiet" || f.Plugin.Tool != "fetch" {
 		t.Errorf("Plugin = %+v", f.Plugin)
@@ -107,7 +107,7 @@ tools: Fetch: {plugin: command: ["fetch"], concurrency: "sequential"}
 	if c := g.Tools["Fetch"].Concurrency; c != "sequential" {
 		t.Errorf("the policy narrowed Fetch to sequential, got %s", c)
 	}
-	if s := string(g.Tools["Fetch"].JSONSchema); s != `{"type":"object"}` {
+	if s, _ := g.Tools["Fetch"].JSONSchema(); string(s) != `{"type":"object"}` {
 		t.Errorf("an unnarrowed plugin tool must show its declared schema as is, got %s", s)
 	}
 	d["Fetch"] = Declared{InputSchema: []byte(`{"type":"object"}`), Concurrency: "sequential", Interrupt: "cooperative"}

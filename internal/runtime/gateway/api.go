@@ -40,7 +40,11 @@ func toolDefs(cur *provision.Generation, chain []string) ([]ToolDef, error) {
 	var defs []ToolDef
 	for _, name := range listed(cur, eff, ceilingOf(cur, chain)) {
 		t := cur.Tools[name]
-		defs = append(defs, ToolDef{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.JSONSchema,
+		in, err := t.JSONSchema()
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, ToolDef{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: in,
 			Effect: t.Effect, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, OutputSchema: t.OutputSchema})
 	}
 	return defs, nil

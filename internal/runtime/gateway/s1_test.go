@@ -28,7 +28,11 @@ tools: Narrow: schema.#Grep & {input: {output_mode?: "content" | "count", patter
 		tool := cur.Tools[name]
 		t.Run(name, func(t *testing.T) {
 			var doc any
-			if err := json.Unmarshal(tool.JSONSchema, &doc); err != nil {
+			js, err := tool.JSONSchema()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(js, &doc); err != nil {
 				t.Fatal(err)
 			}
 			c := jsonschema.NewCompiler()
@@ -66,7 +70,7 @@ tools: Narrow: schema.#Grep & {input: {output_mode?: "content" | "count", patter
 				byJSONSchema := sch.Validate(inst) == nil
 				byGate := len(tool.Gate.Check(decoded)) == 0
 				if byJSONSchema != byGate {
-					t.Fatalf("input %d %s: JSON Schema says %v, the gate %v (%v); export %s", i, raw, byJSONSchema, byGate, tool.Gate.Check(decoded), tool.JSONSchema)
+					t.Fatalf("input %d %s: JSON Schema says %v, the gate %v (%v); export %s", i, raw, byJSONSchema, byGate, tool.Gate.Check(decoded), js)
 				}
 			}
 		})
