@@ -14,8 +14,10 @@
 #   - a refused call under two lists of 1,000 Read and Bash entries each
 #     against the same under 10 (internal/core/allow);
 #   - Grep against rg and Glob against fd, run as processes on a copy of Go's
-#     net sources, and Read of a 4 KiB file against os.ReadFile
-#     (internal/exec/builtin).
+#     net sources (a literal, a regular expression with a literal prefix,
+#     an absent word, a literal without regard to case, one with its
+#     literal inside), the same with workers against the walk alone, and
+#     Read of a 4 KiB file against os.ReadFile (internal/exec/builtin).
 # Processor-time ratios are the steady ones on a shared machine; wall-time
 # ones are what a caller waits. rg and fd (Debian: ripgrep, fd-find) must be
 # installed. Usage: bench/scale.sh [RUNS]
@@ -79,4 +81,6 @@ echo "== a refusal under 1,000 allow entries against 10 (internal/core/allow)"
 go test ./internal/core/allow -run '^$' -bench 'P10RefusalLongLists' -benchtime "$((runs * 8))x" | grep '^Benchmark'
 echo "== Grep against rg, Glob against fd, Read against os.ReadFile (internal/exec/builtin)"
 go test ./internal/exec/builtin -run '^$' -bench 'VsRipgrep|VsFd' -benchtime "$((runs * 3))x" | grep '^Benchmark'
+echo "== Grep and Glob with N workers against the walk alone (below 1 they pay; searches use workers above 2 processors)"
+go test ./internal/exec/builtin -run '^$' -bench '^BenchmarkSearchWorkers$' -benchtime "$((runs * 2))x" | grep '^Benchmark'
 go test ./internal/exec/builtin -run '^$' -bench 'ReadSmall' -benchtime "$((runs * 300))x" | grep '^Benchmark'

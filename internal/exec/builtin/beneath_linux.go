@@ -72,18 +72,18 @@ func (a *anchor) beneath(rel string, flag int) (f *os.File, err error, done bool
 }
 
 // listBeneath lists the directory rel (relative to the anchor), opened
-// with beneath; with stat, each regular file's entry carries its FileInfo,
+// with beneath; each regular file's entry that stat (if set) says carries its FileInfo,
 // stated on the directory's descriptor by the name alone (fstatat, no link
 // followed: anchored as the open was). done is false when the root's way
 // must list it.
-func (a *anchor) listBeneath(rel string, stat bool) (ents []fs.DirEntry, err error, done bool) {
+func (a *anchor) listBeneath(rel string, stat func(name string) bool) (ents []fs.DirEntry, err error, done bool) {
 	f, err, done := a.beneath(rel, os.O_RDONLY|unix.O_DIRECTORY)
 	if !done || err != nil {
 		return nil, err, done
 	}
 	defer f.Close()
 	ents, err = f.ReadDir(-1)
-	if !stat {
+	if stat == nil {
 		return ents, err, true
 	}
 	sc, serr := f.SyscallConn()
@@ -92,7 +92,7 @@ func (a *anchor) listBeneath(rel string, stat bool) (ents []fs.DirEntry, err err
 	}
 	sc.Control(func(fd uintptr) {
 		for i, e := range ents {
-			if !e.Type().IsRegular() {
+			if !e.Type().IsRegular() || !stat(e.Name()) {
 				continue
 			}
 			var st unix.Stat_t

@@ -19,7 +19,7 @@ func (a *anchor) closeDir()                                            {}
 type rawFile struct{ *os.File }
 
 func (a *anchor) openPlain(path string) (rawFile, int64, bool) { return rawFile{}, 0, false }
-func (a *anchor) listBeneath(rel string, stat bool) ([]fs.DirEntry, error, bool) {
+func (a *anchor) listBeneath(rel string, stat func(string) bool) ([]fs.DirEntry, error, bool) {
 	return nil, nil, false
 }
 

@@ -85,7 +85,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	skipped := 0
 	// The walk goes through the anchored root: no symbolic link leads it
 	// out of the directory the call was allowed (rule R6).
-	sub, err := newSearchFS(a, rel, true)
+	sub, err := newSearchFS(a, rel, func(name string) bool { return doublestar.MatchUnvalidated(pattern, name) })
 	if err != nil {
 		return fail(env, "Glob", err, "Could not search %s: %v.", root, err)
 	}

@@ -238,7 +238,7 @@ func (g *grep) walk(ctx context.Context, rel string, workers int) error {
 // the walk; with more than one worker, directories are read ahead
 // (lookAhead).
 func (g *grep) walkFiles(ctx context.Context, rel string, workers int, search func(path string) error) error {
-	fsys, err := newSearchFS(g.a, rel, false)
+	fsys, err := newSearchFS(g.a, rel, nil)
 	if err != nil {
 		return err
 	}

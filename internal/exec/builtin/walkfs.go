@@ -20,13 +20,14 @@ type searchFS struct {
 	fs.FS // the root's, at rel
 	a     *anchor
 	rel   string // the search root, relative to the anchor
-	// stat has each regular file's entry carry its FileInfo, stated on
-	// the directory's descriptor, for Glob, which shows modification times.
-	stat bool
+	// stat, when set, says which regular files' entries carry their
+	// FileInfo, stated on the directory's descriptor: for Glob, which
+	// shows modification times, the files its pattern matches.
+	stat func(name string) bool
 }
 
 // newSearchFS is the tree at rel, relative to the anchor.
-func newSearchFS(a *anchor, rel string, stat bool) (*searchFS, error) {
+func newSearchFS(a *anchor, rel string, stat func(name string) bool) (*searchFS, error) {
 	sub, err := fs.Sub(a.root.FS(), path.Clean(strings.ReplaceAll(rel, "\\", "/")))
 	if err != nil {
 		return nil, err
@@ -39,7 +40,11 @@ func (s *searchFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
-	ents, err, done := s.a.listBeneath(path.Join(s.rel, name), s.stat)
+	var stat func(string) bool
+	if s.stat != nil {
+		stat = func(entry string) bool { return s.stat(path.Join(name, entry)) }
+	}
+	ents, err, done := s.a.listBeneath(path.Join(s.rel, name), stat)
 	if !done {
 		return fs.ReadDir(s.FS, name)
 	}
