@@ -1,8 +1,10 @@
 // Command procs times whole processes: each named command runs -n times,
 // interleaved round by round, with a file on standard input (-in, or its
 // own after <), and procs prints each one's median and its ratio to the
-// first, and the medians of its processor time and its peak resident
-// memory (bench/hook.sh, bench/scale.sh).
+// first, the median time from exec to its first line of output (a
+// server's first answer, such as its tool list), and the medians of its
+// processor time and its peak resident memory (bench/hook.sh,
+// bench/scale.sh).
 //
 //	procs -n 50 -in input.json 'floor=./floor' 'hook=./aimon-gw hook claude-code' 'check<call.json=./aimon-gw check -'
 package main
@@ -38,6 +40,7 @@ func main() {
 		argv  []string
 		input []byte
 		runs  []time.Duration
+		first []time.Duration // exec to the first line of standard output
 		rss   []time.Duration // peak resident KiB, kept as a duration to share median
 		cpu   []time.Duration // processor time, user and system
 	}
@@ -58,16 +61,26 @@ func main() {
 		for _, c := range cmds {
 			x := exec.Command(c.argv[0], c.argv[1:]...)
 			x.Stdin = bytes.NewReader(c.input)
-			x.Stdout, x.Stderr = io.Discard, os.Stderr
+			x.Stderr = os.Stderr
+			out, err := x.StdoutPipe()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "procs:", err)
+				os.Exit(2)
+			}
 			t0 := time.Now()
-			err := x.Run()
+			var first time.Duration
+			if err = x.Start(); err == nil {
+				first = firstLine(out, t0)
+				err = x.Wait()
+			}
 			d := time.Since(t0)
-			if err != nil && x.ProcessState.ExitCode() != 1 { // 1: a finding, such as a denial
+			if err != nil && (x.ProcessState == nil || x.ProcessState.ExitCode() != 1) { // 1: a finding, such as a denial
 				fmt.Fprintf(os.Stderr, "procs: %s: %v\n", c.name, err)
 				os.Exit(1)
 			}
 			if r >= 2 { // two warm-up rounds
 				c.runs = append(c.runs, d)
+				c.first = append(c.first, first)
 				if ru, ok := x.ProcessState.SysUsage().(*syscall.Rusage); ok {
 					c.rss = append(c.rss, time.Duration(ru.Maxrss))
 				}
@@ -78,11 +91,30 @@ func main() {
 	base := median(cmds[0].runs)
 	for _, c := range cmds {
 		m := median(c.runs)
-		rss := fmt.Sprintf("   cpu %8.2f ms", float64(median(c.cpu))/1e6)
+		rss := fmt.Sprintf("   first line %8.2f ms   cpu %8.2f ms", float64(median(c.first))/1e6, float64(median(c.cpu))/1e6)
 		if len(c.rss) > 0 {
 			rss += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
 		}
 		fmt.Printf("%-10s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
+	}
+}
+
+// firstLine reads r to its end and returns how long after t0 its first
+// line ended (the whole output's end when it has no newline).
+func firstLine(r io.Reader, t0 time.Time) time.Duration {
+	var first time.Duration
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if first == 0 && bytes.IndexByte(buf[:n], '\n') >= 0 {
+			first = time.Since(t0)
+		}
+		if err != nil {
+			if first == 0 {
+				first = time.Since(t0)
+			}
+			return first
+		}
 	}
 }
 

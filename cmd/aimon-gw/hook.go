@@ -14,7 +14,6 @@ import (
 
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/runtime/gateway"
-	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -39,7 +38,7 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
 				loadTimeoutFlag(), logLevelFlag(), decisionLogFlag(),
-				&cli.StringFlag{Name: "cache", Usage: "directory that keeps compiled policies between calls, verified before each use (default: the user's cache directory, aimon-gw); off for none"},
+				cacheFlag("calls"),
 			},
 			Action: func(c *cli.Context) error {
 				log, err := logger(c)
@@ -90,17 +89,7 @@ func hook(p hookParams) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var cache *loadcache.Cache
-	if p.Cache != "off" {
-		// Without a cache directory the hook only loads afresh.
-		if p.Cache == "" {
-			p.Cache, _ = loadcache.DefaultDir()
-		}
-		if p.Cache != "" {
-			cache = &loadcache.Cache{Dir: p.Cache, Log: p.Log}
-		}
-	}
-	gen, closeGen, err := reload.OnceCached(context.Background(), cache, true, p.Policy, in.Cwd, p.LoadTimeout, discard)
+	gen, closeGen, err := reload.OnceCached(context.Background(), loadCache(p.Cache, p.Log), true, p.Policy, in.Cwd, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}

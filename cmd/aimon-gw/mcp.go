@@ -42,6 +42,8 @@ type mcpParams struct {
 	GroupsClaim, Tokens                 string
 	ApprovalKey                         string
 	ApprovalTTL, Drain                  time.Duration
+	// Cache is the directory of compiled policies (--cache); "off" for none.
+	Cache string
 }
 
 // httpFlags are mcp's flags for serving over HTTP.
@@ -68,7 +70,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
-			decisionLogFlag(),
+			decisionLogFlag(), cacheFlag("starts"),
 		), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -92,7 +94,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
 				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: c.Duration("drain"),
-				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"),
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
 			})
 		},
 	}
@@ -114,7 +116,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout,
+	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Cache: loadCache(p.Cache, p.Log),
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
 	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -30,6 +31,8 @@ type serveParams struct {
 	// (rule P15); "" for a key of this process's own.
 	ApprovalKey string
 	ApprovalTTL time.Duration
+	// Cache is the directory of compiled policies (--cache); "off" for none.
+	Cache string
 }
 
 func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
@@ -39,7 +42,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			decisionLogFlag(), approvalKeyFlag(), approvalTTLFlag(),
+			decisionLogFlag(), approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"),
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -59,7 +62,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,
-				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"),
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
 			})
 		},
 	}
@@ -87,7 +90,7 @@ func serve(ctx context.Context, p serveParams) error {
 	defer stopTracing()
 	warnUnbounded(p.Log)
 	defer sandbox.Sweep() // after rt.Close, which stops the plugins
-	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Gateway: o})
+	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Gateway: o, Cache: loadCache(p.Cache, p.Log)})
 	if err != nil {
 		return err
 	}
@@ -99,6 +102,29 @@ func serve(ctx context.Context, p serveParams) error {
 		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
 	return nil
+}
+
+// cacheFlag is --cache of the hook, serve and mcp: where compiled
+// policies are kept between processes (the hook's calls, a server's
+// starts).
+func cacheFlag(between string) cli.Flag {
+	return &cli.StringFlag{Name: "cache", Usage: "directory that keeps compiled policies between " + between + ", verified before each use (default: the user's cache directory, aimon-gw); off for none"}
+}
+
+// loadCache is the cache --cache names: the user's cache directory for
+// "", none for "off" or when the user has no cache directory (a fresh
+// load each time).
+func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
+	if dir == "off" {
+		return nil
+	}
+	if dir == "" {
+		dir, _ = loadcache.DefaultDir()
+	}
+	if dir == "" {
+		return nil
+	}
+	return &loadcache.Cache{Dir: dir, Log: log}
 }
 
 func approvalKeyFlag() cli.Flag {

@@ -88,6 +88,11 @@ func (p *Plan) check() error {
 		case t.Gate == nil:
 			return fmt.Errorf("has the tool %s without a gate", name)
 		}
+		// An output schema the load left nil decodes as JSON null: restore
+		// it as nil, or a tool list would show "outputSchema": null.
+		if string(t.OutputSchema) == "null" {
+			t.OutputSchema = nil
+		}
 	}
 	for ref, sf := range p.Surfaces {
 		if sf == nil || sf.Ref != ref {

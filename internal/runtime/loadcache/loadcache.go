@@ -20,8 +20,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -72,26 +74,55 @@ type Loader func() (*policy.Generation, error)
 // to the restore as to the load (policy.WithWorkdir). Problems of the
 // cache itself are never errors: they mean a fresh load.
 func (c *Cache) Load(dir string, load Loader, opts ...policy.Option) (g *policy.Generation, hit bool, err error) {
-	g, why := c.restore(dir, opts)
-	if g != nil {
-		c.log("the policy is restored from its record", "dir", dir, "revision", g.Revision)
-		return g, true, nil
+	g, record, err := c.Open(dir, load, opts...)
+	if record != nil {
+		record()
 	}
-	c.log("the policy is loaded afresh", "dir", dir, "because", why)
-	g, err = load()
-	if err != nil {
-		return nil, false, err
-	}
-	if why := c.store(dir, g, load); why != "" {
-		c.log("no record is kept", "dir", dir, "because", why)
-	} else {
-		c.log("the policy is recorded", "dir", dir, "revision", g.Revision)
-	}
-	return g, false, nil
+	return g, err == nil && record == nil, err
 }
 
-func (c *Cache) log(msg string, args ...any) {
-	if c.Log != nil {
+// Open is Load for a process that serves: on a miss it returns the fresh
+// load at once, with record, which writes the record when the caller has
+// time for the second load it takes (see store); record is nil on a hit
+// and when the load failed.
+func (c *Cache) Open(dir string, load Loader, opts ...policy.Option) (g *policy.Generation, record func(), err error) {
+	g, m := c.restore(dir, opts)
+	if g != nil {
+		c.log(false, "the policy is restored from its record", "dir", dir, "revision", g.Revision)
+		return g, nil, nil
+	}
+	c.log(m.suspect, "the policy is loaded afresh", "dir", dir, "because", m.why)
+	g, err = load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, func() {
+		if m := c.store(dir, g, load); m.why != "" {
+			c.log(m.suspect, "no record is kept", "dir", dir, "because", m.why)
+		} else {
+			c.log(false, "the policy is recorded", "dir", dir, "revision", g.Revision)
+		}
+	}, nil
+}
+
+// A miss is why a record was not used or written. A suspect one is a
+// warning: a record or a directory others could have written, a record
+// that does not read back whole. The rest (no record yet, an edited
+// policy, a new binary) is the normal flow of a cache, logged at debug.
+type miss struct {
+	why     string
+	suspect bool
+}
+
+func normal(why string) miss  { return miss{why: why} }
+func suspect(why string) miss { return miss{why: why, suspect: true} }
+
+func (c *Cache) log(warn bool, msg string, args ...any) {
+	switch {
+	case c.Log == nil:
+	case warn:
+		c.Log.Warn(msg, append(args, "cache", c.Dir, "fix", "make the cache directory the gateway user's own with mode 0700, or remove it")...)
+	default:
 		c.Log.Debug(msg, args...)
 	}
 }
@@ -113,78 +144,88 @@ func (c *Cache) path(dir string) string {
 	return filepath.Join(c.Dir, hex.EncodeToString(sum[:16])+".json")
 }
 
-func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, string) {
-	data, why := c.read(c.path(dir))
-	if why != "" {
-		return nil, why
+func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, miss) {
+	data, m := c.read(c.path(dir))
+	if m.why != "" {
+		return nil, m
 	}
 	rest, ok := bytes.CutPrefix(data, []byte(magic))
 	if !ok {
-		return nil, "the record is not of this version"
+		if bytes.HasPrefix(data, []byte("aimon-gw loadcache ")) {
+			return nil, normal("the record is not of this version")
+		}
+		return nil, suspect("the record is not of this version, nor of any")
 	}
 	sumHex, body, ok := bytes.Cut(rest, []byte("\n"))
 	sum := sha256.Sum256(body)
 	if !ok || string(sumHex) != hex.EncodeToString(sum[:]) {
-		return nil, "the record's checksum does not match"
+		return nil, suspect("the record's checksum does not match")
 	}
 	head, saved, _ := bytes.Cut(body, []byte("\n"))
 	var r record
 	if err := json.Unmarshal(head, &r); err != nil {
-		return nil, "the record cannot be read: " + err.Error()
+		return nil, suspect("the record cannot be read: " + err.Error())
 	}
 	exe, err := executable()
 	if err != nil {
-		return nil, err.Error()
+		return nil, suspect(err.Error())
 	}
 	switch {
 	case r.Exe != exe:
-		return nil, "another binary wrote the record"
+		return nil, normal("another binary wrote the record")
 	case r.Dir != dir:
-		return nil, "the record is of another policy"
+		return nil, suspect("the record is of another policy")
 	}
 	now, why := manifestOf(dir, r.Dirs, r.Inputs)
 	if why != "" {
-		return nil, why
+		return nil, normal(why)
 	}
 	if !now.equal(r.Manifest) {
-		return nil, "the policy's files changed since the record was written"
+		return nil, normal("the policy's files changed since the record was written")
 	}
 	g, err := policy.Restore(saved, opts...)
 	if err != nil {
-		return nil, err.Error()
+		return nil, suspect(err.Error())
 	}
 	if !slices.Equal(g.Dirs, r.Dirs) || !slices.Equal(g.Inputs, r.Inputs) {
-		return nil, "the record's manifest is not of its policy"
+		return nil, suspect("the record's manifest is not of its policy")
 	}
-	return g, ""
+	return g, miss{}
 }
 
 // read reads a record only from a directory and a file that the user owns
-// and no one else may write, never through a symbolic link.
-func (c *Cache) read(p string) ([]byte, string) {
+// and no one else may write, never through a symbolic link. A cache not
+// made yet, or without this record, is a normal miss.
+func (c *Cache) read(p string) ([]byte, miss) {
+	if _, err := os.Lstat(c.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, normal("no cache directory yet")
+	}
 	if why := private(c.Dir, true); why != "" {
-		return nil, why
+		return nil, suspect(why)
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, normal("no record yet")
+	}
 	if err != nil {
-		return nil, "no record: " + err.Error()
+		return nil, suspect("the record cannot be opened: " + err.Error())
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err.Error()
+		return nil, suspect(err.Error())
 	}
 	if why := privateInfo(p, st, false); why != "" {
-		return nil, why
+		return nil, suspect(why)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
 	if err != nil {
-		return nil, err.Error()
+		return nil, suspect(err.Error())
 	}
 	if len(data) > maxRecord {
-		return nil, "the record is too large"
+		return nil, suspect("the record is too large")
 	}
-	return data, ""
+	return data, miss{}
 }
 
 func private(p string, dir bool) string {
@@ -213,50 +254,50 @@ func privateInfo(p string, st os.FileInfo, dir bool) string {
 // store writes the record of g, when a second load reads the same files
 // and makes the same policy: the record then describes what was loaded.
 // It returns why it did not ("" when it did).
-func (c *Cache) store(dir string, g *policy.Generation, load Loader) string {
+func (c *Cache) store(dir string, g *policy.Generation, load Loader) miss {
 	if _, err := g.Save(); err != nil {
-		return err.Error()
+		return normal(err.Error())
 	}
 	before, why := manifestOf(dir, g.Dirs, g.Inputs)
 	if why != "" {
-		return why
+		return normal(why)
 	}
 	again, err := load()
 	if err != nil {
-		return "the second load failed: " + err.Error()
+		return normal("the second load failed: " + err.Error())
 	}
 	after, why := manifestOf(dir, again.Dirs, again.Inputs)
 	switch {
 	case why != "":
-		return why
+		return normal(why)
 	case again.Revision != g.Revision || !slices.Equal(again.Inputs, g.Inputs) || !slices.Equal(again.Dirs, g.Dirs):
-		return "the policy changed while it was loaded"
+		return normal("the policy changed while it was loaded")
 	case !before.equal(after):
-		return "the policy's files changed while it was loaded"
+		return normal("the policy's files changed while it was loaded")
 	}
 	saved, err := again.Save()
 	if err != nil {
-		return err.Error()
+		return normal(err.Error())
 	}
 	exe, err := executable()
 	if err != nil {
-		return err.Error()
+		return suspect(err.Error())
 	}
 	head, err := json.Marshal(record{Exe: exe, Dir: dir, Manifest: after, Dirs: again.Dirs, Inputs: again.Inputs})
 	if err != nil {
-		return err.Error()
+		return suspect(err.Error())
 	}
 	body := append(append(head, '\n'), saved...)
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return err.Error()
+		return suspect(err.Error())
 	}
 	if why := private(c.Dir, true); why != "" {
-		return why
+		return suspect(why)
 	}
 	sum := sha256.Sum256(body)
 	f, err := os.CreateTemp(c.Dir, ".record-*")
 	if err != nil {
-		return err.Error()
+		return suspect(err.Error())
 	}
 	defer os.Remove(f.Name())
 	_, err = fmt.Fprintf(f, "%s%s\n%s", magic, hex.EncodeToString(sum[:]), body)
@@ -268,9 +309,9 @@ func (c *Cache) store(dir string, g *policy.Generation, load Loader) string {
 		err = os.Rename(f.Name(), c.path(dir))
 	}
 	if err != nil {
-		return err.Error()
+		return suspect(err.Error())
 	}
-	return ""
+	return miss{}
 }
 
 // manifest is what a policy was read from: each file's sha256, and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,51 +92,54 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 		spoil func(t *testing.T, c *Cache, dir string)
 		// git is whether git status is then allowed.
 		git bool
+		// warn is whether the miss is suspect, and logged as a warning;
+		// the others are a cache's normal flow.
+		warn bool
 	}{
 		{"the policy is edited", func(t *testing.T, c *Cache, dir string) {
 			write(t, filepath.Join(dir, "policy.cue"), head+`agent: "allowed-tools": ["Bash(ls)"]`+"\n")
-		}, false},
+		}, false, false},
 		{"a file joins the package", func(t *testing.T, c *Cache, dir string) {
 			write(t, filepath.Join(dir, "more.cue"), "package policy\n\nvalidation: \"off\"\n")
-		}, true},
+		}, true, false},
 		{"the module file changes", func(t *testing.T, c *Cache, dir string) {
 			write(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/q@v0\"\nlanguage: version: \"v0.12.0\"\n")
-		}, true},
+		}, true, false},
 		{"a byte of the record flips", func(t *testing.T, c *Cache, dir string) {
 			p := c.path(dir)
 			data, _ := os.ReadFile(p)
 			data[len(data)-10] ^= 1
 			os.WriteFile(p, data, 0o600)
-		}, true},
+		}, true, true},
 		{"the record is cut short", func(t *testing.T, c *Cache, dir string) {
 			p := c.path(dir)
 			data, _ := os.ReadFile(p)
 			os.WriteFile(p, data[:len(data)/2], 0o600)
-		}, true},
+		}, true, true},
 		{"the record is of another version", func(t *testing.T, c *Cache, dir string) {
 			p := c.path(dir)
 			data, _ := os.ReadFile(p)
 			os.WriteFile(p, bytes.Replace(data, []byte("loadcache 1"), []byte("loadcache 0"), 1), 0o600)
-		}, true},
+		}, true, false},
 		{"a sealed record holds no policy", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, []byte(`{"Format":2}`) })
-		}, true},
+		}, true, true},
 		{"another binary wrote the record", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
 				return bytes.Replace(h, []byte(`"Exe":"`), []byte(`"Exe":"x`), 1), s
 			})
-		}, true},
+		}, true, false},
 		{"the record may be written by others", func(t *testing.T, c *Cache, dir string) {
 			os.Chmod(c.path(dir), 0o666)
-		}, true},
+		}, true, true},
 		{"the cache directory may be written by others", func(t *testing.T, c *Cache, dir string) {
 			os.Chmod(c.Dir, 0o777)
-		}, true},
+		}, true, true},
 		{"the record is a symbolic link", func(t *testing.T, c *Cache, dir string) {
 			p := c.path(dir)
 			os.Rename(p, p+".real")
 			os.Symlink(p+".real", p)
-		}, true},
+		}, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
@@ -153,9 +157,14 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 				t.Fatalf("the second load: hit %v; want a restored policy that allows git status", hit)
 			}
 			tc.spoil(t, c, dir)
+			var log bytes.Buffer
+			c.Log = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			g, hit = load(t, c, dir, "/w")
 			if hit {
 				t.Fatal("a spoiled record was used")
+			}
+			if warned := strings.Contains(log.String(), "level=WARN"); warned != tc.warn {
+				t.Errorf("warned %v, want %v:\n%s", warned, tc.warn, log.String())
 			}
 			if got := decide(t, g, "Bash", "command", "git status", "/w"); got != tc.git {
 				t.Fatalf("git status allowed = %v, want %v", got, tc.git)
@@ -284,5 +293,32 @@ func TestC2CacheNeverWaitsOnAFIFO(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the cache waits on a FIFO in the policy's place")
+	}
+}
+
+// TestR3CacheOpenRecordsWhenAsked: Open, for a process that serves, hands
+// back a fresh load at once and writes its record only when asked; a
+// restored policy comes with nothing to record, and a load that failed
+// with no record at all.
+func TestR3CacheOpenRecordsWhenAsked(t *testing.T) {
+	dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	open := func(note string, hit bool) func() {
+		t.Helper()
+		g, record, err := c.Open(dir, loader(dir, "/w"), policy.WithWorkdir("/w"))
+		if err != nil || !decide(t, g, "Bash", "command", "git status", "/w") || (record == nil) != hit {
+			t.Fatalf("%s: %v, a record to write %v; want the policy, and one to write %v", note, err, record != nil, !hit)
+		}
+		return record
+	}
+	open("a miss not recorded", false)
+	if _, err := os.Stat(c.path(dir)); !os.IsNotExist(err) {
+		t.Fatalf("a record was written before it was asked for: %v", err)
+	}
+	open("a miss recorded", false)()
+	open("a hit", true)
+	write(t, filepath.Join(dir, "policy.cue"), "package policy\n\nagent: {")
+	if g, record, err := c.Open(dir, loader(dir, "/w")); err == nil || g != nil || record != nil {
+		t.Fatalf("a policy that does not load: %v, %v, a record to write %v; want its error alone", g, err, record != nil)
 	}
 }

@@ -44,6 +44,12 @@ type Options struct {
 	// FromScratch compiles every tool on every reload, reusing nothing of
 	// the generation in force: what a reload cost before it did (bench/scale).
 	FromScratch bool
+	// Cache, when not nil, keeps compiled policies between processes
+	// (package loadcache): the first generation is restored from its
+	// record when the record verifies. A miss loads afresh, serves, and
+	// then writes the record (a second load, see loadcache), which Close
+	// waits for. Reloads load afresh.
+	Cache *loadcache.Cache
 }
 
 // A Runtime is a gateway, the plugin host behind it, and the watcher that
@@ -55,6 +61,8 @@ type Runtime struct {
 	up     *provision.Upstreams
 	cancel context.CancelFunc
 	done   chan struct{}
+	// recording writes the first generation's record (Options.Cache).
+	recording sync.WaitGroup
 }
 
 // Registry is the implementation kinds a gateway binds tools to: the
@@ -165,13 +173,44 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true}, done: make(chan struct{})}
 	reg := Registry(r.host, r.up)
 	wd := o.Gateway.Workdir
+	if o.Cache != nil && o.Cache.Log == nil {
+		c := *o.Cache
+		c.Log = log
+		o.Cache = &c
+	}
+	if o.Cache != nil {
+		// Its records are what the gateway reads: no tool may write them
+		// (rule R8), whichever directory it is.
+		sandbox.ProtectDir(o.Cache.Dir)
+	}
+	// firstLoad loads the first generation, through the cache when there is
+	// one; record writes the record of a fresh load, once it serves.
+	var record func()
+	firstLoad := func(dir string, load loadcache.Loader) (*policy.Generation, error) {
+		if o.Cache == nil {
+			return load()
+		}
+		g, rec, err := o.Cache.Open(dir, load, policy.WithWorkdir(wd))
+		record = rec
+		return g, err
+	}
+	defer func() {
+		if record != nil && r.gw != nil {
+			r.recording.Go(record)
+		}
+	}()
 	if o.Dir == "" {
-		gen, err := Load(ctx, reg, "", wd, o.LoadTimeout)
+		pol, err := firstLoad("", func() (*policy.Generation, error) { return loadPolicy(ctx, "", wd, o.LoadTimeout) })
+		var gen *provision.Generation
+		if err == nil {
+			gen, err = reg.Provision(ctx, pol)
+		}
 		if err != nil {
 			r.host.Close()
 			r.up.Close()
 			return nil, err
 		}
+		warnSandbox(gen)
 		for _, w := range gen.Warnings {
 			log.Warn("policy", "problem", w.String())
 		}
@@ -186,6 +225,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	// load that fails leaves that generation to the next.
 	log.Debug("loading the policy", "dir", o.Dir)
 	var inForce atomic.Pointer[policy.Generation]
+	loaded := false
 	w, err := watch.New(o.Dir, func(g *policy.Generation) error {
 		pg, err := reg.Provision(ctx, g)
 		if err != nil {
@@ -200,8 +240,19 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 		return nil
 	}, watch.Options{Logger: log, Debounce: o.Debounce, Load: func(dir string) (*policy.Generation, error) {
-		return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx),
-			policy.WithPrevious(inForce.Load()))
+		load := func(prev *policy.Generation) (*policy.Generation, error) {
+			return policy.Load(dir, policy.WithWorkdir(wd), policy.WithTimeout(o.LoadTimeout), policy.WithContext(ctx),
+				policy.WithPrevious(prev))
+		}
+		if loaded {
+			return load(inForce.Load())
+		}
+		// New's load, before Run (the watcher's dir is absolute), has no
+		// generation to reuse; nor has the second load that records it,
+		// which compiles afresh what the record vouches for. A restored
+		// generation offers a reload nothing to reuse.
+		loaded = true
+		return firstLoad(dir, func() (*policy.Generation, error) { return load(nil) })
 	}})
 	if err != nil {
 		r.host.Close()
@@ -275,6 +326,7 @@ func (r *Runtime) Reload() {
 // Close stops following the policy, retires the generation in force and
 // stops every process the gateway started (rule R4).
 func (r *Runtime) Close() {
+	r.recording.Wait() // its load ends early when ctx does (SIGTERM)
 	r.cancel()
 	<-r.done
 	r.gw.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/testkit/gobuild"
 )
 
@@ -186,6 +187,68 @@ func TestR3ReloadReusesTheGenerationInForce(t *testing.T) {
 		}
 		if gate("B") != first {
 			t.Errorf("%s: B, unchanged, was compiled again", step.note)
+		}
+	}
+}
+
+// TestR3StartRestoresTheFirstGenerationOnly: with a load cache, the first
+// start records the policy (before Close returns), the next start is
+// restored from the record and serves it, a reload loads the edit afresh,
+// and the start after the edit loads afresh too: the record is stale. The
+// embedded policy is restored alike.
+func TestR3StartRestoresTheFirstGenerationOnly(t *testing.T) {
+	dir := policyDir(t, `agent: "allowed-tools": ["Echo"]`+"\n")
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	// run starts a runtime; its log may be read once it is closed.
+	run := func(dir string) (*Runtime, *strings.Builder) {
+		t.Helper()
+		var log strings.Builder
+		lg := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		rt, err := Start(context.Background(), Options{Dir: dir, Debounce: 20 * time.Millisecond, Cache: &loadcache.Cache{Dir: cacheDir},
+			Gateway: gateway.Options{Workdir: t.TempDir(), Logger: lg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt, &log
+	}
+	lists := func(rt *Runtime, names ...string) bool {
+		listed := map[string]bool{}
+		tools, _ := call(context.Background(), rt.Gateway(), `{"type":"list_tools"}`)["tools"].([]any)
+		for _, tool := range tools {
+			listed[fmt.Sprint(tool.(map[string]any)["name"])] = true
+		}
+		for _, n := range names {
+			if !listed[n] {
+				return false
+			}
+		}
+		return true
+	}
+	for _, tc := range []struct{ note, dir string }{{"a policy directory", dir}, {"the embedded policy", ""}} {
+		rt, log := run(tc.dir)
+		rt.Close()
+		if !strings.Contains(log.String(), "the policy is recorded") {
+			t.Fatalf("%s: the first start kept no record:\n%s", tc.note, log)
+		}
+		rt, log = run(tc.dir)
+		served := lists(rt, "Echo")
+		if tc.dir != "" {
+			writeFile(t, filepath.Join(dir, "policy.cue"), header+"tools: Twice: schema.#Echo\n"+`agent: "allowed-tools": ["Echo", "Twice"]`+"\n")
+			waitFor(t, "the edit to go in force", func() bool { return rt.Status().Generation == 2 })
+			served = served && lists(rt, "Echo", "Twice")
+		}
+		rt.Close()
+		if !served || !strings.Contains(log.String(), "the policy is restored from its record") || strings.Count(log.String(), "restored from its record") != 1 {
+			t.Fatalf("%s: the second start did not serve the restored policy, then the edit loaded afresh (listed all: %v):\n%s", tc.note, served, log)
+		}
+		if tc.dir == "" {
+			continue
+		}
+		rt, log = run(tc.dir)
+		served = lists(rt, "Echo", "Twice")
+		rt.Close()
+		if !served || !strings.Contains(log.String(), "changed since the record was written") {
+			t.Errorf("the start after the edit did not load it afresh:\n%s", log)
 		}
 	}
 }
