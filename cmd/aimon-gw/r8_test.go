@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -361,6 +362,90 @@ func TestR8HookCacheIsReadOnlyBeforeItExists(t *testing.T) {
 		}
 		if _, err := os.Stat(l.root + "/home/made"); err != nil {
 			t.Errorf("a command could not write beside the cache: %v", replies[1])
+		}
+	})
+}
+
+// TestR8ServeRecordIsNotWritableByTools: serve keeps its compiled policy
+// in the load cache, and restores it at the next start, so a record the
+// agent could write would be a policy the agent wrote. As root and as
+// nobody, with the cache under a directory the surface may write: Bash
+// can neither plant the record before it exists nor change, remove or
+// move it after; Write and Edit refuse it; and the record still verifies
+// at the next start.
+func TestR8ServeRecordIsNotWritableByTools(t *testing.T) {
+	t.Parallel()
+	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
+		home := l.root + "/home"
+		cache := home + "/.cache/aimon-gw"
+		key := sha256.Sum256([]byte(l.policy))
+		record := cache + "/" + hex.EncodeToString(key[:16]) + ".json"
+		writeFile(t, l.policy+"/policy.cue", fmt.Sprintf("package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Read: schema.#Read, Write: schema.#Write, Edit: schema.#Edit, Bash: schema.#Bash}\nagent: \"allowed-tools\": [\"Read(%[1]s/**)\", \"Write(%[1]s/**)\", \"Edit(%[1]s/**)\", \"Bash\"]\n", l.root))
+		if l.u.uid >= 0 {
+			chownAll(t, l.root, l.u.uid, l.u.gid)
+		}
+		serve := func(lines ...string) ([]map[string]any, string) {
+			var log strings.Builder
+			replies := runServeLog(t, append(l.u.prefix, gatewayBinary(t)),
+				[]string{"--log-level", "debug", "--policy", l.policy, "--workdir", l.proj},
+				[]string{"HOME=" + home, "XDG_CACHE_HOME=" + home + "/.cache"}, &log, lines...)
+			return replies, log.String()
+		}
+		forge := func(what string) string { return fmt.Sprintf("echo forged > %s", what) }
+		// Before the record exists.
+		replies, log := serve(
+			bashLine("plant", "mkdir -p "+cache+" && "+forge(record)),
+			toolLine("write", "Write", map[string]any{"file_path": record, "content": "forged"}),
+			bashLine("inside", "touch "+home+"/made"))
+		if !strings.Contains(log, "the policy is recorded") {
+			t.Fatalf("the first start kept no record:\n%s", log)
+		}
+		if replies[1]["is_error"] != true {
+			t.Errorf("Write planted the record: %v", replies[1])
+		}
+		if _, err := os.Stat(home + "/made"); err != nil {
+			t.Fatalf("a command could not write beside the cache: %v", replies[2])
+		}
+		data, err := os.ReadFile(record)
+		if err != nil || strings.Contains(string(data), "forged") {
+			t.Fatalf("the record is not the gateway's: %v %.40q", err, data)
+		}
+		// After: the start is restored from the record, which the tools
+		// try to change in every way.
+		replies, log = serve(
+			bashLine("overwrite", forge(record)),
+			bashLine("remove", "rm -f "+record),
+			bashLine("add", forge(cache+"/0000.json")),
+			bashLine("chmod", "chmod 0777 "+cache),
+			bashLine("move", "mv "+cache+" "+cache+".old"),
+			bashLine("move-parent", "mv "+home+"/.cache "+home+"/moved && mkdir -p "+cache+" && "+forge(record)),
+			toolLine("write", "Write", map[string]any{"file_path": record, "content": "forged"}),
+			toolLine("write-new", "Write", map[string]any{"file_path": cache + "/0000.json", "content": "forged"}),
+			toolLine("read", "Read", map[string]any{"file_path": record}),
+			toolLine("edit", "Edit", map[string]any{"file_path": record, "old_string": "aimon-gw loadcache", "new_string": "forged"}))
+		if !strings.Contains(log, "the policy is restored from its record") {
+			t.Fatalf("the second start was not restored from the record:\n%s", log)
+		}
+		for _, i := range []int{6, 7, 9} {
+			if replies[i]["is_error"] != true || !strings.Contains(text(replies[i]), "which the gateway reads or runs") {
+				t.Errorf("%v", replies[i])
+			}
+		}
+		if after, err := os.ReadFile(record); err != nil || string(after) != string(data) {
+			t.Errorf("the record was changed: %v %.40q", err, after)
+		}
+		entries, _ := os.ReadDir(cache)
+		st, _ := os.Stat(cache)
+		if len(entries) != 1 || st == nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("the cache holds %v, mode %v; want the one record, 0700", entries, st)
+		}
+		for _, p := range []string{cache + ".old", home + "/moved"} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%s was moved to %s", cache, p)
+			}
+		}
+		if _, log = serve(`{"type":"list_tools"}`); !strings.Contains(log, "the policy is restored from its record") {
+			t.Errorf("the record no longer verifies:\n%s", log)
 		}
 	})
 }

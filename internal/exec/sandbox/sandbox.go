@@ -166,21 +166,29 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 			binds[real] = "--bind"
 		}
 	}
-	var hidden []string
-	for _, h := range append(slices.Clip(sb.Hidden), Concealed()...) {
-		real := resolved(h)
-		if real == "" {
-			continue
-		}
-		hidden = append(hidden, real)
-		// A directory that is a mount point cannot be renamed (EBUSY): the
-		// writable ancestors of a hidden path stay where they are, so it
-		// stays at the path that hides it.
+	// A directory that is a mount point cannot be renamed (EBUSY): the
+	// writable ancestors of a hidden or protected path are bound onto
+	// themselves, so that it stays at the path that hides or protects it.
+	// Otherwise a command could move a protected directory's parent away
+	// and make a new one in its place, which the gateway would read (rule
+	// R8: a forged record in the load cache).
+	pin := func(real string) {
 		for p := filepath.Dir(real); p != "/"; p = filepath.Dir(p) {
 			if binds[p] == "" && (all && !within(p, "/tmp") || slices.ContainsFunc(writable, func(w string) bool { return within(p, w) })) {
 				binds[p] = "--bind"
 			}
 		}
+	}
+	var hidden []string
+	for _, h := range append(slices.Clip(sb.Hidden), Concealed()...) {
+		if real := resolved(h); real != "" {
+			hidden = append(hidden, real)
+			pin(real)
+		}
+	}
+	protected := Protected()
+	for _, r := range protected {
+		pin(r)
 	}
 	// Parents before children, so a deeper bind is not covered.
 	for _, p := range slices.Sorted(maps.Keys(binds)) {
@@ -192,7 +200,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 			a = append(a, "--ro-bind", real, real)
 		}
 	}
-	for _, r := range Protected() {
+	for _, r := range protected {
 		a = append(a, "--ro-bind", r, r)
 	}
 	// Root or not, no command moves itself out of its pids cgroup or
