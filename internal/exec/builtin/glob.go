@@ -169,6 +169,7 @@ type ctxFS struct {
 	fs.FS
 	reaches func(name string) bool
 	pruned  map[string]bool // the directories not read, for the note
+	last    *listed         // the directory listed last
 }
 
 func (c *ctxFS) Open(name string) (fs.File, error) {
@@ -179,12 +180,26 @@ func (c *ctxFS) Open(name string) (fs.File, error) {
 }
 
 // ReadDir lists a directory through the FS's own ReadDir (searchFS), one
-// step as its open is.
+// step as its open is. The directory listed last is listed again from
+// memory: doublestar lists each directory twice in a row for a pattern
+// such as **/*.go, once to match its files and once to walk on.
 func (c *ctxFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err := c.step("readdir", name); err != nil {
 		return nil, err
 	}
-	return fs.ReadDir(c.FS, name)
+	if c.last != nil && c.last.name == name {
+		return slices.Clone(c.last.ents), c.last.err
+	}
+	ents, err := fs.ReadDir(c.FS, name)
+	c.last = &listed{name, ents, err}
+	return slices.Clone(ents), err
+}
+
+// listed is a directory's listing.
+type listed struct {
+	name string
+	ents []fs.DirEntry
+	err  error
 }
 
 // step counts an open of name, and fails it when the search is done, over

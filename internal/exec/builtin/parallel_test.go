@@ -323,3 +323,44 @@ func TestR6GrepReadsPlainFilesAsTheyAre(t *testing.T) {
 	// The walk passes a link by, as rg does; named, it is searched.
 	wantResult(t, call(t, env, "Grep", `{"pattern":"needle","path":"l.txt","output_mode":"content"}`), false, "needle a")
 }
+
+// countingFS counts the listings it makes.
+type countingFS struct {
+	fs.FS
+	reads map[string]int
+}
+
+func (c *countingFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	c.reads[name]++
+	return fs.ReadDir(c.FS, name)
+}
+
+// TestR6GlobListsADirectoryOnceForTwoAsksInARow: the directory listed last
+// is listed again from memory (doublestar asks twice in a row for
+// **/x), each ask still a step, what one caller changes in its listing
+// not the next one's; another directory in between lists anew.
+func TestR6GlobListsADirectoryOnceForTwoAsksInARow(t *testing.T) {
+	tree := fstest.MapFS{"a/x": {}, "a/y": {}, "b/z": {}}
+	under := &countingFS{FS: tree, reads: map[string]int{}}
+	c := &ctxFS{ctx: context.Background(), FS: under}
+	first, _ := c.ReadDir("a")
+	first[0] = nil
+	second, err := c.ReadDir("a")
+	if err != nil || len(second) != 2 || second[0] == nil || second[0].Name() != "x" {
+		t.Fatalf("the second listing of a: %v, %v", second, err)
+	}
+	c.ReadDir("b")
+	c.ReadDir("a")
+	if under.reads["a"] != 2 || under.reads["b"] != 1 || c.steps != 4 {
+		t.Errorf("listings made %v, steps %d; want a twice, b once, 4 steps", under.reads, c.steps)
+	}
+	if _, err := c.ReadDir("none"); err == nil {
+		t.Error("bad input: a missing directory listed without an error")
+	}
+	if _, err := c.ReadDir("none"); err == nil || under.reads["none"] != 1 {
+		t.Errorf("bad input: a missing directory asked twice: %v, listed %d times", err, under.reads["none"])
+	}
+	env := session(t)
+	genTree(t, env.Workdir, 30)
+	wantResult(t, call(t, env, "Glob", `{"pattern":"**/f00*.txt"}`), false, "d0/e0/f000.txt", "d4/e0/f009.txt")
+}
