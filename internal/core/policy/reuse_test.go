@@ -76,17 +76,19 @@ func reloadLike(t *testing.T, dir string, prev *Generation) *Generation {
 var reuseInputs = []map[string]any{{"message": "m1"}, {"message": "a1"}, {"message": "b1"}, {"message": "string"},
 	{"file_path": "/srv/a"}, {"file_path": "/etc/x"}, {"pattern": "x", "path": "/srv"}, {}}
 
-// planForm is a tool as its plan says it, positions included, but its
-// gate (compared by its decisions: a gate that needs CUE is not data).
+// planForm is a tool as its plan says it, positions and JSON Schema
+// included, but its gate (compared by its decisions: a gate that needs
+// CUE is not data).
 func planForm(t *testing.T, tool *Tool) string {
 	t.Helper()
+	js, jerr := tool.JSONSchema()
 	c := *tool
 	c.Gate = nil
-	b, err := json.Marshal(c)
+	b, err := json.Marshal(toolData(c))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return fmt.Sprintf("%s\nJSON Schema (%v): %s", b, jerr, js)
 }
 
 // rewrite replaces the policy files of dir by files (the module aside).
