@@ -228,3 +228,53 @@ func TestC2FileBounds(t *testing.T) {
 		t.Errorf("a refused edit changed the file: %q", b)
 	}
 }
+
+// TestP4WorkdirWithGlobCharactersIsItsName: ./src/** under a working
+// directory named w[1]* allows that directory's src, not w1x's (which the
+// name read as a pattern would match), and a Grep of the working
+// directory prunes its other directories by the resolved, escaped
+// pattern (R6).
+func TestP4WorkdirWithGlobCharactersIsItsName(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	wd := filepath.Join(root, "w[1]*")
+	for f, body := range map[string]string{"w[1]*/src/a.txt": "needle a\n", "w[1]*/doc/d.txt": "needle d\n", "w1x/src/b.txt": "needle b\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755)
+		os.WriteFile(filepath.Join(root, f), []byte(body), 0o644)
+	}
+	os.MkdirAll(filepath.Join(root, "policy/cue.mod"), 0o755)
+	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(root, "policy/policy.cue"), `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Read: schema.#Read, Grep: schema.#Grep}
+agent: "allowed-tools": ["Read(./src/**)", "Grep(.)", "Grep(./src/**)"]
+`)
+	replies := runServe(t, []string{"--policy", filepath.Join(root, "policy"), "--workdir", wd}, nil,
+		toolLine("r-in", "Read", map[string]any{"file_path": wd + "/src/a.txt"}),
+		toolLine("r-beside", "Read", map[string]any{"file_path": root + "/w1x/src/b.txt"}),
+		toolLine("g", "Grep", map[string]any{"pattern": "needle", "path": wd}),
+	)
+	want := map[string]struct {
+		isErr bool
+		says  string
+	}{"r-in": {false, "needle a"}, "r-beside": {true, "w1x"}, "g": {false, "src/a.txt\n[1 directory below the search path were not searched"}}
+	for _, r := range replies {
+		id := fmt.Sprint(r["tool_use_id"])
+		w, ok := want[id]
+		if !ok {
+			continue
+		}
+		delete(want, id)
+		if r["is_error"] != w.isErr || !strings.Contains(text(r), w.says) {
+			t.Errorf("%s: is_error %v: %s; want %v and %q", id, r["is_error"], text(r), w.isErr, w.says)
+		}
+		if id == "g" && strings.Contains(text(r), "doc/d.txt") {
+			t.Errorf("Grep under ./src/** searched doc: %s", text(r))
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no reply for %v", want)
+	}
+}
