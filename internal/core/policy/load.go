@@ -32,6 +32,7 @@ import (
 	cueyaml "cuelang.org/go/encoding/yaml"
 	"cuelang.org/go/mod/modfile"
 
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/schema"
 )
 
@@ -523,6 +524,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		}
 		return nil, errs
 	}
+	if errs := externs(inst); len(errs) > 0 {
+		return nil, errs
+	}
 	// v.Err would give only the first error; Validate gives them all.
 	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(c.ctx.BuildInstance(inst))
 	var errs Errors
@@ -583,6 +587,36 @@ func merge(errs, more Errors) Errors {
 			errs = append(errs, d)
 		}
 	}
+	return errs
+}
+
+// externs refuses files that take values from outside CUE (@extern, such
+// as @extern(embed)): what they read is no file the load reports as its
+// input, so the revision, the load cache's record, the watcher and a
+// reload's reuse would all miss an edit of it (rule R3).
+func externs(inst *cuebuild.Instance) Errors {
+	var errs Errors
+	seen := map[*cuebuild.Instance]bool{}
+	var walk func(*cuebuild.Instance)
+	walk = func(i *cuebuild.Instance) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		for _, f := range i.Files {
+			for _, d := range f.Decls {
+				if a, ok := d.(*ast.Attribute); ok {
+					if key, _ := a.Split(); key == "extern" {
+						errs = append(errs, Diagnostic{Pos: position(a.Pos()), Code: rule.R3, Message: "the policy takes values from outside CUE (" + a.Text + "), which a reload, the load cache and the watcher cannot follow; write the data in a .cue, .yaml or .json file of the policy directory instead."})
+					}
+				}
+			}
+		}
+		for _, imp := range i.Imports {
+			walk(imp)
+		}
+	}
+	walk(inst)
 	return errs
 }
 
