@@ -71,6 +71,22 @@ func (a *anchor) beneath(rel string, flag int) (f *os.File, err error, done bool
 	return nil, &fs.PathError{Op: "openat2", Path: rel, Err: err}, true
 }
 
+// linkFree reports whether the directory rel (relative to the anchor) is
+// reached through no symbolic link: one openat2 beneath the anchor opened
+// plain that follows none. False when it cannot say.
+func (a *anchor) linkFree(rel string) bool {
+	if a.dirfd <= 0 {
+		return false
+	}
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(a.dirfd, rel, &how)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
 // listBeneath lists the directory rel (relative to the anchor), opened
 // with beneath; each regular file's entry that stat (if set) says carries its FileInfo,
 // stated on the directory's descriptor by the name alone (fstatat, no link

@@ -14,6 +14,7 @@ import (
 func (a *anchor) plain() bool                                          { return false }
 func (a *anchor) beneath(rel string, flag int) (*os.File, error, bool) { return nil, nil, false }
 func (a *anchor) closeDir()                                            {}
+func (a *anchor) linkFree(rel string) bool                             { return false }
 
 // rawFile stands for a descriptor read as it is; none is opened here.
 type rawFile struct{ *os.File }

@@ -14,6 +14,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/tools"
 )
 
@@ -102,6 +103,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	})
 	defer stop()
 	fsys := &ctxFS{ctx: ctx, FS: ahead, reaches: reaches}
+	listed := map[string]string{} // listedAt's
 	err = doublestar.GlobWalk(fsys, pattern, func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -111,7 +113,7 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			return nil
 		}
 		path := filepath.Join(root, filepath.FromSlash(rel))
-		if !a.allows(path) {
+		if !a.allows(path) || a.withheldAt(path, filepath.Join(a.listedAt(filepath.Dir(path), listed), filepath.Base(path))) != nil {
 			skipped++
 			return nil
 		}
@@ -150,6 +152,27 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 	r := tools.OK(strings.TrimSuffix(b.String(), "\n") + skippedNote(skipped, len(fsys.pruned)))
 	r.Structured = out
 	return r
+}
+
+// listedAt is where dir, a directory a search listed, really is: dir
+// itself when no link is on its way below the anchor. A pattern that names
+// a link (l/*) lists the directory it leads to, whose files are judged
+// where they are, as Grep's opens judge them (rule P14). seen keeps what
+// each directory gave; nothing is looked up when the scope withholds
+// nothing.
+func (a *anchor) listedAt(dir string, seen map[string]string) string {
+	if !a.limited() {
+		return dir
+	}
+	at, ok := seen[dir]
+	if !ok {
+		at = dir
+		if rel, in := a.rel(dir); !in || !a.linkFree(rel) {
+			at = sandbox.RealPath(dir)
+		}
+		seen[dir] = at
+	}
+	return at
 }
 
 // GlobOutput is Glob's structured result; it mirrors #GlobOutput.
