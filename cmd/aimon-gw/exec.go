@@ -22,8 +22,11 @@ type execParams struct {
 	Command                  string
 	// Approved says a person approved the call where the policy asks for
 	// it (Claude Code asked before it ran the hook's updated command).
-	Approved       bool
-	LoadTimeout    time.Duration
+	Approved    bool
+	LoadTimeout time.Duration
+	// Cache is the hook's --cache, protected in the sandbox; exec itself
+	// loads the policy afresh.
+	Cache          string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
@@ -38,13 +41,14 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		Usage:     "decide one Bash command under the policy again and run it in the sandbox the policy derives (what the Claude Code hook runs Bash through)",
 		ArgsUsage: "-- COMMAND",
 		Flags: append(policyFlags(),
-			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"}),
+			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"},
+			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }
@@ -62,6 +66,7 @@ func runExec(ctx context.Context, p execParams) error {
 	if err != nil {
 		return err
 	}
+	loadCache(p.Cache, nil) // protected, as every cache a command names
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)

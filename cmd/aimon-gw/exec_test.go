@@ -106,3 +106,66 @@ agent: "ask-tools": ["Bash(git push:*)"]
 		t.Error("exec ran a refused command")
 	}
 }
+
+// TestR8HookCacheOfItsOwnIsProtectedInExec: a hook given a load cache of
+// its own (--cache DIR, here inside the project the surface may write)
+// hands Bash to exec with that directory, and exec's sandbox keeps it
+// read-only as it does the default one: a command can neither plant a
+// record in it nor create it first, while it writes beside it.
+func TestR8HookCacheOfItsOwnIsProtectedInExec(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	bin := gatewayBinary(t)
+	project, _ := filepath.EvalSymlinks(t.TempDir())
+	dir := moduleDir(t, "package policy\n\nimport \"aimon.dev/gw/schema/claudecode\"\n\ntools: claudecode.#Tools\nagent: \"allowed-tools\": [\"Write(./**)\", \"Bash(git:*)\"]\n")
+	if out, err := exec.Command("git", "init", "-q", project).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	// through asks the hook about a git alias that runs program, and runs
+	// what the hook hands back, as Claude Code would.
+	through := func(cache, program string) string {
+		t.Helper()
+		in, _ := json.Marshal(map[string]any{"cwd": project, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+			"tool_input": map[string]any{"command": "git -c alias.x='!" + program + "' x"}})
+		h := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", cache)
+		h.Stdin = strings.NewReader(string(in))
+		out, err := h.Output()
+		if err != nil {
+			t.Fatalf("hook: %v", err)
+		}
+		var ans struct {
+			Out struct {
+				Updated map[string]any `json:"updatedInput"`
+			} `json:"hookSpecificOutput"`
+		}
+		json.Unmarshal(out, &ans)
+		wrapped, _ := ans.Out.Updated["command"].(string)
+		if !strings.Contains(wrapped, "'--cache' '"+cache+"'") {
+			t.Fatalf("the hook does not hand exec its cache: %s", out)
+		}
+		c := exec.Command("bash", "-c", wrapped)
+		c.Dir = project
+		run, _ := c.CombinedOutput()
+		return string(run)
+	}
+	for _, tc := range []struct{ note, cache string }{
+		{note: "the cache exists", cache: filepath.Join(project, "cache")},
+		{note: "the cache is not made yet", cache: filepath.Join(project, "later", "cache")},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			if !strings.Contains(tc.note, "not") {
+				os.MkdirAll(tc.cache, 0o700)
+			}
+			out := through(tc.cache, "mkdir -p "+tc.cache)
+			out += through(tc.cache, "touch "+tc.cache+"/forged.json")
+			beside := filepath.Join(filepath.Dir(tc.cache), "beside")
+			out += through(tc.cache, "touch "+beside)
+			if _, err := os.Stat(tc.cache + "/forged.json"); err == nil {
+				t.Errorf("a command planted a record in the hook's cache:\n%s", out)
+			}
+			if _, err := os.Stat(beside); err != nil {
+				t.Errorf("a command could not write beside the cache:\n%s", out)
+			}
+		})
+	}
+}

@@ -58,10 +58,11 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 	}
 }
 
-// hookWrap is how the hook hands Claude Code an allowed Bash command:
+// hookWrap is how the hook hands Claude Code an allowed Bash command
+// (cache is its --cache, passed on when it names a directory of its own):
 // through this binary's exec under the policy, in its sandbox; nil when
 // the binary cannot find itself or serves the embedded policy.
-func hookWrap(policyDir string) *cchook.Wrap {
+func hookWrap(policyDir, cache string) *cchook.Wrap {
 	bin, err := os.Executable()
 	if err != nil || policyDir == "" {
 		return nil
@@ -70,7 +71,11 @@ func hookWrap(policyDir string) *cchook.Wrap {
 	if err != nil {
 		return nil
 	}
-	return &cchook.Wrap{Binary: bin, Policy: pol}
+	w := &cchook.Wrap{Binary: bin, Policy: pol}
+	if cache != "" && cache != "off" {
+		w.Cache, _ = filepath.Abs(cache)
+	}
+	return w
 }
 
 // hook answers one Claude Code hook input. Any failure of the gateway
@@ -96,7 +101,7 @@ func hook(p hookParams) error {
 	defer closeGen()
 	// An allowed Bash command runs through this binary's exec, in the
 	// policy's sandbox; without its own path the hook cannot wrap it.
-	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy)))
+	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache)))
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -113,7 +114,7 @@ func cacheFlag(between string) cli.Flag {
 
 // loadCache is the cache --cache names: the user's cache directory for
 // "", none for "off" or when the user has no cache directory (a fresh
-// load each time).
+// load each time). No sandbox this process makes may write it (rule R8).
 func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
 	if dir == "off" {
 		return nil
@@ -121,9 +122,13 @@ func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
 	if dir == "" {
 		dir, _ = loadcache.DefaultDir()
 	}
+	if dir != "" {
+		dir, _ = filepath.Abs(dir)
+	}
 	if dir == "" {
 		return nil
 	}
+	sandbox.ProtectDir(dir)
 	return &loadcache.Cache{Dir: dir, Log: log}
 }
 

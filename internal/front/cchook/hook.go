@@ -74,9 +74,11 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 
 // Wrap is how the hook hands Claude Code an allowed Bash command: run
 // through Binary's exec under Policy, which decides it again and runs it in
-// the sandbox the policy derives (rules R6, R8).
+// the sandbox the policy derives (rules R6, R8). Cache is the hook's load
+// cache when it is not the default one, which exec protects as it does
+// the default (rule R8: a record a command wrote would be a policy).
 type Wrap struct {
-	Binary, Policy string
+	Binary, Policy, Cache string
 }
 
 // DecideWrapped is Decide that, with wrap, answers an allowed or asked
@@ -129,6 +131,9 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
 	if asked {
 		words = append(words, "--approved")
+	}
+	if w.Cache != "" {
+		words = append(words, "--cache", w.Cache)
 	}
 	words = append(words, "--", cmd)
 	for i, word := range words {
