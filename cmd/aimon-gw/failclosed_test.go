@@ -42,7 +42,10 @@ func TestR5HalfWrittenPolicyIsNeverInForce(t *testing.T) {
 	}
 	fmt.Fprint(f, `agent: "allowed-tools": ["Glob", "Echo"]`+"\n")
 	f.Close()
-	s.waitStatus(func(m map[string]any) bool { return m["generation"] == 2.0 })
+	// At least 2: a reload deferred while the file was open may run again
+	// after the one its close set off, and a reload of files as in force
+	// is a generation too (it provisions them again).
+	s.waitStatus(func(m map[string]any) bool { g, _ := m["generation"].(float64); return g >= 2 })
 	if r := s.send(echo); r["is_error"] != false {
 		t.Errorf("the whole policy is not in force: %v", r)
 	}
