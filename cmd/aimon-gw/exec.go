@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,7 +27,9 @@ type execParams struct {
 	LoadTimeout time.Duration
 	// Cache is the hook's --cache, protected in the sandbox; exec itself
 	// loads the policy afresh.
-	Cache          string
+	Cache string
+	// Protect is the hook's decision log, protected in the sandbox.
+	Protect        string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
@@ -42,13 +45,14 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		ArgsUsage: "-- COMMAND",
 		Flags: append(policyFlags(),
 			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"},
-			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"}),
+			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"},
+			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }
@@ -67,6 +71,11 @@ func runExec(ctx context.Context, p execParams) error {
 		return err
 	}
 	loadCache(p.Cache, nil) // protected, as every cache a command names
+	if p.Protect != "" {
+		if abs, err := filepath.Abs(p.Protect); err == nil {
+			sandbox.Protect(abs)
+		}
+	}
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)

@@ -62,7 +62,8 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 // (cache is its --cache, passed on when it names a directory of its own):
 // through this binary's exec under the policy, in its sandbox; nil when
 // the binary cannot find itself or serves the embedded policy.
-func hookWrap(policyDir, cache string) *cchook.Wrap {
+// Its decision log (decisions) is passed on too, for exec to protect.
+func hookWrap(policyDir, cache string, decisions gateway.DecisionLog) *cchook.Wrap {
 	bin, err := os.Executable()
 	if err != nil || policyDir == "" {
 		return nil
@@ -74,6 +75,9 @@ func hookWrap(policyDir, cache string) *cchook.Wrap {
 	w := &cchook.Wrap{Binary: bin, Policy: pol}
 	if cache != "" && cache != "off" {
 		w.Cache, _ = filepath.Abs(cache)
+	}
+	if l, ok := decisions.(interface{ Path() string }); ok {
+		w.Log, _ = filepath.Abs(l.Path())
 	}
 	return w
 }
@@ -101,7 +105,7 @@ func hook(p hookParams) error {
 	defer closeGen()
 	// An allowed Bash command runs through this binary's exec, in the
 	// policy's sandbox; without its own path the hook cannot wrap it.
-	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache)))
+	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache, p.Decisions)))
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

@@ -195,7 +195,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	metrics := telemetry.NewMetrics()
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache), Drain: p.Drain,
+		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain,
 		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
 		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
 	var err error

@@ -79,6 +79,9 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 // the default (rule R8: a record a command wrote would be a policy).
 type Wrap struct {
 	Binary, Policy, Cache string
+	// Log is the hook's decision log, which exec protects too (rule R8:
+	// no tool may rewrite what was decided).
+	Log string
 }
 
 // DecideWrapped is Decide that, with wrap, answers an allowed or asked
@@ -134,6 +137,9 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 	}
 	if w.Cache != "" {
 		words = append(words, "--cache", w.Cache)
+	}
+	if w.Log != "" {
+		words = append(words, "--protect", w.Log)
 	}
 	words = append(words, "--", cmd)
 	for i, word := range words {
