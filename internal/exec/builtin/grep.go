@@ -45,7 +45,7 @@ const (
 )
 
 // maxGrepLine is how much of one line Grep searches; the rest of a longer line is not seen.
-const maxGrepLine = 1 << 20
+var maxGrepLine = 1 << 20 // a variable for the tests alone
 
 // skipDirs are version-control directories Grep does not descend into.
 var skipDirs = map[string]bool{".git": true, ".hg": true, ".svn": true}
@@ -687,7 +687,7 @@ var grepFast = true
 
 // maxHeld is the largest file Grep holds whole in its buffer; a larger
 // one is read line by line.
-const maxHeld = 8 << 20
+var maxHeld int64 = 8 << 20 // a variable for the tests alone
 
 // open opens a file to search: where the anchor opens it plainly
 // (openPlain), a descriptor read as it is, with its size; else an
@@ -726,7 +726,7 @@ func (s *searcher) lines(f io.Reader, size int64) (*lineSource, bool) {
 	}
 	var err error
 	whole := false
-	for grepFast && len(s.buf) <= maxHeld {
+	for grepFast && int64(len(s.buf)) <= maxHeld {
 		if size > 0 && int64(len(s.buf)) == size {
 			whole = true
 			break
