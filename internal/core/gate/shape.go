@@ -80,8 +80,8 @@ func (n *node) isAny() bool {
 }
 
 type field struct {
-	Node     *node `json:",omitzero"`
-	Required bool  `json:",omitzero"`
+	Node     *node  `json:",omitzero"`
+	Required bool   `json:",omitzero"`
 	doc      string // its doc comments, the export's description
 }
 
