@@ -3,34 +3,33 @@ package allow
 import (
 	"math/bits"
 	"slices"
-	"sort"
 	"strings"
 )
 
-// closest returns at most n of the level's pattern entries, those whose
-// pattern shares the longest prefix with subj (the earlier first among
-// equals), in their order, and how many it left out. A level with more
-// than n patterns is searched through its patterns in sorted order, so
-// a refusal under a long list costs about the same as under a short one.
-func (te *toolEntries) closest(subj string, n int) ([]string, int) {
+// closest appends to dst at most n of the level's pattern entries, those
+// whose pattern shares the longest prefix with subj (the earlier first
+// among equals), in their order, and returns how many it left out. A level
+// with more than n patterns is searched through its patterns in sorted
+// order, so a refusal under a long list costs about the same as under a
+// short one.
+func (te *toolEntries) closest(subj string, n int, dst []string) ([]string, int) {
 	total := te.npatterns
 	if total <= n {
-		var out []string
 		for _, in := range te.infos {
 			if in.HasPattern {
-				out = append(out, in.Raw)
+				dst = append(dst, in.Raw)
 			}
 		}
-		return out, 0
+		return dst, 0
 	}
 	te.nearOnce.Do(te.buildNear)
-	picked := te.near.closest(te.infos, subj, n)
+	var buf [maxShown]int
+	picked := te.near.closest(te.infos, subj, n, buf[:0])
 	slices.Sort(picked)
-	out := make([]string, len(picked))
-	for j, i := range picked {
-		out[j] = te.infos[i].Raw
+	for _, i := range picked {
+		dst = append(dst, te.infos[i].Raw)
 	}
-	return out, total - len(picked)
+	return dst, total - len(picked)
 }
 
 // nearIndex orders one level's pattern entries by pattern. Those sharing
@@ -77,9 +76,9 @@ func (ix *nearIndex) least(lo, hi int) int32 {
 	return min(ix.mins[j][lo], ix.mins[j][hi-(1<<j)])
 }
 
-// closest returns the indexes of the n entries closest to subj, unsorted;
-// there are more than n.
-func (ix *nearIndex) closest(infos []entryInfo, subj string, n int) []int {
+// closest appends to out the indexes of the n entries closest to subj,
+// unsorted; there are more than n. It allocates nothing beyond out.
+func (ix *nearIndex) closest(infos []entryInfo, subj string, n int, out []int) []int {
 	shared := func(k int) int {
 		p := infos[ix.sorted[k]].Pattern
 		l := 0
@@ -94,8 +93,8 @@ func (ix *nearIndex) closest(infos []entryInfo, subj string, n int) []int {
 	// going left; from pos on, going right.
 	pos, _ := slices.BinarySearchFunc(ix.sorted, subj, func(i int32, s string) int { return strings.Compare(infos[i].Pattern, s) })
 	lo, hi := pos, pos
-	picked := make([]int, 0, n)
-	for len(picked) < n && (lo > 0 || hi < size) {
+	start := len(out)
+	for len(out)-start < n && (lo > 0 || hi < size) {
 		level := -1
 		if lo > 0 {
 			level = shared(lo - 1)
@@ -103,44 +102,74 @@ func (ix *nearIndex) closest(infos []entryInfo, subj string, n int) []int {
 		if hi < size {
 			level = max(level, shared(hi))
 		}
-		// The next tier: every entry outside [lo, hi) sharing level bytes.
-		nlo := sort.Search(lo, func(k int) bool { return shared(k) >= level })
-		nhi := hi + sort.Search(size-hi, func(k int) bool { return shared(hi+k) < level })
-		spans := [][2]int{{nlo, lo}, {hi, nhi}}
-		if len(picked)+(lo-nlo)+(nhi-hi) <= n {
-			for _, s := range spans {
-				for k := s[0]; k < s[1]; k++ {
-					picked = append(picked, int(ix.sorted[k]))
-				}
+		// The next tier: every entry outside [lo, hi) sharing level bytes,
+		// nlo the first on the left (shared grows going right there) and
+		// nhi the first past it on the right.
+		nlo, nhi := lo, hi
+		for a, b := 0, lo; a < b; {
+			if m := int(uint(a+b) >> 1); shared(m) >= level {
+				b, nlo = m, m
+			} else {
+				a = m + 1
+			}
+		}
+		for a, b := hi, size; a < b; {
+			if m := int(uint(a+b) >> 1); shared(m) < level {
+				b = m
+			} else {
+				a, nhi = m+1, m+1
+			}
+		}
+		if len(out)-start+(lo-nlo)+(nhi-hi) <= n {
+			for k := nlo; k < lo; k++ {
+				out = append(out, int(ix.sorted[k]))
+			}
+			for k := hi; k < nhi; k++ {
+				out = append(out, int(ix.sorted[k]))
 			}
 		} else {
-			picked = ix.earliest(spans, n-len(picked), picked)
+			out = ix.earliest(span{nlo, lo}, span{hi, nhi}, n-(len(out)-start), out)
 		}
 		lo, hi = nlo, nhi
 	}
-	return picked
+	return out
 }
 
-// earliest appends the m earliest entries of the spans of sorted, which
+// span is a range [lo, hi) of sorted.
+type span struct{ lo, hi int }
+
+// earliest appends the m earliest entries of two spans of sorted, which
 // hold more than m, taking the least of a span and splitting it around it.
-func (ix *nearIndex) earliest(spans [][2]int, m int, out []int) []int {
-	spans = slices.DeleteFunc(spans, func(s [2]int) bool { return s[0] >= s[1] })
+// The spans live in an array on the stack: each pick takes one and leaves
+// at most two.
+func (ix *nearIndex) earliest(a, b span, m int, out []int) []int {
+	var buf [2 * (maxShown + 1)]span
+	spans := buf[:0]
+	if m > maxShown {
+		spans = make([]span, 0, 2*m+2)
+	}
+	for _, s := range [2]span{a, b} {
+		if s.lo < s.hi {
+			spans = append(spans, s)
+		}
+	}
 	for ; m > 0 && len(spans) > 0; m-- {
-		best := 0
-		for j := range spans {
-			if ix.least(spans[j][0], spans[j][1]) < ix.least(spans[best][0], spans[best][1]) {
-				best = j
+		best, bi := 0, ix.least(spans[0].lo, spans[0].hi)
+		for j := 1; j < len(spans); j++ {
+			if i := ix.least(spans[j].lo, spans[j].hi); i < bi {
+				best, bi = j, i
 			}
 		}
 		s := spans[best]
-		i := ix.least(s[0], s[1])
-		out = append(out, int(i))
-		r := int(ix.rank[i])
-		spans = slices.Delete(spans, best, best+1)
-		for _, part := range [][2]int{{s[0], r}, {r + 1, s[1]}} {
-			if part[0] < part[1] {
-				spans = append(spans, part)
-			}
+		out = append(out, int(bi))
+		r := int(ix.rank[bi])
+		spans[best] = spans[len(spans)-1]
+		spans = spans[:len(spans)-1]
+		if s.lo < r {
+			spans = append(spans, span{s.lo, r})
+		}
+		if r+1 < s.hi {
+			spans = append(spans, span{r + 1, s.hi})
 		}
 	}
 	return out

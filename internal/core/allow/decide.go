@@ -365,29 +365,60 @@ const maxShown = 10
 // the first ones when subj is "") and says how many more there are. It
 // returns the entries it names too.
 func (r *toolRule) allowedText(subj string) (string, []string) {
-	var levels []*toolEntries
-	for i := len(r.levels) - 1; i >= 0; i-- {
-		if r.levels[i].patterned {
-			levels = append(levels, r.levels[i])
+	// The caller's level first, as Entries are ordered; a chain is rarely
+	// deeper than a few levels, so the bookkeeping lives on the stack.
+	var lvBuf [4]*toolEntries
+	levels := lvBuf[:0]
+	room := 0
+	for _, lv := range r.levels {
+		if lv.patterned {
+			levels = append(levels, lv)
 		}
 	}
 	share := max(maxShown/max(len(levels), 1), 1)
-	parts := make([]string, len(levels))
-	named := make([][]string, len(levels))
-	for i, lv := range levels {
-		names, more := lv.closest(subj, share)
-		named[i] = names
-		if more > 0 {
-			names = append(slices.Clip(names), fmt.Sprintf("and %d more", more))
+	for _, lv := range levels {
+		room += min(lv.npatterns, share)
+	}
+	var endBuf, moreBuf [4]int
+	ends, more := endBuf[:0], moreBuf[:0]
+	shown := make([]string, 0, room)
+	for _, lv := range levels {
+		var m int
+		shown, m = lv.closest(subj, share, shown)
+		ends, more = append(ends, len(shown)), append(more, m)
+	}
+	size := 0
+	for _, n := range shown {
+		size += len(n) + 2
+	}
+	// The sentence names the surface's own level first, within its callers'.
+	var b strings.Builder
+	b.Grow(size + 32*len(levels))
+	for i := len(levels) - 1; i >= 0; i-- {
+		if i < len(levels)-1 {
+			b.WriteString(" within the caller's ")
 		}
-		parts[i] = strings.Join(names, ", ")
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		for j, n := range shown[start:ends[i]] {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(n)
+		}
+		if more[i] > 0 {
+			if ends[i] > start {
+				b.WriteString(", ")
+			}
+			var digits [20]byte
+			b.WriteString("and ")
+			b.Write(strconv.AppendInt(digits[:0], int64(more[i]), 10))
+			b.WriteString(" more")
+		}
 	}
-	// The entries named, the caller's first as Entries are ordered.
-	var shown []string
-	for i := len(named) - 1; i >= 0; i-- {
-		shown = append(shown, named[i]...)
-	}
-	return strings.Join(parts, " within the caller's "), shown
+	return b.String(), shown
 }
 
 func (e *Effective) toolList() string {

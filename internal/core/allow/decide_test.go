@@ -591,7 +591,7 @@ func TestP10ClosestIsTheLinearScan(t *testing.T) {
 		{note: "a pattern longer than the subject", patterns: []string{"/srv/d500/docs/**", "/srv/d50/**", "/srv/d5/**"}, subj: "/srv/d5", n: 1},
 	} {
 		te := levelOf(c.patterns)
-		got, more := te.closest(c.subj, c.n)
+		got, more := te.closest(c.subj, c.n, nil)
 		want, wantMore := linearClosest(te, c.subj, c.n)
 		if !slices.Equal(got, want) || more != wantMore {
 			t.Errorf("%s: closest = %q and %d more, the scan %q and %d more", c.note, got, more, want, wantMore)
@@ -616,7 +616,7 @@ func TestP10ClosestIsTheLinearScan(t *testing.T) {
 		if rng.IntN(10) == 0 {
 			subj = ""
 		}
-		got, more := te.closest(subj, n)
+		got, more := te.closest(subj, n, nil)
 		want, wantMore := linearClosest(te, subj, n)
 		if !slices.Equal(got, want) || more != wantMore {
 			t.Fatalf("round %d: closest(%q, %d) of %q = %q and %d more, the scan %q and %d more", round, subj, n, patterns, got, more, want, wantMore)
@@ -655,5 +655,47 @@ func TestP10EntriesGatheredOnce(t *testing.T) {
 				t.Errorf("Entries(%s) has room past its end, which an append would write in the shared array", tc.tool)
 			}
 		})
+	}
+}
+
+// TestP10RefusalSentence pins a refusal's words: the surface's own entries
+// within its caller's, the count of those left out, and Entries with the
+// caller's first.
+func TestP10RefusalSentence(t *testing.T) {
+	many := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("Read(%s%d/**)", prefix, i))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		note        string
+		lists       [][]string
+		path        string
+		wantReason  string
+		wantEntries []string
+	}{
+		{note: "one short list", lists: [][]string{{"Read(/a/**)", "Read(/b/**)"}}, path: "/c",
+			wantReason:  `Read path "/c" is not allowed on this surface: allowed are Read(/a/**), Read(/b/**).`,
+			wantEntries: []string{"Read(/a/**)", "Read(/b/**)"}},
+		{note: "a surface within its caller", lists: [][]string{{"Read(/a/**)", "Read(/b/**)"}, {"Read(/a/x/**)"}}, path: "/b/y",
+			wantReason:  `Read path "/b/y" is not allowed on this surface: allowed are Read(/a/x/**) within the caller's Read(/a/**), Read(/b/**).`,
+			wantEntries: []string{"Read(/a/**)", "Read(/b/**)", "Read(/a/x/**)"}},
+		{note: "a long list: the closest, then how many more", lists: [][]string{many("/d", 12)}, path: "/d1x",
+			wantReason:  `Read path "/d1x" is not allowed on this surface: allowed are Read(/d0/**), Read(/d1/**), Read(/d2/**), Read(/d3/**), Read(/d4/**), Read(/d5/**), Read(/d6/**), Read(/d7/**), Read(/d10/**), Read(/d11/**), and 2 more.`,
+			wantEntries: []string{"Read(/d0/**)", "Read(/d1/**)", "Read(/d2/**)", "Read(/d3/**)", "Read(/d4/**)", "Read(/d5/**)", "Read(/d6/**)", "Read(/d7/**)", "Read(/d10/**)", "Read(/d11/**)"}},
+		{note: "two long levels share the bound", lists: [][]string{many("/d", 120), many("/d1", 7)}, path: "/e",
+			wantReason:  `Read path "/e" is not allowed on this surface: allowed are Read(/d10/**), Read(/d11/**), Read(/d12/**), Read(/d13/**), Read(/d14/**), and 2 more within the caller's Read(/d0/**), Read(/d1/**), Read(/d2/**), Read(/d3/**), Read(/d4/**), and 115 more.`,
+			wantEntries: []string{"Read(/d0/**)", "Read(/d1/**)", "Read(/d2/**)", "Read(/d3/**)", "Read(/d4/**)", "Read(/d10/**)", "Read(/d11/**)", "Read(/d12/**)", "Read(/d13/**)", "Read(/d14/**)"}},
+	} {
+		var ls []*List
+		for _, l := range c.lists {
+			ls = append(ls, compile(t, l...))
+		}
+		d := mustChain(t, ls...).Decide("Read", map[string]any{"file_path": c.path}, "/")
+		if d.Allowed || d.Reason != c.wantReason || !slices.Equal(d.Entries, c.wantEntries) {
+			t.Errorf("%s:\n reason  %s\n want    %s\n entries %q\n want    %q", c.note, d.Reason, c.wantReason, d.Entries, c.wantEntries)
+		}
 	}
 }
