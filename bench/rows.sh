@@ -26,7 +26,8 @@ pick() {
 		for (i = 3; i < NF; i++) if ($(i + 1) ~ want) printf "  %-28s %-32s %s\n", name, $(i + 1), $i }'
 }
 echo "== a decision under 1,000 entries, an Echo call at 1,000 tools (goals 1.2, 1.1)"
-go test ./internal/runtime/gateway -run '^$' -bench '^Benchmark(P10EntriesPerCall|EchoPerCallTools)$' -benchtime "$((rounds * 4))x" | pick '1000/10|µs/call'
+go test ./internal/runtime/gateway -run '^$' -bench '^BenchmarkP10EntriesPerCall$' -benchtime "${rounds}x" | pick '1000/10|µs/call'
+go test ./internal/runtime/gateway -run '^$' -bench '^BenchmarkEchoPerCallTools$' -benchtime "$((rounds * 4))x" | pick '1000/10|µs/call'
 echo "== \\u escapes against the same text unescaped (goal 1.1), forms against lone tool_use lines (Chat: 1.3)"
 go test ./internal/runtime/gateway -run '^$' -bench '^BenchmarkServe(Echo|Forms)$' -benchtime "$((rounds * 6))x" | pick '^x:'
 echo "== a refusal under 1,000 allow entries against 10 (goal 1.2)"
