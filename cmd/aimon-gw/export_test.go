@@ -9,8 +9,8 @@ import (
 	"aimon.dev/gw/internal/core/gate"
 )
 
-// TestS1CheckVetTestExportNothing: check, vet and test, which list no
-// tools, build no tool's JSON Schema (issue 32: the export was an eighth of
+// TestS1CheckVetTestExportNothing: check, vet, test and serve until it is
+// asked for the list build no tool's JSON Schema (issue 32: the export was an eighth of
 // a load of distinct tools); a list does. Not parallel: the count is the
 // process's.
 func TestS1CheckVetTestExportNothing(t *testing.T) {
@@ -37,6 +37,10 @@ tests: hi: {tool: "Echo", input: message: "hi there", allowed: true}
 		}},
 		{"vet", func() error { return vet(vetParams{Dir: dir, Stdout: &out}) }},
 		{"test", func() error { return policyTest(testParams{Dir: dir, Stdout: &out}) }},
+		{"serve, a call and no list", func() error {
+			return serve(t.Context(), serveParams{Policy: dir, Surface: "agent", Workdir: dir, MaxLineBytes: 1 << 20, Log: discard, Cache: "off", Stdout: &out,
+				Stdin: strings.NewReader(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"hi"}}` + "\n")})
+		}},
 	} {
 		if err := tc.run(); err != nil {
 			t.Fatalf("%s: %v\n%s", tc.note, err, out.String())

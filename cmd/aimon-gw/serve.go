@@ -96,7 +96,7 @@ func serve(ctx context.Context, p serveParams) error {
 		return err
 	}
 	defer rt.Close()
-	if _, err := rt.Gateway().Tools(nil); err != nil {
+	if err := rt.Gateway().CheckChain(nil); err != nil {
 		return cli.Exit(surfaceProblem("serve", err), exitUsage) // as mcp does
 	}
 	if err := rt.Gateway().Serve(ctx, p.Stdin, p.Stdout); err != nil {

@@ -32,6 +32,19 @@ func (g *Gateway) Tools(chain []string) ([]ToolDef, error) {
 	return toolDefs(cur, chain)
 }
 
+// CheckChain reports why chain (nil: the gateway's own) cannot run under
+// the policy in force, as Tools would, without building any tool's JSON
+// Schema: a front end that lists tools only when asked checks this at start.
+func (g *Gateway) CheckChain(chain []string) error {
+	if chain == nil {
+		chain = g.opts.Chain
+	}
+	cur := g.enter()
+	defer cur.Exit()
+	_, err := cur.Effective(chain)
+	return err
+}
+
 func toolDefs(cur *provision.Generation, chain []string) ([]ToolDef, error) {
 	eff, err := cur.Effective(chain)
 	if err != nil {
