@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -112,5 +114,51 @@ agent: "ask-tools": ["Bash(git commit:*)"]
 				t.Errorf("%s: %s, want %s: %s", tc.command, got, tc.verdict, out)
 			}
 		})
+	}
+}
+
+// TestP14ShellBuiltinsRunNoDeniedCommand: end to end through serve, the
+// shell's own ways of running a command (eval, builtin, !, coproc, a
+// trap's action, compgen -C, jobs -x) do not run what a deny entry
+// denies: each call is refused and nothing it names is written; eval of
+// another command still runs.
+func TestP14ShellBuiltinsRunNoDeniedCommand(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Bash: schema.#Bash & {sandbox: mode: "off"}
+agent: "allowed-tools": ["Bash"]
+agent: "denied-tools": ["Bash(touch:*)"]
+`)
+	commands := []struct{ note, command string }{
+		{"eval", "eval touch eval"},
+		{"eval of a quoted string", "eval 'touch evalq'"},
+		{"builtin", "builtin command touch builtin"},
+		{"!", "! touch not"},
+		{"coproc", "coproc touch coproc"},
+		{"a trap's action", `trap "touch trap" EXIT`},
+		{"compgen -C", "compgen -C 'touch compgen' x"},
+		{"jobs -x", "jobs -x touch jobs"},
+	}
+	lines := []string{bashLine("control", "eval echo ran")}
+	for _, c := range commands {
+		lines = append(lines, bashLine(c.note, c.command))
+	}
+	replies := runServe(t, []string{"--policy", dir, "--workdir", work}, nil, lines...)
+	if r := replies[0]; r["is_error"] != false || !strings.Contains(fmt.Sprint(r["content"]), "ran") {
+		t.Fatalf("eval of an allowed command did not run: %v", r)
+	}
+	for i, c := range commands {
+		r := replies[i+1]
+		if r["is_error"] != true || !strings.Contains(fmt.Sprint(r["content"]), "denied on this surface by Bash(touch:*)") {
+			t.Errorf("%s: %s was not refused by the deny entry: %v", c.note, c.command, r)
+		}
+	}
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		t.Errorf("a denied touch ran: %s", filepath.Join(work, e.Name()))
 	}
 }

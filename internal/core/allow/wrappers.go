@@ -9,7 +9,9 @@ import (
 // Deny and ask entries also read a command through what runs another
 // command (rule P14): leading assignments (FOO=1 git push), wrappers
 // (env, command, exec, nice, nohup, timeout, time, stdbuf, xargs, sudo,
-// doas), a shell's -c string and a path before the name (/usr/bin/git).
+// doas), the shell's own (builtin, eval, !, coproc, a trap's action,
+// compgen -C, jobs -x), a shell's -c string and a path before the name
+// (/usr/bin/git).
 // Each reading is added to the command as written, never put in its
 // place, so a reading can only add denials; allow entries never see them.
 
@@ -44,6 +46,13 @@ var wrappers = map[string]wrapper{
 	"script":   {arg: "cEIoOBmT", flags: "aefq", long: []string{"--command"}, split: "c", splitLong: "--command"},
 	"busybox":  {},
 	"unbuffer": {},
+	// The shell's own: bash runs what follows these with no
+	// metacharacter in sight (eval and trap are read in readings).
+	"builtin": {},
+	"!":       {},
+	"coproc":  {},
+	"jobs":    {flags: "lnprsx"},
+	"compgen": {arg: "oAGWFCXPSV", flags: "abcdefgjksuvI", split: "C"},
 }
 
 // execs are the options of find that run the words after them.
@@ -102,6 +111,13 @@ func readings(words []shellWord, depth int, out [][]shellWord) [][]shellWord {
 			return out // it may be any command: the patterns read it so as written
 		case shells[name] && depth > 0:
 			if s, ok := shellString(words[p+1:]); ok {
+				out = readString(s, depth, out)
+			}
+			return out
+		case name == "eval":
+			return readString(evalString(words[p+1:]), depth, out)
+		case name == "trap":
+			if s, ok := trapAction(words[p+1:]); ok {
 				out = readString(s, depth, out)
 			}
 			return out
@@ -166,6 +182,43 @@ func isAssignment(s string) bool {
 		}
 	}
 	return true
+}
+
+// evalString is the string eval runs: its arguments joined by spaces
+// after an optional --; any of them a glob or a brace may make it any
+// command.
+func evalString(args []shellWord) shellWord {
+	if len(args) > 0 && !args[0].wild && args[0].text == "--" {
+		args = args[1:]
+	}
+	var s shellWord
+	texts := make([]string, len(args))
+	for i, a := range args {
+		texts[i] = a.text
+		s.any = s.any || a.wild
+	}
+	s.text = strings.Join(texts, " ")
+	return s
+}
+
+// trapAction returns the action of a trap's arguments, the command the
+// shell runs on its signal: the first operand after its options.
+func trapAction(args []shellWord) (shellWord, bool) {
+	for i, a := range args {
+		switch {
+		case a.wild:
+			return shellWord{wild: true, any: true}, true
+		case a.text == "--":
+			if i+1 < len(args) {
+				return args[i+1], true
+			}
+			return shellWord{}, false
+		case len(a.text) > 1 && a.text[0] == '-':
+		default:
+			return a, true
+		}
+	}
+	return shellWord{}, false
 }
 
 // shellString returns the string a shell's arguments run with -c: the

@@ -16,10 +16,7 @@ func TestP14WrappersHideNoDeniedCommand(t *testing.T) {
 		Deny: []string{"Bash(git push:*)", "Bash(git reset --hard)", "Bash(rm:*)"},
 		Ask:  []string{"Bash(git commit:*)"},
 	})
-	for _, tc := range []struct {
-		note, command, want string
-		entry               string // the entry the sentence names, for a denial or an ask
-	}{
+	decideCommands(t, e, []commandCase{
 		{"an option before the subcommand", "git -C . push", "denied P14", "Bash(git push:*)"},
 		{"a long option before the subcommand", "git --no-pager push origin", "denied P14", "Bash(git push:*)"},
 		{"a message that says push: the safe direction", "git log --grep push", "denied P14", "Bash(git push:*)"},
@@ -65,17 +62,7 @@ func TestP14WrappersHideNoDeniedCommand(t *testing.T) {
 		{"an exact entry with another word after it", "env git reset --hard HEAD", "allowed", ""},
 		{"the word after sudo -u is its user", "sudo -u rm ls", "allowed", ""},
 		{"rm as an argument, not a command", "git log --grep rm", "allowed", ""},
-	} {
-		t.Run(tc.note, func(t *testing.T) {
-			d := e.Decide("Bash", map[string]any{"command": tc.command}, "/")
-			if got := outcome(d); got != tc.want {
-				t.Fatalf("%s: %s, want %s: %s", tc.command, got, tc.want, d.Reason)
-			}
-			if tc.entry != "" && !strings.Contains(d.Reason, tc.entry) {
-				t.Errorf("%s: the sentence does not name %s: %s", tc.command, tc.entry, d.Reason)
-			}
-		})
-	}
+	})
 	// Allow entries still read the command as written.
 	only := chainDecl(t, Decl{Allow: []string{"Bash(git push:*)"}})
 	for _, c := range []string{"env git push", "git -C . push", "sh -c 'git push'"} {
@@ -114,4 +101,65 @@ func FuzzP14WrappersOnlyAddDenials(f *testing.F) {
 		}
 		t.Errorf("%q meets %q as written, but none of its readings does", command, pattern)
 	})
+}
+
+// TestP14ShellBuiltinsHideNoDeniedCommand: the shell's own ways of running
+// a command (eval, builtin, the ! and coproc reserved words, a trap's
+// action, compgen -C, jobs -x) run what their words say, with no
+// metacharacter in sight, so a deny or ask entry meets the command they
+// run; what they run otherwise stays allowed.
+func TestP14ShellBuiltinsHideNoDeniedCommand(t *testing.T) {
+	e := chainDecl(t, Decl{
+		Allow: []string{"Bash"},
+		Deny:  []string{"Bash(git push:*)", "Bash(rm:*)"},
+		Ask:   []string{"Bash(git commit:*)"},
+	})
+	decideCommands(t, e, []commandCase{
+		{"eval", "eval git push", "denied P14", "Bash(git push:*)"},
+		{"eval of one quoted string", "eval 'git push origin'", "denied P14", "Bash(git push:*)"},
+		{"eval joins its words and reads them again", `eval "git" "'push'"`, "denied P14", "Bash(git push:*)"},
+		{"eval --", "eval -- rm -rf x", "denied P14", "Bash(rm:*)"},
+		{"eval of a glob that may be anything", "eval g*", "denied P14", "Bash(git push:*)"},
+		{"builtin", "builtin eval git push", "denied P14", "Bash(git push:*)"},
+		{"builtin command", "builtin command git push", "denied P14", "Bash(git push:*)"},
+		{"the ! reserved word", "! git push", "denied P14", "Bash(git push:*)"},
+		{"! and time", "! time -p rm x", "denied P14", "Bash(rm:*)"},
+		{"coproc", "coproc git push", "denied P14", "Bash(git push:*)"},
+		{"a trap's action", `trap "git push" EXIT`, "denied P14", "Bash(git push:*)"},
+		{"a trap's action after --", "trap -- 'rm -rf x' 0", "denied P14", "Bash(rm:*)"},
+		{"compgen -C", "compgen -C 'rm -rf x' y", "denied P14", "Bash(rm:*)"},
+		{"compgen -C attached", "compgen '-Crm x' y", "denied P14", "Bash(rm:*)"},
+		{"jobs -x", "jobs -x rm x", "denied P14", "Bash(rm:*)"},
+		{"wrappers around eval", "command eval env git push", "denied P14", "Bash(git push:*)"},
+		{"eval in a -c string", `sh -c "eval git push"`, "denied P14", "Bash(git push:*)"},
+		{"an ask through eval", "eval git commit -m x", "ask P14", "Bash(git commit:*)"},
+		{"eval of another command", "eval git status", "allowed", ""},
+		{"builtin echo", "builtin echo rm", "allowed", ""},
+		{"a trap that resets", "trap - EXIT", "allowed", ""},
+		{"a trap's action of another command", `trap "git status" EXIT`, "allowed", ""},
+		{"compgen without -C", "compgen -W 'rm git' r", "allowed", ""},
+		{"jobs without -x", "jobs -l", "allowed", ""},
+	})
+}
+
+// commandCase is a Bash command and the outcome a chain gives it.
+type commandCase struct {
+	note, command, want string
+	entry               string // the entry the sentence names, for a denial or an ask
+}
+
+// decideCommands decides each case's command under e.
+func decideCommands(t *testing.T, e *Effective, cases []commandCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			d := e.Decide("Bash", map[string]any{"command": tc.command}, "/")
+			if got := outcome(d); got != tc.want {
+				t.Fatalf("%s: %s, want %s: %s", tc.command, got, tc.want, d.Reason)
+			}
+			if tc.entry != "" && !strings.Contains(d.Reason, tc.entry) {
+				t.Errorf("%s: the sentence does not name %s: %s", tc.command, tc.entry, d.Reason)
+			}
+		})
+	}
 }
