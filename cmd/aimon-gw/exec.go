@@ -73,7 +73,7 @@ func runExec(ctx context.Context, p execParams) error {
 	loadCache(p.Cache, nil) // protected, as every cache a command names
 	if p.Protect != "" {
 		if abs, err := filepath.Abs(p.Protect); err == nil {
-			sandbox.Protect(abs)
+			sandbox.Protect(sandbox.WhatLog, abs)
 		}
 	}
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)

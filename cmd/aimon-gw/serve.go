@@ -128,7 +128,7 @@ func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
 	if dir == "" {
 		return nil
 	}
-	sandbox.ProtectDir(dir)
+	sandbox.ProtectDir(sandbox.WhatCache, dir)
 	return &loadcache.Cache{Dir: dir, Log: log}
 }
 

@@ -152,8 +152,8 @@ func stale(env *tools.Env, tool, path string, fi tools.FileState) (tools.Result,
 
 // guarded refuses a path the gateway reads or runs (rule R8).
 func guarded(env *tools.Env, tool, path string) (tools.Result, bool) {
-	if p := sandbox.Protecting(path); p != "" {
-		return refuse(env, tool, "%s lies in %s, which the gateway reads or runs (its policy, a surfaces source, its decision log or cache, or a program it starts); no tool may write there.", path, p), false
+	if why := sandbox.Guarding(path).Refusal(); why != "" {
+		return refuse(env, tool, "%s.", why), false
 	}
 	return tools.Result{}, true
 }

@@ -50,19 +50,23 @@ func TestR8WriteAndEditRefuseWhatTheGatewayReads(t *testing.T) {
 	mod := filepath.Join(env.Workdir, "gwpolicy")
 	write(t, mod, "policy.cue", "package policy\n")
 	os.Symlink(mod, filepath.Join(env.Workdir, "alias"))
-	sandbox.Protect(mod)
+	os.Symlink("gwpolicy/planted.cue", filepath.Join(env.Workdir, "dangling"))
+	sandbox.Protect("the policy", mod)
 	call(t, env, "Read", `{"file_path":"gwpolicy/policy.cue"}`)
 	for _, tt := range []struct{ note, tool, in string }{
 		{note: "a new file in it", tool: "Write", in: `{"file_path":"gwpolicy/open.cue","content":"agent: {}"}`},
 		{note: "a file it holds", tool: "Edit", in: `{"file_path":"gwpolicy/policy.cue","old_string":"package","new_string":"pkg"}`},
 		{note: "through a link", tool: "Write", in: `{"file_path":"alias/open.cue","content":"agent: {}"}`},
 		{note: "a new directory in it", tool: "Write", in: `{"file_path":"gwpolicy/a/b.cue","content":""}`},
+		{note: "through a dangling link", tool: "Write", in: `{"file_path":"dangling","content":"agent: {}"}`},
 	} {
 		r := call(t, env, tt.tool, tt.in)
 		wantResult(t, r, true, "which the gateway reads or runs", mod)
 	}
-	if _, err := os.Stat(filepath.Join(mod, "open.cue")); err == nil {
-		t.Error("a file was written into the protected directory")
+	for _, f := range []string{"open.cue", "planted.cue"} {
+		if _, err := os.Stat(filepath.Join(mod, f)); err == nil {
+			t.Errorf("%s was written into the protected directory", f)
+		}
 	}
 	r := call(t, env, "Write", `{"file_path":"elsewhere.txt","content":"x"}`)
 	wantResult(t, r, false, "Created")

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // protected are the paths the gateway reads or runs (rule R8): its policy
@@ -28,13 +30,14 @@ var protected struct {
 var concealed pathSet
 
 // pathSet is a set of absolute paths, each as given and as resolved,
-// sorted; it only grows.
+// sorted, with what each is; it only grows.
 type pathSet struct {
 	mu    sync.RWMutex
 	paths []string
+	what  map[string]string // for a sentence; the first given wins
 }
 
-func (s *pathSet) add(paths []string) {
+func (s *pathSet) add(what string, paths []string) {
 	var add []string
 	for _, p := range paths {
 		if p == "" || !filepath.IsAbs(p) {
@@ -47,6 +50,14 @@ func (s *pathSet) add(paths []string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.what == nil {
+		s.what = map[string]string{}
+	}
+	for _, p := range add {
+		if _, ok := s.what[p]; !ok {
+			s.what[p] = what
+		}
+	}
 	s.paths = append(s.paths, add...)
 	slices.Sort(s.paths)
 	s.paths = slices.Compact(s.paths)
@@ -66,38 +77,46 @@ func (s *pathSet) existing() []string {
 	return slices.Compact(out)
 }
 
-// holding is the path of the set that one of names is or lies in; "" for
-// none.
+// holding is the deepest path of the set that one of names is or lies
+// in; "" for none.
 func (s *pathSet) holding(names ...string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	var held string
 	for _, p := range s.paths {
 		for _, n := range names {
-			if within(n, p) {
-				return p
+			if len(p) > len(held) && within(n, p) {
+				held = p
 			}
 		}
 	}
-	return ""
+	return held
 }
+
+// What the gateway's caches and logs are, for Protect's sentences.
+const (
+	WhatCache = "the gateway's cache of compiled policies"
+	WhatLog   = "the gateway's decision log"
+)
 
 // ProtectDir protects a directory the gateway's own programs create later
 // (the hook's cache): it is created, empty, before a sandbox is made, so
 // that it is bound read-only from the first command on, and no command
 // can create it first and fill it (rule R8). One the gateway cannot create
 // a command cannot create either.
-func ProtectDir(dir string) {
+func ProtectDir(what, dir string) {
 	if dir == "" || !filepath.IsAbs(dir) {
 		return
 	}
-	Protect(dir)
+	Protect(what, dir)
 	protected.mu.Lock()
 	defer protected.mu.Unlock()
 	protected.dirs = append(protected.dirs, filepath.Clean(dir))
 }
 
-// Protect adds paths to what no tool may write.
-func Protect(paths ...string) { protected.add(paths) }
+// Protect adds paths to what no tool may write; what says what they are,
+// for the sentence that refuses a write ("the gateway's decision log").
+func Protect(what string, paths ...string) { protected.add(what, paths) }
 
 // Protected lists the protected paths that exist, resolved, once the
 // directories of ProtectDir exist.
@@ -112,9 +131,105 @@ func Protected() []string {
 	return protected.existing()
 }
 
-// Protecting is the protected path that path lies in, by its name or by
-// where its symbolic links lead; "" when none.
-func Protecting(path string) string { return protected.holding(path, realPath(path)) }
+// A Guard is what a write of Path (cleaned) would change that the gateway
+// reads or runs (rule R8): the protected path it lands in (Holder, "" for
+// none), what that is, and where it lands (At). Err says why where it
+// lands cannot be told (a loop of links, a directory the gateway may not
+// search): such a write is refused too.
+type Guard struct {
+	Path, Holder, What, At string
+	Err                    error
+}
+
+// Guarding judges a write of path (absolute) by its name and by where an
+// open that writes it lands: its symbolic links followed, a dangling one
+// to where it points, as the kernel would create the file.
+func Guarding(path string) Guard {
+	path = filepath.Clean(path)
+	at, err := landsAt(path)
+	if err != nil {
+		return Guard{Path: path, At: path, Err: err}
+	}
+	g := Guard{Path: path, At: at, Holder: protected.holding(path, at)}
+	if g.Holder != "" {
+		protected.mu.RLock()
+		g.What = protected.what[g.Holder]
+		protected.mu.RUnlock()
+	}
+	return g
+}
+
+// Refusal is the sentence that refuses the write g judged (rule R8); ""
+// when it may go on.
+func (g Guard) Refusal() string {
+	path := g.Path
+	if g.Err != nil {
+		return fmt.Sprintf("where %s leads cannot be told (%v), so it may be a file the gateway reads or runs, and no tool may write it (rule R8); give a path without a loop of symbolic links, in directories the gateway may search", path, g.Err)
+	}
+	if g.Holder == "" {
+		return ""
+	}
+	name := path
+	if g.At != path {
+		name = fmt.Sprintf("%s (it leads through a symbolic link to %s)", path, g.At)
+	}
+	if g.At == g.Holder || path == g.Holder {
+		return fmt.Sprintf("%s is %s, which the gateway reads or runs; no tool may write it (rule R8)", name, g.What)
+	}
+	return fmt.Sprintf("%s lies in %s, %s, which the gateway reads or runs; no tool may write there (rule R8)", name, g.Holder, g.What)
+}
+
+// landsAt is where an open that creates path lands: its components walked
+// once as the kernel walks them, following at most maxLinks symbolic
+// links, a dangling one to where it points; from the first missing
+// component on, the rest is taken as written. One lstat a component, no
+// allocation for those that exist.
+func landsAt(path string) (string, error) {
+	const maxLinks = 40
+	done, rest, links := "", path, 0 // done is "" for the root
+	var st syscall.Stat_t
+	for rest != "" {
+		var c string
+		c, rest, _ = strings.Cut(rest, "/")
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			done = done[:strings.LastIndexByte(done, '/')+1]
+			done = strings.TrimSuffix(done, "/")
+			continue
+		}
+		next := done + "/" + c
+		err := syscall.Lstat(next, &st)
+		for err == syscall.EINTR {
+			err = syscall.Lstat(next, &st)
+		}
+		switch {
+		case err == syscall.ENOENT || err == syscall.ENOTDIR:
+			return filepath.Clean(next + "/" + rest), nil
+		case err != nil:
+			return "", &fs.PathError{Op: "lstat", Path: next, Err: err}
+		case st.Mode&syscall.S_IFMT != syscall.S_IFLNK:
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(t, "/") {
+			done = ""
+		}
+		rest = t + "/" + rest
+	}
+	if done == "" {
+		return "/", nil
+	}
+	return done, nil
+}
 
 // Conceal adds paths to what no tool may read or write; a relative path
 // is taken from the working directory, as the gateway read it.
@@ -125,8 +240,8 @@ func Conceal(paths ...string) {
 			abs = append(abs, a)
 		}
 	}
-	Protect(abs...)
-	concealed.add(abs)
+	Protect("a secret of the gateway's", abs...)
+	concealed.add("a secret of the gateway's", abs)
 }
 
 // Concealed lists the concealed paths that exist, resolved.

@@ -214,7 +214,7 @@ func TestP15ConcealedIsHiddenAndRefused(t *testing.T) {
 			t.Errorf("%s: Concealing = %v, want %v", tc.note, got, tc.held)
 		}
 	}
-	if Protecting(key) == "" {
+	if Guarding(key).Holder == "" {
 		t.Errorf("the concealed key is not protected from writes")
 	}
 }

@@ -151,19 +151,44 @@ func (g *Gateway) landing(p prepared, in map[string]any, d rule.Decision) rule.D
 	return d
 }
 
+// guard refuses a call that writes where the gateway reads or runs (rule
+// R8), whatever the lists allow: under the hook, Claude Code's own Write
+// and Edit write what was only decided here. The protected paths are
+// those of New and Swap; the call costs the resolution of its path.
+func guard(t *policy.Tool, in tools.Input, d rule.Decision) rule.Decision {
+	if !writesPath(t) || !(d.Allowed || d.Ask) {
+		return d
+	}
+	at, ok := in[t.Subject.Field].(string)
+	if !ok {
+		return d // no path, nothing written: the gate's and P5's to refuse
+	}
+	if why := sandbox.Guarding(at).Refusal(); why != "" {
+		return rule.Refused(rule.R8, fmt.Sprintf("%s was not run: %s.", t.Name, why))
+	}
+	return d
+}
+
+// writesPath reports whether a call of t writes the path its subject
+// names: the file tools, and any path tool the policy says writes.
+func writesPath(t *policy.Tool) bool {
+	s := t.Subject
+	return s != nil && s.Kind == "path" && (t.WritesFiles() || t.Effect == "write" || t.Effect == "destructive")
+}
+
 // protectGateway protects what the gateway itself reads or runs (rule
 // R8): its own binary, its decision log, and the hook's default cache of
 // compiled policies, created if need be before the first sandbox so that
 // no command can create it first.
 func protectGateway(opts Options) {
 	if exe, err := os.Executable(); err == nil {
-		sandbox.Protect(exe)
+		sandbox.Protect("the gateway's own program", exe)
 	}
 	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
-		sandbox.Protect(l.Path())
+		sandbox.Protect(sandbox.WhatLog, l.Path())
 	}
 	if dir, err := loadcache.DefaultDir(); err == nil {
-		sandbox.ProtectDir(dir)
+		sandbox.ProtectDir(sandbox.WhatCache, dir)
 	}
 }
 
@@ -173,12 +198,13 @@ func protectGateway(opts Options) {
 // plugins and upstream servers, found as they will be started, with the
 // scripts their arguments name.
 func protect(gen *provision.Generation) {
-	var ps []string
 	if gen.Dir != "" {
-		ps = append(ps, gen.Dir, policy.ModuleRoot(gen.Dir))
+		sandbox.Protect("the policy's directory (its .cue files and pins.cue)", gen.Dir)
+		sandbox.Protect("the policy's CUE module, whose files the policy loads", policy.ModuleRoot(gen.Dir))
 	}
-	ps = append(ps, gen.Dirs...)
-	ps = append(ps, gen.Inputs...)
+	sandbox.Protect("a surfaces source the policy reads", gen.Dirs...)
+	sandbox.Protect("a file the policy is loaded from", gen.Inputs...)
+	var ps []string
 	ts := slices.Collect(maps.Values(gen.Tools))
 	ts = append(ts, slices.Collect(maps.Values(gen.Wildcards))...)
 	for _, t := range ts {
@@ -191,5 +217,5 @@ func protect(gen *provision.Generation) {
 			ps = append(ps, provision.Scripts(t.Upstream.Command[1:], t.Upstream.Cwd)...)
 		}
 	}
-	sandbox.Protect(ps...)
+	sandbox.Protect("a program the gateway starts (a plugin or MCP server, or a script it runs)", ps...)
 }

@@ -181,7 +181,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	if o.Cache != nil {
 		// Its records are what the gateway reads: no tool may write them
 		// (rule R8), whichever directory it is.
-		sandbox.ProtectDir(o.Cache.Dir)
+		sandbox.ProtectDir(sandbox.WhatCache, o.Cache.Dir)
 	}
 	// firstLoad loads the first generation, through the cache when there is
 	// one; record writes the record of a fresh load, once it serves.
