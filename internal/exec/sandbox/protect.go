@@ -251,6 +251,16 @@ func Concealed() []string { return concealed.existing() }
 // really is) are or lie in; "" when none.
 func Concealing(names ...string) string { return concealed.holding(names...) }
 
+// LandsAt is where an open that creates path lands, as Guarding judges
+// it; path, cleaned, when that cannot be told.
+func LandsAt(path string) string {
+	path = filepath.Clean(path)
+	if at, err := landsAt(path); err == nil {
+		return at
+	}
+	return path
+}
+
 // RealPath is path with the symbolic links of its deepest existing
 // ancestor followed (a file still to be created resolves by its parent).
 func RealPath(path string) string { return realPath(path) }

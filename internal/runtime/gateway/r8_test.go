@@ -218,3 +218,37 @@ agent: "allowed-tools": ["Read", "Write(/**)"]
 		})
 	}
 }
+
+// TestP14DanglingLinksAreJudgedWhereTheyLand: a link whose target does not
+// exist yet is where a write through it creates the file (Claude Code
+// under the hook writes it so), so the deny and ask entries judge it
+// there; it was judged by its own name, and allowed.
+func TestP14DanglingLinksAreJudgedWhereTheyLand(t *testing.T) {
+	g, _ := newGateway(t, `tools: {Write: schema.#Write}
+agent: "allowed-tools": ["Write(/**)"]
+agent: "denied-tools": ["Write(/srv/denied/**)"]
+`, nil)
+	wd := g.opts.Workdir
+	for link, to := range map[string]string{"l-denied": "/srv/denied/new.txt", "l-chain": "l-denied", "l-open": wd + "/new.txt", "l-dir": "/srv/denied"} {
+		if err := os.Symlink(to, filepath.Join(wd, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		note, path string
+		allowed    bool
+		why        string
+	}{
+		{note: "a dangling link into a denied directory", path: "l-denied", why: `leads through a symbolic link to "/srv/denied/new.txt"`},
+		{note: "a chain ending in one", path: "l-chain", why: `to "/srv/denied/new.txt"`},
+		{note: "a link to a directory still to make", path: "l-dir/x", why: `to "/srv/denied/x"`},
+		{note: "a dangling link that stays where the lists allow", path: "l-open", allowed: true},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			d := g.Check(nil, "1", "Write", []byte(`{"file_path":"`+tc.path+`","content":"x"}`))
+			if d.Allowed != tc.allowed || !tc.allowed && (d.Rule != "P14" || !strings.Contains(d.Reason, tc.why)) {
+				t.Errorf("%s: %+v; want allowed %v, P14 saying %q", tc.path, d, tc.allowed, tc.why)
+			}
+		})
+	}
+}

@@ -136,8 +136,8 @@ func (g *Gateway) landing(p prepared, in map[string]any, d rule.Decision) rule.D
 	if !ok {
 		return d
 	}
-	real := sandbox.RealPath(at)
-	if real == at {
+	real := sandbox.LandsAt(at) // a dangling link where it points: Claude Code writes there
+	if real == filepath.Clean(at) {
 		return d
 	}
 	there := maps.Clone(in)
