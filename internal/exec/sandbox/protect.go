@@ -143,10 +143,16 @@ type Guard struct {
 
 // Guarding judges a write of path (absolute) by its name and by where an
 // open that writes it lands: its symbolic links followed, a dangling one
-// to where it points, as the kernel would create the file.
+// to where it points, as the kernel would create the file. A path through
+// a link of /proc (/proc/self/cwd) cannot be told.
 func Guarding(path string) Guard {
 	path = filepath.Clean(path)
-	at, err := landsAt(path)
+	at, proc, err := landsAt(path)
+	if err == nil && proc != "" {
+		// Its links lead elsewhere in the process that writes (Claude Code
+		// under the hook) than in the gateway's.
+		err = fmt.Errorf("it goes through %s, a link of /proc that leads somewhere else for each process", proc)
+	}
 	if err != nil {
 		return Guard{Path: path, At: path, Err: err}
 	}
@@ -182,9 +188,9 @@ func (g Guard) Refusal() string {
 // landsAt is where an open that creates path lands: its components walked
 // once as the kernel walks them, following at most maxLinks symbolic
 // links, a dangling one to where it points; from the first missing
-// component on, the rest is taken as written. One lstat a component, no
-// allocation for those that exist.
-func landsAt(path string) (string, error) {
+// component on, the rest is taken as written; proc is the last link of
+// /proc followed, "" for none. One lstat a component.
+func landsAt(path string) (at, proc string, err error) {
 	const maxLinks = 40
 	done, rest, links := "", path, 0 // done is "" for the root
 	var st syscall.Stat_t
@@ -200,25 +206,28 @@ func landsAt(path string) (string, error) {
 			continue
 		}
 		next := done + "/" + c
-		err := syscall.Lstat(next, &st)
+		err = syscall.Lstat(next, &st)
 		for err == syscall.EINTR {
 			err = syscall.Lstat(next, &st)
 		}
 		switch {
 		case err == syscall.ENOENT || err == syscall.ENOTDIR:
-			return filepath.Clean(next + "/" + rest), nil
+			return filepath.Clean(next + "/" + rest), proc, nil
 		case err != nil:
-			return "", &fs.PathError{Op: "lstat", Path: next, Err: err}
+			return "", "", &fs.PathError{Op: "lstat", Path: next, Err: err}
 		case st.Mode&syscall.S_IFMT != syscall.S_IFLNK:
 			done = next
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
+			return "", "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
 		}
 		t, err := os.Readlink(next)
 		if err != nil {
-			return "", err
+			return "", "", err
+		}
+		if strings.HasPrefix(next, "/proc/") {
+			proc = next
 		}
 		if strings.HasPrefix(t, "/") {
 			done = ""
@@ -226,9 +235,9 @@ func landsAt(path string) (string, error) {
 		rest = t + "/" + rest
 	}
 	if done == "" {
-		return "/", nil
+		return "/", proc, nil
 	}
-	return done, nil
+	return done, proc, nil
 }
 
 // Conceal adds paths to what no tool may read or write; a relative path
@@ -255,7 +264,7 @@ func Concealing(names ...string) string { return concealed.holding(names...) }
 // it; path, cleaned, when that cannot be told.
 func LandsAt(path string) string {
 	path = filepath.Clean(path)
-	if at, err := landsAt(path); err == nil {
+	if at, _, err := landsAt(path); err == nil {
 		return at
 	}
 	return path

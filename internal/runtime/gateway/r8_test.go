@@ -155,6 +155,8 @@ func TestR8WritesWhereTheGatewayReadsAreRefused(t *testing.T) {
 		{note: "bad input: an empty path", tool: "Write", input: write(""), rule: "R7", why: "is blank"},
 		{note: "bad input: a loop of links", tool: "Write", input: write(p.work + "/loop"), rule: "R8", why: "cannot be told"},
 		{note: "bad input: a path through a loop", tool: "Write", input: write(p.work + "/loop/x"), rule: "R8", why: "cannot be told"},
+		{note: "bad input: a link of /proc, which differs by process", tool: "Write", input: write("/proc/self/cwd/x"), rule: "R8", why: "a link of /proc"},
+		{note: "bad input: /proc/self/root to the policy", tool: "Write", input: write("/proc/self/root" + p.policy + "/open.cue"), rule: "R8", why: "cannot be told"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
