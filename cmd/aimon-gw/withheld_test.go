@@ -186,20 +186,11 @@ agent: "ask-tools": ["Read(%[1]s/asked/**)"]
 		{"an allowed file through a link, relative to the working directory", "ol/o", "allow"},
 	} {
 		t.Run(c.note, func(t *testing.T) {
-			in, _ := json.Marshal(map[string]any{"cwd": root, "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": map[string]any{"file_path": c.path}})
-			hook := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
-			hook.Stdin = strings.NewReader(string(in))
-			out, err := hook.Output()
-			var h struct {
-				Out struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+			verdict, reason := hookDecision(t, policy, map[string]any{"cwd": root, "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": map[string]any{"file_path": c.path}})
+			if verdict != c.verdict {
+				t.Errorf("hook: %s, want %s: %s", verdict, c.verdict, reason)
 			}
-			if err != nil || json.Unmarshal(out, &h) != nil {
-				t.Fatalf("hook: %v: %s", err, out)
-			}
-			if h.Out.PermissionDecision != c.verdict {
-				t.Errorf("hook: %s, want %s: %s", h.Out.PermissionDecision, c.verdict, h.Out.PermissionDecisionReason)
-			}
-			out, _ = exec.Command(gatewayBinary(t), "check", "--policy", policy, "--workdir", root, toolUse("1", "Read", map[string]any{"file_path": c.path})).Output()
+			out, _ := exec.Command(gatewayBinary(t), "check", "--policy", policy, "--workdir", root, toolUse("1", "Read", map[string]any{"file_path": c.path})).Output()
 			var d struct{ Allowed, Ask bool }
 			if err := json.Unmarshal(out, &d); err != nil {
 				t.Fatalf("check: %v: %s", err, out)
@@ -248,4 +239,73 @@ agent: "ask-tools": ["Write(%[1]s/w/**)"]
 	if data, _ := os.ReadFile(file); string(data) != key+"\n" {
 		t.Errorf("the approval key was changed: %q", data)
 	}
+}
+
+// TestP14ClaudeCodeSearchesReachNothingWithheld: Claude Code runs its own
+// Grep and Glob over the whole tree below their path, where the built-ins
+// visit only what the lists admit, so the hook refuses a search whose
+// directory holds what a deny, ask or narrower allow entry withholds
+// (asking when only an ask entry does), and a Glob pattern that leaves
+// its directory (rules P4, P14, R7). A search of a directory that holds
+// none of it, or of a file, stays allowed.
+func TestP14ClaudeCodeSearchesReachNothingWithheld(t *testing.T) {
+	t.Parallel()
+	root := withheldLayout(t, ".", map[string]string{"top/private/k": "s\n", "top/src/a.go": "package a\n", "top/notes.md": "n\n",
+		"area/asked/a": "a\n", "area/open/o": "o\n"}, `
+import "aimon.dev/gw/schema/claudecode"
+
+_schema: schema.#Tool
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Grep", "Glob"]
+agent: "denied-tools": ["Grep(%[1]s/top/private/**)", "Glob(%[1]s/top/private/**)"]
+agent: "ask-tools": ["Grep(%[1]s/area/asked/**)"]
+subagents: shallow: "allowed-tools": ["Grep(%[1]s/top/*)", "Glob(%[1]s/top/*)"]
+`)
+	if err := os.Symlink("top", filepath.Join(root, "tl")); err != nil {
+		t.Fatal(err)
+	}
+	policy := root + "/proj/gw/policy"
+	for _, c := range []struct {
+		note, agent, tool string
+		input             map[string]any
+		verdict, says     string
+	}{
+		{"a grep of a directory that holds a denied one", "", "Grep", map[string]any{"pattern": "s", "path": root + "/top"}, "deny", "top/private/**"},
+		{"a grep of the working directory above it", "", "Grep", map[string]any{"pattern": "s"}, "deny", "top/private/**"},
+		{"a grep through a link to it", "", "Grep", map[string]any{"pattern": "s", "path": root + "/tl"}, "deny", "top/private/**"},
+		{"a glob of a directory that holds a denied one", "", "Glob", map[string]any{"pattern": "**", "path": root + "/top"}, "deny", "top/private/**"},
+		{"a grep of a directory that holds an asked one", "", "Grep", map[string]any{"pattern": "s", "path": root + "/area"}, "ask", "area/asked/**"},
+		{"a glob pattern that climbs out", "", "Glob", map[string]any{"pattern": "../private/*", "path": root + "/top/src"}, "deny", "leave its directory"},
+		{"an absolute glob pattern", "", "Glob", map[string]any{"pattern": root + "/top/private/*", "path": root + "/top/src"}, "deny", "leave its directory"},
+		{"a glob pattern that climbs out in braces", "", "Glob", map[string]any{"pattern": "{..,x}/private/*", "path": root + "/top/src"}, "deny", "leave its directory"},
+		{"a narrower list one level deep", "shallow", "Grep", map[string]any{"pattern": "s", "path": root + "/top/src"}, "deny", "top/*"},
+		{"a grep of a directory that holds none of it", "", "Grep", map[string]any{"pattern": "s", "path": root + "/top/src"}, "allow", ""},
+		{"a grep of a file beside a denied directory", "", "Grep", map[string]any{"pattern": "s", "path": root + "/top/notes.md"}, "allow", ""},
+		{"a glob below", "", "Glob", map[string]any{"pattern": "**/*.go", "path": root + "/top/src"}, "allow", ""},
+		{"a grep of a file under a narrower list", "shallow", "Grep", map[string]any{"pattern": "s", "path": root + "/top/notes.md"}, "allow", ""},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			verdict, reason := hookDecision(t, policy, map[string]any{"cwd": root, "hook_event_name": "PreToolUse", "tool_name": c.tool, "tool_input": c.input, "agent_type": c.agent})
+			if verdict != c.verdict || !strings.Contains(reason, c.says) {
+				t.Errorf("hook: %s, want %s saying %q: %s", verdict, c.verdict, c.says, reason)
+			}
+		})
+	}
+}
+
+// hookDecision runs the binary's Claude Code hook under policy on the hook
+// input in and returns its decision and reason.
+func hookDecision(t *testing.T, policy string, in map[string]any) (string, string) {
+	t.Helper()
+	b, _ := json.Marshal(in)
+	hook := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+	hook.Stdin = strings.NewReader(string(b))
+	out, err := hook.Output()
+	var h struct {
+		Out struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+	}
+	if err != nil || json.Unmarshal(out, &h) != nil {
+		t.Fatalf("hook: %v: %s", err, out)
+	}
+	return h.Out.PermissionDecision, h.Out.PermissionDecisionReason
 }

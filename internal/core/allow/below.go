@@ -1,9 +1,13 @@
 package allow
 
 import (
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"aimon.dev/gw/internal/core/rule"
 )
 
 // MayAllowBelow reports whether the tool's allow entries along the chain
@@ -38,19 +42,105 @@ func (e *Effective) MayAllowBelow(tool, dir string) bool {
 // below the directory of dsegs.
 func (te *toolEntries) mayMatchBelow(dsegs []string) bool {
 	for _, in := range te.infos {
+		if in.HasPattern && in.err == nil && in.mayMatchBelow(dsegs) {
+			return true // a name-only entry at a narrowing level, or a denying one (P7), admits nothing
+		}
+	}
+	return false
+}
+
+// mayMatchBelow reports whether the entry's pattern may match a path below
+// the directory of dsegs; one it cannot read so may.
+func (in *entryInfo) mayMatchBelow(dsegs []string) bool {
+	if in.m == nil {
+		return true
+	}
+	alts, err := expandBraces(in.Pattern, nil)
+	if err != nil {
+		return true
+	}
+	for _, a := range alts {
+		if patternMayMatchBelow(a, dsegs) {
+			return true
+		}
+	}
+	return false
+}
+
+// TreeWithheld returns the entries that withhold from the tool some path
+// strictly below dir (absolute, clean): each deny or ask pattern that may
+// match there, and the patterns of each level that narrows the tool when
+// none of them admits dir's whole tree. A search the gateway does not run
+// cannot be kept, file by file, to what the lists admit (Claude Code's
+// Grep and Glob), so it may search dir only when this is empty (rules P4,
+// P14). id is the rule that withholds (P14 for a deny or ask entry, P4
+// for a narrower allow list), and ask is true when only ask entries do,
+// so that a person may approve the search. It errs towards withholding:
+// what it cannot read may match.
+func (e *Effective) TreeWithheld(tool, dir string) (by []string, id rule.ID, ask bool) {
+	if e == nil || e.subjects[tool].Kind != Path {
+		return nil, "", false
+	}
+	dsegs := segments(dir)
+	below := func(lvs []*toolEntries) []string {
+		var out []string
+		for _, lv := range lvs {
+			for _, in := range lv.infos {
+				if in.HasPattern && (in.err != nil || in.mayMatchBelow(dsegs)) {
+					out = append(out, in.Raw)
+				}
+			}
+		}
+		return out
+	}
+	denied, asked := below(e.deny[tool]), below(e.ask[tool])
+	var narrow []string
+	if r, ok := e.rules[tool]; ok && !r.top {
+		for _, lv := range r.levels {
+			if lv.patterned && !slices.ContainsFunc(lv.infos, func(in entryInfo) bool { return in.coversTree(dir) }) {
+				narrow = append(narrow, patterned([]*toolEntries{lv})...)
+			}
+		}
+	}
+	switch {
+	case denied != nil || asked != nil && narrow != nil:
+		return slices.Concat(denied, asked, narrow), rule.P14, false
+	case asked != nil:
+		return asked, rule.P14, true
+	case narrow != nil:
+		return narrow, rule.P4, false
+	}
+	return nil, "", false
+}
+
+// coversTree reports whether the entry admits dir and every path below it:
+// a pattern X/** (or **) whose X matches dir or a directory dir lies in.
+func (in *entryInfo) coversTree(dir string) bool {
+	if !in.HasPattern || in.err != nil || in.m == nil {
+		return false
+	}
+	alts, err := expandBraces(in.Pattern, nil)
+	if err != nil {
+		return false
+	}
+	for _, a := range alts {
+		x, ok := strings.CutSuffix(a, "/**")
 		switch {
-		case !in.HasPattern || in.err != nil:
-			continue // name-only at a narrowing level, or denying (P7): admits nothing
-		case in.m == nil:
+		case a == "**" || ok && x == "":
 			return true
+		case !ok:
+			continue
 		}
-		alts, err := expandBraces(in.Pattern, nil)
+		m, _, err := pathMatcher(x)
 		if err != nil {
-			return true
+			continue
 		}
-		for _, a := range alts {
-			if patternMayMatchBelow(a, dsegs) {
+		for q := dir; ; q = path.Dir(q) {
+			if m.match(q) {
 				return true
+			}
+			if q == "/" {
+				break
 			}
 		}
 	}

@@ -191,3 +191,73 @@ func TestR6GlobMayMatchBelow(t *testing.T) {
 		})
 	}
 }
+
+// TestP14TreeWithheld: a search the gateway does not run reaches every
+// path below its directory, so the entries that withhold one of them are
+// named: a deny or ask pattern that may match below it, and a narrowing
+// level with no entry that admits the whole tree.
+func TestP14TreeWithheld(t *testing.T) {
+	for _, tc := range []struct {
+		note  string
+		decls []Decl
+		dir   string
+		want  []string
+	}{
+		{"name only: nothing withheld", []Decl{{Allow: []string{"Grep"}}}, "/srv", nil},
+		{"no list at all", []Decl{{AllowNone: true}}, "/srv", nil},
+		{"a deny entry below", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/secret/**)"}}}, "/srv", []string{"Grep(/srv/secret/**)"}},
+		{"an ask entry below", []Decl{{Allow: []string{"Grep"}, Ask: []string{"Grep(/srv/a/b.txt)"}}}, "/srv", []string{"Grep(/srv/a/b.txt)"}},
+		{"a deny entry beside", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/secret/**)"}}}, "/srv/src", nil},
+		{"a deny entry above reaches below: the lattice decides dir itself", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/**)"}}}, "/srv/src", []string{"Grep(/srv/**)"}},
+		{"a deny entry of another tool", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Read(/srv/secret/**)"}}}, "/srv", nil},
+		{"a relative deny pattern may match anywhere", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(**/.env)"}}}, "/srv", []string{"Grep(**/.env)"}},
+		{"braces: one alternative below", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/{etc,srv/k}/**)"}}}, "/srv", []string{"Grep(/{etc,srv/k}/**)"}},
+		{"braces: none below", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/{etc,var}/**)"}}}, "/srv", nil},
+		{"an allow tree holds dir", []Decl{{Allow: []string{"Grep(/srv/**)"}}}, "/srv/src", nil},
+		{"an allow tree is dir", []Decl{{Allow: []string{"Grep(/srv/**)"}}}, "/srv", nil},
+		{"an allow tree with a glob above dir", []Decl{{Allow: []string{"Grep(/home/*/src/**)"}}}, "/home/bob/src/x", nil},
+		{"an allow entry one level deep", []Decl{{Allow: []string{"Grep(/srv/*)"}}}, "/srv", []string{"Grep(/srv/*)"}},
+		{"an allow tree below dir", []Decl{{Allow: []string{"Grep(/srv/src/**)"}}}, "/srv", []string{"Grep(/srv/src/**)"}},
+		{"a relative allow tree", []Decl{{Allow: []string{"Grep(**/src/**)"}}}, "/x/src/y", nil},
+		{"every pattern", []Decl{{Allow: []string{"Grep(/**)"}}}, "/", nil},
+		{"a narrower level along the chain", []Decl{{Allow: []string{"Grep"}}, {Allow: []string{"Grep(/srv/docs/**)"}}}, "/srv", []string{"Grep(/srv/docs/**)"}},
+		{"a deny entry of the caller", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/k/**)"}}, {Allow: []string{"Grep(/srv/**)"}}}, "/srv", []string{"Grep(/srv/k/**)"}},
+		{"bad input: the root", []Decl{{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/k)"}}}, "/", []string{"Grep(/srv/k)"}},
+		{"bad input: a tool without a path subject", []Decl{{Allow: []string{"Bash"}, Deny: []string{"Bash(rm:*)"}}}, "/srv", nil},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			tool := "Grep"
+			if strings.HasPrefix(tc.note, "bad input: a tool without") {
+				tool = "Bash"
+			}
+			got, _, _ := chainDecl(t, tc.decls...).TreeWithheld(tool, tc.dir)
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("TreeWithheld(%s, %s) = %q, want %q", tool, tc.dir, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestP14TreeWithheldSaysWhichRule: a deny entry denies, an ask entry
+// alone asks, a narrower allow list is rule P4.
+func TestP14TreeWithheldSaysWhichRule(t *testing.T) {
+	for _, tc := range []struct {
+		note string
+		decl Decl
+		want string
+	}{
+		{"a deny entry", Decl{Allow: []string{"Grep"}, Deny: []string{"Grep(/srv/k/**)"}}, "P14 deny"},
+		{"an ask entry alone", Decl{Allow: []string{"Grep"}, Ask: []string{"Grep(/srv/k/**)"}}, "P14 ask"},
+		{"an ask entry and a narrower list", Decl{Allow: []string{"Grep(/srv/a/**)"}, Ask: []string{"Grep(/srv/k/**)"}}, "P14 deny"},
+		{"a narrower list", Decl{Allow: []string{"Grep(/srv/a/**)"}}, "P4 deny"},
+		{"bad input: nothing withheld", Decl{Allow: []string{"Grep"}}, " deny"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			_, id, ask := chainDecl(t, tc.decl).TreeWithheld("Grep", "/srv")
+			got := string(id) + map[bool]string{true: " ask", false: " deny"}[ask]
+			if got != tc.want {
+				t.Errorf("%s, want %s", got, tc.want)
+			}
+		})
+	}
+}

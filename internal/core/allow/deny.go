@@ -130,6 +130,10 @@ func named(es []string, sep string) ([]string, string) {
 	return shown, strings.Join(shown, sep) + fmt.Sprintf(", and %d more", len(es)-maxShown)
 }
 
+// Named is named for front ends' sentences: the entries a sentence names,
+// at most maxShown, and the text naming them.
+func Named(es []string, sep string) ([]string, string) { return named(es, sep) }
+
 // patterned returns the pattern entries of the levels.
 func patterned(lvs []*toolEntries) []string {
 	var out []string

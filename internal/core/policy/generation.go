@@ -239,6 +239,14 @@ func (t *Tool) WritesFiles() bool {
 	return false
 }
 
+// SearchesElsewhere reports whether t searches the tree below its path
+// subject in a program the gateway does not run (Claude Code's Grep and
+// Glob), which nothing keeps, file by file, to what the lists admit, as
+// the built-ins are kept (rules P4, P14).
+func (t *Tool) SearchesElsewhere() bool {
+	return t.External == "claude-code" && (t.Name == "Grep" || t.Name == "Glob")
+}
+
 // Withheld says why the tool is neither listed nor run, as a sentence for
 // a caller, and the rule that withholds it; "" when it is offered.
 func (t *Tool) Withheld() (rule.ID, string) {
