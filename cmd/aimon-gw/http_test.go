@@ -406,22 +406,27 @@ func TestR7HTTPHookAnswersAsTheCommandHook(t *testing.T) {
 }
 
 // TestR2HTTPShutdownAnswersCallsInFlight: SIGTERM makes the gateway stop
-// taking requests, answer the call in flight, and exit 0.
+// taking requests, answer the call in flight, and exit 0. The call reads
+// a FIFO that the test opens only once the gateway says it is shutting
+// down, so it is in flight then however slow the machine is.
 func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
-	// Not parallel: it must see the call's process within its 5 s, which
-	// the load of parallel tests made it miss.
-	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	t.Parallel()
+	dir, wd := moduleDir(t, strings.Replace(httpPolicy, `"Bash(sleep:*)"`, `"Bash(cat:*)"`, 1)), t.TempDir()
+	fifo := filepath.Join(wd, "in-flight")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
 	s := g.session("tok-alice", "", nil)
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "sleep 5.25"}})
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Bash", Arguments: map[string]any{"command": "cat " + fifo}})
 		if err != nil {
 			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 		}
 		done <- res
 	}()
-	for len(marked("sleep 5.25")) == 0 {
+	for len(marked("cat "+fifo)) == 0 {
 		select {
 		case res := <-done:
 			t.Fatalf("the call ended before SIGTERM: %s\n%s", resultText(res), g.logs())
@@ -429,7 +434,20 @@ func TestR2HTTPShutdownAnswersCallsInFlight(t *testing.T) {
 		}
 	}
 	g.cmd.Process.Signal(syscall.SIGTERM)
-	if res := <-done; res.IsError {
+	for !strings.Contains(g.logs(), "shutting down") {
+		select {
+		case res := <-done:
+			t.Fatalf("the call ended before the gateway began shutting down: %s\n%s", resultText(res), g.logs())
+		case <-g.exited:
+			t.Fatalf("the gateway exited with the call in flight: %s", g.logs())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The gateway is shutting down with the call in flight: let it end
+	// (the write waits for cat to open the FIFO; should the call end
+	// otherwise, its result below says how).
+	go os.WriteFile(fifo, []byte("answered after SIGTERM\n"), 0o600)
+	if res := <-done; res.IsError || !strings.Contains(resultText(res), "answered after SIGTERM") {
 		t.Errorf("the call in flight: %s", resultText(res))
 	}
 	if code := g.stop(); code != 0 {
