@@ -55,22 +55,17 @@ func (s *session) waitStatus(ok func(map[string]any) bool) map[string]any {
 	}
 }
 
+// startServe runs serve in this process on policyDir. Once serve has
+// returned (its first load failed, say), writes fail rather than wait for
+// a reader that is gone.
 func startServe(t *testing.T, policyDir string) *session {
-	t.Helper()
-	return startServeWithin(t, policyDir, 30*time.Second)
-}
-
-// startServeWithin is startServe with a load timeout of its own. Once serve
-// has returned (its first load failed, say), writes fail rather than wait
-// for a reader that is gone.
-func startServeWithin(t *testing.T, policyDir string, loadTimeout time.Duration) *session {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		err := serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, LoadTimeout: loadTimeout, Stdin: inR, Stdout: outW, Log: discard})
+		err := serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, LoadTimeout: 30 * time.Second, Stdin: inR, Stdout: outW, Log: discard})
 		done <- err
 		inR.CloseWithError(fmt.Errorf("serve has returned: %v", err))
 		outW.Close()
