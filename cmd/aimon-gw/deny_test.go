@@ -69,7 +69,7 @@ agent: "allowed-tools": ["Bash(git:*)", "Bash(ls:*)", "Bash(env:*)", "Bash(sh:*)
 agent: "denied-tools": ["Bash(git push:*)", "Bash(git reset --hard)"]
 agent: "ask-tools": ["Bash(git commit:*)"]
 `)
-	for _, tc := range []struct {
+	cases := []struct {
 		note, command string
 		verdict       string // allow, ask or deny
 	}{
@@ -99,19 +99,24 @@ agent: "ask-tools": ["Bash(git commit:*)"]
 		{"sh -c running another command", "sh -c 'git status'", "allow"},
 		{"a glob that cannot be the subcommand", "git add *.go", "allow"},
 		{"the exact entry with another word after it", "git reset --hard 'HEAD'", "allow"},
-	} {
+	}
+	// One check reads all the calls, a line each: one load of the policy.
+	var calls []string
+	for i, tc := range cases {
+		calls = append(calls, fmt.Sprintf(`{"type":"tool_use","id":"%d","name":"Bash","input":{"command":%q}}`, i, tc.command))
+	}
+	verdicts := checkLines(t, calls, "--policy", dir)
+	for i, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
-			call := fmt.Sprintf(`{"type":"tool_use","id":"1","name":"Bash","input":{"command":%q}}`, tc.command)
-			out, _ := exec.Command(gatewayBinary(t), "check", "--policy", dir, call).Output()
 			var d struct {
 				Allowed, Ask bool
 			}
-			if err := json.Unmarshal(out, &d); err != nil {
-				t.Fatalf("%v: %s", err, out)
+			if err := json.Unmarshal([]byte(verdicts[i]), &d); err != nil {
+				t.Fatalf("%v: %s", err, verdicts[i])
 			}
 			got := map[[2]bool]string{{true, false}: "allow", {false, true}: "ask", {false, false}: "deny"}[[2]bool{d.Allowed, d.Ask}]
 			if got != tc.verdict {
-				t.Errorf("%s: %s, want %s: %s", tc.command, got, tc.verdict, out)
+				t.Errorf("%s: %s, want %s: %s", tc.command, got, tc.verdict, verdicts[i])
 			}
 		})
 	}
@@ -161,4 +166,19 @@ agent: "denied-tools": ["Bash(touch:*)"]
 	for _, e := range entries {
 		t.Errorf("a denied touch ran: %s", filepath.Join(work, e.Name()))
 	}
+}
+
+// checkLines runs check with args on calls, one a line on its standard
+// input, and returns its verdicts, one per call: a policy loaded once for
+// all the calls.
+func checkLines(t *testing.T, calls []string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command(gatewayBinary(t), append(append([]string{"check"}, args...), "-")...)
+	cmd.Stdin = strings.NewReader(strings.Join(calls, "\n") + "\n")
+	out, _ := cmd.Output()
+	verdicts := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(verdicts) != len(calls) {
+		t.Fatalf("check: %d verdicts for %d calls:\n%s", len(verdicts), len(calls), out)
+	}
+	return verdicts
 }
