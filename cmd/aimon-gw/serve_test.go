@@ -57,7 +57,10 @@ func (s *session) waitStatus(ok func(map[string]any) bool) map[string]any {
 
 // startServe runs serve in this process on policyDir. Once serve has
 // returned (its first load failed, say), writes fail rather than wait for
-// a reader that is gone.
+// a reader that is gone. Its tests are of reloads, not of the load cache:
+// with the cache off no second load runs behind the start to record the
+// policy (under -race, as long as the first), nor meets the files a test
+// puts in the policy directory next.
 func startServe(t *testing.T, policyDir string) *session {
 	t.Helper()
 	inR, inW := io.Pipe()
@@ -65,7 +68,7 @@ func startServe(t *testing.T, policyDir string) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		err := serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, LoadTimeout: 30 * time.Second, Stdin: inR, Stdout: outW, Log: discard})
+		err := serve(ctx, serveParams{Policy: policyDir, Surface: "agent", Workdir: t.TempDir(), MaxLineBytes: 1 << 20, LoadTimeout: 30 * time.Second, Cache: "off", Stdin: inR, Stdout: outW, Log: discard})
 		done <- err
 		inR.CloseWithError(fmt.Errorf("serve has returned: %v", err))
 		outW.Close()
