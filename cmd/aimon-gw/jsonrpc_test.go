@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -169,4 +172,45 @@ func TestR5UndeclaredSurfaceIsRefusedAtStart(t *testing.T) {
 func (r *rawMCP) sleep(id, seconds string) {
 	r.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":{"name":"Bash","arguments":{"command":"sleep ` + seconds + `"}}}`)
 	waitStarted(r.t, seconds)
+}
+
+// TestR7MCPCancelledCallsAreRecorded: a tools/call the client cancels at
+// once may be dropped by the SDK before any handler sees it; it ran
+// nothing, and the decision log still holds one record for it, as for
+// every call (rule R7): as many records as calls, whichever ran.
+func TestR7MCPCancelledCallsAreRecorded(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "decisions.jsonl")
+	const calls = 40
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	for i := 1; i <= calls; i++ {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"Echo","arguments":{"message":"m%d"}}}`, i, i),
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, i))
+	}
+	cmd := exec.Command(gatewayBinary(t), "mcp", "--log-level", "error", "--cache", "off", "--decision-log", log)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := strings.Count(string(data), "\n")
+	if records != calls {
+		t.Errorf("%d decision-log records for %d calls:\n%s", records, calls, data)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			Tool    string
+			Allowed bool
+			Rule    string
+		}
+		if json.Unmarshal([]byte(l), &r) != nil || r.Tool != "Echo" || !r.Allowed && r.Rule != "R2" {
+			t.Errorf("record %s: want Echo, allowed or cancelled before it ran (R2)", l)
+		}
+	}
 }

@@ -31,12 +31,17 @@ type guard struct {
 	wmu       sync.Mutex
 	cmu       sync.Mutex
 	cancelled map[string]bool
-	inFlight  map[string]bool // ids of the requests the SDK has not answered yet
-	answered  chan struct{}   // a request left inFlight
-	lastErr   error           // the end of input, met with the last frame (Read's only)
-	closed    chan struct{}
-	once      sync.Once
-	frames    chan frame
+	inFlight  map[string]bool            // ids of the requests the SDK has not answered yet
+	calls     map[string]json.RawMessage // the params of the tools/call requests in flight
+	// dropped records a tools/call that the client cancelled before any
+	// handler saw it: the SDK answers it with an error, and nothing else
+	// would record it (rule R7).
+	dropped  func(params json.RawMessage)
+	answered chan struct{} // a request left inFlight
+	lastErr  error         // the end of input, met with the last frame (Read's only)
+	closed   chan struct{}
+	once     sync.Once
+	frames   chan frame
 }
 
 type frame struct {
@@ -45,7 +50,7 @@ type frame struct {
 }
 
 func newGuard(r io.Reader, w io.Writer, max int) *guard {
-	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
+	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, calls: map[string]json.RawMessage{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
 	go g.readLoop()
 	return g
 }
@@ -183,6 +188,9 @@ func (g *guard) check(data []byte) jsonrpc.Message {
 		g.cmu.Lock()
 		reused := g.inFlight[key]
 		g.inFlight[key] = true
+		if !reused && req.Method == "tools/call" {
+			g.calls[key] = req.Params
+		}
 		g.cmu.Unlock()
 		if reused {
 			// Answered here, so that both requests get their one answer
@@ -233,13 +241,22 @@ func (g *guard) write(b []byte) error {
 
 // Write writes the SDK's message, unless it answers a cancelled request:
 // the receiver of a cancellation does not respond (MCP, "Cancellation").
+// A cancelled tools/call answered with an error never reached a handler
+// (one that ran answers with a result), and is recorded as dropped before
+// the request leaves the in-flight set, so before the session can end.
 func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
 		key := keyOf(resp.ID.Raw())
 		g.cmu.Lock()
-		cancelled := g.cancelled[key]
+		cancelled, params, call := g.cancelled[key], g.calls[key], g.calls[key] != nil
+		g.cmu.Unlock()
+		if cancelled && call && resp.Error != nil && g.dropped != nil {
+			g.dropped(params)
+		}
+		g.cmu.Lock()
 		delete(g.cancelled, key)
 		delete(g.inFlight, key)
+		delete(g.calls, key)
 		g.cmu.Unlock()
 		select {
 		case g.answered <- struct{}{}:

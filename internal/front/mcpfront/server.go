@@ -79,7 +79,9 @@ func Serve(ctx context.Context, o Options) error {
 		if max <= 0 {
 			max = 16 << 20
 		}
-		t = newGuard(o.In, o.Out, max)
+		g := newGuard(o.In, o.Out, max)
+		g.dropped = ts.dropped
+		t = g
 	}
 	if err := server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return err
@@ -94,7 +96,8 @@ type toolSet struct {
 	server *mcp.Server
 	chain  []string
 	log    *slog.Logger
-	seq    *atomic.Int64 // the calls' ids, shared by the surfaces
+	seq    *atomic.Int64                   // the calls' ids, shared by the surfaces
+	gw     atomic.Pointer[gateway.Gateway] // the generation's in force, for dropped calls
 
 	mu     sync.Mutex
 	listed map[string]bool
@@ -197,7 +200,25 @@ func toResult(r gateway.CallResult) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError, StructuredContent: r.Structured}
 }
 
+// dropped records a call that the client cancelled before any handler
+// saw it, under the generation in force: decided as cancelled before it
+// ran, and not run (rules R2, R7). A call without a tool name is no call.
+func (m *toolSet) dropped(params json.RawMessage) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	gw := m.gw.Load()
+	if gw == nil || json.Unmarshal(params, &p) != nil || p.Name == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.call(ctx, gw, "", p.Name, p.Arguments)
+}
+
 func (m *toolSet) sync(gw *gateway.Gateway) {
+	m.gw.Store(gw)
 	defs, err := gw.Tools(m.chain)
 	if err != nil {
 		m.log.Warn("mcp: the surface has no tools under this policy", "error", err)
