@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"cuelang.org/go/cue"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ErrNeedsCUE is returned when a gate whose shape leaves some inputs to
@@ -32,11 +34,14 @@ func (g *Gate) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plan{Limits: g.lim, Root: g.root})
 }
 
-// UnmarshalJSON decodes what MarshalJSON wrote. The gate has no CUE schema
+// UnmarshalJSONFrom decodes what MarshalJSON wrote with json v2, in the
+// stream of what holds the gate: encoding/json would read the gate's bytes
+// whole first and check them once more for each UnmarshalJSON above it
+// (issue 32: most of a restore's time). The gate has no CUE schema
 // (Schema returns the zero value), which its shape never consults.
-func (g *Gate) UnmarshalJSON(data []byte) error {
+func (g *Gate) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	var p plan
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := jsonv2.UnmarshalDecode(dec, &p); err != nil {
 		return err
 	}
 	if p.Root == nil {
@@ -49,6 +54,9 @@ func (g *Gate) UnmarshalJSON(data []byte) error {
 	g.js.once.Do(func() { g.js.err = errDecoded })
 	return nil
 }
+
+// UnmarshalJSON is UnmarshalJSONFrom for encoding/json.
+func (g *Gate) UnmarshalJSON(data []byte) error { return jsonv2.Unmarshal(data, g) }
 
 // settle checks a decoded shape and sorts its names, which are not
 // encoded: a shape without its CUE schema cannot leave an input to CUE,

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"cuelang.org/go/cue"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/gate"
@@ -202,15 +205,24 @@ func (t *Tool) MarshalJSON() ([]byte, error) {
 	return json.Marshal(toolJSON{(*toolData)(t), js})
 }
 
-// UnmarshalJSON decodes what MarshalJSON wrote.
-func (t *Tool) UnmarshalJSON(data []byte) error {
+// UnmarshalJSONFrom decodes what MarshalJSON wrote, from the plan's
+// stream (json v2; see gate.Gate.UnmarshalJSONFrom).
+func (t *Tool) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	d := toolJSON{toolData: (*toolData)(t)}
-	if err := json.Unmarshal(data, &d); err != nil {
+	if err := jsonv2.UnmarshalDecode(dec, &d); err != nil {
 		return err
 	}
 	t.saved = d.JSONSchema
 	return nil
 }
+
+// UnmarshalJSON is UnmarshalJSONFrom for encoding/json.
+func (t *Tool) UnmarshalJSON(data []byte) error { return jsonv2.Unmarshal(data, t, planOptions) }
+
+// planOptions read a plan as encoding/json wrote it: json v2 has no
+// default form for a time.Duration (Tool.Timeout), which encoding/json
+// writes as its nanoseconds.
+var planOptions = jsonv1.FormatDurationAsNano(true)
 
 // Kind is the kind of the tool's implementation: "builtin", "plugin" or
 // "external".

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"cuelang.org/go/cue/cuecontext"
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"aimon.dev/gw/internal/core/gate"
 )
@@ -57,9 +58,9 @@ func (g *Generation) Save() ([]byte, error) {
 // generation is for deciding calls. Its lists are compiled from the plan
 // as a load's are, each when a chain first needs it.
 func Restore(data []byte, opts ...Option) (*Generation, error) {
-	var s saved
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("the saved policy cannot be read: %w", err)
+	s, err := decodePlan(data)
+	if err != nil {
+		return nil, err
 	}
 	if s.Format != planFormat {
 		return nil, fmt.Errorf("the saved policy is of format %d, not %d", s.Format, planFormat)
@@ -70,6 +71,18 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 	c := newCompiler(s.Dir, opts)
 	c.ctx, c.lists = cuecontext.New(), cuecontext.New()
 	return newGeneration(s.Plan, c), nil
+}
+
+// decodePlan decodes what Save wrote with json v2, whose decoder streams
+// the whole plan through the tools' and gates' UnmarshalJSONFrom: the same
+// values as encoding/json reads (a Save of them writes the same bytes),
+// in a fraction of its time.
+func decodePlan(data []byte) (saved, error) {
+	var s saved
+	if err := jsonv2.Unmarshal(data, &s, planOptions); err != nil {
+		return saved{}, fmt.Errorf("the saved policy cannot be read: %w", err)
+	}
+	return s, nil
 }
 
 // check reports what of a decoded plan no load makes, as the end of a

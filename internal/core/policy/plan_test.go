@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -167,23 +166,54 @@ func planRoundTrip(t *testing.T, dir string) {
 	}
 }
 
-// FuzzR3Restore: no byte string makes Restore, or a restored generation's
-// decision, panic.
-func FuzzR3Restore(f *testing.F) {
+// TestR3RestoreRefusesACutPlan: a plan cut short anywhere is refused
+// with an error (a cache then loads afresh), never restored in part.
+func TestR3RestoreRefusesACutPlan(t *testing.T) {
+	data := teamPlan(t)
+	for n := 0; n < len(data); n++ {
+		if n%61 != 0 && n < len(data)-200 {
+			continue // every byte of the end, where a cut leaves the most
+		}
+		if g, err := Restore(data[:n]); err == nil || !strings.Contains(err.Error(), "cannot be read") {
+			t.Fatalf("Restore of the first %d of %d bytes = %v, %v; want an error saying it cannot be read", n, len(data), g, err)
+		}
+	}
+}
+
+// teamPlan is the team example's saved plan.
+func teamPlan(t testing.TB) []byte {
 	g, err := Load("../../../examples/policies/team")
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
 	data, err := g.Save()
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
+	return data
+}
+
+// FuzzR3Restore: no byte string makes Restore, or a restored generation's
+// decision or Save, panic; a plan cut short or spoiled is refused or
+// restores to a generation whose plan restores again.
+func FuzzR3Restore(f *testing.F) {
+	data := teamPlan(f)
 	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Add(data[:len(data)-1])
+	for _, spoil := range [][2]string{{`"Gate":{`, `"Gate":[`}, {`"Root":{`, `"Root":null,"x":{`}, {`"Re":"`, `"Re":"(`}, {`"Format":`, `"format":`}} {
+		f.Add([]byte(strings.Replace(string(data), spoil[0], spoil[1], 1)))
+	}
 	f.Add([]byte(`{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := Restore(data, WithWorkdir("/w"))
 		if err != nil {
 			return
+		}
+		if again, err := g.Save(); err == nil {
+			if _, err := Restore(again, WithWorkdir("/w")); err != nil {
+				t.Fatalf("a restored plan saves to a plan that does not restore: %v", err)
+			}
 		}
 		for _, ref := range g.SurfaceRefs() {
 			if e, err := g.Effective([]string{"agent", ref}); err == nil {
@@ -278,8 +308,7 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("decode-%s-%dB", c.name, len(js)), func(b *testing.B) {
 			for b.Loop() {
-				var s saved
-				if err := json.Unmarshal(js, &s); err != nil {
+				if _, err := decodePlan(js); err != nil {
 					b.Fatal(err)
 				}
 			}

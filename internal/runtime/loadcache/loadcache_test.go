@@ -124,6 +124,9 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 		{"a sealed record holds no policy", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, []byte(`{"Format":2}`) })
 		}, true, true},
+		{"a sealed record holds a plan cut short", func(t *testing.T, c *Cache, dir string) {
+			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, s[:len(s)-2] })
+		}, true, true},
 		{"another binary wrote the record", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
 				return bytes.Replace(h, []byte(`"Exe":"`), []byte(`"Exe":"x`), 1), s
