@@ -74,6 +74,7 @@ tools: Bash: schema.#Bash & {input: timeout?: int & >=1 & <=600}
 agent: {"allowed-tools": ["Read(./src/**)", "Bash(git:*)"], "denied-tools": ["Bash(git push:*)"], "ask-tools": ["Read(/etc/**)"]}
 subagents: r: "allowed-tools": ["Read"]
 `}),
+		"alike": writePolicy(t, map[string]string{"policy.cue": alikePolicy(8)}),
 	}
 	for note, dir := range dirs {
 		t.Run(note, func(t *testing.T) { planRoundTrip(t, dir) })
@@ -164,6 +165,47 @@ func planRoundTrip(t *testing.T, dir string) {
 			}
 		}
 	}
+}
+
+// TestR3RestoreSharesGates: tools that a load compiled once (memo.go)
+// share one gate once restored, as loaded, and tools with gates of their
+// own keep them: the plan writes a shared gate for each of its tools.
+func TestR3RestoreSharesGates(t *testing.T) {
+	for _, tc := range []struct{ note, src string }{
+		{"tools declared alike", alikePolicy(8)},
+		{"each tool its own gate", bigPolicy(4)},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			g, r := loadRestored(t, tc.src)
+			names := g.Names()
+			for _, a := range names {
+				for _, b := range names {
+					loaded, restored := g.Tools[a].Gate == g.Tools[b].Gate, r.Tools[a].Gate == r.Tools[b].Gate
+					if loaded != restored {
+						t.Errorf("%s and %s: the loaded tools share a gate: %v, the restored: %v", a, b, loaded, restored)
+					}
+				}
+			}
+		})
+	}
+}
+
+// loadRestored loads the policy src, and restores what it saves.
+func loadRestored(t *testing.T, src string) (loaded, restored *Generation) {
+	t.Helper()
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": src}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, r
 }
 
 // TestR3RestoreRefusesACutPlan: a plan cut short anywhere is refused
@@ -280,11 +322,32 @@ func bigPolicy(n int) string {
 	return s.String()
 }
 
+// alikePolicy is a generated policy of n tools declared in a few ways,
+// as bench/scale.sh's: the tools declared alike share one compiled form.
+func alikePolicy(n int) string {
+	var s, list strings.Builder
+	s.WriteString(header + "tools: {\n")
+	for i := range n {
+		switch i % 4 {
+		case 0, 1:
+			fmt.Fprintf(&s, "\tTool%d: schema.#Echo\n", i)
+		case 2:
+			fmt.Fprintf(&s, "\tTool%d: schema.#Read & {input: file_path: =~\"^/srv/\"}\n", i)
+		default:
+			fmt.Fprintf(&s, "\tTool%d: schema.#Grep & {timeout: \"20s\"}\n", i)
+		}
+		fmt.Fprintf(&list, "%q, ", fmt.Sprintf("Tool%d", i))
+	}
+	fmt.Fprintf(&s, "}\n\nagent: \"allowed-tools\": [%s]\n", strings.TrimSuffix(list.String(), ", "))
+	return s.String()
+}
+
 // BenchmarkR3PlanCodec measures the plan's codec, the JSON of a restore,
 // beside the load it stands for: the team example (what a hook call
-// restores) and generated policies of 100 and 1,000 tools, each with a
-// gate of its own (issue 32: a restore's cost grows with the tools). The
-// 1,000-tool policy is only decoded and restored: its load takes seconds.
+// restores), generated policies of 100 and 1,000 tools, each with a gate
+// of its own (issue 32: a restore's cost grows with the tools), and one of
+// 1,000 tools declared in a few ways (alikePolicy). The 1,000-tool
+// policies are only decoded and restored: their loads take seconds.
 func BenchmarkR3PlanCodec(b *testing.B) {
 	for _, c := range []struct {
 		name, src string
@@ -293,6 +356,7 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 		{"team", "", true},
 		{"100tools", bigPolicy(100), true},
 		{"1000tools", bigPolicy(1000), false},
+		{"1000alike", alikePolicy(1000), false},
 	} {
 		dir := "../../../examples/policies/team"
 		if c.src != "" {

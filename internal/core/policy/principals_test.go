@@ -83,18 +83,7 @@ func TestP10PrincipalsBadInput(t *testing.T) {
 // TestP10PrincipalsSurviveSave: a restored generation (the hook's cache)
 // maps callers as the load did.
 func TestP10PrincipalsSurviveSave(t *testing.T) {
-	g, err := Load(writePolicy(t, map[string]string{"policy.cue": principalsPolicy}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := g.Save()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Restore(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r := loadRestored(t, principalsPolicy)
 	chain, names, err := r.Principal(Claims{Groups: []string{"docs"}})
 	if err != nil || !slices.Equal(chain, []string{"agent", "subagent:docs-writer"}) || !slices.Equal(names, []string{"docs"}) {
 		t.Fatalf("got %v %v %v", chain, names, err)
