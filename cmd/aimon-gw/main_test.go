@@ -31,6 +31,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CACHE_HOME", cache)
+	// A whole run needs every helper binary: link them side by side while
+	// the serial tests run (a run with -run builds what its tests ask for).
+	flag.Parse()
+	if flag.Lookup("test.run").Value.String() == "" {
+		gobuild.Prebuild(gatewayPkg, cuePkg, fsServerPkg, wordcountPkg, misbehavePkg)
+	}
 	code := m.Run()
 	os.RemoveAll(cache)
 	gobuild.Cleanup()
@@ -83,14 +89,16 @@ func binary(t testing.TB, pkg string) string { return gobuild.Binary(t, pkg) }
 // The binaries the tests run: the example plugin, the host's test plugin,
 // the cue command at the version go.mod pins (a tool dependency), the test
 // MCP server, and aimon-gw itself.
-func wordcount(t *testing.T) string {
-	return binary(t, "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount")
-}
-func misbehave(t *testing.T) string {
-	return binary(t, "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
-}
-func cueBinary(t *testing.T) string { return binary(t, "cuelang.org/go/cmd/cue") }
-func fsServer(t testing.TB) string {
-	return binary(t, "aimon.dev/gw/internal/runtime/provision/testdata/fsserver")
-}
-func gatewayBinary(t *testing.T) string { return binary(t, "aimon.dev/gw/cmd/aimon-gw") }
+const (
+	wordcountPkg = "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount"
+	misbehavePkg = "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave"
+	cuePkg       = "cuelang.org/go/cmd/cue"
+	fsServerPkg  = "aimon.dev/gw/internal/runtime/provision/testdata/fsserver"
+	gatewayPkg   = "aimon.dev/gw/cmd/aimon-gw"
+)
+
+func wordcount(t *testing.T) string     { return binary(t, wordcountPkg) }
+func misbehave(t *testing.T) string     { return binary(t, misbehavePkg) }
+func cueBinary(t *testing.T) string     { return binary(t, cuePkg) }
+func fsServer(t testing.TB) string      { return binary(t, fsServerPkg) }
+func gatewayBinary(t *testing.T) string { return binary(t, gatewayPkg) }

@@ -35,9 +35,11 @@ func TestMain(m *testing.M) {
 	if plugin := os.Getenv(helperEnv); plugin != "" {
 		os.Exit(helperMain(plugin))
 	}
+	const wordcount, misbehave = "aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount", "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave"
+	gobuild.Prebuild(wordcount, misbehave) // linked side by side
 	var err error
-	if wordcountBin, err = gobuild.Build("aimon.dev/gw/examples/plugins/wordcount/cmd/wordcount"); err == nil {
-		misbehaveBin, err = gobuild.Build("aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
+	if wordcountBin, err = gobuild.Build(wordcount); err == nil {
+		misbehaveBin, err = gobuild.Build(misbehave)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,6 +21,7 @@ var (
 	mu     sync.Mutex
 	dir    string                // where the binaries go; "" until the first build
 	builds = map[string]*build{} // package path and arguments → its build
+	early  sync.WaitGroup        // the builds Prebuild started
 )
 
 type build struct {
@@ -76,6 +77,16 @@ func Build(pkg string, args ...string) (string, error) {
 	return b.path, b.err
 }
 
+// Prebuild starts the builds of the main packages pkgs at once, side by
+// side, and returns: the links run while the first tests run, instead of
+// one after another as tests first ask for each. Binary and Build wait for
+// a build that is under way and report its error.
+func Prebuild(pkgs ...string) {
+	for _, pkg := range pkgs {
+		early.Go(func() { Build(pkg) })
+	}
+}
+
 // Main runs the tests of m, removes the binaries built for them, and exits
 // with the tests' code.
 func Main(m *testing.M) {
@@ -87,6 +98,7 @@ func Main(m *testing.M) {
 // Cleanup removes the binaries built so far, for a TestMain that has more
 // to do after its tests than Main does.
 func Cleanup() {
+	early.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if dir != "" {

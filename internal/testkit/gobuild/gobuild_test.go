@@ -30,3 +30,21 @@ func TestBinaryOncePerProcess(t *testing.T) {
 		t.Errorf("after Cleanup, %s: %v", first, err)
 	}
 }
+
+// TestPrebuild: the builds Prebuild starts are the ones Binary returns,
+// each built once; a package that does not build is Binary's error.
+func TestPrebuild(t *testing.T) {
+	const pkg, bad = "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave", "aimon.dev/gw/no/such/package"
+	Prebuild(pkg, bad)
+	first := Binary(t, pkg)
+	if again := Binary(t, pkg); again != first {
+		t.Errorf("a Binary after Prebuild built again: %s, then %s", first, again)
+	}
+	if _, err := Build(bad); err == nil || !strings.Contains(err.Error(), "no/such/package") {
+		t.Errorf("a prebuilt package that does not exist: %v", err)
+	}
+	Cleanup()
+	if _, err := os.Stat(first); !os.IsNotExist(err) {
+		t.Errorf("after Cleanup, %s: %v", first, err)
+	}
+}
