@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"aimon.dev/gw/internal/testkit/cputime"
 )
 
 // TestR3SaveRefusesWhatFilesDoNotSay: a generation whose decisions depend on
@@ -371,6 +374,7 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("decode-%s-%dB", c.name, len(js)), func(b *testing.B) {
+			defer reportCPU(b, cputime.Process())
 			for b.Loop() {
 				if _, err := decodePlan(js); err != nil {
 					b.Fatal(err)
@@ -378,6 +382,7 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 			}
 		})
 		b.Run("restore-"+c.name, func(b *testing.B) {
+			defer reportCPU(b, cputime.Process())
 			for b.Loop() {
 				r, err := Restore(js)
 				if err != nil {
@@ -402,4 +407,11 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportCPU reports the processor time per op since start, the collector's
+// included, which other processes on a shared machine do not inflate as
+// they do ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 }
