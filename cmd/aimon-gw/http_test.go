@@ -202,21 +202,6 @@ func (g *httpGW) post(path, token, body string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// checkVerdict is aimon-gw check's verdict on one call as principal.
-func checkVerdict(t *testing.T, dir, wd, principal, name string, args map[string]any) (allowed bool, reason string) {
-	t.Helper()
-	call, _ := json.Marshal(map[string]any{"type": "tool_use", "id": "1", "name": name, "input": args})
-	out, _ := exec.Command(gatewayBinary(t), "check", "--policy", dir, "--workdir", wd, "--principal", principal, string(call)).Output()
-	var v struct {
-		Allowed bool
-		Reason  string
-	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("check %s as %s: %v: %s", name, principal, err, out)
-	}
-	return v.Allowed, v.Reason
-}
-
 // TestR7HTTPVerdictsEqualCheck: the Go SDK's streamable-HTTP client, at
 // the stateless 2026-07-28 protocol and at 2025-11-25 (the SDK's
 // stateless mode), lists the tools of its principal's chain (rule P9) and
@@ -240,18 +225,33 @@ func TestR7HTTPVerdictsEqualCheck(t *testing.T) {
 		{"a misspelt parameter", "Read", map[string]any{"file_paht": "a.txt"}},
 		{"an unknown tool", "Wirte", map[string]any{}},
 	}
+	var lines []string
+	for i, c := range calls {
+		line, _ := json.Marshal(map[string]any{"type": "tool_use", "id": fmt.Sprint(i), "name": c.name, "input": c.args})
+		lines = append(lines, string(line))
+	}
 	for _, who := range []struct{ token, principal, tools string }{
 		{"tok-alice", "alice", "Bash,Echo,Glob,Read"},
 		{"tok-rita", `{"sub":"rita","groups":["reviewers"]}`, "Read"},
 	} {
+		// check's verdicts on the calls as this principal: one process,
+		// one load of the policy, for both protocol versions.
+		verdicts := checkLines(t, lines, "--policy", dir, "--workdir", wd, "--principal", who.principal)
 		for _, version := range []string{"", "2025-11-25"} {
 			t.Run(who.token+" "+version, func(t *testing.T) {
 				s := g.session(who.token, version, nil)
 				if got := toolNames(t, s); got != who.tools {
 					t.Errorf("tools %s, want %s", got, who.tools)
 				}
-				for _, c := range calls {
-					allowed, reason := checkVerdict(t, dir, wd, who.principal, c.name, c.args)
+				for i, c := range calls {
+					var v struct {
+						Allowed bool
+						Reason  string
+					}
+					if err := json.Unmarshal([]byte(verdicts[i]), &v); err != nil {
+						t.Fatalf("check %s as %s: %v: %s", c.name, who.principal, err, verdicts[i])
+					}
+					allowed, reason := v.Allowed, v.Reason
 					res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
 					if err != nil {
 						t.Fatalf("%s: a protocol error: %v", c.note, err)
