@@ -234,7 +234,6 @@ func agree(t *testing.T, c diffCase, in map[string]any) bool {
 // TestShapeEqualsCUE runs the differential check on a fixed stream of
 // random inputs in every plain test run; FuzzShapeEqualsCUE explores further.
 func TestShapeEqualsCUE(t *testing.T) {
-	t.Parallel()
 	cs := diffGates(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	n := 400

@@ -30,7 +30,6 @@ func sameExport(t *testing.T, name string, g *Gate, schema cue.Value) bool {
 // imported and random schemas of the differential tests; most of them are
 // written from the shape.
 func TestS1ExportFromShape(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		note     string
 		schemas  func(yield func(string, *Gate, cue.Value))
@@ -81,9 +80,7 @@ func TestS1ExportFromShape(t *testing.T) {
 }
 
 // TestS1ExportLazy: compiling a schema builds no JSON Schema; the first
-// call builds it once, for every caller. Not parallel: it counts the
-// process's exports, which the parallel tests (run after the serial ones)
-// build too.
+// call builds it once, for every caller.
 func TestS1ExportLazy(t *testing.T) {
 	g := builtinGate(t, "#ReadInput")
 	if g.Exported() {

@@ -70,7 +70,6 @@ func (g schemaGen) value(depth int) string {
 // TestRandomSchemasShapeEqualsCUE runs the differential check on random
 // schemas: whatever the shape does with them must agree with CUE.
 func TestRandomSchemasShapeEqualsCUE(t *testing.T) {
-	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	n := 150
 	if testing.Short() {
@@ -202,7 +201,6 @@ func (g jsonSchemaGen) schema(depth int) any {
 // makes of random outside schemas is judged by the shape as CUE judges it,
 // and no such schema is refused (rule S8).
 func TestRandomImportedSchemasShapeEqualsCUE(t *testing.T) {
-	t.Parallel()
 	r := rand.New(rand.NewPCG(13, 14))
 	viaCUE := 0
 	const n = 150

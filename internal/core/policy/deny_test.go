@@ -85,7 +85,6 @@ surfaces: from: ["md"]
 // the surface may not use the searcher, or for a Read entry without a
 // pattern.
 func TestP14VetReportsSearchPastReadDeny(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		note, policy string
 		want, not    []string

@@ -82,7 +82,6 @@ tests: {
 // is an error at the value's file:line:col, under the field's rule, with a
 // sentence that says the value, the values allowed and what to write.
 func TestC1BadFieldValuesAreReportedAtTheValue(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		note string
 		code rule.ID

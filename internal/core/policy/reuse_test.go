@@ -111,7 +111,6 @@ func rewrite(t *testing.T, dir string, files map[string]string) {
 // holds (their gate is the previous generation's), compiles the others
 // again, and is the load from scratch either way (issue 32).
 func TestR3ReloadReusesWhatDidNotChange(t *testing.T) {
-	t.Parallel()
 	const tools = "tools: {\n\tA: schema.#Echo & {input: message: =~\"^a\"}\n\tB: schema.#Echo & {input: message: =~#Pat}\n\tC: schema.#Echo & {input: message: =~#Deep}\n\tD: schema.#Read & {input: file_path: =~\"^/srv/\"}\n\tF: schema.#Echo & {input: message: #S}\n}\n"
 	const defs = "#Pat: \"^m\"\n#Deep: \"\\(#Pat)1$\"\n#S: \"string\" // vet finds a type's name here\n"
 	const agent = "agent: \"allowed-tools\": [\"A\", \"B\", \"C\", \"D\"]\n"
@@ -180,7 +179,6 @@ func TestR3ReloadReusesWhatDidNotChange(t *testing.T) {
 // a tool beside it, or tools, or lies beside an embedding; so is a gate
 // that decides through CUE (it would hold the previous load's CUE alive).
 func TestR3ReloadNeverReusesWhatCouldChange(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		note, body string
 		fresh      []string // compiled again each time
@@ -210,7 +208,6 @@ func TestR3ReloadNeverReusesWhatCouldChange(t *testing.T) {
 // fails as a load from scratch does, and the next reuses the last good
 // generation as if the broken one never was.
 func TestR3ReloadToABrokenPolicy(t *testing.T) {
-	t.Parallel()
 	good := header + "tools: {\n\tA: schema.#Echo & {input: message: =~\"^a\"}\n\tB: schema.#Echo & {input: message: =~\"^b\"}\n}\n"
 	dir := writePolicy(t, map[string]string{"a.cue": good})
 	prev, err := Load(dir, WithPrevious(nil))
