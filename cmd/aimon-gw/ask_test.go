@@ -214,3 +214,46 @@ agent: {
 		t.Errorf("a write where no entry withholds it: %v", replies[2])
 	}
 }
+
+// TestP14BashKeepsOutOfDeniedAndAskedReads: a command reads nothing a deny
+// or an ask entry of Read withholds (hidden in its sandbox), a directory
+// or a file, while it reads what no entry withholds: Bash would be a way
+// around them.
+func TestP14BashKeepsOutOfDeniedAndAskedReads(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	for f, body := range map[string]string{"secret/x": "SECRET-DIR", "review/x": "REVIEW-DIR", "key.pem": "SECRET-FILE", "open/x": "OPEN-DIR"} {
+		if err := os.MkdirAll(filepath.Join(wd, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wd, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Read: schema.#Read, Bash: schema.#Bash}
+agent: {
+	"allowed-tools": ["Read(./**)", "Bash(cat:*)"]
+	"denied-tools": ["Read(./secret/**)", "Read(./key.pem)"]
+	"ask-tools": ["Read(./review/**)"]
+}
+`)
+	replies := runServe(t, []string{"--policy", dir, "--workdir", wd}, nil,
+		toolLine("secret", "Bash", map[string]any{"command": "cat secret/x"}),
+		toolLine("review", "Bash", map[string]any{"command": "cat review/x"}),
+		toolLine("file", "Bash", map[string]any{"command": "cat key.pem"}),
+		toolLine("open", "Bash", map[string]any{"command": "cat open/x"}))
+	all := fmt.Sprint(replies)
+	for _, s := range []string{"SECRET-DIR", "REVIEW-DIR", "SECRET-FILE"} {
+		if strings.Contains(all, s) {
+			t.Errorf("Bash read %s, which a deny or ask entry of Read withholds: %v", s, replies)
+		}
+	}
+	if !strings.Contains(all, "OPEN-DIR") {
+		t.Errorf("a read where no entry withholds it: %v", replies)
+	}
+}

@@ -22,14 +22,22 @@ import (
 // writable are the literal directory prefixes of the call's effective
 // entries for the tools that write files (the built-ins Write and Edit,
 // whatever the policy names them), and the tool's own sandbox.write; what
-// the gateway reads or runs stays read-only (protect, rule R8).
+// the gateway reads or runs stays read-only (protect, rule R8); what the
+// readers' deny and ask entries withhold is hidden (P14).
 func (g *Gateway) sandbox(cur *provision.Generation, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Log: g.log}
 	var withheld []string // where the writers' deny and ask entries reach
+	var unread []string   // where the readers' do
 	for _, name := range cur.Names() {
 		wt := cur.Tools[name]
-		if !wt.WritesFiles() || !eff.Listed(name) {
+		if !wt.WritesFiles() {
+			if wt.Subject != nil && wt.Subject.Kind == "path" {
+				unread = append(unread, eff.Withheld(name)...)
+			}
+			continue
+		}
+		if !eff.Listed(name) {
 			continue
 		}
 		dirs, all := eff.Prefixes(name)
@@ -63,6 +71,16 @@ func (g *Gateway) sandbox(cur *provision.Generation, eff *allow.Effective, t *po
 	}
 	for _, h := range spec.Hide {
 		sb.Hidden = append(sb.Hidden, home(h))
+	}
+	// What a deny or ask entry of a tool that reads files (Read, Grep,
+	// Glob) withholds, a command does not read either (rule P14): it is
+	// hidden. Not a pattern without a literal directory ("/", or relative),
+	// nor the working directory or one above it, in which a command runs.
+	wd := g.opts.Workdir
+	for _, d := range unread {
+		if d != "/" && filepath.IsAbs(d) && wd != d && !strings.HasPrefix(wd, d+"/") {
+			sb.Hidden = append(sb.Hidden, d)
+		}
 	}
 	return sb
 }
