@@ -51,20 +51,26 @@ const (
 	P13 ID = "P13"
 	P14 ID = "P14"
 	P15 ID = "P15"
+	P16 ID = "P16"
+	P17 ID = "P17"
+	P18 ID = "P18"
+	P19 ID = "P19"
 
 	K1 ID = "K1"
 	K2 ID = "K2"
 	K3 ID = "K3"
 	K4 ID = "K4"
 
-	R1 ID = "R1"
-	R2 ID = "R2"
-	R3 ID = "R3"
-	R4 ID = "R4"
-	R5 ID = "R5"
-	R6 ID = "R6"
-	R7 ID = "R7"
-	R8 ID = "R8"
+	R1  ID = "R1"
+	R2  ID = "R2"
+	R3  ID = "R3"
+	R4  ID = "R4"
+	R5  ID = "R5"
+	R6  ID = "R6"
+	R7  ID = "R7"
+	R8  ID = "R8"
+	R9  ID = "R9"
+	R10 ID = "R10"
 )
 
 // The codes of a policy's problems that no one rule governs. They are IDs
@@ -82,9 +88,9 @@ const (
 var (
 	rules = []ID{C1, C2, C3, C4, C5, C6, C7,
 		S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, S11, S12,
-		P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15,
+		P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18, P19,
 		K1, K2, K3, K4,
-		R1, R2, R3, R4, R5, R6, R7, R8}
+		R1, R2, R3, R4, R5, R6, R7, R8, R9, R10}
 	problems = []ID{CUE, Dir, Schema, Input, Test}
 )
 
