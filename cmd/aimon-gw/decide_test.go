@@ -134,6 +134,9 @@ claudeCode: unknownTools: "ask"
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatalf("record %q: %v", sc.Text(), err)
 		}
+		if rec["phase"] == "result" {
+			continue
+		}
 		got[fmt.Sprint(rec["call_id"])] = rec
 		n++
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // TestDecisionLogIsLossless: a stream of parallel batches through serve
-// leaves exactly one record per call, each whole, and nothing on stdout
-// but replies (issue 18).
+// leaves exactly one decision per call, each whole, and a result after it
+// for each call that ran (rule R10), and nothing on stdout but replies
+// (issue 18).
 func TestDecisionLogIsLossless(t *testing.T) {
 	t.Parallel()
 	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]
@@ -42,10 +43,12 @@ parallel: {enabled: true, maxConcurrency: 8}
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	n, ids := 0, map[string]bool{}
-	for sc.Scan() {
+	decided, ran := map[string]bool{}, map[string]bool{}
+	for n := 0; sc.Scan(); n++ {
 		var r struct {
+			Phase       string   `json:"phase"`
 			CallID      string   `json:"call_id"`
+			Allowed     bool     `json:"allowed"`
 			Revision    string   `json:"revision"`
 			Generation  int64    `json:"generation"`
 			Surface     []string `json:"surface"`
@@ -54,14 +57,20 @@ parallel: {enabled: true, maxConcurrency: 8}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("record %d is not whole: %v: %s", n, err, sc.Bytes())
 		}
-		if r.Revision == "" || r.Generation != 1 || len(r.Surface) == 0 || r.ResultError == nil {
+		if r.Revision == "" || r.Generation != 1 || len(r.Surface) == 0 {
 			t.Fatalf("record %s", sc.Bytes())
 		}
-		ids[r.CallID] = true
-		n++
+		switch {
+		case r.Phase == "result" && r.ResultError != nil && decided[r.CallID] && !ran[r.CallID]:
+			ran[r.CallID] = true
+		case r.Phase == "running" && r.Allowed && !decided[r.CallID], r.Phase == "decided" && !r.Allowed && !decided[r.CallID]:
+			decided[r.CallID] = true
+		default:
+			t.Fatalf("record %d out of place (a decision is recorded once, before its result): %s", n, sc.Bytes())
+		}
 	}
-	if n != calls || len(ids) != calls {
-		t.Errorf("%d records of %d distinct calls, want %d", n, len(ids), calls)
+	if len(decided) != calls || len(ran) != calls-1 {
+		t.Errorf("%d calls decided and %d results, want %d and %d", len(decided), len(ran), calls, calls-1)
 	}
 }
 

@@ -35,11 +35,10 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "claude-code",
 			Usage: "Claude Code's PreToolUse hook: a hook input on standard input, a decision on standard output",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
-				loadTimeoutFlag(), logLevelFlag(), decisionLogFlag(),
-				cacheFlag("calls"),
-			},
+				loadTimeoutFlag(), logLevelFlag(), cacheFlag("calls"),
+			}, decisionLogFlags()...),
 			Action: func(c *cli.Context) error {
 				log, err := logger(c)
 				if err != nil {

@@ -198,16 +198,20 @@ func decisionLog(c *cli.Context) (*decisionlog.File, error) {
 	if path == "" {
 		return nil, nil
 	}
-	l, err := decisionlog.Open(path)
+	l, err := decisionlog.Open(path, decisionlog.Options{Sync: c.Bool("decision-log-sync")})
 	if err != nil {
 		return nil, cli.Exit("aimon-gw: "+err.Error()+"; give --decision-log a file the gateway can append to.", exitUsage)
 	}
 	return l, nil
 }
 
-// decisionLogFlag records every decided call as a JSON line.
-func decisionLogFlag() cli.Flag {
-	return &cli.StringFlag{Name: "decision-log", Usage: "append one JSON line per decided call to this file; a log that cannot be written stops the gateway allowing calls"}
+// decisionLogFlags record every decided call as a JSON line, before its
+// tool runs (rule R10).
+func decisionLogFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "decision-log", Usage: "append each call's decision to this file as a JSON line before its tool runs, and its result after; a call whose record cannot be written does not run"},
+		&cli.BoolFlag{Name: "decision-log-sync", Usage: "flush each decision-log record to the disk before going on, so that it survives a power loss"},
+	}
 }
 
 // notFound is set when the command line names no command of ours.

@@ -68,10 +68,10 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "mcp",
 		Usage:     "serve the policy's tools to an MCP client over standard input and output",
 		ArgsUsage: " ",
-		Flags: append(append(policyFlags(),
+		Flags: append(append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
-			decisionLogFlag(), cacheFlag("starts"),
-		), httpFlags()...),
+			cacheFlag("starts"),
+		), decisionLogFlags()...), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw mcp takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)

@@ -41,10 +41,10 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "serve",
 		Usage:     "answer tool calls from standard input on standard output",
 		ArgsUsage: " ",
-		Flags: append(policyFlags(),
+		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			decisionLogFlag(), approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"),
-		),
+			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"),
+		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw serve takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)

@@ -80,17 +80,28 @@ type counting struct {
 	next gateway.DecisionLog
 }
 
+// Log counts a call at its decision and its failure at its result; an
+// allowed decision that could not be written is not counted, since the
+// gateway refuses that call instead and records (and counts) the refusal.
 func (c *counting) Log(r decisionlog.Record) error {
+	var err error
+	if c.next != nil {
+		err = c.next.Log(r)
+	}
+	if err != nil && r.Allowed && r.Phase != decisionlog.Result {
+		return err
+	}
 	v := verdictOf(r.Allowed, r.Ask)
-	c.m.calls.WithLabelValues(r.Tool, string(r.Rule), v).Inc()
-	c.m.duration.WithLabelValues(r.Tool, v).Observe(r.DurationMS / 1000)
-	if r.ResultError != nil && *r.ResultError && r.Allowed {
+	if r.Phase != decisionlog.Result {
+		c.m.calls.WithLabelValues(r.Tool, string(r.Rule), v).Inc()
+	}
+	if r.Phase != decisionlog.Running {
+		c.m.duration.WithLabelValues(r.Tool, v).Observe(r.DurationMS / 1000)
+	}
+	if r.Phase == decisionlog.Result && r.ResultError != nil && *r.ResultError {
 		c.m.errors.WithLabelValues(r.Tool).Inc()
 	}
-	if c.next == nil {
-		return nil
-	}
-	return c.next.Log(r)
+	return err
 }
 
 func (c *counting) Err() error {

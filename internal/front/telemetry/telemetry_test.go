@@ -140,7 +140,7 @@ func TestR7MetricsCountCallsByToolRuleAndVerdict(t *testing.T) {
 // decision log that cannot be written still stops allowing calls.
 func TestR7MetricsPassRecordsToTheDecisionLog(t *testing.T) {
 	path := t.TempDir() + "/decisions.jsonl"
-	f, err := decisionlog.Open(path)
+	f, err := decisionlog.Open(path, decisionlog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +149,15 @@ func TestR7MetricsPassRecordsToTheDecisionLog(t *testing.T) {
 	rt.Gateway().Call(t.Context(), nil, "1", "Echo", json.RawMessage(`{"message":"hi"}`))
 	f.Close() // a write now fails: the log is closed
 	r := rt.Gateway().Call(t.Context(), nil, "2", "Echo", json.RawMessage(`{"message":"hi"}`))
-	r = rt.Gateway().Call(t.Context(), nil, "3", "Echo", json.RawMessage(`{"message":"hi"}`))
 	if !r.IsError || !strings.Contains(r.Text, "decision log") {
 		t.Errorf("a call after the decision log failed = %+v, want it refused because of the log", r)
 	}
 	fams := scrape(t, m.Handler())
 	if n, _ := value(fams, "aimon_gw_calls_total", map[string]string{"tool": "Echo", "rule": "R1", "verdict": VerdictDeny}); n != 1 {
 		t.Errorf("calls refused for the decision log: %v, want 1", n)
+	}
+	if n, _ := value(fams, "aimon_gw_calls_total", map[string]string{"tool": "Echo", "rule": "P6", "verdict": VerdictAllow}); n != 1 {
+		t.Errorf("calls allowed: %v, want 1: the one refused for its record is not counted as allowed", n)
 	}
 }
 

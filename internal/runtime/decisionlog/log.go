@@ -1,23 +1,43 @@
-// Package decisionlog records every decided call as one JSON line in a
-// file (--decision-log): lossless, since each record is written before the
-// next call of its batch is answered, and failing closed, since a record
-// that cannot be written makes the gateway allow no further call.
+// Package decisionlog records every decided call as JSON lines in a file
+// (--decision-log), ahead of the tool (rule R10): a call's decision is one
+// record written whole before the tool runs, and a call whose record
+// cannot be written does not run; what it returned is a second record,
+// written after. A record is one write, and a write the disk cuts short is
+// cut back out, so no line is ever torn. A record that cannot be written
+// makes the gateway allow no further call (fail closed).
 package decisionlog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"aimon.dev/gw/internal/core/rule"
 )
 
-// A Record is one decided call.
+// Phases of a record.
+const (
+	// Decided is a call's decision when its tool does not run after it
+	// (refused, or decided only: check, the hook).
+	Decided = "decided"
+	// Running is the decision of a call whose tool runs next; a Result
+	// record with the same call follows it.
+	Running = "running"
+	// Result is what a call that ran returned.
+	Result = "result"
+)
+
+// A Record is one decided call, or (Phase Result) what it returned.
 type Record struct {
 	Time        time.Time `json:"time"`
+	Phase       string    `json:"phase"`
 	CallID      string    `json:"call_id"`
 	Tool        string    `json:"tool"`
 	Surface     []string  `json:"surface"`
@@ -36,21 +56,68 @@ type Record struct {
 	Reason      string    `json:"reason"`
 }
 
+// result is the fields a Result record carries: the decision is in the
+// Running record before it.
+type result struct {
+	Time        time.Time `json:"time"`
+	Phase       string    `json:"phase"`
+	CallID      string    `json:"call_id"`
+	Tool        string    `json:"tool"`
+	Surface     []string  `json:"surface"`
+	Principal   string    `json:"principal,omitempty"`
+	Revision    string    `json:"revision"`
+	Generation  int64     `json:"generation"`
+	DurationMS  float64   `json:"duration_ms"`
+	ResultError bool      `json:"result_error"`
+	Reason      string    `json:"reason,omitempty"`
+}
+
+func (r Record) marshal() ([]byte, error) {
+	if r.Phase != Result {
+		return json.Marshal(r)
+	}
+	return json.Marshal(result{Time: r.Time, Phase: r.Phase, CallID: r.CallID, Tool: r.Tool, Surface: r.Surface,
+		Principal: r.Principal, Revision: r.Revision, Generation: r.Generation, DurationMS: r.DurationMS,
+		ResultError: r.ResultError != nil && *r.ResultError, Reason: r.Reason})
+}
+
+// key matches a Result to its Running record.
+type key struct {
+	call, principal, tool string
+	start                 int64
+}
+
+func keyOf(r Record) key { return key{r.CallID, r.Principal, r.Tool, r.Time.UnixNano()} }
+
+// Options configure Open.
+type Options struct {
+	// Sync flushes each record to the disk before the call goes on
+	// (--decision-log-sync): a record then survives a power loss, not only
+	// the process's death.
+	Sync bool
+}
+
+// ErrClosed is a write after Close: the gateway is stopping.
+var ErrClosed = errors.New("the gateway is stopping and its decision log is closed")
+
 // A File appends records to a file, one write each. Safe for concurrent use.
 type File struct {
-	mu   sync.Mutex
-	f    *os.File
-	err  error
-	path string
+	mu      sync.Mutex
+	f       *os.File
+	err     error
+	path    string
+	sync    bool
+	closed  bool
+	running map[key]Record
 }
 
 // Open opens (creating) the file to append to.
-func Open(path string) (*File, error) {
+func Open(path string, o Options) (*File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the decision log %s: %w", path, err)
 	}
-	return &File{f: f, path: path}, nil
+	return &File{f: f, path: path, sync: o.Sync, running: map[key]Record{}}, nil
 }
 
 // Path is the file's absolute path: no tool may write it (rule R8).
@@ -62,34 +129,98 @@ func (l *File) Path() string {
 // Log appends r. Once a write has failed, every later one fails too: the
 // gateway then allows no call (fail closed).
 func (l *File) Log(r Record) error {
-	b, err := json.Marshal(r)
+	b, err := r.marshal()
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.err != nil:
 		return l.err
 	}
-	if _, err := l.f.Write(append(b, '\n')); err != nil {
+	if err := l.write(append(b, '\n')); err != nil {
 		l.err = fmt.Errorf("cannot write the decision log %s: %w", l.path, err)
+		return l.err
 	}
-	return l.err
+	switch r.Phase {
+	case Running:
+		l.running[keyOf(r)] = r
+	case Result:
+		delete(l.running, keyOf(r))
+	}
+	return nil
+}
+
+// write appends b in one write under an exclusive lock of the file, which
+// every process appending to it takes (the hook's run side by side), so
+// that a write cut short (a full disk) is the file's last bytes and is cut
+// back out: a record is in the file whole or not at all.
+func (l *File) write(b []byte) error {
+	fd := int(l.f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	n, err := l.f.Write(b)
+	if err != nil && n > 0 {
+		end, serr := l.f.Seek(0, io.SeekCurrent)
+		if serr == nil {
+			serr = l.f.Truncate(end - int64(n))
+		}
+		if serr != nil {
+			return fmt.Errorf("%w; and its last %d bytes, a record cut short, could not be removed (%v)", err, n, serr)
+		}
+	}
+	if err == nil && l.sync {
+		err = unix.Fdatasync(fd)
+	}
+	return err
 }
 
 // Err is why the log can no longer be written; nil while it can.
 func (l *File) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
 	return l.err
 }
 
-// Close syncs the file to disk and closes it.
+// Close records the calls still running as cut off (the drain ended before
+// they returned), syncs the file to disk and closes it. A call that
+// returns later finds the log closed.
 func (l *File) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	now := time.Now()
+	for _, r := range l.running {
+		if l.err != nil {
+			break
+		}
+		cut := true
+		r.Phase, r.ResultError, r.DurationMS = Result, &cut, float64(now.Sub(r.Time).Microseconds())/1000
+		r.Reason = "the gateway stopped before the tool returned (its drain ended): what the tool did may be partial"
+		b, err := r.marshal()
+		if err == nil {
+			err = l.write(append(b, '\n'))
+		}
+		if err != nil {
+			l.err = fmt.Errorf("cannot write the decision log %s: %w", l.path, err)
+		}
+	}
+	l.closed = true
 	if err := l.f.Sync(); err != nil && l.err == nil {
 		l.err = err
 	}
-	return l.f.Close()
+	if err := l.f.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	return l.err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
 )
@@ -113,6 +114,6 @@ func parallel(cur *provision.Generation, ps []prepared) bool {
 // it ran: decided, but not run (rules R2, R7).
 func (g *Gateway) cancelled(cur *provision.Generation, chain []string, p prepared) result {
 	d := rule.Refused(rule.R2, cancelledBeforeRun())
-	g.record(cur, chain, p, d, time.Now(), nil)
+	g.unrecorded(g.record(cur, chain, p, d, time.Now(), decisionlog.Decided, nil))
 	return errorResult(p.ID, d.Reason)
 }

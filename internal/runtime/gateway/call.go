@@ -222,12 +222,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 			d.Effective = eff.Entries(c.Name)
 		}
 	}
-	if d.Allowed && g.opts.Decisions != nil {
-		if lerr := g.opts.Decisions.Err(); lerr != nil {
-			d = rule.Refused(rule.R1, decisionLogDown(lerr))
-		}
-	}
-	g.record(cur, chain, p, d, start, nil)
+	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Decided)
 	d.EntryAt = entryPlaces(cur, chain, d, g.opts.Workdir)
 	return chain, d
 }
@@ -238,7 +233,8 @@ func (g *Gateway) Check(surface []string, id, name string, input json.RawMessage
 	return d
 }
 
-// run decides and executes a prepared call.
+// run decides and executes a prepared call: its decision is recorded
+// before the tool runs, and what it returned after (rule R10).
 func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []string, p prepared) result {
 	var start time.Time // for the decision log's duration only
 	if g.opts.Decisions != nil {
@@ -246,12 +242,7 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	}
 	_, end := g.step(ctx, StepDecide, p.Name)
 	d := g.decide(p)
-	if d.Allowed && g.opts.Decisions != nil {
-		if err := g.opts.Decisions.Err(); err != nil {
-			g.log.Error("call refused: the decision log cannot be written", "tool", p.Name, "id", p.ID, "cause", err)
-			d = rule.Refused(rule.R1, decisionLogDown(err))
-		}
-	}
+	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Running)
 	end(outcome(&d, false))
 	end = noEnd
 	if d.Allowed {
@@ -259,26 +250,45 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	}
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
-	g.recordRun(cur, chain, p, d, start, r.IsError)
+	if d.Allowed && g.opts.Decisions != nil {
+		e := r.IsError // on the heap only here
+		if err := g.record(cur, chain, p, d, start, decisionlog.Result, &e); !errors.Is(err, decisionlog.ErrClosed) {
+			g.unrecorded(err) // closed: the drain ended first, and Close recorded the call as cut off
+		}
+	}
 	return r
 }
 
-// recordRun is record of a call that ran, whose result was an error or
-// not; the pointer record keeps is made only when there is a log.
-func (g *Gateway) recordRun(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, isErr bool) {
-	if g.opts.Decisions != nil {
-		e := isErr // on the heap only here
-		g.record(cur, chain, p, d, start, &e)
+// recordAhead records a call's decision before anything acts on it (rule
+// R10), in phase Running when its tool is to run next; an allowed call
+// whose record cannot be written is refused instead, with why, and that
+// refusal is what is returned.
+func (g *Gateway) recordAhead(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, phase string) rule.Decision {
+	if g.opts.Decisions == nil {
+		return d
 	}
+	if !d.Allowed {
+		phase = decisionlog.Decided
+	}
+	err := g.record(cur, chain, p, d, start, phase, nil)
+	if err == nil || !d.Allowed {
+		g.unrecorded(err)
+		return d
+	}
+	g.log.Error("call refused: its decision could not be recorded", "tool", p.Name, "id", p.ID, "cause", err)
+	refused := rule.Refused(rule.R1, decisionLogDown(err))
+	refused.Effective = d.Effective
+	g.record(cur, chain, p, refused, start, decisionlog.Decided, nil) // counted, though it cannot be written
+	return refused
 }
 
-// record writes the decision log's record of a call; isErr is whether its
-// result was an error, nil when it was decided only (check, the hook).
-func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, isErr *bool) {
+// record writes the decision log's record of a call in phase (see
+// decisionlog); isErr is whether its result was an error, for a Result.
+func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, d rule.Decision, start time.Time, phase string, isErr *bool) error {
 	if g.opts.Decisions == nil {
-		return
+		return nil
 	}
-	rec := decisionlog.Record{Time: start.UTC(), CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
+	rec := decisionlog.Record{Time: start.UTC(), Phase: phase, CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
 		Rule: d.Rule, Entries: d.Entries, Violations: d.Violations, Validation: d.Mode,
 		Revision: cur.Revision, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		ResultError: isErr, Reason: d.Reason, Principal: p.principal}
@@ -288,7 +298,12 @@ func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, 
 	if in := subjectOf(p, d); in != nil {
 		rec.Subject = in[p.tool.Subject.Field]
 	}
-	if err := g.opts.Decisions.Log(rec); err != nil {
+	return g.opts.Decisions.Log(rec)
+}
+
+// unrecorded logs a record that could not be written.
+func (g *Gateway) unrecorded(err error) {
+	if err != nil {
 		g.log.Error("the decision log cannot be written; no call is allowed until it can", "cause", err)
 	}
 }

@@ -68,7 +68,7 @@ surfaces: from: ["../../.claude"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlog, err := decisionlog.Open(p.log)
+	dlog, err := decisionlog.Open(p.log, decisionlog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
 )
 
@@ -54,7 +55,7 @@ func (g *Gateway) refuseLine(cur *provision.Generation, surface []string, calls 
 	out := make([]result, len(calls))
 	for i, c := range calls {
 		d := rule.Refused(rule.R5, notExecuted(err.Error()))
-		g.record(cur, surface, prepared{call: c, cur: cur}, d, time.Now(), nil)
+		g.unrecorded(g.record(cur, surface, prepared{call: c, cur: cur}, d, time.Now(), decisionlog.Decided, nil))
 		out[i] = errorResult(c.ID, d.Reason)
 	}
 	return out
