@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/internal/testkit/claudecode"
+)
+
+// claudeRun is one claude -p run of the real CLI in a project of its own,
+// with the hook under policy as its PreToolUse hook, against a model that
+// answers with scripts; it returns the project and the server, whose
+// results say what Claude Code sent back for each call.
+type claudeRun struct {
+	t             *testing.T
+	project, home string
+	policy        string
+	server        *claudecode.Server
+}
+
+func newClaudeRun(t *testing.T, policy string) *claudeRun {
+	t.Helper()
+	claudecode.Find(t, "../../.ci/npm/node_modules/.bin/claude")
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	r := &claudeRun{t: t, project: filepath.Join(root, "proj"), home: filepath.Join(root, "home"), policy: policy}
+	for _, d := range []string{r.project, r.home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// run runs Claude Code on the prompt key with the scripts.
+func (r *claudeRun) run(key string, scripts ...claudecode.Script) string {
+	r.t.Helper()
+	r.server = claudecode.Serve(r.t, scripts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hook := shellQuote(gatewayBinary(r.t)) + " hook claude-code --policy " + shellQuote(r.policy)
+	out, err := claudecode.Run{Claude: claudecode.Find(r.t, "../../.ci/npm/node_modules/.bin/claude"), Hook: hook,
+		Project: r.project, Home: r.home, Prompt: key}.Start(ctx, r.server)
+	if err != nil {
+		r.t.Fatalf("claude -p: %v\n%s", err, out)
+	}
+	return out
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func use(tool string, kv ...any) claudecode.Use {
+	in := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		in[kv[i].(string)] = kv[i+1]
+	}
+	return claudecode.Use{Tool: tool, Input: in}
+}
+
+// TestP14ClaudeCodeHoldsToday drives the real Claude Code with the hook:
+// an allowed Write lands, a Write into a denied directory and a denied or
+// unlisted Bash command change nothing, an allowed command runs through
+// exec, and a declared subagent is decided on its own surface (rules P10,
+// P14, R7).
+func TestP14ClaudeCodeHoldsToday(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read", "Agent", "Task", "Write(./**)", "Bash(echo:*)", "Bash(touch:*)", "Bash(rm:*)"]
+agent: "denied-tools": ["Write(./secret/**)", "Bash(rm:*)"]
+subagents: reviewer: "allowed-tools": ["Read"]
+`)
+	r := newClaudeRun(t, policy)
+	writeFile(t, filepath.Join(r.project, ".claude", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: reviews\ntools: Read, Write\n---\nReview.\n")
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	// The denied directory exists: the sandbox binds it read-only (one
+	// still to be made would take the project with it).
+	os.Mkdir(p("secret"), 0o755)
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("Write", "file_path", p("ok.txt"), "content", "ok")},
+		{use("Write", "file_path", p("secret/x"), "content", "no"),
+			use("Bash", "command", "rm ok.txt"),
+			use("Bash", "command", "echo hi > echoed.txt")},
+		{use("Bash", "command", "touch touched.txt"),
+			use("Agent", "description", "review", "prompt", "SUB review", "subagent_type", "reviewer")},
+	}}, claudecode.Script{Key: "SUB", Turns: [][]claudecode.Use{
+		{use("Write", "file_path", p("sub.txt"), "content", "sub")},
+	}})
+	for name, want := range map[string]bool{"ok.txt": true, "secret/x": false, "echoed.txt": false, "touched.txt": true, "sub.txt": false} {
+		if _, err := os.Stat(p(name)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
+		}
+	}
+	for id, want := range map[string]string{
+		claudecode.ID("MAIN", 1, 0): "is denied on this surface by Write(",
+		claudecode.ID("MAIN", 1, 1): "denied",
+		claudecode.ID("SUB", 0, 0):  "Write is not allowed",
+	} {
+		if got := r.server.Result(id); !strings.Contains(got, want) {
+			t.Errorf("result of %s: %q, want %q in it", id, got, want)
+		}
+	}
+}
