@@ -642,7 +642,8 @@ func TestP10CheckTakesAPrincipal(t *testing.T) {
 // state is the sealed token (nothing kept between the requests): the
 // person's approval runs the call, a decline refuses it. A client before
 // 2026-07-28 is served statelessly, where the server cannot ask it: the
-// call is refused with a sentence, never run.
+// call is refused with a sentence that says so (not that the client
+// declares no elicitation, which it does), never run.
 func TestP15HTTPAsksThePerson(t *testing.T) {
 	t.Parallel()
 	dir, wd := askSetup(t)
@@ -663,9 +664,11 @@ func TestP15HTTPAsksThePerson(t *testing.T) {
 					t.Fatal(err)
 				}
 				if version != "" {
-					tc.isError, tc.says = true, "no person can be asked"
+					// The true reason: the transport, not the client's
+					// capabilities, which it declared.
+					tc.isError, tc.says = true, "stateless HTTP under MCP protocol 2025-11-25"
 				}
-				if res.IsError != tc.isError || !strings.Contains(resultText(res), tc.says) {
+				if res.IsError != tc.isError || !strings.Contains(resultText(res), tc.says) || strings.Contains(resultText(res), "declares no elicitation") {
 					t.Errorf("%q (isError %v), want %q", resultText(res), res.IsError, tc.says)
 				}
 			})

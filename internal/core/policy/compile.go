@@ -71,6 +71,8 @@ func (c *compiler) warn(pos Position, code rule.ID, format string, args ...any) 
 func (c *compiler) compile(g *Generation, v cue.Value) {
 	g.Validation = rule.Mode(str(v.LookupPath(cue.ParsePath("validation"))))
 	g.UnknownTools = str(v.LookupPath(cue.ParsePath("claudeCode.unknownTools")))
+	g.ClientParameters = stringList(v.LookupPath(cue.ParsePath("mcp.clientParameters")))
+	g.DescribeBounds = boolean(v.LookupPath(cue.ParsePath("mcp.describeBounds")))
 	g.Parallel = Parallel{
 		Enabled:        boolean(v.LookupPath(cue.ParsePath("parallel.enabled"))),
 		MaxConcurrency: integer(v.LookupPath(cue.ParsePath("parallel.maxConcurrency"))),
@@ -752,4 +754,15 @@ func boolean(v cue.Value) bool {
 	}
 	b, _ := v.Bool()
 	return b
+}
+
+func stringList(v cue.Value) []string {
+	var out []string
+	iter, _ := v.List()
+	for iter.Next() {
+		if s, err := iter.Value().String(); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -83,6 +83,12 @@ type Plan struct {
 	// UnknownTools is what the Claude Code hook answers for a tool the
 	// policy does not mention: "deny" or "ask".
 	UnknownTools string
+	// ClientParameters are the parameters MCP clients add to every tool,
+	// dropped before the gate where a tool does not declare them.
+	ClientParameters []string
+	// DescribeBounds appends the bounds the gate enforces to each tool's
+	// MCP description.
+	DescribeBounds bool
 	// Tests are the policy's own unit tests (aimon-gw test), by name.
 	Tests []Test
 	// Principals map callers over HTTP to surface chains, by name.

@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -177,6 +178,7 @@ type front struct {
 	gw       *gateway.Gateway
 	ready    atomic.Bool
 	stopping atomic.Bool
+	calls    inFlight
 }
 
 func (f *front) mux() http.Handler {
@@ -341,27 +343,105 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 			return
 		}
 		ctx := context.WithValue(r.Context(), serverKey{}, s)
-		if r.Method == http.MethodPost && isListen(r) {
-			var stop func() bool
-			ctx, stop = mergeCancel(ctx, f.listens)
-			defer stop()
+		if r.Method == http.MethodPost {
+			switch m := peek(r); m.Method {
+			case "subscriptions/listen":
+				var stop func() bool
+				ctx, stop = mergeCancel(ctx, f.listens)
+				defer stop()
+			case "tools/call":
+				// The SDK detaches the call from this request; the
+				// carrier ends it when the client goes away or cancels
+				// it, as over stdio.
+				carrier, done := f.calls.start(r.Context(), c.claims.String(), m.ID)
+				defer done()
+				ctx = mcpfront.WithCarrier(ctx, carrier)
+			case "notifications/cancelled":
+				var p struct {
+					RequestID json.RawMessage `json:"requestId"`
+				}
+				if json.Unmarshal(m.Params, &p) == nil {
+					f.calls.cancel(c.claims.String(), p.RequestID)
+				}
+			}
 		}
 		sdk.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// isListen reports whether the request opens a subscriptions/listen
-// stream; the body is kept for the SDK.
-func isListen(r *http.Request) bool {
+// message is what the front reads of a request's JSON-RPC message.
+type message struct {
+	Method string          `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Params json.RawMessage `json:"params"`
+}
+
+// peek reads the request's message, keeping the body for the SDK; the
+// zero message for a body that is not one (the SDK answers it).
+func peek(r *http.Request) message {
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || !bytes.Contains(body, []byte("subscriptions/listen")) {
-		return false
+	var m message
+	if err != nil || json.Unmarshal(body, &m) != nil {
+		return message{}
 	}
-	var m struct {
-		Method string `json:"method"`
+	return m
+}
+
+// inFlight are the tools/call requests being answered, by caller and
+// request id, so that a notifications/cancelled, which stateless HTTP
+// carries in a request of its own, reaches the call it names. A caller
+// can cancel only its own calls.
+type inFlight struct {
+	mu    sync.Mutex
+	calls map[callKey][]*flight
+}
+
+type callKey struct{ caller, id string }
+
+type flight struct{ cancel context.CancelFunc }
+
+// start registers a call; its context ends with the request, or when the
+// caller cancels it; done unregisters it.
+func (f *inFlight) start(req context.Context, caller string, id json.RawMessage) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(req)
+	k := callKey{caller, canonicalID(id)}
+	fl := &flight{cancel}
+	f.mu.Lock()
+	if f.calls == nil {
+		f.calls = map[callKey][]*flight{}
 	}
-	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
+	f.calls[k] = append(f.calls[k], fl)
+	f.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[k] = slices.DeleteFunc(f.calls[k], func(x *flight) bool { return x == fl })
+		if len(f.calls[k]) == 0 {
+			delete(f.calls, k)
+		}
+	}
+}
+
+// cancel ends the caller's calls of that request id.
+func (f *inFlight) cancel(caller string, id json.RawMessage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.calls[callKey{caller, canonicalID(id)}] {
+		fl.cancel()
+	}
+}
+
+// canonicalID spells a JSON-RPC id once: 7, 7.0 and "7" stay apart as the
+// SDK keeps them, "\u0037" and "7" do not.
+func canonicalID(id json.RawMessage) string {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // mergeCancel is ctx, also cancelled when other is done.

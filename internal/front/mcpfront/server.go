@@ -17,10 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -130,9 +133,15 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 	}
+	input = dropClientParameters(gw.Current(), name, input)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
+	if carrier, ok := ctx.Value(carrierKey{}).(context.Context); ok {
+		// The SDK detaches a handler from its HTTP request (before the
+		// 2026-07-28 protocol): the front end says when it ends.
+		defer context.AfterFunc(carrier, cancel)()
+	}
 	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal}
 	return gw.CallApproved(ctx, m.chain, c)
 }
@@ -162,6 +171,9 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 		return toResult(r)
 	}
 	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
+	if statelessHTTP(req.Session) {
+		return toResult(gateway.CallResult{IsError: true, Text: reason + " This call came over stateless HTTP under MCP protocol " + req.Session.InitializeParams().ProtocolVersion + ", where every request is a session of its own: the gateway cannot send the client an elicitation in the middle of the call, so no person can be asked, whatever the client declared, and the call is refused; approve it over stdio (aimon-gw mcp), through a client of protocol 2026-07-28 or later, or change the policy."})
+	}
 	if !canElicit(req.Session) {
 		return toResult(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
 	}
@@ -173,6 +185,72 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 		}},
 		RequestState: r.Approval,
 	}
+}
+
+// statelessHTTP reports whether session is one request of stateless HTTP
+// under a protocol before 2026-07-28: the SDK makes up its initialize
+// parameters (a version, no client), since the client's initialize was
+// another request.
+func statelessHTTP(session *mcp.ServerSession) bool {
+	if session == nil {
+		return false
+	}
+	p := session.InitializeParams()
+	return p != nil && p.ClientInfo == nil && p.Capabilities == nil
+}
+
+type carrierKey struct{}
+
+// WithCarrier is ctx with the context of what carries its requests (an
+// HTTP request, cancelled when the client closes the connection or sends
+// notifications/cancelled): a tool call it carries stops when it ends, as
+// over stdio.
+func WithCarrier(ctx, carrier context.Context) context.Context {
+	return context.WithValue(ctx, carrierKey{}, carrier)
+}
+
+// dropClientParameters drops from input the parameters the policy names
+// as added by clients (mcp.clientParameters) that the tool does not
+// declare itself; any other unknown parameter is left for the gate.
+func dropClientParameters(cur *provision.Generation, name string, input json.RawMessage) json.RawMessage {
+	if cur == nil || len(cur.ClientParameters) == 0 || cur.Tools[name] == nil {
+		return input
+	}
+	// jsonv2 refuses duplicate names: such an input goes to the gate as sent.
+	var args map[string]jsontext.Value
+	if jsonv2.Unmarshal(input, &args) != nil {
+		return input
+	}
+	var declared struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	dropped := false
+	for _, p := range cur.ClientParameters {
+		if _, ok := args[p]; !ok {
+			continue
+		}
+		if declared.Properties == nil {
+			js, err := cur.Tools[name].JSONSchema()
+			if err != nil || json.Unmarshal(js, &declared) != nil {
+				return input
+			}
+			if declared.Properties == nil {
+				declared.Properties = map[string]json.RawMessage{}
+			}
+		}
+		if _, own := declared.Properties[p]; !own {
+			delete(args, p)
+			dropped = true
+		}
+	}
+	if !dropped {
+		return input
+	}
+	out, err := jsonv2.Marshal(args, jsonv2.Deterministic(true))
+	if err != nil {
+		return input
+	}
+	return out
 }
 
 // principalOf is who made the request, as the HTTP front authenticated

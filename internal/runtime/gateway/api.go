@@ -19,6 +19,9 @@ type ToolDef struct {
 	Idempotent, OpenWorld bool
 	// OutputSchema is the JSON Schema of its structured result; nil for none.
 	OutputSchema json.RawMessage
+	// DescribeBounds ends the MCP description with the bounds of the
+	// input schema (the policy's mcp.describeBounds).
+	DescribeBounds bool
 }
 
 // Tools returns the tools the surface chain may use (rule P9), sorted by
@@ -58,7 +61,7 @@ func toolDefs(cur *provision.Generation, chain []string) ([]ToolDef, error) {
 			return nil, err
 		}
 		defs = append(defs, ToolDef{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: in,
-			Effect: t.Effect, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, OutputSchema: t.OutputSchema})
+			Effect: t.Effect, Idempotent: t.Idempotent, OpenWorld: t.OpenWorld, OutputSchema: t.OutputSchema, DescribeBounds: cur.DescribeBounds})
 	}
 	return defs, nil
 }
