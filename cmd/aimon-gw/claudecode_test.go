@@ -108,3 +108,49 @@ subagents: reviewer: "allowed-tools": ["Read"]
 		}
 	}
 }
+
+// TestR9ClaudeCodeCannotSwitchTheGateOff: the real Claude Code, whose
+// lists allow Write(./**) and cp, cannot write the settings that make it
+// call the hook: a Write of {} to .claude/settings.json, by its name, by
+// a .. spelling and through a link the session made, and a cp of
+// {"disableAllHooks": true} into .claude/settings.local.json are refused,
+// and the next write into a denied directory is still refused.
+func TestR9ClaudeCodeCannotSwitchTheGateOff(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read", "Write(./**)", "Edit(./**)", "Bash(cp:*)", "Bash(ln:*)"]
+agent: "denied-tools": ["Write(./secret/**)"]
+`)
+	r := newClaudeRun(t, policy)
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	os.Mkdir(p("secret"), 0o755)
+	settings := p(".claude/settings.json")
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("Read", "file_path", settings),
+			use("Write", "file_path", p("off.json"), "content", `{"disableAllHooks": true}`),
+			use("Bash", "command", "ln -s .claude lnk")},
+		{use("Write", "file_path", settings, "content", "{}")},
+		{use("Write", "file_path", p("secret/../.claude/settings.json"), "content", "{}")},
+		{use("Write", "file_path", p("lnk/settings.local.json"), "content", `{"disableAllHooks": true}`)},
+		{use("Bash", "command", "cp off.json .claude/settings.local.json")},
+		{use("Write", "file_path", p("secret/after"), "content", "no")},
+	}})
+	if b, err := os.ReadFile(settings); err != nil || !strings.Contains(string(b), "aimon-gw") {
+		t.Errorf(".claude/settings.json was rewritten: %q %v", b, err)
+	}
+	for _, name := range []string{".claude/settings.local.json", "secret/after"} {
+		if _, err := os.Stat(p(name)); err == nil {
+			t.Errorf("%s was written", name)
+		}
+	}
+	for turn, want := range map[int]string{1: "rule R9", 2: "rule R9", 3: "rule R9", 4: "Read-only file system", 5: "is denied on this surface"} {
+		if got := r.server.Result(claudecode.ID("MAIN", turn, 0)); !strings.Contains(got, want) {
+			t.Errorf("turn %d: %q, want %q in it", turn, got, want)
+		}
+	}
+}

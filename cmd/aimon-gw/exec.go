@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
 )
@@ -29,9 +31,12 @@ type execParams struct {
 	// loads the policy afresh.
 	Cache string
 	// Protect is the hook's decision log, protected in the sandbox.
-	Protect        string
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
+	Protect string
+	// Runtime is the agent runtime whose files are protected in the
+	// sandbox (rule R9), found from its user's home and its project.
+	Runtime, RuntimeHome, RuntimeProject string
+	Stdin                                io.Reader
+	Stdout, Stderr                       io.Writer
 }
 
 // exitNotRun is the exit code of a command exec does not run, as a shell
@@ -46,13 +51,17 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		Flags: append(policyFlags(),
 			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"},
 			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"},
-			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write (the hook sets it)"}),
+			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write (the hook sets it)"},
+			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
+			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
+			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"),
+				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }
@@ -74,6 +83,11 @@ func runExec(ctx context.Context, p execParams) error {
 	if p.Protect != "" {
 		if abs, err := filepath.Abs(p.Protect); err == nil {
 			sandbox.Protect(sandbox.WhatLog, abs)
+		}
+	}
+	if p.Runtime != "" {
+		if err := gatefiles.Protect(p.Runtime, gatefiles.Where{Home: p.RuntimeHome, Project: p.RuntimeProject, Env: os.Getenv}); err != nil {
+			return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+".", exitUsage)
 		}
 	}
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)

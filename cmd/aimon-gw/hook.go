@@ -97,6 +97,9 @@ func hook(p hookParams) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if dir := os.Getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(dir) {
+		in.Project = dir
+	}
 	gen, closeGen, err := reload.OnceCached(context.Background(), loadCache(p.Cache, p.Log), true, p.Policy, in.Cwd, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)

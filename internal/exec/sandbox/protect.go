@@ -21,6 +21,9 @@ import (
 var protected struct {
 	pathSet
 	dirs []string // to create before a sandbox is made (ProtectDir)
+	// gate are the paths that make an agent runtime call the gateway
+	// (ProtectGate, rule R9).
+	gate map[string]bool
 }
 
 // concealed are the gateway's secrets (the key that seals approval
@@ -118,6 +121,26 @@ func ProtectDir(what, dir string) {
 // for the sentence that refuses a write ("the gateway's decision log").
 func Protect(what string, paths ...string) { protected.add(what, paths) }
 
+// ProtectGate adds paths that make an agent runtime call the gateway (its
+// settings and hooks) to what no tool may write (rule R9): a write there
+// would switch the gate off.
+func ProtectGate(what string, paths ...string) {
+	protected.add(what, paths)
+	protected.mu.Lock()
+	defer protected.mu.Unlock()
+	if protected.gate == nil {
+		protected.gate = map[string]bool{}
+	}
+	for _, p := range paths {
+		if p != "" && filepath.IsAbs(p) {
+			protected.gate[filepath.Clean(p)] = true
+			if real := resolved(p); real != "" {
+				protected.gate[real] = true
+			}
+		}
+	}
+}
+
 // Protected lists the protected paths that exist, resolved, once the
 // directories of ProtectDir exist.
 func Protected() []string {
@@ -138,7 +161,9 @@ func Protected() []string {
 // search): such a write is refused too.
 type Guard struct {
 	Path, Holder, What, At string
-	Err                    error
+	// Gate says Holder makes an agent runtime call the gateway (rule R9).
+	Gate bool
+	Err  error
 }
 
 // Guarding judges a write of path (absolute) by its name and by where an
@@ -159,7 +184,7 @@ func Guarding(path string) Guard {
 	g := Guard{Path: path, At: at, Holder: protected.holding(path, at)}
 	if g.Holder != "" {
 		protected.mu.RLock()
-		g.What = protected.what[g.Holder]
+		g.What, g.Gate = protected.what[g.Holder], protected.gate[g.Holder]
 		protected.mu.RUnlock()
 	}
 	return g
@@ -179,10 +204,14 @@ func (g Guard) Refusal() string {
 	if g.At != path {
 		name = fmt.Sprintf("%s (it leads through a symbolic link to %s)", path, g.At)
 	}
-	if g.At == g.Holder || path == g.Holder {
-		return fmt.Sprintf("%s is %s, which the gateway reads or runs; no tool may write it (rule R8)", name, g.What)
+	which, id := "which the gateway reads or runs", "R8"
+	if g.Gate {
+		which, id = "which makes the agent runtime call the gateway, and would switch the gate off", "R9"
 	}
-	return fmt.Sprintf("%s lies in %s, %s, which the gateway reads or runs; no tool may write there (rule R8)", name, g.Holder, g.What)
+	if g.At == g.Holder || path == g.Holder {
+		return fmt.Sprintf("%s is %s, %s; no tool may write it (rule %s)", name, g.What, which, id)
+	}
+	return fmt.Sprintf("%s lies in %s, %s, %s; no tool may write there (rule %s)", name, g.Holder, g.What, which, id)
 }
 
 // landsAt is where an open that creates path lands: its components walked

@@ -14,9 +14,14 @@ import (
 	"strings"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 )
+
+// Runtime is Claude Code's name among the runtimes whose files the
+// gateway protects (gatefiles).
+const Runtime = "claude-code"
 
 // Input is a PreToolUse hook input as Claude Code sends it; fields it adds
 // later are ignored.
@@ -30,6 +35,10 @@ type Input struct {
 	AgentID        string          `json:"agent_id"`
 	AgentType      string          `json:"agent_type"`
 	PermissionMode string          `json:"permission_mode"`
+	// Project is the directory Claude Code was started in, whose settings
+	// it reads (CLAUDE_PROJECT_DIR, which it gives its hooks); Cwd when
+	// not given.
+	Project string `json:"-"`
 }
 
 // Output is the hook's answer.
@@ -79,6 +88,9 @@ func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
 // the default (rule R8: a record a command wrote would be a policy).
 type Wrap struct {
 	Binary, Policy, Cache string
+	// Home and Project are where exec finds Claude Code's files, which it
+	// protects as the hook does (rule R9).
+	Home, Project string
 	// Log is the hook's decision log, which exec protects too (rule R8:
 	// no tool may rewrite what was decided).
 	Log string
@@ -89,6 +101,12 @@ type Wrap struct {
 func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
 	chain := Chain(gen.Generation, in)
 	home, _ := os.UserHomeDir()
+	if in.Project == "" {
+		in.Project = in.Cwd
+	}
+	// The files that make Claude Code call the gateway are protected as
+	// the policy is: no tool switches the gate off (rule R9).
+	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Project, Env: os.Getenv})
 	opts.Workdir, opts.Chain = in.Cwd, chain
 	opts.Paths = gateway.PathForm{Home: home, Trim: true}
 	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
@@ -119,7 +137,9 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == "Bash" {
 		if cmd, ok := updated["command"].(string); ok {
 			updated = maps.Clone(updated)
-			updated["command"] = wrap.command(chain, in.Cwd, cmd, d.Ask)
+			w := *wrap
+			w.Home, w.Project = home, in.Project
+			updated["command"] = w.command(chain, in.Cwd, cmd, d.Ask)
 		}
 	}
 	if changed(input, updated) {
@@ -140,6 +160,9 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 	}
 	if w.Log != "" {
 		words = append(words, "--protect", w.Log)
+	}
+	if w.Project != "" {
+		words = append(words, "--runtime", Runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
 	}
 	words = append(words, "--", cmd)
 	for i, word := range words {

@@ -181,8 +181,13 @@ func guard(t *policy.Tool, in tools.Input, d rule.Decision) rule.Decision {
 	if !ok {
 		return d // no path, nothing written: the gate's and P5's to refuse
 	}
-	if why := sandbox.Guarding(at).Refusal(); why != "" {
-		return rule.Refused(rule.R8, fmt.Sprintf("%s was not run: %s.", t.Name, why))
+	g := sandbox.Guarding(at)
+	if why := g.Refusal(); why != "" {
+		id := rule.R8
+		if g.Gate {
+			id = rule.R9
+		}
+		return rule.Refused(id, fmt.Sprintf("%s was not run: %s.", t.Name, why))
 	}
 	return d
 }

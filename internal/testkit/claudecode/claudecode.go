@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,9 +245,11 @@ func (r Run) Start(ctx context.Context, s *Server) (string, error) {
 	}
 	cmd := exec.CommandContext(ctx, r.Claude, "-p", r.Prompt, "--output-format", "text", "--max-turns", "30")
 	cmd.Dir = r.Project
-	cmd.Env = append(os.Environ(), "HOME="+r.Home, "ANTHROPIC_BASE_URL="+s.URL, "ANTHROPIC_API_KEY=sk-ant-test-0000000000000000",
+	// Claude Code's own variables are the run's, not the test's.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CLAUDE") || strings.HasPrefix(kv, "ANTHROPIC") })
+	cmd.Env = append(env, "HOME="+r.Home, "ANTHROPIC_BASE_URL="+s.URL, "ANTHROPIC_API_KEY=sk-ant-test-0000000000000000",
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"CLAUDE_CONFIG_DIR=", "XDG_CONFIG_HOME="+filepath.Join(r.Home, ".config"),
+		"XDG_CONFIG_HOME="+filepath.Join(r.Home, ".config"),
 		// Claude Code keeps its shell's state in TMPDIR/claude-UID.
 		"TMPDIR="+filepath.Join(r.Home, "tmp"))
 	if os.Geteuid() == 0 {

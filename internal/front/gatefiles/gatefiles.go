@@ -1,0 +1,102 @@
+// Package gatefiles names, for each agent runtime, the files that make it
+// call the gateway: its settings and hook configuration. The agent must
+// not switch the gate off by writing them (rule R9), so each front end
+// protects them as the policy is protected (R8): no file tool writes them
+// and every sandbox binds them read-only.
+package gatefiles
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"aimon.dev/gw/internal/exec/sandbox"
+)
+
+// A File is one file or directory of a runtime's gate, with what it is.
+type File struct {
+	What, Path string
+	// Dir says the gateway creates it, empty, before a sandbox is made,
+	// so that no command can create it first and fill it.
+	Dir bool
+}
+
+// Where is what a runtime's files are found from: the home of the user it
+// runs as and its project directory (where it was started, whose settings
+// it reads, whatever directory the agent is in now).
+type Where struct {
+	Home, Project string
+	// Env is the runtime's environment, for a variable that moves its
+	// files (CLAUDE_CONFIG_DIR); nil for none.
+	Env func(string) string
+}
+
+// runtimes maps a runtime's name to its files.
+var runtimes = map[string]func(Where) []File{
+	"claude-code": ClaudeCode,
+}
+
+// Runtimes are the runtimes whose files are known, sorted.
+func Runtimes() []string { return slices.Sorted(maps.Keys(runtimes)) }
+
+// Of lists runtime's files; an error names the runtimes known.
+func Of(runtime string, w Where) ([]File, error) {
+	f, ok := runtimes[runtime]
+	if !ok {
+		return nil, fmt.Errorf("no agent runtime is called %q; the runtimes whose files the gateway protects are %s", runtime, strings.Join(Runtimes(), ", "))
+	}
+	return f(w), nil
+}
+
+// Protect protects runtime's files (rule R9).
+func Protect(runtime string, w Where) error {
+	files, err := Of(runtime, w)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if f.Dir {
+			sandbox.ProtectDir(f.What, f.Path)
+		}
+		sandbox.ProtectGate(f.What, f.Path)
+	}
+	return nil
+}
+
+// ClaudeCode lists Claude Code's files: its user configuration directory
+// (settings, hook scripts, and the agents, skills, commands and plugins
+// that may carry hooks of their own), its state file (~/.claude.json,
+// which holds MCP servers and the project's trust), the managed settings,
+// and each project directory's .claude/ and .mcp.json.
+func ClaudeCode(w Where) []File {
+	var files []File
+	add := func(what, path string, dir bool) {
+		if path != "" && filepath.IsAbs(path) {
+			files = append(files, File{What: what, Path: filepath.Clean(path), Dir: dir})
+		}
+	}
+	config := ""
+	if w.Env != nil {
+		config = w.Env("CLAUDE_CONFIG_DIR")
+	}
+	// Both the default place and the one CLAUDE_CONFIG_DIR names: a
+	// command's environment is not the hook's to trust.
+	for _, dir := range []string{w.Home, config} {
+		if dir != "" {
+			add("Claude Code's state file (its MCP servers and trusted projects)", filepath.Join(dir, ".claude.json"), false)
+		}
+	}
+	for _, dir := range []string{filepath.Join(w.Home, ".claude"), config} {
+		if w.Home != "" || dir == config {
+			add("Claude Code's user configuration (its settings, hooks, agents, skills and plugins)", dir, false)
+		}
+	}
+	add("Claude Code's managed settings", "/etc/claude-code", false)
+	if w.Project != "" {
+		add("Claude Code's project configuration (its settings, local settings, hooks, agents and skills)", filepath.Join(w.Project, ".claude"), true)
+		add("Claude Code's project MCP servers", filepath.Join(w.Project, ".mcp.json"), false)
+	}
+	return files
+}
