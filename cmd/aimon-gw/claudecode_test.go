@@ -154,3 +154,47 @@ agent: "denied-tools": ["Write(./secret/**)"]
 		}
 	}
 }
+
+// TestR6ClaudeCodeAllowEntriesFollowLinks: under the hook Claude Code
+// opens the file itself, so Read(./**) and Write(./**) judge where a path
+// leads: through a link the session made to a directory outside, Write
+// creates nothing there, and a Read of a link to ~/.bashrc returns none of
+// it, each refused with a sentence naming the link and where it leads; a
+// link to a directory inside the project is followed (rule R6).
+func TestR6ClaudeCodeAllowEntriesFollowLinks(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read(./**)", "Write(./**)", "Bash(ln:*)"]
+`)
+	r := newClaudeRun(t, policy)
+	outside := filepath.Join(filepath.Dir(r.project), "outside")
+	os.Mkdir(outside, 0o755)
+	writeFile(t, filepath.Join(r.home, ".bashrc"), "export SECRET=bashrc-contents\n")
+	os.Mkdir(filepath.Join(r.project, "sub"), 0o755)
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("Bash", "command", "ln -s "+outside+" lnk")},
+		{use("Bash", "command", "ln -s "+filepath.Join(r.home, ".bashrc")+" rc")},
+		{use("Bash", "command", "ln -s sub inner")},
+		{use("Write", "file_path", p("lnk/new.txt"), "content", "out"),
+			use("Read", "file_path", p("rc")),
+			use("Write", "file_path", p("inner/ok.txt"), "content", "in")},
+	}})
+	if _, err := os.Stat(filepath.Join(outside, "new.txt")); err == nil {
+		t.Error("Write created a file outside through a link")
+	}
+	if _, err := os.Stat(p("sub/ok.txt")); err != nil {
+		t.Errorf("a Write through a link inside the project: %v", err)
+	}
+	for i, want := range []string{"leads through a symbolic link to \"" + outside + "/new.txt\"", "leads through a symbolic link to \"" + filepath.Join(r.home, ".bashrc") + "\""} {
+		got := r.server.Result(claudecode.ID("MAIN", 3, i))
+		if !strings.Contains(got, want) || strings.Contains(got, "bashrc-contents") {
+			t.Errorf("call %d: %q, want %q in it", i, got, want)
+		}
+	}
+}

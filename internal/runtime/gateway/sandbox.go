@@ -169,6 +169,42 @@ func (g *Gateway) landing(p prepared, in map[string]any, d rule.Decision) rule.D
 	return d
 }
 
+// leading judges an allowed path subject by the allow lists where it
+// really leads, when the client opens the path itself (Claude Code under
+// the hook), as the built-ins' anchors hold them (rule R6): a link the
+// agent made inside an allowed directory takes no call out of what the
+// lists allow. A link above the allowing entry's directory (an operator's
+// /home leading to /data/home) moves the directory with it: a path that
+// lands within that directory, resolved, stays allowed.
+func (g *Gateway) leading(p prepared, in map[string]any, d rule.Decision) rule.Decision {
+	s := p.tool.Subject
+	if g.opts.ClientTools == "" || s == nil || s.Kind != "path" || !(d.Allowed || d.Ask) {
+		return d
+	}
+	at, ok := in[s.Field].(string)
+	if !ok {
+		return d
+	}
+	real := sandbox.LandsAt(at)
+	if real == filepath.Clean(at) {
+		return d
+	}
+	there := maps.Clone(in)
+	there[s.Field] = real
+	if r := p.eff.Decide(p.Name, there, g.opts.Workdir); r.Allowed || r.Ask {
+		return d
+	}
+	anchor := g.scope(p, d).Anchor
+	if base := sandbox.RealPath(anchor); anchor != "/" && (real == base || strings.HasPrefix(real, base+"/")) {
+		return d
+	}
+	_, text := allow.Named(d.Entries, " and ")
+	if text == "" {
+		text = "the list"
+	}
+	return rule.Refused(rule.R6, fmt.Sprintf("%s path %q leads through a symbolic link to %q, which %s does not allow; Claude Code would open it there. Give the path where the file really is, inside what the list allows.", p.Name, at, real, text))
+}
+
 // guard refuses a call that writes where the gateway reads or runs (rule
 // R8), whatever the lists allow: under the hook, Claude Code's own Write
 // and Edit write what was only decided here. The protected paths are
