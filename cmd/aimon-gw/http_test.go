@@ -97,7 +97,7 @@ func startHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
 		scheme = "https"
 	}
 	g := &httpGW{t: t, client: client, exited: make(chan struct{})}
-	g.cmd = exec.Command(gatewayBinary(t), append([]string{"mcp", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	g.cmd = exec.Command(gatewayBinary(t), append([]string{"mcp", "--listen", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)...)
 	errPipe, err := g.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 )
 
@@ -212,6 +213,47 @@ func decisionLogFlags() []cli.Flag {
 		&cli.StringFlag{Name: "decision-log", Usage: "append each call's decision to this file as a JSON line before its tool runs, and its result after; a call whose record cannot be written does not run"},
 		&cli.BoolFlag{Name: "decision-log-sync", Usage: "flush each decision-log record to the disk before going on, so that it survives a power loss"},
 	}
+}
+
+// drainFlag bounds how long the process outlives SIGTERM (rule R10).
+func drainFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "drain", Value: 30 * time.Second, Usage: "on SIGTERM, how long the calls in flight have to finish; then the process exits, whatever a tool is doing"}
+}
+
+// drain is --drain, refused when it is not positive.
+func drain(c *cli.Context, name string) (time.Duration, error) {
+	d := c.Duration(name)
+	if d <= 0 && (name == "drain" || d < 0) {
+		return 0, cli.Exit(fmt.Sprintf("aimon-gw %s: --%s %s is not a positive duration; give one such as 30s.", c.Command.Name, name, d), exitUsage)
+	}
+	return d, nil
+}
+
+// exitWithin ends the process once ctx is done (SIGTERM) and bound has
+// passed, whatever a tool is doing (a blocking system call cannot be
+// cancelled): the decision log first records the calls still running as
+// cut off (rule R10). Call the returned func when the command returns.
+func exitWithin(ctx context.Context, bound time.Duration, dlog *decisionlog.File, log *slog.Logger) func() {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(bound):
+		}
+		log.Error("the drain ended with a tool still running; exiting without waiting for it", "drain", bound)
+		if dlog != nil {
+			dlog.Close()
+		}
+		sandbox.Sweep()
+		os.Exit(exitUsage)
+	}()
+	return func() { close(done) }
 }
 
 // notFound is set when the command line names no command of ours.

@@ -41,7 +41,7 @@ type mcpParams struct {
 	Issuer, Audience, Resource, JWKSURL string
 	GroupsClaim, Tokens                 string
 	ApprovalKey                         string
-	ApprovalTTL, Drain                  time.Duration
+	ApprovalTTL, Drain, DrainDelay      time.Duration
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
 }
@@ -58,7 +58,7 @@ func httpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "jwks-url", Usage: "the issuer's JWKS, when it is not discovered from the issuer's metadata"},
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
-		&cli.DurationFlag{Name: "drain", Value: 30 * time.Second, Usage: "on SIGTERM, how long the calls in flight have to finish"},
+		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, Usage: "on SIGTERM, how long /readyz answers 503 while calls are still served, so that load balancers stop sending first; then the listener closes and the drain begins"},
 		approvalKeyFlag(), approvalTTLFlag(),
 	}
 }
@@ -70,7 +70,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
-			cacheFlag("starts"),
+			cacheFlag("starts"), drainFlag(),
 		), decisionLogFlags()...), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -80,6 +80,17 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
+			d, err := drain(c, "drain")
+			if err != nil {
+				return err
+			}
+			delay, err := drain(c, "drain-delay")
+			if err != nil {
+				return err
+			}
+			if c.String("listen") == "" {
+				delay = 0 // stdio: no load balancer to wait for
+			}
 			dlog, err := decisionLog(c)
 			if err != nil {
 				return err
@@ -87,13 +98,15 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if dlog != nil {
 				defer dlog.Close()
 			}
+			// The listener's delay, the drain, and a second for the rest.
+			defer exitWithin(c.Context, delay+d+time.Second, dlog, log)()
 			return serveMCP(c.Context, mcpParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				LoadTimeout: c.Duration("load-timeout"), MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
-				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: c.Duration("drain"),
+				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
 			})
 		},
@@ -195,7 +208,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	metrics := telemetry.NewMetrics()
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain,
+		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain, DrainDelay: p.DrainDelay,
 		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
 		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
 	var err error

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,4 +205,110 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestR10SearchesSkipFIFOsDevicesAndSockets: Glob and Grep over a tree
+// that holds a FIFO, a device and a socket answer, listing and reading
+// only the regular file, and SIGTERM then ends serve.
+func TestR10SearchesSkipFIFOsDevicesAndSockets(t *testing.T) {
+	t.Parallel()
+	dir := moduleDir(t, "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Glob: schema.#Glob, Grep: schema.#Grep, Bash: schema.#Bash & {sandbox: mode: \"off\"}}\nagent: \"allowed-tools\": [\"Glob(./**)\", \"Grep(./**)\", \"Bash(sleep:*)\"]\n")
+	wd := t.TempDir()
+	writeFile(t, filepath.Join(wd, "a.txt"), "hello\n")
+	os.Mkdir(filepath.Join(wd, "sub"), 0o755)
+	for _, p := range []string{"fifo", "sub/fifo"} {
+		if err := syscall.Mkfifo(filepath.Join(wd, p), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := syscall.Mknod(filepath.Join(wd, "null"), syscall.S_IFCHR|0o600, 1<<8|3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock, err := net.Listen("unix", filepath.Join(wd, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", wd, "--cache", "off", "--drain", "2s")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, `{"type":"tool_use","id":"glob","name":"Glob","input":{"pattern":"**/*"}}`)
+	fmt.Fprintln(in, `{"type":"tool_use","id":"grep","name":"Grep","input":{"pattern":"hello","output_mode":"content"}}`)
+	replies := make(chan map[string]any)
+	go func() {
+		defer close(replies)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var m map[string]any
+			json.Unmarshal(sc.Bytes(), &m)
+			replies <- m
+		}
+	}()
+	for _, want := range []string{"glob", "grep"} {
+		select {
+		case r := <-replies:
+			if r["tool_use_id"] != want || r["is_error"] == true || !strings.Contains(text(r), "a.txt") || strings.Contains(text(r), "fifo") || strings.Contains(text(r), "sock") || strings.Contains(text(r), "null") {
+				t.Errorf("%s: %v", want, r)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Signal(syscall.SIGQUIT)
+			time.Sleep(time.Second)
+			t.Fatalf("no answer to %s: it blocks on a FIFO\n%s", want, stderr.String())
+		}
+	}
+	// Then SIGTERM mid-call.
+	fmt.Fprintln(in, bashLine("long", "sleep 30.75"))
+	waitStarted(t, "30.75")
+	cmd.Process.Signal(syscall.SIGTERM)
+	for range replies {
+	}
+	exits(t, cmd, 20*time.Second)
+}
+
+// TestR10ASilentServerWithholdsOnlyItsTools: a server that starts and
+// never answers is waited for within its timeout, not 30 s: its tools are
+// withheld, saying how long it was given, and the built-ins answer.
+func TestR10ASilentServerWithholdsOnlyItsTools(t *testing.T) {
+	t.Parallel()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Echo: schema.#Echo
+servers: mute: {command: [%q, "60.25"], expose: ["x"], pin: false, timeout: "1s"}
+servers: wide: {command: [%q, "60.5"], expose: "*", pin: false}
+agent: "allowed-tools": ["Echo", "mute__x"]
+`, sleep, sleep))
+	replies := runServe(t, []string{"--policy", dir, "--cache", "off", "--load-timeout", "2s"}, nil,
+		`{"type":"tool_use","id":"echo","name":"Echo","input":{"message":"hi"}}`,
+		`{"type":"tool_use","id":"mute","name":"mute__x","input":{}}`)
+	if replies[0]["is_error"] == true || text(replies[0]) != "hi" {
+		t.Errorf("the built-in: %v", replies[0])
+	}
+	if !strings.Contains(text(replies[1]), "did not answer within 1s") {
+		t.Errorf("the silent server's tool: %v", replies[1])
+	}
+}
+
+// TestR10BadDrain: a drain that is not a positive duration is a usage
+// error with a sentence.
+func TestR10BadDrain(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"serve", "--drain", "0s"}, {"serve", "--drain", "soon"}, {"mcp", "--drain-delay", "-1s"}, {"mcp", "--drain", "-5s"}} {
+		out, err := exec.Command(gatewayBinary(t), args...).CombinedOutput()
+		if code := exitCode(err); code != exitUsage || !strings.Contains(string(out), args[1]) {
+			t.Errorf("%v: exit %d: %s", args, code, out)
+		}
+	}
 }

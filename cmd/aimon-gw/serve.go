@@ -43,13 +43,17 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"),
+			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"), drainFlag(),
 		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("aimon-gw serve takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
 			}
 			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			d, err := drain(c, "drain")
 			if err != nil {
 				return err
 			}
@@ -60,6 +64,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if dlog != nil {
 				defer dlog.Close() // flushed at the end of input and on SIGTERM
 			}
+			defer exitWithin(c.Context, d, dlog, log)()
 			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,

@@ -108,8 +108,9 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Files only: a FIFO, socket or device is no file to read (rule R10).
 		info, err := fileInfo(fsys, rel, d)
-		if err != nil || info.IsDir() {
+		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
 		path := filepath.Join(root, filepath.FromSlash(rel))
@@ -200,6 +201,14 @@ func (c *ctxFS) Open(name string) (fs.File, error) {
 		return nil, err
 	}
 	return c.FS.Open(name)
+}
+
+// Stat is one step, and opens nothing (searchFS.Stat).
+func (c *ctxFS) Stat(name string) (fs.FileInfo, error) {
+	if err := c.step("stat", name); err != nil {
+		return nil, err
+	}
+	return fs.Stat(c.FS, name)
 }
 
 // ReadDir lists a directory through the FS's own ReadDir (searchFS), one

@@ -52,6 +52,15 @@ func (s *searchFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return ents, err
 }
 
+// Stat stats name without opening it: opening a FIFO blocks until a
+// writer comes (fs.Stat of an FS without Stat opens; fs.Sub's has none).
+func (s *searchFS) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	return s.a.root.Stat(path.Join(s.rel, name))
+}
+
 // statted is a directory entry with its FileInfo known.
 type statted struct {
 	fs.DirEntry

@@ -75,6 +75,10 @@ type Options struct {
 	// Drain is how long the calls in flight have to finish once ctx is
 	// done (SIGTERM); 0 means 30 s.
 	Drain time.Duration
+	// DrainDelay is how long, once ctx is done, /readyz answers 503 while
+	// every endpoint still serves, so that load balancers take the replica
+	// out before its listener closes (a rolling restart loses no call).
+	DrainDelay time.Duration
 	// OnListen is told the address once the listener is open.
 	OnListen func(net.Addr)
 	// OnReady is told the gateway once a policy is in force (metrics
@@ -149,8 +153,16 @@ func Serve(ctx context.Context, o Options) error {
 		return fmt.Errorf("the HTTP server stopped: %v", err)
 	case <-ctx.Done():
 	}
-	f.ready.Store(false)
 	f.stopping.Store(true)
+	if o.DrainDelay > 0 {
+		log.Info("shutting down: /readyz answers 503 while calls are still served", "drain_delay", o.DrainDelay)
+		select {
+		case <-time.After(o.DrainDelay):
+		case err := <-served:
+			return fmt.Errorf("the HTTP server stopped: %v", err)
+		}
+	}
+	f.ready.Store(false)
 	log.Info("shutting down: answering the calls in flight", "drain", o.Drain)
 	sctx, cancel := context.WithTimeout(context.Background(), o.Drain)
 	defer cancel()

@@ -101,6 +101,15 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 	if errs := r.preflight(gen); len(errs) > 0 {
 		return nil, errs // nothing started
 	}
+	if w, ok := r["upstream"].(interface {
+		Warm(context.Context, []*policy.Tool) func()
+	}); ok {
+		ts := slices.Collect(maps.Values(gen.Wildcards))
+		for _, t := range gen.Tools {
+			ts = append(ts, t)
+		}
+		defer w.Warm(ctx, ts)()
+	}
 	if len(gen.Wildcards) > 0 {
 		expanded, release, err := r.expand(ctx, gen, down)
 		defer release()
@@ -109,15 +118,35 @@ func (r Registry) Provision(ctx context.Context, gen *policy.Generation) (*Gener
 		}
 		gen = expanded
 	}
-	for _, name := range gen.Names() {
+	// Tools of MCP servers are bound side by side: a server that does not
+	// answer holds the load for its own bound, not for each of its tools
+	// and every other server's after it (rule R10).
+	names := gen.Names()
+	type bound struct {
+		b   Binding
+		err error
+	}
+	binds := make([]bound, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
 		t := gen.Tools[name]
-		k, ok := r[t.Kind()]
-		if !ok {
+		if k, ok := r[t.Kind()]; ok {
+			if t.Kind() != "upstream" {
+				binds[i].b, binds[i].err = k.Bind(ctx, t)
+				continue
+			}
+			wg.Go(func() { binds[i].b, binds[i].err = k.Bind(ctx, t) })
+		}
+	}
+	wg.Wait()
+	for i, name := range names {
+		t := gen.Tools[name]
+		if _, ok := r[t.Kind()]; !ok {
 			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.C1,
 				Message: fmt.Sprintf("tool %s is implemented by a %s, which this gateway cannot run here.", name, t.Kind())})
 			continue
 		}
-		b, err := k.Bind(ctx, t)
+		b, err := binds[i].b, binds[i].err
 		if err != nil {
 			errs = append(errs, policy.Diagnostic{Pos: t.ImplPos, Code: rule.R4,
 				Message: fmt.Sprintf("tool %s: %s", name, sentence(err))})
@@ -176,15 +205,22 @@ func (r Registry) expand(ctx context.Context, gen *policy.Generation, down map[s
 		return nil, release, fmt.Errorf("this gateway cannot list the tools of an MCP server")
 	}
 	listed := map[string][]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for server, w := range gen.Wildcards {
-		names, rel, err := lister.List(ctx, w)
-		if err != nil {
-			down[server] = &Unavailable{Server: server, Reason: sentence(err)}
-			continue
-		}
-		releases = append(releases, rel)
-		listed[server] = names
+		wg.Go(func() { // side by side, as Provision binds
+			names, rel, err := lister.List(ctx, w)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				down[server] = &Unavailable{Server: server, Reason: sentence(err)}
+				return
+			}
+			releases = append(releases, rel)
+			listed[server] = names
+		})
 	}
+	wg.Wait()
 	out, err := gen.Expand(listed)
 	return out, release, err
 }

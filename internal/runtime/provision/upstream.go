@@ -47,6 +47,10 @@ type Upstreams struct {
 	// their definitions, without starting the server, and starts the
 	// others' servers (check, test): a decision of the reviewed policy.
 	PinsFirst bool
+	// Wait bounds starting or reaching a server and listing its tools
+	// (--load-timeout), when the server sets no timeout of its own; 0 for
+	// DescribeTimeout.
+	Wait time.Duration
 
 	mu       sync.Mutex
 	servers  map[string]*upstream
@@ -158,7 +162,7 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 		return Binding{}, err
 	}
 	release := func() { u.release(s) }
-	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
+	ctx, cancel := u.waiting(ctx, t)
 	defer cancel()
 	tool, err := u.describe(ctx, s, t.Upstream.Tool)
 	if err != nil {
@@ -184,6 +188,75 @@ func (u *Upstreams) Bind(ctx context.Context, t *policy.Tool) (Binding, error) {
 		})
 	}
 	return Binding{Tool: impl, Declared: d, Release: release}, nil
+}
+
+// Warm starts or reaches the servers of ts side by side, each within its
+// wait, so that a server that does not answer delays a load by its own
+// bound once, not once for each server before it (rule R10); one that
+// fails is known down when its tools are bound. release gives back what
+// Warm leased, once the tools are bound.
+func (u *Upstreams) Warm(ctx context.Context, ts []*policy.Tool) (release func()) {
+	var mu sync.Mutex
+	var leased []*upstream
+	var wg sync.WaitGroup
+	seen := map[string]bool{}
+	for _, t := range ts {
+		up := t.Upstream
+		if up == nil || u.Offline || u.PinsFirst && fromPins(up) || seen[up.Server] {
+			continue
+		}
+		seen[up.Server] = true
+		wg.Go(func() {
+			s, err := u.lease(t)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			leased = append(leased, s)
+			mu.Unlock()
+			ctx, cancel := u.waiting(ctx, t)
+			defer cancel()
+			u.reach(ctx, s)
+		})
+	}
+	wg.Wait()
+	return func() {
+		for _, s := range leased {
+			u.release(s)
+		}
+	}
+}
+
+// unanswered says a wait that ran out in words: how long it was, and what
+// sets it.
+func unanswered(ctx context.Context, err error) error {
+	d, ok := ctx.Value(waitKey{}).(time.Duration)
+	if !ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("it did not answer within %s (its timeout, or --load-timeout)", d)
+}
+
+type waitKey struct{}
+
+// waiting is ctx bounded by u.wait(t), which it carries for unanswered.
+func (u *Upstreams) waiting(ctx context.Context, t *policy.Tool) (context.Context, context.CancelFunc) {
+	d := u.wait(t)
+	return context.WithTimeout(context.WithValue(ctx, waitKey{}, d), d)
+}
+
+// wait is how long the gateway waits for t's server to start (or answer)
+// and list its tools: the server's timeout, else Wait (--load-timeout),
+// else DescribeTimeout; never longer than either (rule R10).
+func (u *Upstreams) wait(t *policy.Tool) time.Duration {
+	d := DescribeTimeout
+	if u.Wait > 0 {
+		d = min(d, u.Wait)
+	}
+	if t.Timeout > 0 {
+		d = min(d, t.Timeout)
+	}
+	return d
 }
 
 // warnOnce reports whether what is said of server is said for the first
@@ -300,7 +373,7 @@ func (u *Upstreams) List(ctx context.Context, server *policy.Tool) ([]string, fu
 		return nil, func() {}, err
 	}
 	release := func() { u.release(s) }
-	ctx, cancel := context.WithTimeout(ctx, DescribeTimeout)
+	ctx, cancel := u.waiting(ctx, server)
 	defer cancel()
 	if err := u.reach(ctx, s); err != nil {
 		release()
@@ -517,7 +590,7 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	list, err := session.ListTools(ctx, nil)
 	if err != nil {
 		session.Close()
-		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, err)
+		return nil, fmt.Errorf("the MCP server %s does not list its tools: %v", s.spec.Server, unanswered(ctx, err))
 	}
 	if s.setTools(list.Tools) {
 		// A server started again lists other tools than before: calls of
@@ -556,7 +629,7 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 		sandbox.Finish(cmd)
-		return nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), err, s.spec.Server)
+		return nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), unanswered(ctx, err), s.spec.Server)
 	}
 	return session, cmd, nil
 }

@@ -123,7 +123,7 @@ func warnSandbox(g *provision.Generation) {
 // server is started, and one that is down has its tools withheld, as serve
 // would.
 func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	return once(ctx, nil, &provision.Upstreams{Log: log, PinsFirst: true}, dir, workdir, timeout, log)
+	return once(ctx, nil, &provision.Upstreams{Log: log, PinsFirst: true, Wait: timeout}, dir, workdir, timeout, log)
 }
 
 // OnceCached is Once through a cache of compiled loads, when cache is not
@@ -131,7 +131,7 @@ func Once(ctx context.Context, dir, workdir string, timeout time.Duration, log *
 // Offline, no upstream server is started or reached (vet, the hook): their
 // tools are declared from the pins (provision.Upstreams.Offline).
 func OnceCached(ctx context.Context, cache *loadcache.Cache, offline bool, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
-	return once(ctx, cache, &provision.Upstreams{Log: log, Offline: offline}, dir, workdir, timeout, log)
+	return once(ctx, cache, &provision.Upstreams{Log: log, Offline: offline, Wait: timeout}, dir, workdir, timeout, log)
 }
 
 func once(ctx context.Context, cache *loadcache.Cache, up *provision.Upstreams, dir, workdir string, timeout time.Duration, log *slog.Logger) (gen *provision.Generation, close func(), err error) {
@@ -170,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		log = slog.Default()
 		o.Gateway.Logger = log
 	}
-	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true}, done: make(chan struct{})}
+	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true, Wait: o.LoadTimeout}, done: make(chan struct{})}
 	reg := Registry(r.host, r.up)
 	wd := o.Gateway.Workdir
 	if o.Cache != nil && o.Cache.Log == nil {
