@@ -355,3 +355,31 @@ func TestR8DockerfileRunsAsNonRootWithBubblewrap(t *testing.T) {
 		t.Errorf("the image is built in stages %q; want a build stage and a Debian runtime", stages)
 	}
 }
+
+// TestR10ManifestDrainFitsTheGrace: a stopping pod leaves the endpoints
+// (its readiness probe fails) within its --drain-delay, and the delay,
+// the drain and the second after them fit terminationGracePeriodSeconds,
+// so that a rolling update loses no call and the kubelet kills nothing.
+func TestR10ManifestDrainFitsTheGrace(t *testing.T) {
+	spec := load(t).deployment.Spec.Template.Spec
+	gw := container(t, spec.Containers, "aimon-gw")
+	flags := map[string]time.Duration{"drain-delay": 5 * time.Second, "drain": 30 * time.Second} // the defaults
+	for _, a := range gw.Args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if _, ok := flags[name]; ok {
+			d, err := time.ParseDuration(value)
+			if err != nil {
+				t.Fatalf("argument %q: %v", a, err)
+			}
+			flags[name] = d
+		}
+	}
+	p := gw.ReadinessProbe
+	if out := time.Duration(p.PeriodSeconds*max(p.FailureThreshold, 1)) * time.Second; out >= flags["drain-delay"] {
+		t.Errorf("the readiness probe takes %s to see a stopping replica, not less than its --drain-delay %s: calls would reach a closed listener", out, flags["drain-delay"])
+	}
+	need := flags["drain-delay"] + flags["drain"] + time.Second
+	if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < need {
+		t.Errorf("terminationGracePeriodSeconds %v is shorter than --drain-delay + --drain + 1s = %s", spec.TerminationGracePeriodSeconds, need)
+	}
+}

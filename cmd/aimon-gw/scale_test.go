@@ -210,8 +210,14 @@ backend replicas
 // startHAProxy runs HAProxy in the foreground on a config the test writes.
 func startHAProxy(t *testing.T, port int, backends []string) {
 	t.Helper()
+	startHAProxyConfig(t, port, haproxyConfig(port, backends))
+}
+
+// startHAProxyConfig runs HAProxy on config, listening on port.
+func startHAProxyConfig(t *testing.T, port int, config string) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	writeFile(t, cfg, haproxyConfig(port, backends))
+	writeFile(t, cfg, config)
 	bin := needCommand(t, "haproxy", "the Debian package haproxy")
 	if out, err := exec.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("HAProxy refuses the config: %v\n%s", err, out)
