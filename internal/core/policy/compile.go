@@ -3,13 +3,16 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/token"
 
 	"aimon.dev/gw/internal/core/allow"
@@ -577,6 +580,9 @@ func (c *compiler) compileInput(t *Tool) bool {
 			return true
 		}
 	}
+	if !shipped && !c.boundsMeetKinds(t.Name, t.Input, "") {
+		return false
+	}
 	g, err := gate.Compile(t.Input)
 	if err != nil {
 		c.fail(t.Input, "S4", "tool %s: %v; declare input as a struct definition such as #%sInput.", t.Name, err, t.Name)
@@ -590,6 +596,74 @@ func (c *compiler) compileInput(t *Tool) bool {
 		c.shipped[t.Builtin] = g
 	}
 	return true
+}
+
+// boundsMeetKinds fails, and returns false for, a bound that no value of
+// its field's type can meet (timeout?: <="120000" on an integer): CUE
+// leaves it unresolved until a call sets the field, and every call that
+// does would be refused (rule S4).
+func (c *compiler) boundsMeetKinds(tool string, v cue.Value, path string) bool {
+	ok := true
+	for _, name := range slices.Sorted(maps.Keys(fields(v))) {
+		f := fields(v)[name]
+		kind := f.IncompleteKind()
+		if kind&cue.StructKind != 0 {
+			ok = c.boundsMeetKinds(tool, f, path+name+".") && ok
+		}
+		if kind != cue.BottomKind {
+			continue // the kinds agree
+		}
+		// The field's type is what its conjuncts other than bounds allow.
+		kind = cue.TopKind
+		var bounds []cue.Value
+		for _, b := range conjuncts(f) {
+			switch op, args := b.Expr(); {
+			case len(args) == 1 && (op == cue.LessThanOp || op == cue.LessThanEqualOp || op == cue.GreaterThanOp || op == cue.GreaterThanEqualOp):
+				bounds = append(bounds, b)
+			default:
+				kind &= b.IncompleteKind()
+			}
+		}
+		for _, b := range bounds {
+			_, args := b.Expr()
+			bk := args[0].Kind()
+			if bk == cue.StringKind && kind&cue.StringKind == 0 || bk&cue.NumberKind != 0 && kind&cue.NumberKind == 0 {
+				c.errs = append(c.errs, Diagnostic{Pos: position(b.Pos()), Code: rule.S4, Message: fmt.Sprintf(
+					"tool %s: input field %s is %s, and its bound %s compares it with a %s, which no %s meets: every call that sets it would be refused; write the bound as %s.",
+					tool, path+name, kind, bound(b), bk, kind, unquoted(b))})
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// conjuncts is v's conjuncts: v itself when it is not a conjunction.
+func conjuncts(v cue.Value) []cue.Value {
+	op, args := v.Expr()
+	if op != cue.AndOp {
+		return []cue.Value{v}
+	}
+	var out []cue.Value
+	for _, a := range args {
+		out = append(out, conjuncts(a)...)
+	}
+	return out
+}
+
+// bound is a bound as CUE writes it.
+func bound(b cue.Value) string {
+	src, err := format.Node(b.Syntax())
+	if err != nil {
+		return fmt.Sprint(b)
+	}
+	return string(src)
+}
+
+// unquoted is a string bound with its string unquoted: <=120000 for
+// <="120000".
+func unquoted(b cue.Value) string {
+	return strings.ReplaceAll(bound(b), `"`, "")
 }
 
 // widened reports, and returns true for, the fields of got that want does
@@ -659,6 +733,7 @@ func (c *compiler) surface(ref string, v cue.Value) *Surface {
 		return list.Exists()
 	}
 	s.Declared = entries("allowed-tools", &s.Entries, &s.EntryPos)
+	s.ListPos = c.pos(v.LookupPath(cue.MakePath(cue.Str("allowed-tools"))), 0)
 	entries(allow.DeniedTools, &s.Denied, &s.DeniedPos)
 	entries(allow.AskTools, &s.Asked, &s.AskedPos)
 	return s
@@ -675,11 +750,11 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 	}
 	known := c.namesTools(g, s, "allowed-tools", s.Entries, s.EntryPos, "P12")
 	if known == 0 {
-		pos := Position{}
+		pos := s.ListPos
 		if len(s.EntryPos) > 0 {
 			pos = s.EntryPos[0]
 		}
-		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; name at least one of %s.", s.Ref, joinNames(g.Names()))
+		c.warn(pos, "P12", "%s allowed-tools leaves no tool at all, so every call on it is refused; %s", s.Ref, oneOf(g.Names()))
 	}
 }
 
@@ -699,11 +774,27 @@ func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []s
 		if near := tools.Closest(name, g.Names()); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		} else {
-			msg += fmt.Sprintf("; the tools are %s.", joinNames(g.Names()))
+			msg += "; " + theTools(g.Names())
 		}
 		c.warn(pos[i], code, "%s", msg)
 	}
 	return known
+}
+
+// oneOf asks for one of names, or says there is none to name.
+func oneOf(names []string) string {
+	if len(names) == 0 {
+		return "the policy defines no tool yet: define one under tools (or servers), then name it."
+	}
+	return "name at least one of " + joinNames(names) + "."
+}
+
+// theTools lists names, or says there are none.
+func theTools(names []string) string {
+	if len(names) == 0 {
+		return "the policy defines no tool: define it under tools (or servers)."
+	}
+	return "the tools are " + joinNames(names) + "."
 }
 
 func defines(g *Generation, name string) bool { _, ok := g.Tools[name]; return ok }

@@ -364,6 +364,9 @@ type Surface struct {
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
 	EntryPos []Position
+	// ListPos is where allowed-tools is written (an empty list has no
+	// entry to point at).
+	ListPos Position
 	// Denied and Asked are the denied-tools and ask-tools entries as
 	// written, with their positions (rule P14), from every source.
 	Denied    []string

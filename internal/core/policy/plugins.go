@@ -4,8 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -224,6 +228,37 @@ func unpinnedServers(g *Generation) []Diagnostic {
 	eachServer(g, func(t *Tool) {
 		if u := t.Upstream; !u.NoPin && len(u.Pins) == 0 {
 			ds = append(ds, Diagnostic{Pos: t.ImplPos, Code: "S3", Message: fmt.Sprintf("server %s has no pins, so its tools would be offered as it describes them, unreviewed; run aimon-gw pin on the policy directory, review pins.cue and commit it, or set servers.%s.pin: false.", u.Server, u.Server)})
+		}
+	})
+	return ds
+}
+
+// missingCommands warns of each server whose command is not installed
+// here: its tools would be withheld at every start (rule R4).
+func missingCommands(g *Generation) []Diagnostic {
+	var ds []Diagnostic
+	eachServer(g, func(t *Tool) {
+		u := t.Upstream
+		if len(u.Command) == 0 {
+			return
+		}
+		name := u.Command[0]
+		var err error
+		if strings.ContainsRune(name, filepath.Separator) {
+			p := name
+			if !filepath.IsAbs(p) && u.Cwd != "" {
+				p = filepath.Join(u.Cwd, p)
+			}
+			var fi os.FileInfo
+			if fi, err = os.Stat(p); err == nil && (fi.IsDir() || fi.Mode()&0o111 == 0) {
+				err = errors.New("it is not an executable file")
+			}
+		} else {
+			_, err = exec.LookPath(name)
+		}
+		if err != nil {
+			ds = append(ds, Diagnostic{Pos: t.ImplPos, Code: "R4", Warning: true, Message: fmt.Sprintf(
+				"server %s's command %s cannot be found here (%v), so its tools would be withheld; install it, or give its absolute path in servers.%s.command.", u.Server, name, err, u.Server)})
 		}
 	})
 	return ds

@@ -32,6 +32,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, searchPastReadDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
+	ds = append(ds, missingCommands(g)...)
 	ds = append(ds, unknownServerTools(g)...)
 	ds = append(ds, digestOnlyPins(g)...)
 	for _, ref := range g.SurfaceRefs() {
