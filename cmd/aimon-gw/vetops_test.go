@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,33 @@ func TestP12NoSentenceHasAnEmptyList(t *testing.T) {
 	}
 	if strings.Contains(string(out), "are .") || strings.Contains(string(out), "of .") || strings.Contains(string(out), "embedded") {
 		t.Errorf("vet:\n%s", out)
+	}
+}
+
+// TestR3RevisionNamesTheGitCommit: a policy in a git work tree goes in
+// force naming its commit beside the content revision, in the log and in
+// the decision log.
+func TestR3RevisionNamesTheGitCommit(t *testing.T) {
+	t.Parallel()
+	gitBin := needCommand(t, "git", "the Debian package git")
+	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Echo"]`+"\n")
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "policy"}} {
+		if out, err := exec.Command(gitBin, append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	head, err := exec.Command(gitBin, "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := strings.TrimSpace(string(head))
+	log := filepath.Join(t.TempDir(), "decisions.jsonl")
+	var stderr strings.Builder
+	runServeLog(t, []string{gatewayBinary(t)}, []string{"--policy", dir, "--cache", "off", "--decision-log", log}, nil, &stderr, `{"type":"tool_use","id":"1","name":"Echo","input":{"message":"m"}}`)
+	if !strings.Contains(stderr.String(), "commit="+commit) {
+		t.Errorf("the log does not name commit %s:\n%s", commit, stderr.String())
+	}
+	if r := readRecords(t, log); len(r) != 1 || r[0]["commit"] != commit || r[0]["revision"] == "" {
+		t.Errorf("the decision: %v, want commit %s and the revision", r, commit)
 	}
 }

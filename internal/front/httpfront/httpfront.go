@@ -284,7 +284,11 @@ func (f *front) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: the policy is not in force yet", http.StatusServiceUnavailable)
 	default:
 		cur := f.gw.Current()
-		fmt.Fprintf(w, "ready: generation %d, revision %s\n", cur.Number, cur.Revision)
+		commit := ""
+		if cur.Commit != "" {
+			commit = ", git commit " + cur.Commit
+		}
+		fmt.Fprintf(w, "ready: generation %d, revision %s%s\n", cur.Number, cur.Revision, commit)
 	}
 }
 

@@ -50,6 +50,7 @@ type Record struct {
 	Violations  []string  `json:"violations,omitempty"`
 	Validation  rule.Mode `json:"validation,omitempty"`
 	Revision    string    `json:"revision"`
+	Commit      string    `json:"commit,omitempty"`
 	Generation  int64     `json:"generation"`
 	DurationMS  float64   `json:"duration_ms"`
 	ResultError *bool     `json:"result_error,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
@@ -101,6 +102,7 @@ func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 	}
 	if gen.Number == 0 { // numbered once, before any line can see it
 		gen.Number, gen.LoadedAt = n, time.Now()
+		gen.Commit = policy.GitCommit(gen.Dir)
 	}
 	if !g.opts.Protected {
 		protect(gen)
@@ -110,7 +112,11 @@ func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 	if old != nil && old != gen {
 		old.Retire()
 	}
-	g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "tools", len(gen.Tools))
+	if gen.Commit != "" {
+		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "commit", gen.Commit, "tools", len(gen.Tools))
+	} else {
+		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "tools", len(gen.Tools))
+	}
 	return gen
 }
 
