@@ -5,9 +5,9 @@ package schema
 import "embed"
 
 // Files holds the CUE files of the package aimon.dev/gw/schema and of its
-// subpackages (aimon.dev/gw/schema/claudecode).
+// subpackages (aimon.dev/gw/schema/claudecode, codex and geminicli).
 //
-//go:embed *.cue claudecode/*.cue
+//go:embed *.cue claudecode/*.cue codex/*.cue geminicli/*.cue
 var Files embed.FS
 
 // ImportPath is the CUE import path of this package.

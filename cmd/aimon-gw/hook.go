@@ -8,16 +8,22 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/front/codexhook"
+	"aimon.dev/gw/internal/front/geminihook"
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
 type hookParams struct {
+	// Runtime is the agent runtime whose hook this is (hookRuntimes).
+	Runtime     string
 	Policy      string
 	LoadTimeout time.Duration
 	Stdin       io.Reader
@@ -28,13 +34,35 @@ type hookParams struct {
 	Log   *slog.Logger
 }
 
+type hookRuntime struct {
+	name, usage string
+	read        func([]byte) (cchook.Input, error)
+	decide      func(*provision.Generation, cchook.Input, gateway.Options, *cchook.Wrap) any
+}
+
+// hookRuntimes are the runtimes aimon-gw answers as a hook, each with how
+// it reads an input and answers a decision.
+var hookRuntimes = []hookRuntime{
+	{"claude-code", "Claude Code's PreToolUse hook: a hook input on standard input, a decision on standard output",
+		cchook.ReadInput, func(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) any {
+			return cchook.DecideWrapped(gen, in, opts, wrap)
+		}},
+	{codexhook.Runtime, "Codex's PreToolUse hook (config.toml [[hooks.PreToolUse]]): a hook input on standard input, a decision on standard output",
+		codexhook.ReadInput, func(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) any {
+			return codexhook.Decide(gen, in, opts, wrap)
+		}},
+	{geminihook.Runtime, "Gemini CLI's BeforeTool hook (settings.json hooks.BeforeTool): a hook input on standard input, a decision on standard output",
+		geminihook.ReadInput, func(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) any {
+			return geminihook.Decide(gen, in, opts, wrap)
+		}},
+}
+
 func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
-	return &cli.Command{
-		Name:  "hook",
-		Usage: "decide an agent runtime's tool call as its hook: aimon-gw hook claude-code",
-		Subcommands: []*cli.Command{{
-			Name:  "claude-code",
-			Usage: "Claude Code's PreToolUse hook: a hook input on standard input, a decision on standard output",
+	var subs []*cli.Command
+	for _, rt := range hookRuntimes {
+		subs = append(subs, &cli.Command{
+			Name:  rt.name,
+			Usage: rt.usage,
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
 				loadTimeoutFlag(), logLevelFlag(), cacheFlag("calls"),
@@ -51,9 +79,14 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				if dlog != nil {
 					defer dlog.Close()
 				}
-				return hook(hookParams{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog), Cache: c.String("cache"), Log: log})
+				return hook(hookParams{Runtime: rt.name, Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog), Cache: c.String("cache"), Log: log})
 			},
-		}},
+		})
+	}
+	return &cli.Command{
+		Name:        "hook",
+		Usage:       "decide an agent runtime's tool call as its hook: aimon-gw hook claude-code, codex or gemini-cli",
+		Subcommands: subs,
 	}
 }
 
@@ -81,19 +114,24 @@ func hookWrap(policyDir, cache string, decisions gateway.DecisionLog) *cchook.Wr
 	return w
 }
 
-// hook answers one Claude Code hook input. Any failure of the gateway
-// itself exits 2 with one sentence on standard error, which Claude Code
+// hook answers one hook input of p.Runtime. Any failure of the gateway
+// itself exits 2 with one sentence on standard error, which each runtime
 // takes as a block: it never fails open, and never exits 1 (which Claude
-// Code would take as a non-blocking error and run the tool).
+// Code, Codex and Gemini CLI alike would take as a non-blocking error and
+// run the tool).
 func hook(p hookParams) error {
 	fail := func(format string, args ...any) error {
-		return cli.Exit("aimon-gw hook claude-code: "+fmt.Sprintf(format, args...), exitUsage)
+		return cli.Exit("aimon-gw hook "+p.Runtime+": "+fmt.Sprintf(format, args...), exitUsage)
+	}
+	i := slices.IndexFunc(hookRuntimes, func(r hookRuntime) bool { return r.name == p.Runtime })
+	if i < 0 {
+		return fail("no such runtime.")
 	}
 	data, err := io.ReadAll(io.LimitReader(p.Stdin, 16<<20))
 	if err != nil {
 		return fail("cannot read the hook input: %v.", err)
 	}
-	in, err := cchook.ReadInput(data)
+	in, err := hookRuntimes[i].read(data)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -105,9 +143,10 @@ func hook(p hookParams) error {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
-	// An allowed Bash command runs through this binary's exec, in the
-	// policy's sandbox; without its own path the hook cannot wrap it.
-	out, err := json.Marshal(cchook.DecideWrapped(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache, p.Decisions)))
+	// An allowed command runs through this binary's exec, in the policy's
+	// sandbox; without its own path the hook cannot wrap it.
+	answer := hookRuntimes[i].decide(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache, p.Decisions))
+	out, err := json.Marshal(answer)
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)
 	}

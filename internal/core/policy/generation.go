@@ -256,6 +256,8 @@ func (t *Tool) WritesFiles() bool {
 		return true
 	case t.External == "claude-code":
 		return slices.Contains([]string{"Write", "Edit", "MultiEdit", "NotebookEdit"}, t.Name)
+	case t.External == "gemini-cli":
+		return t.Name == "write_file" || t.Name == "replace"
 	}
 	return false
 }
@@ -265,7 +267,8 @@ func (t *Tool) WritesFiles() bool {
 // Glob), which nothing keeps, file by file, to what the lists admit, as
 // the built-ins are kept (rules P4, P14).
 func (t *Tool) SearchesElsewhere() bool {
-	return t.External == "claude-code" && (t.Name == "Grep" || t.Name == "Glob")
+	return t.External == "claude-code" && (t.Name == "Grep" || t.Name == "Glob") ||
+		t.External == "gemini-cli" && (t.Name == "grep_search" || t.Name == "glob" || t.Name == "list_directory")
 }
 
 // Withheld says why the tool is neither listed nor run, as a sentence for

@@ -94,6 +94,16 @@ type Wrap struct {
 	// Log is the hook's decision log, which exec protects too (rule R8:
 	// no tool may rewrite what was decided).
 	Log string
+	// Shell is the runtime's name for its shell tool, whose command is
+	// wrapped; "" for Claude Code's Bash.
+	Shell string
+}
+
+func (w *Wrap) shell() string {
+	if w.Shell == "" {
+		return "Bash"
+	}
+	return w.Shell
 }
 
 // DecideWrapped is Decide that, with wrap, answers an allowed or asked
@@ -134,7 +144,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		return out
 	}
 	updated := d.Input
-	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == "Bash" {
+	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == wrap.shell() {
 		if cmd, ok := updated["command"].(string); ok {
 			updated = maps.Clone(updated)
 			w := *wrap

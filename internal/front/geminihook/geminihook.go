@@ -1,0 +1,119 @@
+// Package geminihook decides Gemini CLI's own tool calls as its BeforeTool
+// hook, with the same policy and the same decision as Claude Code's hook
+// (cchook): the input is read as a PreToolUse input under Gemini's tool
+// names (schema/geminicli), its MCP tools as mcp__SERVER__TOOL, and the
+// answer is Gemini's: decision allow, ask or deny, with the whole input
+// to run when it differs from the one sent (Gemini builds the call from
+// it). Gemini takes any exit but 0 and 2 as a warning and runs the tool,
+// so the command exits 2 on any failure of its own.
+package geminihook
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
+)
+
+// Runtime is Gemini CLI's name among the hooks.
+const Runtime = "gemini-cli"
+
+// Shell is Gemini CLI's shell tool, whose command is wrapped in the sandbox.
+const Shell = "run_shell_command"
+
+// Input is a BeforeTool hook input as Gemini CLI sends it.
+type Input struct {
+	SessionID  string          `json:"session_id"`
+	Cwd        string          `json:"cwd"`
+	Event      string          `json:"hook_event_name"`
+	ToolName   string          `json:"tool_name"`
+	ToolInput  json.RawMessage `json:"tool_input"`
+	MCPContext *struct {
+		Server string `json:"server_name"`
+		Tool   string `json:"tool_name"`
+	} `json:"mcp_context"`
+}
+
+// ReadInput reads a BeforeTool input as the PreToolUse input it decides.
+// An error is a sentence saying why the call is blocked.
+func ReadInput(data []byte) (cchook.Input, error) {
+	var g Input
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&g); err != nil || g.ToolName == "" {
+		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input with a tool_name (%v); the call is blocked.", err)
+	}
+	if g.Event != "BeforeTool" {
+		return cchook.Input{}, fmt.Errorf("the hook input is for Gemini CLI's %q event, and aimon-gw hook gemini-cli answers only BeforeTool; the call is blocked. Configure it under hooks.BeforeTool in Gemini CLI's settings.json.", g.Event)
+	}
+	if g.Cwd == "" || !filepath.IsAbs(g.Cwd) {
+		return cchook.Input{}, fmt.Errorf("the hook input's cwd %q is not an absolute directory, so the paths of the call cannot be read as Gemini CLI reads them; the call is blocked.", g.Cwd)
+	}
+	name := g.ToolName
+	if c := g.MCPContext; c != nil && c.Server != "" && c.Tool != "" {
+		// Gemini's mcp_SERVER_TOOL cannot be split where names hold
+		// underscores; its context names both.
+		name = "mcp__" + c.Server + "__" + c.Tool
+	}
+	in := cchook.Input{SessionID: g.SessionID, Cwd: g.Cwd, HookEventName: "PreToolUse", ToolName: name, ToolInput: g.ToolInput}
+	// cchook's checks of the cwd (a directory) are the same.
+	b, _ := json.Marshal(in)
+	if _, err := cchook.ReadInput(b); err != nil {
+		return cchook.Input{}, err
+	}
+	return in, nil
+}
+
+// Output is the answer Gemini CLI reads.
+type Output struct {
+	Decision           string    `json:"decision"`
+	Reason             string    `json:"reason,omitempty"`
+	HookSpecificOutput *Specific `json:"hookSpecificOutput,omitempty"`
+}
+
+// Specific carries the input Gemini CLI runs instead of the one it sent.
+type Specific struct {
+	HookEventName string         `json:"hookEventName"`
+	ToolInput     map[string]any `json:"tool_input"`
+}
+
+// Blocked is the answer that blocks a call with a sentence, which Gemini
+// sends the model as the tool's error.
+func Blocked(reason string) Output { return Output{Decision: "deny", Reason: reason} }
+
+// Decide decides one input by cchook's decision, the shell wrapped in
+// aimon-gw exec by wrap (nil: as sent), and answers it as Gemini reads it.
+func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
+	if in.ToolName == Shell {
+		var args struct {
+			Dir string `json:"dir_path"`
+		}
+		if json.Unmarshal(in.ToolInput, &args) == nil && args.Dir != "" && filepath.Clean(args.Dir) != filepath.Clean(in.Cwd) && filepath.Join(in.Cwd, args.Dir) != filepath.Clean(in.Cwd) {
+			// The command is decided, and kept in its sandbox, in the
+			// working directory: run elsewhere, its relative paths would
+			// name what was not decided.
+			return Blocked(fmt.Sprintf("run_shell_command with dir_path %q is refused: aimon-gw decides a command in the working directory %s. Send it without dir_path, naming the directory in its paths.", args.Dir, in.Cwd))
+		}
+	}
+	if wrap != nil {
+		w := *wrap
+		w.Shell = Shell
+		wrap = &w
+	}
+	d := cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput
+	out := Output{Decision: d.PermissionDecision, Reason: d.PermissionDecisionReason}
+	if d.PermissionDecision == "deny" {
+		return out
+	}
+	if d.UpdatedInput != nil {
+		out.HookSpecificOutput = &Specific{HookEventName: "BeforeTool", ToolInput: d.UpdatedInput}
+	}
+	if d.PermissionDecision == "allow" {
+		out.Reason = ""
+	}
+	return out
+}
