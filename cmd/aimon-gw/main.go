@@ -220,10 +220,17 @@ func drainFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "drain", Value: 30 * time.Second, Usage: "on SIGTERM, how long the calls in flight have to finish; then the process exits, whatever a tool is doing"}
 }
 
+// settleFlag is how long a policy directory must be quiet before a reload:
+// a multi-file edit (an editor saving two buffers, a git checkout under
+// load) goes in force whole, not file by file (rule R3).
+func settleFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "settle", Value: time.Second, Usage: "how long the policy's files must be unchanged before an edit is loaded, so that a change of several files goes in force whole"}
+}
+
 // drain is --drain, refused when it is not positive.
 func drain(c *cli.Context, name string) (time.Duration, error) {
 	d := c.Duration(name)
-	if d <= 0 && (name == "drain" || d < 0) {
+	if d <= 0 && (name != "drain-delay" || d < 0) {
 		return 0, cli.Exit(fmt.Sprintf("aimon-gw %s: --%s %s is not a positive duration; give one such as 30s.", c.Command.Name, name, d), exitUsage)
 	}
 	return d, nil

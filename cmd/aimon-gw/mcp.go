@@ -28,6 +28,7 @@ type mcpParams struct {
 	Surface       string
 	Workdir       string
 	LoadTimeout   time.Duration
+	Settle        time.Duration
 	MaxFrameBytes int
 	Stdin         io.Reader
 	Stdout        io.Writer
@@ -70,7 +71,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
-			cacheFlag("starts"), drainFlag(),
+			cacheFlag("starts"), drainFlag(), settleFlag(),
 		), decisionLogFlags()...), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -88,6 +89,10 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
+			settle, err := drain(c, "settle")
+			if err != nil {
+				return err
+			}
 			if c.String("listen") == "" {
 				delay = 0 // stdio: no load balancer to wait for
 			}
@@ -102,7 +107,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			defer exitWithin(c.Context, delay+d+time.Second, dlog, log)()
 			return serveMCP(c.Context, mcpParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				LoadTimeout: c.Duration("load-timeout"), MaxFrameBytes: c.Int("max-line-bytes"),
+				LoadTimeout: c.Duration("load-timeout"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
@@ -129,7 +134,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Cache: loadCache(p.Cache, p.Log),
+	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
 	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
 	if err != nil {

@@ -24,6 +24,7 @@ type serveParams struct {
 	Workdir      string
 	MaxLineBytes int
 	LoadTimeout  time.Duration
+	Settle       time.Duration
 	Stdin        io.Reader
 	Stdout       io.Writer
 	Log          *slog.Logger
@@ -43,7 +44,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"), drainFlag(),
+			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"), drainFlag(), settleFlag(),
 		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -57,6 +58,10 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
+			settle, err := drain(c, "settle")
+			if err != nil {
+				return err
+			}
 			dlog, err := decisionLog(c)
 			if err != nil {
 				return err
@@ -67,7 +72,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			defer exitWithin(c.Context, d, dlog, log)()
 			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Log: log,
+				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Settle: settle, Stdin: stdin, Stdout: stdout, Log: log,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
 			})
 		},
@@ -96,7 +101,7 @@ func serve(ctx context.Context, p serveParams) error {
 	defer stopTracing()
 	warnUnbounded(p.Log)
 	defer sandbox.Sweep() // after rt.Close, which stops the plugins
-	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Gateway: o, Cache: loadCache(p.Cache, p.Log)})
+	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Gateway: o, Cache: loadCache(p.Cache, p.Log)})
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ type compiler struct {
 	shipped   map[string]*gate.Gate
 	wildcard  map[string]bool           // servers that expose "*"
 	data      []string                  // the policy's YAML and JSON files
+	read      map[string]bool           // the .cue files read once and laid over for CUE
 	files     []*ast.File               // the policy's syntax, CUE and data files
 	root      cue.Value                 // the policy value being compiled
 	pinsOf    map[string]map[string]Pin // by server, as pins read them

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	stderrors "errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -106,7 +108,8 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	case root == "":
 		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory is not in a CUE module: no cue.mod in it or above it; run aimon-gw init there to start one (it writes cue.mod/ with the schema vendored)."}}
 	}
-	if errs := regularFiles(abs, root); len(errs) > 0 {
+	read, errs := regularFiles(abs, root)
+	if len(errs) > 0 {
 		return nil, errs
 	}
 	if err := checkVendored(root); err != nil {
@@ -130,6 +133,15 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	}
 	c := newCompiler(abs, opts)
 	c.data = data
+	// CUE gets the bytes read once, as checked: a file swapped for a FIFO
+	// since cannot block the load (rule R5).
+	c.read = map[string]bool{}
+	for p, b := range read {
+		if _, shipped := ov[p]; !shipped && strings.HasSuffix(p, ".cue") {
+			ov[p] = load.FromBytes(b)
+			c.read[p] = true
+		}
+	}
 	return timed(c.opts.ctx, dir, c.opts.timeout, func() (*Generation, error) {
 		return build(&load.Config{Dir: abs, ModuleRoot: root, Overlay: ov}, schemaDir, c)
 	})
@@ -296,16 +308,18 @@ func noPackage(dir string) Errors {
 	return errs
 }
 
-// regularFiles reports each file CUE would read for the policy that is not
+// regularFiles reads each file CUE would read for the policy, once, opened
+// non-blocking and checked on its descriptor, and reports each that is not
 // a regular file (a FIFO would block the load for ever): those in dir and
 // below it, in the directories up to the module root, and in cue.mod.
-func regularFiles(dir, root string) Errors {
+func regularFiles(dir, root string) (map[string][]byte, Errors) {
 	var errs Errors
+	read := map[string][]byte{}
 	check := func(p string, d fs.DirEntry) {
-		if d.Type().IsRegular() || d.IsDir() {
+		if d.IsDir() {
 			return
 		}
-		fi, err := os.Stat(p) // a symbolic link to a regular file is fine
+		fi, err := readRegular(p, read) // a symbolic link to a regular file is fine
 		if err == nil && fi.Mode().IsRegular() {
 			return
 		}
@@ -321,6 +335,9 @@ func regularFiles(dir, root string) Errors {
 			kind = "a socket"
 		case fi.Mode()&fs.ModeDevice != 0:
 			kind = "a device"
+		}
+		if err != nil && fi != nil {
+			kind = fmt.Sprintf("a file that cannot be read (%v)", err)
 		}
 		errs = append(errs, Diagnostic{Pos: dirPos(relative(p)), Code: "R5", Message: fmt.Sprintf("%s is %s; a policy is made of regular files: remove it or make it one.", filepath.Base(p), kind)})
 	}
@@ -349,7 +366,29 @@ func regularFiles(dir, root string) Errors {
 			}
 		}
 	}
-	return errs
+	return read, errs
+}
+
+// readRegular opens p without blocking (a FIFO opens at once), and reads it
+// into read when its descriptor is a regular file; fi is what p is.
+func readRegular(p string, read map[string][]byte) (fi fs.FileInfo, err error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		if fi, serr := os.Stat(p); serr == nil {
+			return fi, nil // a socket cannot be opened: said by its kind
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fi, nil
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fi, err
+	}
+	read[p] = b
+	return fi, nil
 }
 
 // policyFile reports whether a file of this name is read for a policy.
@@ -563,7 +602,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		g.Revision = revisionWith(g.Revision, g)
 	}
 	// Files the binary overlays (the shipped schema) are not read from disk.
-	inputs = slices.DeleteFunc(inputs, func(f string) bool { _, ok := cfg.Overlay[f]; return ok })
+	inputs = slices.DeleteFunc(inputs, func(f string) bool { _, ok := cfg.Overlay[f]; return ok && !c.read[f] })
 	g.Inputs = append(inputs, c.data...)
 	for _, ref := range g.SurfaceRefs() {
 		g.Inputs = append(g.Inputs, g.Surfaces[ref].Files()...)

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestR3TwoFileEditGoesInForceWhole: an edit of two files renamed into
+// place 200 ms apart, whose half-way state would allow Glob, puts no
+// in-between policy in force: serve waits for the tree to settle
+// (--settle), and Glob is refused before, during and after the edit.
+func TestR3TwoFileEditGoesInForceWhole(t *testing.T) {
+	t.Parallel()
+	dir := moduleDir(t, reloadHeader+`_x: string
+_y: string
+agent: "allowed-tools": ["Echo", if _x != _y {"Glob"}]
+`)
+	writeFile(t, filepath.Join(dir, "a.cue"), "package policy\n\n_x: \"1\"\n")
+	writeFile(t, filepath.Join(dir, "b.cue"), "package policy\n\n_y: \"1\"\n")
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off") // the default --settle
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	call := func(i int) map[string]any {
+		fmt.Fprintf(in, `{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.cue"}}`+"\n", i)
+		if !sc.Scan() {
+			t.Fatalf("serve ended: %s", stderr.String())
+		}
+		var r map[string]any
+		json.Unmarshal(sc.Bytes(), &r)
+		return r
+	}
+	for i := 0; ; i++ {
+		switch i {
+		case 4:
+			writeFile(t, filepath.Join(dir, "a.cue"), "package policy\n\n_x: \"2\"\n")
+		case 8:
+			writeFile(t, filepath.Join(dir, "b.cue"), "package policy\n\n_y: \"2\"\n")
+		}
+		if r := call(i); r["is_error"] != true {
+			t.Fatalf("call %d: Glob allowed: an in-between policy was in force: %v\n%s", i, r, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "generation=2") && i > 8 {
+			break
+		}
+		if i > 1000 {
+			t.Fatalf("the edit never went in force:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(stderr.String(), "generation=3") {
+		t.Errorf("the edit went in force in more than one step:\n%s", stderr.String())
+	}
+}
+
+// TestR3BadSettle: a settle interval that is not positive is a usage
+// error.
+func TestR3BadSettle(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"serve", "--settle", "0s"}, {"mcp", "--settle", "-1s"}, {"serve", "--settle", "a while"}} {
+		out, err := exec.Command(gatewayBinary(t), args...).CombinedOutput()
+		if code := exitCode(err); code != exitUsage || !strings.Contains(string(out), "settle") {
+			t.Errorf("%v: exit %d: %s", args, code, out)
+		}
+	}
+}
