@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,99 @@ func TestR3BadSettle(t *testing.T) {
 		if code := exitCode(err); code != exitUsage || !strings.Contains(string(out), "settle") {
 			t.Errorf("%v: exit %d: %s", args, code, out)
 		}
+	}
+}
+
+// TestR3GitCheckoutOfAHundredFilesGoesInForceWhole: a git checkout that
+// changes 100 policy files, whose every half-way state would allow Glob,
+// under CPU load, puts only the whole commit in force (the default
+// --settle).
+func TestR3GitCheckoutOfAHundredFilesGoesInForceWhole(t *testing.T) {
+	t.Parallel()
+	gitBin := needCommand(t, "git", "the Debian package git")
+	dir := moduleDir(t, `package policy
+
+import (
+	"list"
+
+	"aimon.dev/gw/schema"
+)
+
+tools: {Echo: schema.#Echo, Glob: schema.#Glob}
+_f: [string]: string
+_vs: [for _, v in _f {v}]
+agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs, "2") {"Glob"}]
+`)
+	git := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(gitBin, append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	files := func(v string) {
+		for i := range 100 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.cue", i)), []byte(fmt.Sprintf("package policy\n\n_f: f%03d: %q\n", i, v)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	git("init", "-q", "-b", "main")
+	files("1")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	git("checkout", "-q", "-b", "two")
+	files("2")
+	git("commit", "-q", "-am", "two")
+	git("checkout", "-q", "main")
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	stop := make(chan struct{})
+	defer close(stop)
+	for range 2 { // CPU load beside the checkout
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	sc := bufio.NewScanner(out)
+	for i := 0; ; i++ {
+		if i == 4 {
+			checkout := exec.Command(gitBin, "-C", dir, "checkout", "-q", "two")
+			if err := checkout.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer checkout.Wait()
+		}
+		fmt.Fprintf(in, `{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.md"}}`+"\n", i)
+		if !sc.Scan() {
+			t.Fatalf("serve ended: %s", stderr.String())
+		}
+		var r map[string]any
+		json.Unmarshal(sc.Bytes(), &r)
+		if r["is_error"] != true {
+			t.Fatalf("call %d: Glob allowed: a half-way checkout was in force: %v\n%s", i, r, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "generation=2") {
+			break
+		}
+		if i > 2000 {
+			t.Fatalf("the checkout never went in force:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(stderr.String(), "generation=3") {
+		t.Errorf("the checkout went in force in more than one step:\n%s", stderr.String())
 	}
 }
