@@ -60,7 +60,9 @@ validation: "enforce"
 		out, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	if code, out := run("vet", dir); code != 0 || out != "" {
+	// vet needs no server to check the policy against its pins; it warns
+	// only that the server's command is not installed here (R4).
+	if code, out := run("vet", dir); code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "warning: server fs's command "+server+" cannot be found here") {
 		t.Errorf("vet from the pins: exit %d\n%s", code, out)
 	}
 	call := func(name string, input map[string]any) string {
