@@ -89,3 +89,27 @@ func TestR10RollingRestartLosesNoCall(t *testing.T) {
 		t.Errorf("%d of %d calls failed across three rolling restarts; the first: %s", n, calls.Load(), failures[0])
 	}
 }
+
+// TestR10ReadyzTurnsAtOnceWhileCallsAreServed: from SIGTERM on, /readyz
+// answers 503 and calls are still answered until --drain-delay ends.
+func TestR10ReadyzTurnsAtOnceWhileCallsAreServed(t *testing.T) {
+	t.Parallel()
+	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--drain-delay", "30s", "--drain", "1s")
+	s := g.session("tok-alice", "", nil)
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "the gateway to begin its drain delay", func() bool { return strings.Contains(g.logs(), "503 while calls are still served") })
+	resp, err := http.Get(g.base + "/readyz")
+	if err != nil {
+		t.Fatalf("/readyz after SIGTERM: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after SIGTERM: %d, want 503", resp.StatusCode)
+	}
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "still here"}})
+	if err != nil || r.IsError {
+		t.Errorf("a call during the drain delay: %v %+v", err, r)
+	}
+	g.cmd.Process.Kill()
+}
