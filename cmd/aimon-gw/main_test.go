@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CACHE_HOME", cache)
+	// Spent approvals (rule R10) too: a state directory of the run's own.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(cache, "state"))
 	// A whole run needs every helper binary: link them side by side while
 	// the serial tests run (a run with -run builds what its tests ask for).
 	flag.Parse()

@@ -43,6 +43,8 @@ type mcpParams struct {
 	GroupsClaim, Tokens                 string
 	ApprovalKey                         string
 	ApprovalTTL, Drain, DrainDelay      time.Duration
+	// State is where approvals are spent (--state, serveParams.State).
+	State string
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
 }
@@ -60,7 +62,7 @@ func httpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, Usage: "on SIGTERM, how long /readyz answers 503 while calls are still served, so that load balancers stop sending first; then the listener closes and the drain begins"},
-		approvalKeyFlag(), approvalTTLFlag(),
+		approvalKeyFlag(), approvalTTLFlag(), stateFlag(),
 	}
 }
 
@@ -112,7 +114,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
 				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay,
-				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
 			})
 		},
 	}
@@ -130,10 +132,11 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	approvals, err := approvals(p.ApprovalKey, p.ApprovalTTL)
+	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
 	if err != nil {
 		return err
 	}
+	defer closeState()
 	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
 	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
@@ -214,6 +217,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
 		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain, DrainDelay: p.DrainDelay,
+		Degraded: ro.Gateway.Approvals.Ping,
 		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
 		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
 	var err error

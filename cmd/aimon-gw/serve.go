@@ -16,6 +16,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/state"
 )
 
 type serveParams struct {
@@ -33,6 +34,10 @@ type serveParams struct {
 	// (rule P15); "" for a key of this process's own.
 	ApprovalKey string
 	ApprovalTTL time.Duration
+	// State is where approvals are spent (--state): a directory or a
+	// redis:// URL; "" for the user's state directory when ApprovalKey is
+	// set (a key that outlives the process), this process's memory if not.
+	State string
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
 }
@@ -44,7 +49,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		ArgsUsage: " ",
 		Flags: append(append(policyFlags(),
 			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
-			approvalKeyFlag(), approvalTTLFlag(), cacheFlag("starts"), drainFlag(), settleFlag(),
+			approvalKeyFlag(), approvalTTLFlag(), stateFlag(), cacheFlag("starts"), drainFlag(), settleFlag(),
 		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -73,7 +78,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Settle: settle, Stdin: stdin, Stdout: stdout, Log: log,
-				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), Cache: c.String("cache"),
+				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
 			})
 		},
 	}
@@ -89,10 +94,11 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	approvals, err := approvals(p.ApprovalKey, p.ApprovalTTL)
+	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
 	if err != nil {
 		return err
 	}
+	defer closeState()
 	o := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}
 	_, stopTracing, err := traced(ctx, "serve", &o)
 	if err != nil {
@@ -150,21 +156,49 @@ func approvalTTLFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid"}
 }
 
+func stateFlag() cli.Flag {
+	return &cli.StringFlag{Name: "state", Usage: "where approvals are recorded as spent, so that one runs its call once across processes and restarts: a directory, or redis://HOST:PORT for a fleet (default: the user's state directory, aimon-gw, when --approval-key is given)"}
+}
+
 // approvals seals approval tokens (rule P15) with the key in the file, or
-// with one of this process's own when file is "".
-func approvals(file string, ttl time.Duration) (*gateway.Approvals, error) {
+// with one of this process's own when file is "", and spends them in the
+// store spec names (rule R10). close closes the store.
+func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a *gateway.Approvals, close func(), err error) {
 	var key []byte
 	if file != "" {
-		var err error
 		if key, err = gateway.ReadApprovalKey(file); err != nil {
-			return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+			return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 		}
 	}
-	a, err := gateway.NewApprovals(key, ttl)
-	if err != nil {
-		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	if a, err = gateway.NewApprovals(key, ttl); err != nil {
+		return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
 	}
-	return a, nil
+	if file == "" && spec == "" {
+		// A key of this process's own seals tokens no other process
+		// accepts: its memory is where they are spent.
+		return a, func() {}, nil
+	}
+	dir := ""
+	if spec == "" {
+		if dir, err = state.DefaultDir(); err != nil {
+			return nil, nil, cli.Exit("aimon-gw: there is no state directory to record spent approvals in ("+err.Error()+"); give --state DIR or --state redis://HOST:PORT.", exitUsage)
+		}
+	}
+	st, err := state.Open(spec, dir)
+	if err != nil {
+		return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+	}
+	if d := state.LocalDir(st); d != "" {
+		sandbox.Conceal(d) // a tool that removed a spend could run an approval again (rule R8)
+	} else if err := st.Ping(context.Background()); err != nil {
+		// Not fatal: asked calls are refused until it answers, the rest served.
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("approved calls will be refused until the state store answers", "cause", err)
+	}
+	a.SpendIn(st)
+	return a, func() { st.Close() }, nil
 }
 
 // warnUnbounded says once, at the start of serve and mcp, that sandboxed

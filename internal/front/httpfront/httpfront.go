@@ -79,6 +79,10 @@ type Options struct {
 	// every endpoint still serves, so that load balancers take the replica
 	// out before its listener closes (a rolling restart loses no call).
 	DrainDelay time.Duration
+	// Degraded, when set, says what a part that some calls need cannot
+	// do now (the state store approvals are spent in): /readyz names it,
+	// and stays 200, since the other calls are still served.
+	Degraded func(context.Context) error
 	// OnListen is told the address once the listener is open.
 	OnListen func(net.Addr)
 	// OnReady is told the gateway once a policy is in force (metrics
@@ -276,7 +280,7 @@ func (c challenged) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (c challenged) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-func (f *front) readyz(w http.ResponseWriter, _ *http.Request) {
+func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case f.stopping.Load():
 		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -289,6 +293,11 @@ func (f *front) readyz(w http.ResponseWriter, _ *http.Request) {
 			commit = ", git commit " + cur.Commit
 		}
 		fmt.Fprintf(w, "ready: generation %d, revision %s%s\n", cur.Number, cur.Revision, commit)
+		if f.o.Degraded != nil {
+			if err := f.o.Degraded(r.Context()); err != nil {
+				fmt.Fprintf(w, "degraded: approved calls are refused: %v\n", err)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,13 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/tools"
 )
 
@@ -29,8 +33,25 @@ type Approvals struct {
 	ttl time.Duration
 	now func() time.Time
 
+	// store, when set, is where tokens are spent, shared with every
+	// process that holds the key (rule R10); otherwise this process's
+	// memory, which a second process or a restart does not share.
+	store state.Store
+
 	mu   sync.Mutex
 	used map[string]time.Time // token MAC → its expiry
+}
+
+// SpendIn makes a spend of a token a spend in s, shared by every process
+// that uses s (rule R10).
+func (a *Approvals) SpendIn(s state.Store) { a.store = s }
+
+// Ping reports whether tokens can be spent now.
+func (a *Approvals) Ping(ctx context.Context) error {
+	if a.store == nil {
+		return nil
+	}
+	return a.store.Ping(ctx)
 }
 
 // MinKeyBytes is the shortest approval key accepted.
@@ -54,18 +75,35 @@ func NewApprovals(key []byte, ttl time.Duration) (*Approvals, error) {
 	return &Approvals{key: key, ttl: ttl, now: time.Now, used: map[string]time.Time{}}, nil
 }
 
-// ReadApprovalKey reads an approval key from a file that no one but its
-// owner may read or write.
+// ReadApprovalKey reads an approval key from a file that is its owner's
+// alone: owned by the user the gateway runs as (or root), with no other name (a hard
+// link made beforehand would let a tool read it under that name) and a
+// mode open to no one else (rules P15, R8). What is checked is the file
+// opened, not the name.
 func ReadApprovalKey(path string) ([]byte, error) {
 	sandbox.Conceal(path) // a tool that read it could approve any call (rule P15)
-	st, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the approval key: %w", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("the approval key %s may be read or written by others (mode %v); make it 0600", path, st.Mode().Perm())
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the approval key: %w", err)
 	}
-	key, err := os.ReadFile(path)
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("the approval key %s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("the approval key %s may be read or written by others (mode %v); make it 0600", path, fi.Mode().Perm())
+	case st != nil && st.Nlink != 1:
+		return nil, fmt.Errorf("the approval key %s has %d names (hard links), and a tool could read it under another; give the gateway a key file of its own (copy it, then remove the other names)", path, st.Nlink)
+	case st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0:
+		// root owns what a Kubernetes Secret mounts, and can read any file anyway.
+		return nil, fmt.Errorf("the approval key %s is owned by uid %d, not by the gateway's user (uid %d) or root, so that user can replace it; chown it to the gateway's user", path, st.Uid, os.Geteuid())
+	}
+	key, err := io.ReadAll(io.LimitReader(f, 1<<16))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the approval key: %w", err)
 	}
@@ -81,6 +119,9 @@ type approvalClaims struct {
 	Chain    []string `json:"c"`
 	Revision string   `json:"r"`
 	Expires  int64    `json:"e"` // Unix seconds
+	// Nonce makes each approval one of its own: two asks of one call in
+	// the same second are two approvals, each spent once.
+	Nonce string `json:"n,omitempty"`
 }
 
 // digest is the call as decided: its tool and canonical input.
@@ -96,7 +137,9 @@ func digest(tool string, in tools.Input) string {
 // Seal returns the token that approves the call on chain under revision.
 func (a *Approvals) Seal(tool string, in tools.Input, chain []string, revision string) (string, time.Time) {
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
-	payload, _ := json.Marshal(approvalClaims{Call: digest(tool, in), Chain: chain, Revision: revision, Expires: exp.Unix()})
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	payload, _ := json.Marshal(approvalClaims{Call: digest(tool, in), Chain: chain, Revision: revision, Expires: exp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce)})
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	return p + "." + a.mac(p), exp
 }
@@ -110,6 +153,8 @@ func (a *Approvals) mac(payload string) string {
 // errNotThisCall is Open's answer for a genuine token of another call, so
 // that a line's tokens can be tried on each of its calls.
 var errNotThisCall = errors.New("the approval token was given for another call")
+
+var errSpent = errors.New("the approval token was already used; one approval runs one call, so ask again")
 
 // Open checks that token approves this call, and spends it.
 func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, revision string) error {
@@ -133,6 +178,16 @@ func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, rev
 	case c.Call != digest(tool, in):
 		return errNotThisCall
 	}
+	if a.store != nil {
+		first, err := a.store.Spend(context.Background(), sig, time.Unix(c.Expires, 0))
+		switch {
+		case err != nil:
+			return fmt.Errorf("it cannot be recorded as spent, so the call does not run (%v); try again once the state store is back", err)
+		case !first:
+			return errSpent
+		}
+		return nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, exp := range a.used {
@@ -141,7 +196,7 @@ func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, rev
 		}
 	}
 	if _, spent := a.used[sig]; spent {
-		return errors.New("the approval token was already used; one approval runs one call, so ask again")
+		return errSpent
 	}
 	a.used[sig] = time.Unix(c.Expires, 0)
 	return nil
