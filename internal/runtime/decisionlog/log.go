@@ -161,10 +161,11 @@ func (l *File) Log(r Record) error {
 // back out: a record is in the file whole or not at all.
 func (l *File) write(b []byte) error {
 	fd := int(l.f.Fd())
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return err
+	// A file system without locks (some network ones) still takes the
+	// record; the lock only keeps the cut-back safe across processes.
+	if unix.Flock(fd, unix.LOCK_EX) == nil {
+		defer unix.Flock(fd, unix.LOCK_UN)
 	}
-	defer unix.Flock(fd, unix.LOCK_UN)
 	n, err := l.f.Write(b)
 	if err != nil && n > 0 {
 		end, serr := l.f.Seek(0, io.SeekCurrent)
