@@ -37,6 +37,9 @@ type manifests struct {
 	service    *corev1.Service
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
 	pdb        *policyv1.PodDisruptionBudget
+	// redis and redisService are the fleet's shared state (rule R10).
+	redis        *appsv1.Deployment
+	redisService *corev1.Service
 }
 
 func load(t *testing.T) manifests {
@@ -57,17 +60,25 @@ func load(t *testing.T) manifests {
 		}
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
-			m.deployment = o
+			if o.Name == "aimon-gw" {
+				m.deployment = o
+			} else {
+				m.redis = o
+			}
 		case *corev1.Service:
-			m.service = o
+			if o.Name == "aimon-gw" {
+				m.service = o
+			} else {
+				m.redisService = o
+			}
 		case *autoscalingv2.HorizontalPodAutoscaler:
 			m.hpa = o
 		case *policyv1.PodDisruptionBudget:
 			m.pdb = o
 		}
 	}
-	if m.deployment == nil || m.service == nil || m.hpa == nil || m.pdb == nil {
-		t.Fatalf("deploy/kubernetes needs a Deployment, a Service, a HorizontalPodAutoscaler and a PodDisruptionBudget; got %+v", m)
+	if m.deployment == nil || m.service == nil || m.hpa == nil || m.pdb == nil || m.redis == nil || m.redisService == nil {
+		t.Fatalf("deploy/kubernetes needs the aimon-gw Deployment and Service, a HorizontalPodAutoscaler, a PodDisruptionBudget, and Redis's Deployment and Service; got %+v", m)
 	}
 	return m
 }
@@ -381,5 +392,44 @@ func TestR10ManifestDrainFitsTheGrace(t *testing.T) {
 	need := flags["drain-delay"] + flags["drain"] + time.Second
 	if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < need {
 		t.Errorf("terminationGracePeriodSeconds %v is shorter than --drain-delay + --drain + 1s = %s", spec.TerminationGracePeriodSeconds, need)
+	}
+}
+
+// TestR10ManifestsShareApprovalState: every replica seals approvals with
+// one key from a Secret, readable by the gateway's group alone, and spends
+// them in the Redis the manifests run, through a Service that selects it
+// on the port it listens on; the decision log is on a volume.
+func TestR10ManifestsShareApprovalState(t *testing.T) {
+	m := load(t)
+	ps := m.deployment.Spec.Template.Spec
+	gw := container(t, ps.Containers, "aimon-gw")
+	key := flagValue(gw.Args, "approval-key")
+	if vm := volumeAt(gw, key); key == "" || vm == nil {
+		t.Errorf("--approval-key=%q is on no volume of the gateway's container", key)
+	} else if src := podVolume(ps, vm.Name); src == nil || src.Secret == nil || src.Secret.DefaultMode == nil || *src.Secret.DefaultMode&0o027 != 0 {
+		t.Errorf("the approval key's volume %q is not a Secret readable by its owner and group alone: %+v", vm.Name, src)
+	}
+	if dl := flagValue(gw.Args, "decision-log"); dl == "" || volumeAt(gw, dl) == nil {
+		t.Errorf("--decision-log=%q is on no volume (the root file system is read-only)", dl)
+	}
+	state := flagValue(gw.Args, "state")
+	host, port, ok := strings.Cut(strings.TrimPrefix(state, "redis://"), ":")
+	if !strings.HasPrefix(state, "redis://") || !ok {
+		t.Fatalf("--state=%q is not redis://SERVICE:PORT", state)
+	}
+	svc := m.redisService
+	if svc.Name != host {
+		t.Errorf("--state names %q, but Redis's Service is %q", host, svc.Name)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector})
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(m.redis.Spec.Template.Labels)) {
+		t.Errorf("Redis's Service selector %v does not select Redis's pods %v", svc.Spec.Selector, m.redis.Spec.Template.Labels)
+	}
+	if len(svc.Spec.Ports) != 1 || fmt.Sprint(svc.Spec.Ports[0].Port) != port {
+		t.Errorf("Redis's Service ports %+v do not serve --state's port %s", svc.Spec.Ports, port)
+	}
+	redis := container(t, m.redis.Spec.Template.Spec.Containers, "redis")
+	if len(redis.Ports) != 1 || redis.Ports[0].Name != svc.Spec.Ports[0].TargetPort.String() {
+		t.Errorf("Redis's container ports %+v are not the Service's target %v", redis.Ports, svc.Spec.Ports[0].TargetPort)
 	}
 }

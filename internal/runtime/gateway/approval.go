@@ -95,8 +95,10 @@ func ReadApprovalKey(path string) ([]byte, error) {
 	switch {
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("the approval key %s is not a regular file", path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("the approval key %s may be read or written by others (mode %v); make it 0600", path, fi.Mode().Perm())
+	case fi.Mode().Perm()&0o037 != 0 || fi.Mode().Perm()&0o040 != 0 && (st == nil || int(st.Gid) != os.Getegid()):
+		// Read by the gateway's own group is what a Kubernetes Secret
+		// mounted with fsGroup gives (0440, root:fsGroup).
+		return nil, fmt.Errorf("the approval key %s may be read or written by others (mode %v); make it 0600 (0440 or 0640 only when its group is the gateway's own)", path, fi.Mode().Perm())
 	case st != nil && st.Nlink != 1:
 		return nil, fmt.Errorf("the approval key %s has %d names (hard links), and a tool could read it under another; give the gateway a key file of its own (copy it, then remove the other names)", path, st.Nlink)
 	case st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0:

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,32 @@ func TestP15ApprovalTokens(t *testing.T) {
 	}
 	if _, err := NewApprovals([]byte("short"), 0); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// TestR8ApprovalKeyGroupReadIsTheGatewaysGroupOnly: a key readable by its
+// group is accepted only when that group is the gateway's own (a
+// Kubernetes Secret mounted with fsGroup), never when it is another's, nor
+// when the group may write it.
+func TestR8ApprovalKeyGroupReadIsTheGatewaysGroupOnly(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(key, []byte(strings.Repeat("k", MinKeyBytes)), 0o600)
+	os.Chmod(key, 0o640)
+	if _, err := ReadApprovalKey(key); err != nil {
+		t.Errorf("a key of mode 0640 in the gateway's own group: %v", err)
+	}
+	os.Chmod(key, 0o660)
+	if _, err := ReadApprovalKey(key); err == nil || !strings.Contains(err.Error(), "may be read or written by others") {
+		t.Errorf("a key its group may write: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	os.Chmod(key, 0o640)
+	if err := os.Chown(key, 0, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadApprovalKey(key); err == nil || !strings.Contains(err.Error(), "may be read or written by others") {
+		t.Errorf("a key readable by another group: %v", err)
 	}
 }
