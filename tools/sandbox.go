@@ -1,6 +1,9 @@
 package tools
 
-import "log/slog"
+import (
+	"log/slog"
+	"sync"
+)
 
 // Sandbox is where a command a tool runs may write and what it may see
 // (rule R6), derived per call from the policy: the gateway computes it, and
@@ -26,4 +29,40 @@ type Sandbox struct {
 	// Env names the environment variables passed through besides PATH,
 	// HOME, LANG, LC_*, TERM and TMPDIR.
 	Env []string `json:"env,omitempty"`
+	// Exec, when set, judges every program the command starts, where it
+	// starts (rule P16).
+	Exec *ExecJudge `json:"-"`
+}
+
+// ExecJudge judges the programs a sandboxed command starts (rule P16).
+type ExecJudge struct {
+	// Names are the command names the call's deny and ask entries start
+	// with: a program that is one of them, by its file, is judged as it.
+	Names []string
+	// Decide judges one program's name and real arguments: "" when it may
+	// run; else the sentence naming the entries, ask when they ask for
+	// approval.
+	Decide func(words []string) (reason string, ask bool)
+	// Approved are the simple commands of the call as a person approved
+	// it: a program an ask entry holds runs only when it is one of them.
+	Approved [][]string
+	// Refused is told of each program refused, for the decision log.
+	Refused func(words []string, reason string)
+
+	mu      sync.Mutex
+	refused []string
+}
+
+// Note records the refusal of a program, for the call's result.
+func (j *ExecJudge) Note(reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refused = append(j.refused, reason)
+}
+
+// Refusals are the sentences of the programs refused so far.
+func (j *ExecJudge) Refusals() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.refused...)
 }

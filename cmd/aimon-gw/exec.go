@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -115,6 +116,9 @@ func runExec(ctx context.Context, p execParams) error {
 		if err := sandbox.Bounded(); err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v.", err), exitNotRun)
 		}
+		if j := d.Sandbox.Exec; j != nil && d.Ask && p.Approved {
+			j.Approved = allow.SimpleCommands(p.Command) // what the person approved (rule P16)
+		}
 		// What the sandbox's proxy refuses goes to the command's stderr.
 		d.Sandbox.Log = slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if cmd, err = sandbox.Command(d.Sandbox, workdir, argv, nil, nil); err != nil {
@@ -125,6 +129,9 @@ func runExec(ctx context.Context, p execParams) error {
 	}
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = workdir, p.Stdin, p.Stdout, p.Stderr
 	err = cmd.Run()
+	if j := d.Sandbox.Exec; j != nil && !d.Sandbox.Off && len(j.Refusals()) > 0 {
+		return cli.Exit("", exitNotRun) // the tracer said why on stderr (rule P16)
+	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):

@@ -179,6 +179,14 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		}
 		fmt.Fprintf(&b, "The command was killed by signal %s.", sig)
 	}
+	if sandboxed && sb.Exec != nil {
+		// A program the command started was refused where it started
+		// (rule P16): the call fails, whatever bash's status.
+		for _, why := range sb.Exec.Refusals() {
+			b.WriteString("\nA program the command started was killed before it ran: " + why)
+			isErr = true
+		}
+	}
 	for _, n := range notes {
 		b.WriteString("\n" + n)
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"aimon.dev/gw/internal/exec/sandbox/trace"
 	"bufio"
 	"errors"
 	"fmt"
@@ -323,10 +324,16 @@ func sweep(parent string) {
 // Finish ends what is left of a sandbox cmd ran in and removes its pids
 // group, once cmd has exited; nothing when it had none.
 func Finish(cmd *exec.Cmd) {
-	if len(cmd.Args) < 4 || cmd.Path != "/bin/sh" || !strings.HasPrefix(cmd.Args[3], groupTag) {
+	args := cmd.Args
+	if len(args) > 5 && args[1] == trace.Arg && args[4] == "--" {
+		args = args[5:] // under the tracer: its child is the sh
+	} else if cmd.Path != "/bin/sh" {
 		return
 	}
-	dir := strings.TrimPrefix(cmd.Args[3], groupTag)
+	if len(args) < 4 || !strings.HasPrefix(args[3], groupTag) {
+		return
+	}
+	dir := strings.TrimPrefix(args[3], groupTag)
 	if err := removeGroup(dir); err != nil {
 		slog.Warn("a sandbox's pids cgroup cannot be removed", "cgroup", dir, "cause", err)
 	}

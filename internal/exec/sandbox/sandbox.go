@@ -110,8 +110,24 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		}
 	}
 	cmd.Args = append(cmd.Args, a...)
+	var decided []string
 	if h := pidsParent(); h.err == nil {
 		if err := withPids(cmd, h); err != nil {
+			Release(cmd)
+			return nil, err
+		}
+		decided = append(decided, filepath.Base(bw))
+	}
+	if sb.Exec != nil {
+		if len(sb.Hosts) > 0 && !sb.Network {
+			decided = append(decided, filepath.Base(a[slices.Index(a, "--")+1]))
+		}
+		// argv, and the program after its "--" (prlimit -- bash -c CMD).
+		decided = append(decided, filepath.Base(argv[0]))
+		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
+			decided = append(decided, filepath.Base(argv[i+1]))
+		}
+		if err := withTrace(cmd, sb.Exec, decided); err != nil {
 			Release(cmd)
 			return nil, err
 		}

@@ -150,11 +150,13 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	}
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
 	d.Input = in
+	asked := d.Ask
 	if d.Ask {
 		d = g.approve(p, d)
 	}
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
+		d.Sandbox.Exec = g.execJudge(p, in, asked && d.Allowed)
 		// Claude Code's Bash may ask to leave its sandbox; only a policy
 		// whose sandbox is off lets it (rule R8).
 		if off, _ := in["dangerouslyDisableSandbox"].(bool); off && !d.Sandbox.Off && (d.Allowed || d.Ask) {

@@ -278,3 +278,31 @@ func protect(gen *provision.Generation) {
 	}
 	sandbox.Protect("a program the gateway starts (a plugin or MCP server, or a script it runs)", ps...)
 }
+
+// execJudge judges each program a sandboxed command of p starts by the
+// call's deny and ask entries (rule P16); approved says a person approved
+// the call, whose simple commands an ask entry then lets run.
+func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools.ExecJudge {
+	command, _ := in["command"].(string)
+	if command == "" {
+		return nil
+	}
+	name, eff, wd := p.Name, p.eff, g.opts.Workdir
+	j := &tools.ExecJudge{
+		Names: eff.ExecNames(name),
+		Decide: func(words []string) (string, bool) {
+			d := eff.ExecDecide(name, words, wd)
+			if d.Allowed {
+				return "", false
+			}
+			return d.Reason, d.Ask
+		},
+		Refused: func(words []string, reason string) {
+			g.log.Warn("program refused in the sandbox", "tool", name, "words", words, "rule", "P16", "reason", reason)
+		},
+	}
+	if approved {
+		j.Approved = allow.SimpleCommands(command)
+	}
+	return j
+}

@@ -1,0 +1,340 @@
+// Package trace is the tracer of a sandbox whose command's programs are
+// judged where they start (rule P16): the gateway's binary started with
+// Arg, outside bwrap, as the parent of the sandbox's launch (sh, bwrap).
+// It starts that traced (PTRACE_TRACEME, then the options TRACEEXEC,
+// TRACEFORK, TRACEVFORK, TRACECLONE and EXITKILL), so that every process
+// and thread of the sandbox is traced from its first instruction, and at
+// each exec stop it asks the gateway, over the socket on its descriptor,
+// whether the program may run; one that may not is killed there.
+//
+// Why the exec stop: PTRACE_EVENT_EXEC is reported after the kernel has
+// put the new image in place (begin_new_exec: de_thread has killed every
+// other thread of the process, exec_mmap has given it a new mm) and
+// before it returns to user space. The process is stopped, alone in its
+// thread group, with an address space no one else shares (a vfork parent
+// waits, and a CLONE_VM sibling lost it at the exec): /proc/PID/exe and
+// /proc/PID/cmdline read then are what will run, and nothing can change
+// them until the tracer lets it go. The tracer is outside the sandbox's
+// seccomp filter (which refuses ptrace to everything in it), in the
+// gateway's user namespace, so it reads the /proc files even of a program
+// that cannot be read (mode 0111), which a tracer inside could not.
+//
+// It runs from this package's init, before the packages the gateway's
+// commands need: a tracer costs a process start.
+package trace
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Arg, as the first argument, makes the binary the tracer:
+// Arg FD PATH -- ARGV..., FD being the socket to the gateway.
+const Arg = "__aimon-gw-sandbox-trace"
+
+// Spec is what the gateway sends first: the programs to know by their
+// file, and the decided programs that start the sandbox.
+type Spec struct {
+	Programs []Program `json:"programs"`
+	// Decided are the base names of the execs that start the command
+	// (bwrap, the launcher, prlimit, bash), in order: decided already.
+	Decided []string `json:"decided"`
+}
+
+// Program is a file a deny or ask entry's command name resolves to.
+type Program struct {
+	Name   string `json:"name"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Request asks whether Words may run; the answer is a line: empty to run,
+// else the sentence of its refusal.
+type Request struct {
+	Words []string `json:"words"`
+	Exe   string   `json:"exe"`
+	// Refused is why the tracer refused the program itself, to record.
+	Refused string `json:"refused,omitempty"`
+}
+
+func init() {
+	if len(os.Args) < 2 || os.Args[1] != Arg {
+		return
+	}
+	code, err := run(os.Args[2:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aimon-gw: the programs of the command could not be watched, so it was not run: %v.\n", err)
+		os.Exit(126)
+	}
+	os.Exit(code)
+}
+
+type tracer struct {
+	spec    Spec
+	ctl     *os.File
+	in      *bufio.Reader
+	decided int                  // how many of Spec.Decided have run
+	hashes  map[[2]uint64]string // sha256 of an executed file by dev and inode
+	answers map[string]string    // the gateway's answer by words
+	seen    map[int]bool
+	refused bool // a program was refused: the call fails with 126
+}
+
+func run(args []string) (int, error) {
+	if len(args) < 3 || args[2] != "--" {
+		return 0, fmt.Errorf("the tracer takes FD PATH -- ARGV, not %q", args)
+	}
+	fd, err := strconv.Atoi(args[0])
+	if err != nil || fd < 3 {
+		return 0, fmt.Errorf("the tracer's descriptor %q is not a number above 2", args[0])
+	}
+	unix.CloseOnExec(fd)
+	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[[2]uint64]string{}, answers: map[string]string{}, seen: map[int]bool{}}
+	t.in = bufio.NewReader(t.ctl)
+	line, err := t.in.ReadBytes('\n')
+	if err != nil {
+		return 0, fmt.Errorf("no programs from the gateway: %w", err)
+	}
+	if err := json.Unmarshal(line, &t.spec); err != nil {
+		return 0, fmt.Errorf("the gateway's programs do not read: %w", err)
+	}
+	// ptrace answers only the thread that is the tracer: the one that
+	// started the child.
+	runtime.LockOSThread()
+	files := []uintptr{0, 1, 2}
+	for i := 3; i < fd; i++ {
+		files = append(files, uintptr(i))
+	}
+	pid, err := syscall.ForkExec(args[1], args[3:], &syscall.ProcAttr{Env: os.Environ(), Files: files,
+		Sys: &syscall.SysProcAttr{Ptrace: true}})
+	if err != nil {
+		return 0, err
+	}
+	return t.loop(pid)
+}
+
+const opts = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_EXITKILL
+
+// loop runs until the root process ends, and exits as it did.
+func (t *tracer) loop(root int) (int, error) {
+	t.seen[root] = true
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("waiting for the command: %w", err)
+		}
+		switch {
+		case ws.Exited() || ws.Signaled():
+			delete(t.seen, pid)
+			if pid != root {
+				continue
+			}
+			if t.refused {
+				return 126, nil
+			}
+			if ws.Signaled() {
+				return 128 + int(ws.Signal()), nil
+			}
+			return ws.ExitStatus(), nil
+		case !ws.Stopped():
+			continue
+		}
+		sig := ws.StopSignal()
+		switch {
+		case !t.seen[pid]:
+			// A new process or thread, attached by its parent's event:
+			// its first stop is a SIGSTOP of the attach, not to deliver.
+			t.seen[pid] = true
+			if sig == unix.SIGSTOP {
+				sig = 0
+			}
+		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			if why := t.judge(pid); why != "" {
+				unix.Kill(pid, unix.SIGKILL)
+				// On standard error, so that the call's result carries it.
+				fmt.Fprintf(os.Stderr, "aimon-gw: %s\n", why)
+				t.refused = true
+				continue
+			}
+			sig = 0
+		case sig == unix.SIGTRAP && ws.TrapCause() > 0:
+			sig = 0 // fork, vfork, clone: the child is traced
+		case sig == unix.SIGTRAP && pid == root && t.decided == 0:
+			// The root's own exec, before the options: set them.
+			if err := unix.PtraceSetOptions(pid, opts); err != nil {
+				unix.Kill(pid, unix.SIGKILL)
+				return 0, fmt.Errorf("the command cannot be traced: %w", err)
+			}
+			sig = 0
+		case sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU:
+			// A group-stop has no siginfo: let the process go on, since a
+			// traced group-stop would hold it until the tracer resumes it.
+			var si [128]byte
+			if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e == unix.EINVAL {
+				sig = 0
+			}
+		}
+		unix.PtraceCont(pid, int(sig))
+	}
+}
+
+// judge decides the program pid has just executed; "" lets it run.
+func (t *tracer) judge(pid int) string {
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	words, err := cmdline(pid)
+	if err != nil || len(words) == 0 {
+		return t.ask(Request{Words: []string{filepath.Base(exe)}, Exe: exe, Refused: "its arguments cannot be read"})
+	}
+	base := filepath.Base(exe)
+	if t.decided < len(t.spec.Decided) {
+		if base == t.spec.Decided[t.decided] {
+			t.decided++
+			return ""
+		}
+		t.decided = len(t.spec.Decided) // the start is over
+	}
+	file := fmt.Sprintf("/proc/%d/exe", pid)
+	args := words[1:]
+	if isLoader(base) {
+		// The loader run as a program runs the program it loads.
+		if i := loaded(args); i >= 0 {
+			p := args[i]
+			if !strings.HasPrefix(p, "/") {
+				p = fmt.Sprintf("/proc/%d/cwd/%s", pid, p)
+			}
+			file, exe, base, args = p, args[i], filepath.Base(args[i]), args[i+1:]
+		}
+	}
+	name := t.identify(file)
+	for _, n := range slices.Compact([]string{name, base}) {
+		if n == "" {
+			continue
+		}
+		if why := t.ask(Request{Words: append([]string{n}, args...), Exe: exe}); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// ask asks the gateway about r, once for each word list.
+func (t *tracer) ask(r Request) string {
+	key := strings.Join(r.Words, "\x00")
+	if a, ok := t.answers[key]; ok {
+		return a
+	}
+	b, _ := json.Marshal(r)
+	a := "the gateway cannot be asked whether it may run"
+	if _, err := t.ctl.Write(append(b, '\n')); err == nil {
+		if line, err := t.in.ReadString('\n'); err == nil {
+			a = strings.TrimSuffix(line, "\n")
+		}
+	}
+	t.answers[key] = a
+	return a
+}
+
+// identify is the name of the program file is, when it is one the
+// entries name: the same file, or a copy of it; "" otherwise.
+func (t *tracer) identify(file string) string {
+	var st unix.Stat_t
+	if unix.Stat(file, &st) != nil {
+		return ""
+	}
+	var sum string
+	for _, p := range t.spec.Programs {
+		if p.Dev == st.Dev && p.Ino == st.Ino {
+			return p.Name
+		}
+	}
+	for _, p := range t.spec.Programs {
+		if p.Size != st.Size {
+			continue
+		}
+		if sum == "" {
+			sum = t.hash(file, st)
+		}
+		if sum == p.SHA256 {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+func (t *tracer) hash(file string, st unix.Stat_t) string {
+	k := [2]uint64{st.Dev, st.Ino}
+	if h, ok := t.hashes[k]; ok {
+		return h
+	}
+	h := "-"
+	if f, err := os.Open(file); err == nil {
+		s := sha256.New()
+		if _, err := io.Copy(s, f); err == nil {
+			h = hex.EncodeToString(s.Sum(nil))
+		}
+		f.Close()
+	}
+	t.hashes[k] = h
+	return h
+}
+
+// cmdline is the argument vector of pid.
+func cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	b = []byte(strings.TrimSuffix(string(b), "\x00"))
+	if len(b) == 0 {
+		return []string{""}, nil
+	}
+	return strings.Split(string(b), "\x00"), nil
+}
+
+func isLoader(base string) bool {
+	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld64.so") || base == "ld.so" || strings.HasPrefix(base, "ld-musl")
+}
+
+// loaderValued are the loader's options that take a value.
+var loaderValued = []string{"--library-path", "--preload", "--audit", "--argv0", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask", "--inhibit-rpath"}
+
+// loaded is the index in the loader's arguments of the program it loads;
+// -1 when it loads none (--list, --help).
+func loaded(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return i + 1
+			}
+			return -1
+		case slices.Contains(loaderValued, a):
+			i++
+		case strings.HasPrefix(a, "--"):
+		default:
+			return i
+		}
+	}
+	return -1
+}
