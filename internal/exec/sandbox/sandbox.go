@@ -12,14 +12,18 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"aimon.dev/gw/tools"
 )
@@ -109,7 +113,10 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 			return nil, err
 		}
 	}
-	cmd.Args = append(cmd.Args, a...)
+	if err := withArgsFile(cmd, a); err != nil {
+		Release(cmd)
+		return nil, err
+	}
 	var decided []string
 	if h := pidsParent(); h.err == nil {
 		if err := withPids(cmd, h); err != nil {
@@ -133,6 +140,40 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		}
 	}
 	return cmd, nil
+}
+
+// withArgsFile hands bwrap its options on a descriptor (--args FD,
+// NUL-separated), which it reads and closes before the command starts:
+// its argument vector, which every process in the sandbox reads in
+// /proc/1/cmdline (its PID 1 is bwrap), then holds only the command, not
+// the mount layout and the gateway's paths (rule R6). A memfd, so that no
+// size blocks a write before bwrap reads, and nothing is left on disk.
+func withArgsFile(cmd *exec.Cmd, a []string) error {
+	i := slices.Index(a, "--")
+	var b []byte
+	for _, s := range a[:i] {
+		if strings.ContainsRune(s, 0) {
+			return fmt.Errorf("the sandbox's argument %q holds a NUL byte, which no path or value can hold", s)
+		}
+		b = append(append(b, s...), 0)
+	}
+	fd, err := unix.MemfdCreate("bwrap-args", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("no memory file for the sandbox's arguments: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "bwrap-args")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return err
+	}
+	n := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	cmd.Args = slices.Concat(cmd.Args, []string{"--args", strconv.Itoa(n)}, a[i:])
+	return nil
 }
 
 // Release closes what Command opened for the start of cmd; Finish, once
