@@ -65,8 +65,8 @@ func (e *Effective) denies(tool string, in map[string]any, written any, workdir 
 		}
 	}
 	m := e.matcherOf(tool, in, written, workdir)
-	if m.why != "" {
-		shown, text := named(patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...)), ", ")
+	if judging := e.judging(tool); m.why != "" && len(judging) > 0 {
+		shown, text := named(judging, ", ")
 		return Decision{Rule: rule.P5, Entries: shown,
 			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, text)}, true
 	}
@@ -79,6 +79,31 @@ func (e *Effective) denies(tool string, in map[string]any, written any, workdir 
 		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.what, text)}, true
 	}
 	return Decision{}, false
+}
+
+// judging returns the deny and ask entries of tool that need the call's
+// subject to tell: the pattern entries, less the ask entries when a
+// name-only ask entry asks for every call anyway. With none, a call without
+// a subject is left to the allow lists and the name-only entries (an ask
+// entry of a tool without a subject asks, P14).
+func (e *Effective) judging(tool string) []string {
+	if e.askedWhole(tool) {
+		return patterned(e.deny[tool])
+	}
+	return patterned(append(slices.Clip(e.deny[tool]), e.ask[tool]...))
+}
+
+// askedWhole reports whether a name-only ask entry asks for every call of
+// tool.
+func (e *Effective) askedWhole(tool string) bool {
+	for _, lv := range e.ask[tool] {
+		for _, in := range lv.infos {
+			if !in.HasPattern {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // asks turns an allowed call that an ask entry admits into one that needs
@@ -108,8 +133,12 @@ func (e *Effective) asks(tool string, in map[string]any, written any, workdir st
 		return d
 	}
 	shown, text := named(by, " and ")
+	rest := d.Reason
+	if !strings.HasPrefix(rest, tool) { // a tool's name keeps its case
+		rest = lowerFirst(rest)
+	}
 	return Decision{Ask: true, Rule: rule.P14, Entries: shown,
-		Reason: fmt.Sprintf("%s%s needs approval on this surface: %s asks for it, and %s", tool, what, text, strings.TrimSuffix(lowerFirst(d.Reason), ".")) + "."}
+		Reason: fmt.Sprintf("%s%s needs approval on this surface: %s asks for it, and %s", tool, what, text, strings.TrimSuffix(rest, ".")) + "."}
 }
 
 func lowerFirst(s string) string {

@@ -95,6 +95,15 @@ func TestP14DenyAskAllow(t *testing.T) {
 		{"an ask by name",
 			[]Decl{{Allow: []string{"Write"}, Ask: []string{"Write"}}},
 			"Write", map[string]any{"file_path": "/x"}, "ask P14", []string{"Write"}},
+		{"an ask by name of a tool without a subject asks",
+			[]Decl{{Allow: []string{"Echo"}, Ask: []string{"Echo"}}},
+			"Echo", map[string]any{"message": "hi"}, "ask P14", []string{"Echo"}},
+		{"an ask by name of a tool without a subject, with no allow list",
+			[]Decl{{AllowNone: true, Ask: []string{"Echo"}}},
+			"Echo", map[string]any{"message": "hi"}, "ask P14", []string{"Echo"}},
+		{"an ask by name in a caller binds a child's tool without a subject",
+			[]Decl{{AllowNone: true, Ask: []string{"Echo"}}, {Allow: []string{"Echo", "Read"}}},
+			"Echo", map[string]any{}, "ask P14", []string{"Echo"}},
 		{"a deny pattern that cannot be used denies (P7)",
 			[]Decl{{Allow: []string{"Read"}, Deny: []string{"Read(rel/**)"}}},
 			"Read", map[string]any{"file_path": "/x"}, "denied P7", []string{"Read(rel/**)"}},
@@ -121,6 +130,30 @@ func TestP14DenyAskAllow(t *testing.T) {
 				t.Errorf("Approved = %+v", a)
 			}
 		})
+	}
+}
+
+// TestP14AskWithoutSubjectAsks: an ask entry that names a tool without a
+// subject asks for every call of it, with a sentence that names the entry,
+// and an approval runs it; a name-only ask beside pattern ask entries asks
+// too, while a deny pattern that needs a subject still refuses (P5).
+func TestP14AskWithoutSubjectAsks(t *testing.T) {
+	e := chainDecl(t, Decl{Allow: []string{"Echo"}, Ask: []string{"Echo"}})
+	d := e.Decide("Echo", map[string]any{"message": "hi"}, "/")
+	if !d.Ask || d.Allowed || d.Reason != "Echo needs approval on this surface: Echo asks for it, and Echo is allowed by name." ||
+		strings.Contains(d.Reason, "limited by .") || strings.Contains(d.Reason, "subject") {
+		t.Errorf("ask-tools [Echo]: %+v", d)
+	}
+	if a := e.Approved("Echo", map[string]any{"message": "hi"}, nil, "/"); !a.Allowed {
+		t.Errorf("the approved Echo call: %+v", a)
+	}
+	e = chainDecl(t, Decl{Allow: []string{"Read"}, Ask: []string{"Read", "Read(/etc/**)"}})
+	if d := e.Decide("Read", map[string]any{"file_path": 3}, "/"); !d.Ask || d.Rule != rule.P14 {
+		t.Errorf("Read without a subject under a name-only ask: %+v", d)
+	}
+	e = chainDecl(t, Decl{Allow: []string{"Read"}, Deny: []string{"Read(/etc/**)"}, Ask: []string{"Read"}})
+	if d := e.Decide("Read", map[string]any{"file_path": 3}, "/"); d.Allowed || d.Ask || d.Rule != rule.P5 {
+		t.Errorf("Read without a subject under a deny pattern: %+v", d)
 	}
 }
 

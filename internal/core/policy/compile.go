@@ -744,8 +744,8 @@ func (c *compiler) surface(ref string, v cue.Value) *Surface {
 // tool at all (rule P12); deny and ask entries that name no tool too (rule
 // P14): they would deny or ask for nothing.
 func (c *compiler) checkList(g *Generation, s *Surface) {
-	c.namesTools(g, s, allow.DeniedTools, s.Denied, s.DeniedPos, "P14")
-	c.namesTools(g, s, allow.AskTools, s.Asked, s.AskedPos, "P14")
+	c.namesTools(g, s, allow.DeniedTools, s.Denied, s.DeniedPos, rule.P14)
+	c.namesTools(g, s, allow.AskTools, s.Asked, s.AskedPos, rule.P14)
 	if !s.Declared {
 		return
 	}
@@ -759,12 +759,16 @@ func (c *compiler) checkList(g *Generation, s *Surface) {
 	}
 }
 
-// namesTools warns of each entry of a list that names no tool the policy
-// defines, and returns how many do name one.
+// namesTools reports each entry of a list that names no tool the policy
+// defines, and returns how many do name one. Of allowed-tools it is a
+// warning (P12: the entry allows nothing, which only narrows); of
+// denied-tools and ask-tools an error (P14): an entry meant to forbid
+// something must never silently forbid nothing.
 func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []string, pos []Position, code rule.ID) (known int) {
 	for i, e := range entries {
-		name := entryName(e)
-		if _, _, wild := c.wildcardTool(name); defines(g, name) || IsMCPEntry(name) || wild {
+		name := strings.TrimSpace(entryName(e))
+		wildName := strings.ContainsAny(name, "*?[]{}")
+		if _, _, wild := c.wildcardTool(name); !wildName && (defines(g, name) || IsMCPEntry(name) || wild) {
 			// mcp__SERVER and mcp__SERVER__TOOL name Claude Code's MCP
 			// tools, which the hook decides without a definition; the
 			// tools of a server that exposes "*" are known once it runs.
@@ -772,10 +776,24 @@ func (c *compiler) namesTools(g *Generation, s *Surface, key string, entries []s
 			continue
 		}
 		msg := fmt.Sprintf("%s %s entry %q names no tool the policy defines", s.Ref, key, e)
-		if near := tools.Closest(name, g.Names()); near != "" {
-			msg += fmt.Sprintf("; did you mean %q?", near)
-		} else {
+		if wildName {
+			// A tool name is matched whole: Rea?, Echo* and * name no tool.
+			msg = fmt.Sprintf("%s %s entry %q names no tool: a tool name takes no wildcard, each entry names one tool", s.Ref, key, e)
+		}
+		switch server, _, _ := strings.Cut(strings.TrimPrefix(name, "mcp__"), "__"); {
+		case IsMCPEntry(name) && server != "" && !strings.ContainsAny(server, "*?[]{}"):
+			msg += fmt.Sprintf("; did you mean %q? It names every tool of the server %s.", "mcp__"+server, server)
+		case tools.Closest(name, g.Names()) != "":
+			msg += fmt.Sprintf("; did you mean %q?", tools.Closest(name, g.Names()))
+		default:
 			msg += "; " + theTools(g.Names())
+		}
+		if code == rule.P14 {
+			if name == "*" {
+				msg += " To keep every tool but a few, list those in allowed-tools."
+			}
+			c.errs = append(c.errs, Diagnostic{Pos: pos[i], Code: code, Message: msg + fmt.Sprintf(" An entry of %s that names no tool would %s nothing; correct the name or remove the entry.", key, map[bool]string{true: "deny", false: "ask for"}[key == allow.DeniedTools])})
+			continue
 		}
 		c.warn(pos[i], code, "%s", msg)
 	}
