@@ -67,6 +67,10 @@ type Decl struct {
 	Allow     []string
 	AllowNone bool
 	Deny, Ask []string
+	// Readers maps a tool that reads files (Read) to the other tools that
+	// read them (Grep, Glob): its deny and ask entries bind those too, as
+	// written (rule P17), so that what Read may not show no search shows.
+	Readers map[string][]string
 }
 
 // CompileDecl compiles what one source declares, as Compile does; the
@@ -76,15 +80,15 @@ func CompileDecl(ctx *cue.Context, d Decl, subjects map[string]Subject) (*List, 
 	var errs, more []error
 	if !d.AllowNone {
 		l.entries = d.Allow
-		l.tools, errs = compileEntries(d.Allow, subjects, "")
+		l.tools, errs = compileEntries(d.Allow, subjects, "", nil)
 	}
 	for t := range l.tools {
 		l.names = append(l.names, t)
 	}
 	slices.Sort(l.names)
-	l.deny, more = compileEntries(d.Deny, subjects, DeniedTools)
+	l.deny, more = compileEntries(d.Deny, subjects, DeniedTools, d.Readers)
 	errs = append(errs, more...)
-	l.ask, more = compileEntries(d.Ask, subjects, AskTools)
+	l.ask, more = compileEntries(d.Ask, subjects, AskTools, d.Readers)
 	return l, append(errs, more...)
 }
 
@@ -119,7 +123,9 @@ func mcpTools(name string, subjects map[string]Subject) []string {
 	return out
 }
 
-func compileEntries(entries []string, subjects map[string]Subject, key string) (map[string]*toolEntries, []error) {
+// readers, for deny and ask entries, adds the tools an entry of a reader
+// binds too (P17); each keeps the entry as written.
+func compileEntries(entries []string, subjects map[string]Subject, key string, readers map[string][]string) (map[string]*toolEntries, []error) {
 	byTool := map[string]*toolEntries{}
 	byEntry := make([]error, len(entries))
 	for i, raw := range entries {
@@ -139,7 +145,11 @@ func compileEntries(entries []string, subjects map[string]Subject, key string) (
 				continue
 			}
 		}
-		for _, t := range mcpTools(e.Tool, subjects) {
+		bound := mcpTools(e.Tool, subjects)
+		if e.HasPattern {
+			bound = append(bound, readers[e.Tool]...)
+		}
+		for _, t := range bound {
 			te := byTool[t]
 			if te == nil {
 				te = &toolEntries{}

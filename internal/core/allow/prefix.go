@@ -147,3 +147,14 @@ func (e *Effective) Withheld(tool string) []string {
 	}
 	return dedupDirs(out)
 }
+
+// Withholds reports whether a deny or ask entry of the path tool admits
+// the path p (rule P17): a file a command must not read where no mount
+// can hide it by its entry's literal directory.
+func (e *Effective) Withholds(tool, p, workdir string) bool {
+	if e == nil || len(e.deny[tool]) == 0 && len(e.ask[tool]) == 0 || e.subjects[tool].Kind != Path {
+		return false
+	}
+	m := e.matcherOf(tool, map[string]any{e.subjects[tool].Field: p}, nil, workdir)
+	return m.why == "" && (len(m.matching(e.deny[tool])) > 0 || len(m.matching(e.ask[tool])) > 0)
+}

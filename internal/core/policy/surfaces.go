@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,11 +35,33 @@ func listSubjects(g *Generation) map[string]allow.Subject {
 	return subjects
 }
 
+// readers maps each Read tool of g to its Grep and Glob tools, which its
+// deny and ask entries bind too (rule P17); nil when there are none.
+func readers(g *Generation) map[string][]string {
+	var reads, searches []string
+	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
+		switch g.Tools[name].Builtin {
+		case "Read":
+			reads = append(reads, name)
+		case "Grep", "Glob":
+			searches = append(searches, name)
+		}
+	}
+	if len(searches) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, r := range reads {
+		out[r] = searches
+	}
+	return out
+}
+
 // surfaceLists compiles the lists of one surface, one per source; nil when
 // it declares none. Its deny and ask entries, which accumulate rather than
 // meet (rule P14), go with its first list, or make one of their own when
 // it declares no allowed-tools.
-func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) []*allow.List {
+func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject, readers map[string][]string) []*allow.List {
 	if !s.Declared && len(s.Denied) == 0 && len(s.Asked) == 0 {
 		return nil
 	}
@@ -48,7 +71,7 @@ func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject) [
 	}
 	var out []*allow.List
 	for i, src := range sources {
-		d := allow.Decl{AllowNone: !s.Declared}
+		d := allow.Decl{AllowNone: !s.Declared, Readers: readers}
 		if s.Declared {
 			d.Allow = c.resolveEntries(s.Entries[src.Start:src.End], subjects)
 		}
@@ -93,6 +116,7 @@ func chainKey(chain []string) string { return strings.Join(chain, "\x00") }
 type surfaceLists struct {
 	mu       sync.Mutex
 	subjects map[string]allow.Subject
+	readers  map[string][]string
 	by       map[string][]*allow.List
 }
 
@@ -108,9 +132,9 @@ func (g *Generation) listsOf(ref string) []*allow.List {
 	ls, ok := m.by[ref]
 	if !ok {
 		if m.subjects == nil {
-			m.subjects = listSubjects(g)
+			m.subjects, m.readers = listSubjects(g), readers(g)
 		}
-		ls = g.comp.surfaceLists(g.Surfaces[ref], m.subjects)
+		ls = g.comp.surfaceLists(g.Surfaces[ref], m.subjects, m.readers)
 		m.by[ref] = ls
 	}
 	return ls

@@ -3,9 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"maps"
+	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
@@ -30,7 +29,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds := emptiedByCeiling(g)
 	ds = append(ds, g.inputNotes...)
 	ds = append(ds, coveredByDeny(g)...)
-	ds = append(ds, searchPastReadDeny(g)...)
+	ds = append(ds, unhiddenReadDeny(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, missingCommands(g)...)
 	ds = append(ds, unknownServerTools(g)...)
@@ -204,51 +203,31 @@ func coveredByDeny(g *Generation) []Diagnostic {
 	return ds
 }
 
-// searchPastReadDeny reports a denied-tools or ask-tools entry of a Read
-// tool whose directories a Grep or Glob tool the surface may use still
-// searches: P14 binds each tool by its own entries, so keeping a path from
-// Read alone leaves its content to Grep and its names to Glob, which Claude
-// Code's own Read rules would keep out too.
-func searchPastReadDeny(g *Generation) []Diagnostic {
-	var searchers []string
-	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
-		if b := g.Tools[name].Builtin; b == "Grep" || b == "Glob" {
-			searchers = append(searchers, name)
-		}
-	}
-	if len(searchers) == 0 {
-		return nil
-	}
+// unhiddenReadDeny reports a denied-tools or ask-tools entry of a Read
+// tool whose pattern has no literal directory (Read(**/.env)): it binds
+// Grep and Glob whole (rule P17), but a command's sandbox can hide only
+// the files it names that exist under the working directory when the
+// command starts, not one the command makes itself nor one elsewhere.
+func unhiddenReadDeny(g *Generation) []Diagnostic {
 	subjects := listSubjects(g)
-	agent := g.Surfaces["agent"]
 	var ds []Diagnostic
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		for _, key := range []struct {
-			name       string
-			own, chain []string
-			pos        []Position
-		}{
-			{"denied-tools", s.Denied, chainOf(ref, agent.Denied, s.Denied), s.DeniedPos},
-			{"ask-tools", s.Asked, chainOf(ref, agent.Asked, s.Asked), s.AskedPos},
-		} {
-			held := parsed(g.comp.resolveEntries(key.chain, subjects))
+			name string
+			own  []string
+			pos  []Position
+		}{{"denied-tools", s.Denied, s.DeniedPos}, {"ask-tools", s.Asked, s.AskedPos}} {
 			for i, e := range parsed(g.comp.resolveEntries(key.own, subjects)) {
-				if !e.HasPattern || g.Tools[e.Tool] == nil || g.Tools[e.Tool].Builtin != "Read" {
+				if !e.HasPattern || g.Tools[e.Tool] == nil || g.Tools[e.Tool].Builtin != "Read" || i >= len(key.pos) {
 					continue
 				}
-				// One sentence an entry: vet keeps one finding a place.
-				var past, add []string
-				for _, u := range searchers {
-					if offers(g, ref, u) && !heldToo(held, u, e.Pattern) {
-						past, add = append(past, u), append(add, strconv.Quote(u+"("+e.Pattern+")"))
-					}
+				if d := allow.LiteralDir(e.Pattern); d != "/" && path.IsAbs(d) {
+					continue
 				}
-				if len(past) > 0 {
-					ds = append(ds, Diagnostic{Pos: key.pos[i], Code: "P14", Warning: true, Message: fmt.Sprintf(
-						"%s %s entry %q keeps Read from %s, but %s may still search there; add %s to %s too.",
-						ref, key.name, key.own[i], e.Pattern, strings.Join(past, " and "), strings.Join(add, " and "), key.name)})
-				}
+				ds = append(ds, Diagnostic{Pos: key.pos[i], Code: "P17", Warning: true, Message: fmt.Sprintf(
+					"%s %s entry %q has no directory of its own, so a command's sandbox hides only the files it names that exist under the working directory when the command starts, not one the command creates itself nor one elsewhere; give it a literal directory (%s(/srv/secret/**)), or list such files in the command tool's sandbox.hide.",
+					ref, key.name, key.own[i], e.Tool)})
 			}
 		}
 	}
@@ -274,32 +253,6 @@ func parsed(raws []string) []allow.Entry {
 		}
 	}
 	return es
-}
-
-// offers says whether the surface's chain (the main agent's list and its
-// own) may use tool at all: an undeclared list is unlimited (rule P11).
-func offers(g *Generation, ref, tool string) bool {
-	for _, r := range []string{"agent", ref} {
-		s := g.Surfaces[r]
-		if s == nil || !s.Declared {
-			continue
-		}
-		if !slices.ContainsFunc(s.Entries, func(raw string) bool {
-			e, err := allow.ParseEntry(raw)
-			return err == nil && e.Tool == tool
-		}) {
-			return false
-		}
-	}
-	return true
-}
-
-// heldToo says whether an entry of held keeps tool from pattern whole.
-func heldToo(held []allow.Entry, tool, pattern string) bool {
-	want := allow.Entry{Tool: tool, Pattern: pattern, HasPattern: true, Raw: tool + "(" + pattern + ")"}
-	return slices.ContainsFunc(held, func(d allow.Entry) bool {
-		return d.Tool == tool && allow.Covers(allow.Path, d, want)
-	})
 }
 
 // typeNames are the names a YAML or JSON author writes for a type, which

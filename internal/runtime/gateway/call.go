@@ -157,6 +157,11 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	if p.tool.Sandbox != nil {
 		d.Sandbox = g.sandbox(p.cur, p.eff, p.tool)
 		d.Sandbox.Exec = g.execJudge(p, in, asked && d.Allowed)
+		if d.Allowed || d.Ask {
+			if why := g.hideFiles(p.cur, p.eff, d.Sandbox); why != "" {
+				d = rule.Refused(rule.P17, fmt.Sprintf("%s %s.", p.Name, why))
+			}
+		}
 		// Claude Code's Bash may ask to leave its sandbox; only a policy
 		// whose sandbox is off lets it (rule R8).
 		if off, _ := in["dangerouslyDisableSandbox"].(bool); off && !d.Sandbox.Off && (d.Allowed || d.Ask) {

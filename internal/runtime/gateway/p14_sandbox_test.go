@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/core/rule"
 )
 
 // TestP14ReadersWithheldAreHiddenFromCommands: what a deny or ask entry of
@@ -46,5 +50,43 @@ agent: {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: hidden %q, want %q", tc.note, got, tc.want)
 		}
+	}
+}
+
+// TestP17FilesWithoutADirectoryAreHiddenOneByOne: a Read entry without a
+// directory of its own hides, one by one, the files it names under the
+// working directory (a directory it names, whole), and nothing else; with
+// more entries to look through than the bound, the command is refused
+// with a sentence that says what to do, never run with the files seen.
+func TestP17FilesWithoutADirectoryAreHiddenOneByOne(t *testing.T) {
+	g, _ := newGateway(t, `tools: {Read: schema.#Read, Bash: schema.#Bash}
+agent: {
+	"allowed-tools": ["Read", "Bash"]
+	"denied-tools": ["Read(**/.env)", "Read(**/private/**)"]
+}
+`, nil)
+	wd := g.opts.Workdir
+	for _, f := range []string{".env", "a/b/.env", "a/b/c.txt", "a/private/k", "a/private/more/k", "x.env"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(wd, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wd, f), []byte("s"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := g.Check(nil, "1", "Bash", []byte(`{"command":"cat .env"}`))
+	if !d.Allowed || d.Sandbox == nil {
+		t.Fatalf("the command is not allowed: %+v", d)
+	}
+	got := slices.Sorted(slices.Values(d.Sandbox.Hidden))
+	want := []string{wd + "/.env", wd + "/a/b/.env", wd + "/a/private"}
+	if !slices.Equal(got, want) {
+		t.Errorf("hidden %q, want %q", got, want)
+	}
+	defer func(n int) { maxHideWalk = n }(maxHideWalk)
+	maxHideWalk = 3
+	d = g.Check(nil, "2", "Bash", []byte(`{"command":"cat .env"}`))
+	if d.Allowed || d.Rule != rule.P17 || !strings.Contains(d.Reason, "give the entry a literal directory") {
+		t.Errorf("too many entries to look through: %+v", d)
 	}
 }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path"
@@ -73,17 +75,82 @@ func (g *Gateway) sandbox(cur *provision.Generation, eff *allow.Effective, t *po
 		sb.Hidden = append(sb.Hidden, home(h))
 	}
 	// What a deny or ask entry of a tool that reads files (Read, Grep,
-	// Glob) withholds, a command does not read either (rule P14): it is
-	// hidden. Not a pattern without a literal directory ("/", or relative),
-	// nor the working directory or one above it, in which a command runs.
-	wd := g.opts.Workdir
+	// Glob) withholds, a command does not read either (rules P14, P17): it
+	// is hidden. Not a pattern without a literal directory ("/", or
+	// relative), nor the working directory or one above it, in which a
+	// command runs: hideFiles hides what such entries name file by file.
 	for _, d := range unread {
-		if d != "/" && filepath.IsAbs(d) && wd != d && !strings.HasPrefix(wd, d+"/") {
-			sb.Hidden = append(sb.Hidden, d)
+		if mountable(d, g.opts.Workdir) && !slices.Contains(sb.Hidden, d) {
+			sb.Hidden = append(sb.Hidden, d) // Read's entries bind Grep and Glob too: once
 		}
 	}
 	return sb
 }
+
+// mountable reports whether the directory d that a reader's entry
+// withholds can be hidden whole: a literal directory other than "/", the
+// working directory and those above it.
+func mountable(d, wd string) bool {
+	return d != "/" && filepath.IsAbs(d) && wd != d && !strings.HasPrefix(wd, d+"/")
+}
+
+// maxHideWalk bounds the entries hideFiles visits for one command.
+var maxHideWalk = 200_000 // a variable for its test
+
+// hideFiles hides, file by file, what the readers' deny and ask entries
+// name where no mount of their literal directory can (rule P17): a pattern
+// without one (Read(**/.env)) is looked for under the working directory,
+// one whose directory holds the working directory under that directory.
+// Only files that exist when the command starts are found (vet says so).
+// It returns a refusal when there are too many entries to look through.
+func (g *Gateway) hideFiles(cur *provision.Generation, eff *allow.Effective, sb *tools.Sandbox) string {
+	wd := g.opts.Workdir
+	var readers, roots []string
+	for _, name := range cur.Names() {
+		t := cur.Tools[name]
+		if t.WritesFiles() || t.Subject == nil || t.Subject.Kind != "path" {
+			continue
+		}
+		for _, d := range eff.Withheld(name) {
+			if mountable(d, wd) {
+				continue
+			}
+			if !slices.Contains(readers, name) {
+				readers = append(readers, name)
+			}
+			if d == "/" || !filepath.IsAbs(d) {
+				d = wd
+			}
+			if d != "" && !slices.Contains(roots, d) {
+				roots = append(roots, d)
+			}
+		}
+	}
+	seen := 0
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if seen++; seen > maxHideWalk {
+				return errTooMany
+			}
+			if err != nil || p == root {
+				return nil // what cannot be read is not read by a command either
+			}
+			if slices.ContainsFunc(readers, func(r string) bool { return eff.Withholds(r, p, wd) }) {
+				sb.Hidden = append(sb.Hidden, p)
+				if de.IsDir() {
+					return fs.SkipDir
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errTooMany) {
+			return fmt.Sprintf("the command was not run: a deny or ask entry of %s names files by a pattern without a directory of their own, and %s holds more than %d entries to look through for them (rule P17); give the entry a literal directory (Read(/srv/secret/**)), or list the files in the tool's sandbox.hide", strings.Join(readers, ", "), root, maxHideWalk)
+		}
+	}
+	return ""
+}
+
+var errTooMany = errors.New("too many entries")
 
 // existing is p, or its nearest ancestor that exists.
 func existing(p string) string {
