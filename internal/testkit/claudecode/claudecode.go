@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/scripted"
 )
 
 // Use is one tool call the scripted model makes.
@@ -43,8 +44,6 @@ type Script struct {
 type Server struct {
 	URL     string
 	scripts []Script
-	srv     *http.Server
-	ln      net.Listener
 
 	mu      sync.Mutex
 	results map[string]string // tool_use id → the result Claude Code sent
@@ -53,14 +52,8 @@ type Server struct {
 // Serve starts the server on 127.0.0.1; it stops when the test ends.
 func Serve(t testing.TB, scripts ...Script) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("cannot listen for the scripted model: %v", err)
-	}
-	s := &Server{URL: "http://" + ln.Addr().String(), scripts: scripts, ln: ln, results: map[string]string{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln)
-	t.Cleanup(func() { s.srv.Close() })
+	s := &Server{scripts: scripts, results: map[string]string{}}
+	s.URL = scripted.Serve(t, http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -272,14 +265,4 @@ func writeJSON(path string, v any) error {
 }
 
 // Find is the CLI at path, or a skip, or under CI a failure.
-func Find(t testing.TB, path string) string {
-	t.Helper()
-	abs, _ := filepath.Abs(path)
-	if _, err := os.Stat(abs); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Claude Code is needed at %s; .ci/run installs it with npm ci in .ci/npm", abs)
-		}
-		t.Skipf("no Claude Code at %s; run npm ci in .ci/npm", abs)
-	}
-	return abs
-}
+func Find(t testing.TB, path string) string { return scripted.Find(t, "Claude Code", path) }
