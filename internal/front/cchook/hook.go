@@ -97,6 +97,9 @@ type Wrap struct {
 	// Shell is the runtime's name for its shell tool, whose command is
 	// wrapped; "" for Claude Code's Bash.
 	Shell string
+	// Runtime is the runtime whose files exec protects (gatefiles); ""
+	// for Claude Code.
+	Runtime string
 }
 
 func (w *Wrap) shell() string {
@@ -172,7 +175,11 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 		words = append(words, "--protect", w.Log)
 	}
 	if w.Project != "" {
-		words = append(words, "--runtime", Runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
+		runtime := w.Runtime
+		if runtime == "" {
+			runtime = Runtime
+		}
+		words = append(words, "--runtime", runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
 	}
 	words = append(words, "--", cmd)
 	for i, word := range words {

@@ -14,8 +14,13 @@ package codexhook
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 )
@@ -55,15 +60,65 @@ type Specific struct {
 	UpdatedInput             map[string]any `json:"updatedInput,omitempty"`
 }
 
-// Blocked is the answer that blocks a call with a sentence.
+// Blocked is the answer that blocks a call with a sentence. Codex hands
+// the model the reason followed by ". Command: …", so its own last full
+// stop is left off.
 func Blocked(reason string) Output {
-	return Output{&Specific{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
+	return Output{&Specific{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: strings.TrimSuffix(reason, ".")}}
 }
+
+// Patch is Codex's patch tool, whose paths are inside its patch.
+const Patch = "apply_patch"
 
 // Decide decides one input by cchook's decision, Bash wrapped in aimon-gw
 // exec by wrap (nil: as sent), and answers it as Codex enforces.
 func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
-	return answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
+	home, _ := os.UserHomeDir()
+	// Codex's own files, which make it call the hook, are protected from
+	// its tools and, through exec, its commands (rule R9).
+	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Cwd, Env: os.Getenv})
+	if wrap != nil {
+		w := *wrap
+		w.Runtime = Runtime
+		wrap = &w
+	}
+	out := answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
+	if in.ToolName == Patch && (out.HookSpecificOutput == nil || out.HookSpecificOutput.PermissionDecision != "deny") {
+		if refusal := patchRefusal(in); refusal != "" {
+			return Blocked(refusal)
+		}
+	}
+	return out
+}
+
+// patchRefusal is why a patch Codex would apply is refused, "" for none:
+// the policy allows apply_patch whole, but a file it adds, updates,
+// deletes or moves to where the gateway's own files or an agent's
+// configuration lie is refused as a Write there is (rules R8, R9).
+func patchRefusal(in cchook.Input) string {
+	var args struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(in.ToolInput, &args) != nil || args.Command == "" {
+		return "apply_patch sent no patch as its command, so the files it would write cannot be told; the call is refused."
+	}
+	for _, line := range strings.Split(args.Command, "\n") {
+		line = strings.TrimSpace(line)
+		for _, head := range []string{"*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"} {
+			name, ok := strings.CutPrefix(line, head)
+			if !ok {
+				continue
+			}
+			path := strings.TrimSpace(name)
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(in.Cwd, path)
+			}
+			if r := sandbox.Guarding(path).Refusal(); r != "" {
+				return "apply_patch is refused: " + r + "."
+			}
+		}
+	}
+	return ""
 }
 
 func answer(d cchook.Decision) Output {

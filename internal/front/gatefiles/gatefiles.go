@@ -36,6 +36,8 @@ type Where struct {
 // runtimes maps a runtime's name to its files.
 var runtimes = map[string]func(Where) []File{
 	"claude-code": ClaudeCode,
+	"codex":       Codex,
+	"gemini-cli":  GeminiCLI,
 }
 
 // Runtimes are the runtimes whose files are known, sorted.
@@ -50,19 +52,87 @@ func Of(runtime string, w Where) ([]File, error) {
 	return f(w), nil
 }
 
-// Protect protects runtime's files (rule R9).
+// Protect protects runtime's files (rule R9), and those of every other
+// runtime it knows: an agent under one runtime must not switch off the
+// gate of another that runs in the same home or project next. Only the
+// running runtime's project directory is created before a sandbox is
+// made (Dir); another's is protected where it exists, and by its name
+// from every file tool.
 func Protect(runtime string, w Where) error {
-	files, err := Of(runtime, w)
-	if err != nil {
+	if _, ok := runtimes[runtime]; !ok {
+		_, err := Of(runtime, w)
 		return err
 	}
-	for _, f := range files {
-		if f.Dir {
-			sandbox.ProtectDir(f.What, f.Path)
+	for _, name := range Runtimes() {
+		files, _ := Of(name, w)
+		for _, f := range files {
+			if f.Dir && name == runtime {
+				sandbox.ProtectDir(f.What, f.Path)
+			}
+			sandbox.ProtectGate(f.What, f.Path)
 		}
-		sandbox.ProtectGate(f.What, f.Path)
 	}
 	return nil
+}
+
+func (w Where) env(name string) string {
+	if w.Env == nil {
+		return ""
+	}
+	return w.Env(name)
+}
+
+// lister collects a runtime's files, absolute and cleaned; a relative or
+// empty path (an unset variable) is left out.
+type lister []File
+
+func (l *lister) add(what, path string, dir bool) {
+	if path != "" && filepath.IsAbs(path) {
+		*l = append(*l, File{What: what, Path: filepath.Clean(path), Dir: dir})
+	}
+}
+
+// Codex lists Codex's files: its home (~/.codex, or $CODEX_HOME: the
+// config.toml that holds its hooks, MCP servers and features, hooks.json,
+// its profiles, execpolicy rules and trust of hooks), the system
+// configuration and requirements (/etc/codex), and the project's .codex/
+// (config.toml, hooks.json and rules, loaded once the project is trusted).
+func Codex(w Where) []File {
+	var l lister
+	const home = "Codex's home (its config.toml with its hooks, MCP servers and features, hooks.json, profiles and rules)"
+	if w.Home != "" {
+		l.add(home, filepath.Join(w.Home, ".codex"), false)
+	}
+	// Both: a command's environment is not the hook's to trust.
+	l.add(home, w.env("CODEX_HOME"), false)
+	l.add("Codex's system configuration and requirements", "/etc/codex", false)
+	if w.Project != "" {
+		l.add("Codex's project configuration (its config.toml, hooks.json and rules)", filepath.Join(w.Project, ".codex"), true)
+	}
+	return l
+}
+
+// GeminiCLI lists Gemini CLI's files: its user directory (~/.gemini, or
+// $GEMINI_CLI_HOME/.gemini: settings.json with its hooks and MCP servers,
+// trusted folders, policies, extensions, agents and commands), the
+// system settings and defaults (/etc/gemini-cli, or where the variables
+// that move them say), and the project's .gemini/ (its settings.json).
+func GeminiCLI(w Where) []File {
+	var l lister
+	const user = "Gemini CLI's user directory (its settings.json with its hooks and MCP servers, trusted folders, policies and extensions)"
+	for _, home := range []string{w.Home, w.env("GEMINI_CLI_HOME")} {
+		if home != "" {
+			l.add(user, filepath.Join(home, ".gemini"), false)
+		}
+	}
+	l.add("Gemini CLI's trusted folders", w.env("GEMINI_CLI_TRUSTED_FOLDERS_PATH"), false)
+	l.add("Gemini CLI's system settings", "/etc/gemini-cli", false)
+	l.add("Gemini CLI's system settings", w.env("GEMINI_CLI_SYSTEM_SETTINGS_PATH"), false)
+	l.add("Gemini CLI's system defaults", w.env("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"), false)
+	if w.Project != "" {
+		l.add("Gemini CLI's project settings (its settings.json, hooks and MCP servers)", filepath.Join(w.Project, ".gemini"), true)
+	}
+	return l
 }
 
 // ClaudeCode lists Claude Code's files: its user configuration directory

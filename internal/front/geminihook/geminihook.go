@@ -12,9 +12,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 )
@@ -99,9 +101,13 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 			return Blocked(fmt.Sprintf("run_shell_command with dir_path %q is refused: aimon-gw decides a command in the working directory %s. Send it without dir_path, naming the directory in its paths.", args.Dir, in.Cwd))
 		}
 	}
+	home, _ := os.UserHomeDir()
+	// Gemini CLI's own files, which make it call the hook, are protected
+	// from its tools and, through exec, its commands (rule R9).
+	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Cwd, Env: os.Getenv})
 	if wrap != nil {
 		w := *wrap
-		w.Shell = Shell
+		w.Shell, w.Runtime = Shell, Runtime
 		wrap = &w
 	}
 	d := cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput
