@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"aimon.dev/gw/internal/exec/sandbox/trace"
 	"aimon.dev/gw/tools"
@@ -47,6 +48,13 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string) error {
 	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
 	cmd.Args = slices.Concat([]string{exe, trace.Arg, strconv.Itoa(fd), cmd.Path, "--"}, cmd.Args)
 	cmd.Path = exe
+	// The tracer is the command's parent instead of the gateway, so bwrap's
+	// --die-with-parent no longer ends it with the gateway: the tracer ends
+	// with it (its death kills every traced process, PTRACE_O_EXITKILL).
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	go serveTrace(ours, j)
 	return nil
 }
