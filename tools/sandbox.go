@@ -46,8 +46,10 @@ type ExecJudge struct {
 	// Approved are the simple commands of the call as a person approved
 	// it: a program an ask entry holds runs only when it is one of them.
 	Approved [][]string
-	// Refused is told of each program refused, for the decision log.
-	Refused func(words []string, reason string)
+	// Refused is told of each program refused, before it is killed, for
+	// the decision log: the words it was judged as, the file it is and
+	// its argument vector as it was started.
+	Refused func(words []string, program string, argv []string, reason string)
 
 	mu      sync.Mutex
 	refused []string

@@ -17,6 +17,7 @@ import (
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
+	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
 )
@@ -31,8 +32,10 @@ type execParams struct {
 	// Cache is the hook's --cache, protected in the sandbox; exec itself
 	// loads the policy afresh.
 	Cache string
-	// Protect is the hook's decision log, protected in the sandbox.
-	Protect string
+	// Protect is the hook's decision log, protected in the sandbox; the
+	// programs the sandbox refuses are recorded in it under the call's id
+	// Call (rule P16).
+	Protect, Call string
 	// Runtime is the agent runtime whose files are protected in the
 	// sandbox (rule R9), found from its user's home and its project.
 	Runtime, RuntimeHome, RuntimeProject string
@@ -52,7 +55,8 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		Flags: append(policyFlags(),
 			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"},
 			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"},
-			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write (the hook sets it)"},
+			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write, and where the programs the sandbox refuses are recorded (the hook sets it)"},
+			&cli.StringFlag{Name: "call-id", Usage: "the id of the call the hook decided, for the decision log's records (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"}),
@@ -61,7 +65,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"),
+				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
@@ -96,9 +100,24 @@ func runExec(ctx context.Context, p execParams) error {
 		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)
 	}
 	defer closeGen()
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true})
+	opts := gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}
+	if p.Protect != "" {
+		// The hook recorded the call; the programs its sandbox refuses
+		// are recorded beside it, and nothing runs that could not be.
+		l, err := decisionlog.Open(p.Protect, decisionlog.Options{})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v; the programs its sandbox refuses could not be recorded there.", err), exitNotRun)
+		}
+		defer l.Close()
+		opts.Programs = l
+	}
+	id := p.Call
+	if id == "" {
+		id = "exec"
+	}
+	gw := gateway.New(gen, opts)
 	input, _ := json.Marshal(map[string]string{"command": p.Command})
-	_, d := gw.Decide(nil, gateway.Call{ID: "exec", Name: "Bash", Input: input})
+	_, d := gw.Decide(nil, gateway.Call{ID: id, Name: "Bash", Input: input})
 	switch {
 	case d.Ask && p.Approved:
 	case !d.Allowed:

@@ -45,13 +45,7 @@ subagents: cp: "allowed-tools": ["Write(./**)", "Write(~/**)", "Bash(cp:*)"]
 		if err != nil {
 			t.Fatalf("hook: %v", err)
 		}
-		var ans struct {
-			Out struct {
-				Decision string         `json:"permissionDecision"`
-				Reason   string         `json:"permissionDecisionReason"`
-				Updated  map[string]any `json:"updatedInput"`
-			} `json:"hookSpecificOutput"`
-		}
+		var ans hookAnswer
 		json.Unmarshal(out, &ans)
 		return ans.Out.Decision, ans.Out.Reason, ans.Out.Updated
 	}

@@ -99,9 +99,15 @@ func serveTrace(c *os.File, j *tools.ExecJudge) {
 			}
 		}
 		if why != "" {
+			if len(r.Argv) > 0 && len(r.Words) > 0 && r.Argv[0] != r.Words[0] && r.Argv[0] != r.Exe {
+				// A link, a copy or a loader: say what it really was.
+				why += fmt.Sprintf(" It was started as %s, the file %s.", r.Argv[0], r.Exe)
+			}
 			j.Note(why)
+			// Recorded before the tracer is answered: the refusal is in
+			// the decision log before the program is killed (rule R10).
 			if j.Refused != nil {
-				j.Refused(r.Words, why)
+				j.Refused(r.Words, r.Exe, r.Argv, why)
 			}
 		}
 		if _, err := c.Write(append([]byte(singleLine(why)), '\n')); err != nil {

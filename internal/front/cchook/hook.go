@@ -100,6 +100,8 @@ type Wrap struct {
 	// Runtime is the runtime whose files exec protects (gatefiles); ""
 	// for Claude Code.
 	Runtime string
+	// call is the id of the call wrapped, for exec's records in Log.
+	call string
 }
 
 func (w *Wrap) shell() string {
@@ -151,6 +153,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		if cmd, ok := updated["command"].(string); ok {
 			updated = maps.Clone(updated)
 			w := *wrap
+			w.call = id
 			w.Home, w.Project = home, in.Project
 			updated["command"] = w.command(chain, in.Cwd, cmd, d.Ask)
 		}
@@ -172,7 +175,7 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 		words = append(words, "--cache", w.Cache)
 	}
 	if w.Log != "" {
-		words = append(words, "--protect", w.Log)
+		words = append(words, "--protect", w.Log, "--call-id", w.call)
 	}
 	if w.Project != "" {
 		runtime := w.Runtime

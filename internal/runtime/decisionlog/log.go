@@ -32,6 +32,11 @@ const (
 	Running = "running"
 	// Result is what a call that ran returned.
 	Result = "result"
+	// Program is a program a call's command started that was refused
+	// where it started (rule P16), recorded before it is killed: between
+	// the call's Running and Result records (after the hook's Decided one,
+	// for the hook's exec). One a program and arguments a call.
+	Program = "program"
 )
 
 // A Record is one decided call, or (Phase Result) what it returned.
@@ -55,6 +60,10 @@ type Record struct {
 	DurationMS  float64   `json:"duration_ms"`
 	ResultError *bool     `json:"result_error,omitempty"`
 	Reason      string    `json:"reason"`
+	// Program is the file a Program record's program is (its path in the
+	// sandbox), Argv its argument vector as it was started.
+	Program string   `json:"program,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
 }
 
 // result is the fields a Result record carries: the decision is in the

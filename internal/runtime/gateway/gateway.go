@@ -50,6 +50,10 @@ type Options struct {
 	// Decisions records every decided call (--decision-log); nil for none.
 	// While it cannot be written, no call is allowed.
 	Decisions DecisionLog
+	// Programs records, where Decisions is nil, the programs a call's
+	// sandbox refused where they started (rule P16): the hook's exec
+	// records them in the hook's log, whose call the hook recorded.
+	Programs DecisionLog
 	// LastReload says why the newest policy edit was rejected, and when;
 	// "" when it went in force. Nil when the policy is not reloaded.
 	LastReload func() (problem string, at time.Time)

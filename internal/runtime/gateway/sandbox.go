@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
@@ -364,12 +366,36 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 			}
 			return d.Reason, d.Ask
 		},
-		Refused: func(words []string, reason string) {
-			g.log.Warn("program refused in the sandbox", "tool", name, "words", words, "rule", "P16", "reason", reason)
+		Refused: func(words []string, program string, argv []string, reason string) {
+			g.log.Warn("program refused in the sandbox", "tool", name, "id", p.ID, "program", program, "argv", argv, "rule", "P16", "reason", reason)
+			g.recordProgram(p, command, words, program, argv, reason)
 		},
 	}
 	if approved {
 		j.Approved = allow.SimpleCommands(command)
 	}
 	return j
+}
+
+// recordProgram records in the decision log a program the command of
+// call p started and the sandbox refused (rule P16), before the tracer
+// kills it: the entries that refused it (none when the tracer could not
+// read it), the file it is and its argument vector, under the call's id.
+// A record that cannot be written stops every later call, as any other.
+func (g *Gateway) recordProgram(p prepared, command string, words []string, program string, argv []string, reason string) {
+	log := g.opts.Decisions
+	if log == nil {
+		log = g.opts.Programs
+	}
+	if log == nil {
+		return
+	}
+	d := p.eff.ExecDecide(p.Name, words, g.opts.Workdir)
+	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.Program, CallID: p.ID, Tool: p.Name, Surface: p.chain,
+		Principal: p.principal, Subject: command, Rule: rule.P16, Entries: d.Entries, Revision: p.cur.Revision, Commit: p.cur.Commit,
+		Generation: p.cur.Number, Reason: reason, Program: program, Argv: argv}
+	if rec.Principal == "" {
+		rec.Principal = g.opts.Principal
+	}
+	g.unrecorded(log.Log(rec))
 }

@@ -69,6 +69,9 @@ type Program struct {
 type Request struct {
 	Words []string `json:"words"`
 	Exe   string   `json:"exe"`
+	// Argv is the argument vector as the program was started (Words has
+	// the name it is judged as in its place).
+	Argv []string `json:"argv,omitempty"`
 	// Refused is why the tracer refused the program itself, to record.
 	Refused string `json:"refused,omitempty"`
 }
@@ -203,7 +206,7 @@ func (t *tracer) judge(pid int) string {
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	words, err := cmdline(pid)
 	if err != nil || len(words) == 0 {
-		return t.ask(Request{Words: []string{filepath.Base(exe)}, Exe: exe, Refused: "its arguments cannot be read"})
+		return t.ask(Request{Words: []string{filepath.Base(exe)}, Exe: exe, Argv: words, Refused: "its arguments cannot be read"})
 	}
 	base := filepath.Base(exe)
 	if t.decided < len(t.spec.Decided) {
@@ -230,7 +233,7 @@ func (t *tracer) judge(pid int) string {
 		if n == "" {
 			continue
 		}
-		if why := t.ask(Request{Words: append([]string{n}, args...), Exe: exe}); why != "" {
+		if why := t.ask(Request{Words: append([]string{n}, args...), Exe: exe, Argv: words}); why != "" {
 			return why
 		}
 	}
