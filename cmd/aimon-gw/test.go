@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/front/policytest"
+	ipolicy "aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/policy"
 )
 
 type testParams struct {
@@ -57,15 +58,25 @@ func policyTest(p testParams) error {
 			return cli.Exit(fmt.Sprintf("aimon-gw test: --run %q is not a regular expression: %v.", p.Run, err), exitUsage)
 		}
 	}
-	var as *policy.Claims
 	if p.Principal != "" {
-		c, err := policy.ParseClaims(p.Principal)
-		if err != nil {
+		if _, err := ipolicy.ParseClaims(p.Principal); err != nil {
 			return cli.Exit("aimon-gw test: --principal: "+err.Error()+".", exitUsage)
 		}
-		as = &c
 	}
-	results, err := policytest.RunAs(context.Background(), p.Dir, run, p.LoadTimeout, as)
+	ctx := context.Background()
+	results, err := func() ([]policy.TestResult, error) {
+		// Its cases are placed by absolute path, and their "./" patterns
+		// resolve in the policy's directory.
+		dir, err := filepath.Abs(p.Dir)
+		if err != nil {
+			return nil, err
+		}
+		pol, err := policy.Load(ctx, dir, policy.WithWorkdir(dir), policy.WithTimeout(p.LoadTimeout))
+		if err != nil {
+			return nil, err
+		}
+		return pol.Test(ctx, policy.TestOptions{Run: run, Principal: p.Principal})
+	}()
 	if err != nil {
 		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
 	}
@@ -74,9 +85,9 @@ func policyTest(p testParams) error {
 		switch {
 		case r.Failure != "":
 			failed++
-			fmt.Fprintf(p.Stdout, "%s: test %q: %s\n", r.Test.Pos, r.Test.Name, r.Failure)
+			fmt.Fprintf(p.Stdout, "%s: test %q: %s\n", r.Pos, r.Name, r.Failure)
 		case p.Verbose:
-			fmt.Fprintf(p.Stdout, "%s: test %q: ok\n", r.Test.Pos, r.Test.Name)
+			fmt.Fprintf(p.Stdout, "%s: test %q: ok\n", r.Pos, r.Name)
 		}
 	}
 	if failed > 0 {

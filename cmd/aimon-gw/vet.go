@@ -13,9 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/core/rule"
-	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/policy"
 )
 
 type vetParams struct {
@@ -65,19 +63,18 @@ func vet(p vetParams) error {
 	if p.Log == nil {
 		p.Log = discard
 	}
-	gen, closeGen, err := reload.OnceCached(orBackground(p.Ctx), nil, true, p.Dir, "", p.LoadTimeout, p.Log)
-	if err == nil {
-		defer closeGen()
-	}
+	// No working directory: a policy is vetted apart from any checkout.
+	pol, err := policy.Load(orBackground(p.Ctx), p.Dir, policy.WithWorkdir(""), policy.WithTimeout(p.LoadTimeout), policy.WithLogger(p.Log))
 	var problems []policy.Diagnostic
 	var errs policy.Errors
 	switch {
 	case errors.As(err, &errs):
-		problems = errs
-	case err != nil:
+		problems, err = errs, nil
+	case err == nil:
+		problems, err = pol.Vet(orBackground(p.Ctx))
+	}
+	if err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v", err), exitUsage)
-	default:
-		problems = policy.Vet(gen.Generation)
 	}
 	if err := printProblems(p.Stdout, p.Format, problems); err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v.", err), exitUsage)
@@ -92,12 +89,12 @@ func vet(p vetParams) error {
 
 // vetProblem is one problem in vet's JSON form.
 type vetProblem struct {
-	File     string  `json:"file"`
-	Line     int     `json:"line"`
-	Column   int     `json:"column"`
-	Code     rule.ID `json:"code"`
-	Message  string  `json:"message"`
-	Severity string  `json:"severity"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
 }
 
 // printProblems writes the problems in the format: text lines, a JSON
@@ -122,7 +119,7 @@ func printProblems(w io.Writer, format string, problems []policy.Diagnostic) err
 			if d.Warning {
 				kind = "warning"
 			}
-			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=aimon-gw vet %s::%s\n", kind, ghEscape(d.Pos.File, true), max(d.Pos.Line, 1), max(d.Pos.Col, 1), ghEscape(string(d.Code), true), ghEscape(d.Message, false))
+			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=aimon-gw vet %s::%s\n", kind, ghEscape(d.Pos.File, true), max(d.Pos.Line, 1), max(d.Pos.Col, 1), ghEscape(d.Code, true), ghEscape(d.Message, false))
 		}
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
 )
 
@@ -47,6 +48,24 @@ func RunAs(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Dur
 		return nil, err
 	}
 	defer closeGen()
+	return cases(ctx, gen, abs, run, timeout, as)
+}
+
+// RunLoaded is RunAs for a policy loaded already from dir, with dir its
+// working directory (the public policy package's Test): its cases decide
+// under gen, provisioned as RunAs provisions its own load.
+func RunLoaded(ctx context.Context, pg *policy.Generation, dir string, run *regexp.Regexp, timeout time.Duration, as *policy.Claims) ([]Result, error) {
+	gen, closeGen, err := reload.OnceLoaded(ctx, pg, false, timeout, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer closeGen()
+	return cases(ctx, gen, dir, run, timeout, as)
+}
+
+// cases decides the tests of gen, loaded from abs with abs its working
+// directory, whose names match run.
+func cases(ctx context.Context, gen *provision.Generation, abs string, run *regexp.Regexp, timeout time.Duration, as *policy.Claims) ([]Result, error) {
 	// A case with its own working directory decides under a load for it:
 	// "./" patterns resolve against the working directory at load.
 	gws := map[string]*gateway.Gateway{abs: gateway.New(gen, gateway.Options{Workdir: abs, Logger: slog.New(slog.DiscardHandler)})}

@@ -148,15 +148,12 @@ func once(ctx context.Context, cache *loadcache.Cache, up *provision.Upstreams, 
 	} else {
 		pg, err = load()
 	}
-	if err == nil {
-		gen, err = Registry(h, up).Provision(ctx, pg)
-	}
 	if err != nil {
 		h.Close()
 		up.Close()
 		return nil, nil, err
 	}
-	return gen, func() { gen.Retire(); h.Close(); up.Close() }, nil
+	return provisionOnce(ctx, h, up, Registry(h, up), pg)
 }
 
 // Start loads the policy and returns a runtime serving it. For a directory
