@@ -29,6 +29,10 @@ type Sandbox struct {
 	// Env names the environment variables passed through besides PATH,
 	// HOME, LANG, LC_*, TERM and TMPDIR.
 	Env []string `json:"env,omitempty"`
+	// Executable are the policy's sandbox.exec entries: paths ("DIR/**" for
+	// a tree; relative to the working directory) where the command may
+	// execute what it writes. Elsewhere, what it may write it cannot run.
+	Executable []string `json:"executable,omitempty"`
 	// Exec, when set, judges every program the command starts, where it
 	// starts (rule P16).
 	Exec *ExecJudge `json:"-"`

@@ -92,7 +92,9 @@ func p16Layout(t *testing.T, u gatewayUser, lists string) *p16Env {
 
 import "aimon.dev/gw/schema"
 
-tools: {Write: schema.#Write, Bash: schema.#Bash}
+// The copies must run to be known by what they are: sandbox.exec lets
+// what the agent wrote in the project run, still judged.
+tools: {Write: schema.#Write, Bash: schema.#Bash & {sandbox: exec: ["./**"]}}
 agent: "allowed-tools": ["Write(%[1]s/**)", "Bash"]
 %[2]s
 `, e.proj, lists))

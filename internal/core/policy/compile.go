@@ -452,8 +452,34 @@ func (c *compiler) sandbox(t *Tool, v cue.Value) bool {
 			*f.dst = append(*f.dst, p)
 		}
 	}
+	iter, _ := v.LookupPath(cue.ParsePath("exec")).List()
+	for iter.Next() {
+		p := str(iter.Value())
+		if why := badExec(p); why != "" {
+			c.fail(iter.Value(), rule.P16, "tool %s: sandbox.exec entry %q %s; write a directory's tree as DIR/** (./bin/**) or one file's path.", t.Name, p, why)
+			ok = false
+			continue
+		}
+		s.Exec = append(s.Exec, p)
+		s.ExecPos = append(s.ExecPos, c.pos(iter.Value(), 0))
+	}
 	t.Sandbox = s
 	return ok
+}
+
+// badExec says what is wrong with a sandbox.exec entry: "" when nothing.
+// Landlock grants by file and directory, so a pattern is a tree or a path.
+func badExec(p string) string {
+	rest := strings.TrimSuffix(p, "/**")
+	switch {
+	case p == "" || rest == "" || rest == "." && p == ".":
+		return "names no path"
+	case strings.ContainsAny(rest, "*?[]{}"):
+		return "has a wildcard that is not a whole tree's /** at its end"
+	case rest == "/" || p == "/**":
+		return "would let every program run, what commands wrote too"
+	}
+	return ""
 }
 
 // network reads sandbox.network: left out or false for no network, true

@@ -341,6 +341,11 @@ type SandboxSpec struct {
 	// commands reach through the gateway's proxy.
 	Hosts []string
 	Env   []string
+	// Exec are sandbox.exec: where a command may execute what it writes
+	// ("DIR/**" or a file; relative to the working directory), and where
+	// each is written.
+	Exec    []string
+	ExecPos []Position
 }
 
 // Subject names the input field that a permission pattern is matched against.

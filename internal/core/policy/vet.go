@@ -34,6 +34,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds = append(ds, missingCommands(g)...)
 	ds = append(ds, unknownServerTools(g)...)
 	ds = append(ds, digestOnlyPins(g)...)
+	ds = append(ds, execOutsideWritable(g)...)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {

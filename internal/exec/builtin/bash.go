@@ -187,6 +187,9 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			isErr = true
 		}
 	}
+	if sandboxed && st != nil && st.ExitCode() == 126 && strings.Contains(string(run.stderr.buf), "Permission denied") {
+		b.WriteString("\n" + sandbox.NotExecutable)
+	}
 	for _, n := range notes {
 		b.WriteString("\n" + n)
 	}

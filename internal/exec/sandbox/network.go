@@ -7,14 +7,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"aimon.dev/gw/internal/core/hostpattern"
 	"aimon.dev/gw/internal/exec/netproxy"
-	"aimon.dev/gw/internal/exec/sandbox/launch"
 	"aimon.dev/gw/tools"
 )
 
@@ -36,39 +33,26 @@ import (
 // bwrap's sync pipe (not seen inside), after the filter's 3.
 const syncFD = 5
 
-// Launcher is the binary that runs as a sandbox's first process with
-// launch.Arg: the running one, which imports package launch through this
-// package, as every binary that makes a sandbox does.
-var Launcher = os.Executable
-
-// withNetwork makes cmd, bwrap with arguments a running argv, start the
-// launcher and serve the proxy for sb's hosts; it returns the arguments.
-func withNetwork(cmd *exec.Cmd, sb *tools.Sandbox, a, argv []string) ([]string, error) {
+// withNetwork makes cmd serve the proxy for sb's hosts to the launcher.
+func withNetwork(cmd *exec.Cmd, sb *tools.Sandbox) error {
 	allow, err := hostpattern.Parse(sb.Hosts)
 	if err != nil {
-		return nil, fmt.Errorf("the sandbox's network allow list is bad: %w", err)
-	}
-	exe, err := Launcher()
-	if err != nil {
-		return nil, fmt.Errorf("the gateway's own binary, which starts a sandbox's network, cannot be found: %w", err)
+		return fmt.Errorf("the sandbox's network allow list is bad: %w", err)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "proxy-control"), os.NewFile(uintptr(pair[1]), "proxy-control")
 	r, w, err := os.Pipe()
 	if err != nil {
 		ours.Close()
 		theirs.Close()
-		return nil, err
+		return err
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs, w)
 	go serveNetwork(ours, r, &netproxy.Proxy{Allow: allow, Log: sb.Log})
-	// Bound in even where the private /tmp would cover it (go run).
-	i := slices.Index(a, "--")
-	a = slices.Concat(a[:i], []string{"--ro-bind", exe, exe, "--sync-fd", strconv.Itoa(syncFD), "--", exe, launch.Arg, "--"}, argv)
-	return a, nil
+	return nil
 }
 
 // serveNetwork takes the sandbox's listening socket from ctl and proxies

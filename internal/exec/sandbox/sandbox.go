@@ -84,6 +84,9 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 	if err != nil {
 		return nil, err
 	}
+	if err := landlockReady(); err != nil {
+		return nil, err
+	}
 	if env == nil {
 		env = os.Environ()
 	}
@@ -107,11 +110,17 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 	// sandbox, shows in /proc/1/environ: nothing.
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{f}
-	if len(sb.Hosts) > 0 && !sb.Network {
-		if a, err = withNetwork(cmd, sb, a, argv); err != nil {
+	network := len(sb.Hosts) > 0 && !sb.Network
+	if network {
+		if err := withNetwork(cmd, sb); err != nil {
 			f.Close()
 			return nil, err
 		}
+	}
+	a, launcher, err := withLaunch(cmd, a, network)
+	if err != nil {
+		Release(cmd)
+		return nil, err
 	}
 	if err := withArgsFile(cmd, a); err != nil {
 		Release(cmd)
@@ -126,9 +135,7 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		decided = append(decided, filepath.Base(bw))
 	}
 	if sb.Exec != nil {
-		if len(sb.Hosts) > 0 && !sb.Network {
-			decided = append(decided, filepath.Base(a[slices.Index(a, "--")+1]))
-		}
+		decided = append(decided, launcher)
 		// argv, and the program after its "--" (prlimit -- bash -c CMD).
 		decided = append(decided, filepath.Base(argv[0]))
 		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
@@ -252,10 +259,8 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		a = append(a, binds[p], p, p)
 	}
 	// After the writable binds, so that they win (rule R8).
-	for _, r := range sb.ReadOnly {
-		if real := resolved(r); real != "" {
-			a = append(a, "--ro-bind", real, real)
-		}
+	for _, real := range resolvedAll(sb.ReadOnly) {
+		a = append(a, "--ro-bind", real, real)
 	}
 	for _, r := range protected {
 		a = append(a, "--ro-bind", r, r)
@@ -280,6 +285,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		}
 	}
 	a = append(a, "--setenv", "TMPDIR", "/tmp")
+	a = append(a, specArgs(execSpec(binds, all, slices.Concat(resolvedAll(sb.ReadOnly), protected), sb, dir))...)
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}
@@ -344,6 +350,17 @@ func resolved(p string) string {
 		return ""
 	}
 	return real
+}
+
+// resolvedAll are the paths of ps that exist, resolved.
+func resolvedAll(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if real := resolved(p); real != "" {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 // within reports whether p is base or below it.

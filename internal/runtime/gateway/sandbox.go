@@ -30,7 +30,7 @@ import (
 // readers' deny and ask entries withhold is hidden (P14).
 func (g *Gateway) sandbox(cur *provision.Generation, eff *allow.Effective, t *policy.Tool) *tools.Sandbox {
 	spec := t.Sandbox
-	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Log: g.log}
+	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Executable: slices.Clone(spec.Exec), Log: g.log}
 	var withheld []string // where the writers' deny and ask entries reach
 	var unread []string   // where the readers' do
 	for _, name := range cur.Names() {

@@ -82,7 +82,7 @@ func pluginSandbox(t *policy.Tool) *tools.Sandbox {
 	if s == nil || s.Off {
 		return nil
 	}
-	sb := &tools.Sandbox{Writable: homes(s.Write), Hidden: homes(s.Hide), Network: s.Network, Hosts: s.Hosts, Env: s.Env}
+	sb := &tools.Sandbox{Writable: homes(s.Write), Hidden: homes(s.Hide), Network: s.Network, Hosts: s.Hosts, Env: s.Env, Executable: s.Exec}
 	if sb.Writable == nil {
 		sb.Writable = []string{}
 	}

@@ -1,11 +1,13 @@
-// Package launch is the first process of a sandbox whose network is a
-// list of hosts (package sandbox): the gateway's binary started with Arg.
-// It listens on a loopback port inside the sandbox's network namespace,
+// Package launch is the first process of every sandbox (package sandbox):
+// the gateway's binary started with Arg, by bwrap, after its mounts. It
+// makes the paths a command may write not executable (Landlock, see
+// landlock.go) and, for a sandbox whose network is a list of hosts,
+// listens on a loopback port inside the sandbox's network namespace,
 // hands the listening socket to the gateway over the socket pair on
-// descriptor CtlFD, closes the pair, and executes the command with the
-// proxy variables naming that port. It runs from this package's init,
-// which comes before the packages the gateway's commands need (CUE,
-// gRPC, …): a launch costs a process start, not the gateway's start-up.
+// descriptor CtlFD and closes the pair; then it executes the command (with
+// the proxy variables naming that port). It runs from this package's init,
+// which comes before the packages the gateway's commands need (CUE, gRPC,
+// …): a launch costs a process start, not the gateway's start-up.
 package launch
 
 import (
@@ -13,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,8 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Arg, as the first argument, makes the binary the launcher.
-const Arg = "__aimon-gw-sandbox-network"
+// Arg, as the first argument, makes the binary the launcher:
+// Arg [NetArg] -- ARGV..., with the Landlock rules in SpecEnv.
+const Arg = "__aimon-gw-sandbox-launch"
+
+// NetArg, after Arg, sets up the network of listed hosts.
+const NetArg = "net"
 
 // CtlFD is the descriptor of the socket pair to the gateway.
 const CtlFD = 4
@@ -31,33 +38,63 @@ func init() {
 		return
 	}
 	err := launch(os.Args[2:])
-	fmt.Fprintf(os.Stderr, "aimon-gw: the sandbox's network could not be set up, so the command was not run: %v.\n", err)
+	fmt.Fprintf(os.Stderr, "aimon-gw: %v.\n", err)
 	os.Exit(126)
 }
 
 func launch(args []string) error {
+	// Landlock binds the thread that restricts itself: the exec must be
+	// made by the same one.
+	runtime.LockOSThread()
+	network := len(args) > 0 && args[0] == NetArg
+	if network {
+		args = args[1:]
+	}
 	if len(args) < 2 || args[0] != "--" {
-		return fmt.Errorf("the launcher takes -- and a command, not %q", args)
+		return fmt.Errorf("the sandbox's launcher takes [%s] -- and a command, not %q, so the command was not run", NetArg, args)
 	}
 	argv := args[1:]
+	env := os.Environ()
+	spec, env, err := takeSpec(env)
+	if err == nil {
+		err = restrict(spec)
+	}
+	if err != nil {
+		return fmt.Errorf("the paths the command may write could not be made not executable, so the command was not run: %w", err)
+	}
+	if network {
+		if env, err = listen(env); err != nil {
+			return fmt.Errorf("the sandbox's network could not be set up, so the command was not run: %w", err)
+		}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("the command %s cannot be found in the sandbox: %w", argv[0], err)
+	}
+	err = syscall.Exec(path, argv, env)
+	if err == unix.EACCES {
+		return fmt.Errorf("%s may not be executed in the sandbox: it lies where the command may write, or is not executable (%w)", path, err)
+	}
+	return fmt.Errorf("the command %s could not be executed: %w", path, err)
+}
+
+// listen makes the loopback listener, hands it to the gateway and returns
+// env naming it as the proxy.
+func listen(env []string) ([]string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("no loopback port: %w", err)
+		return nil, fmt.Errorf("no loopback port: %w", err)
 	}
 	f, err := l.(*net.TCPListener).File()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := unix.Sendmsg(CtlFD, []byte{1}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
-		return fmt.Errorf("the gateway's proxy cannot be reached: %w", err)
+		return nil, fmt.Errorf("the gateway's proxy cannot be reached: %w", err)
 	}
 	// The pair is not the command's; the listener and f close on exec.
 	unix.Close(CtlFD)
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	return syscall.Exec(path, argv, ProxyEnv(os.Environ(), "http://"+l.Addr().String()))
+	return ProxyEnv(env, "http://"+l.Addr().String()), nil
 }
 
 // proxyVars are the variables that name a proxy, in the spellings programs

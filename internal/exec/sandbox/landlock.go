@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"aimon.dev/gw/internal/exec/sandbox/launch"
+	"aimon.dev/gw/tools"
+)
+
+// Every sandbox's first process is the gateway's binary as a launcher
+// (package launch), which bwrap executes after its mounts: it makes the
+// paths the command may write not executable with Landlock, and sets up
+// the network of listed hosts when there is one, then executes the
+// command. bwrap executes it as /proc/self/fd/N, a descriptor of the
+// binary, so that it needs no bind (the private /tmp may cover it: go
+// run) and PID 1's argument vector names no path of the gateway's.
+
+// Launcher is the binary that runs as a sandbox's first process with
+// launch.Arg: the running one, which imports package launch through this
+// package, as every binary that makes a sandbox does.
+var Launcher = os.Executable
+
+// NotExecutable is the sentence for a command whose program could not be
+// executed (126, permission denied) in a sandbox.
+const NotExecutable = "A program that lies where the command may write (the working directory, /tmp, /dev/shm or another writable path) cannot be executed in the sandbox (rule P16), nor can a file without execute permission. Run a script through its interpreter (sh x.sh, python3 x.py), or have the operator list the directory in the tool's sandbox.exec (\"./bin/**\")."
+
+// landlockABI is the kernel's Landlock ABI version; tests replace it.
+var landlockABI = sync.OnceValues(ll.LandlockGetABIVersion)
+
+// landlockReady says why no sandbox can refuse execution here: nil when
+// Landlock can.
+func landlockReady() error {
+	abi, err := landlockABI()
+	if err == nil && abi >= launch.MinABI {
+		return nil
+	}
+	return fmt.Errorf("this kernel cannot keep a command from executing what it writes (Landlock ABI %d, %d is needed: Linux 5.19 or later with landlock among the LSMs it enables, lsm=...,landlock), so no sandboxed command runs (rule R6); run the gateway on such a kernel, or set sandbox: mode: \"off\" on the tool to run it unsandboxed", abi, launch.MinABI)
+}
+
+// execSpec is where the launcher refuses execution: the private /tmp, the
+// /dev bwrap makes, and what binds makes writable; and where it allows it
+// again inside them: what binds makes read-only, readOnly, and the
+// policy's sandbox.exec paths (relative ones to dir). With the whole tree
+// writable ("/"), every program could be the command's own: the working
+// directory is refused then, besides /tmp and /dev.
+func execSpec(binds map[string]string, all bool, readOnly []string, sb *tools.Sandbox, dir string) launch.Spec {
+	spec := launch.Spec{NoExec: []string{"/tmp", "/dev"}}
+	if all {
+		if real := resolved(dir); real != "" && real != "/" {
+			spec.NoExec = append(spec.NoExec, real)
+		}
+	}
+	var again []string
+	for _, p := range slices.Sorted(maps.Keys(binds)) {
+		switch {
+		case binds[p] == "--bind" && !all:
+			spec.NoExec = append(spec.NoExec, p)
+		case binds[p] == "--ro-bind":
+			again = append(again, p)
+		}
+	}
+	again = append(again, readOnly...)
+	for _, e := range sb.Executable {
+		if real := resolved(execRoot(e, dir)); real != "" {
+			again = append(again, real)
+		}
+	}
+	for _, p := range again {
+		if slices.ContainsFunc(spec.NoExec, func(n string) bool { return within(p, n) }) {
+			spec.Exec = append(spec.Exec, p)
+		}
+	}
+	slices.Sort(spec.Exec)
+	spec.Exec = slices.Compact(spec.Exec)
+	return spec
+}
+
+// ExecRoot is the path a sandbox.exec entry lets programs run under: the
+// directory of "DIR/**", or the path itself; relative to dir, ~/ to the
+// gateway's home.
+func execRoot(e, dir string) string {
+	e = strings.TrimSuffix(strings.TrimSuffix(e, "/**"), "/")
+	if rest, ok := strings.CutPrefix(e, "~/"); ok {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, rest)
+		}
+	}
+	if !filepath.IsAbs(e) {
+		if dir == "" {
+			return ""
+		}
+		e = filepath.Join(dir, e)
+	}
+	return e
+}
+
+// specArgs are bwrap's options that hand spec to the launcher.
+func specArgs(spec launch.Spec) []string {
+	b, _ := json.Marshal(spec)
+	return []string{"--setenv", launch.SpecEnv, string(b)}
+}
+
+// withLaunch makes a, bwrap's arguments running argv, start the launcher
+// on its descriptor, with the network of listed hosts when network; it
+// returns the arguments and the launcher's base name.
+func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, error) {
+	exe, err := Launcher()
+	if err != nil {
+		return nil, "", fmt.Errorf("the gateway's own binary, which starts every sandbox, cannot be found: %w", err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return nil, "", fmt.Errorf("the gateway's own binary, which starts every sandbox, cannot be opened: %w", err)
+	}
+	fd := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	i := slices.Index(a, "--")
+	opts, run := slices.Clip(a[:i]), []string{"--", "/proc/self/fd/" + strconv.Itoa(fd), launch.Arg}
+	if network {
+		opts = append(opts, "--sync-fd", strconv.Itoa(syncFD))
+		run = append(run, launch.NetArg)
+	}
+	return slices.Concat(opts, run, a[i:]), filepath.Base(exe), nil
+}
