@@ -92,6 +92,15 @@ func (g *httpGW) logs() string {
 // waits until /readyz says a policy is in force. client reaches it (TLS).
 func startHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
 	t.Helper()
+	g := listenHTTP(t, client, args...)
+	g.waitReady()
+	return g
+}
+
+// listenHTTP runs mcp --listen as startHTTP does, and waits until it
+// listens only.
+func listenHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
+	t.Helper()
 	scheme := "http"
 	if client.Transport != nil {
 		scheme = "https"
@@ -127,12 +136,19 @@ func startHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
 	case <-g.exited:
 		t.Fatalf("the gateway exited before listening: %s", g.logs())
 	}
+	return g
+}
+
+// waitReady waits until /readyz answers 200.
+func (g *httpGW) waitReady() {
+	t := g.t
+	t.Helper()
 	for {
-		resp, err := client.Get(g.base + "/readyz")
+		resp, err := g.client.Get(g.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return g
+				return
 			}
 		}
 		select {

@@ -40,6 +40,7 @@ type mcpParams struct {
 	// call (Issuer and Resource, or Tokens), and the approvals' key.
 	Listen, TLSCert, TLSKey             string
 	Issuer, Audience, Resource, JWKSURL string
+	JWKSRefresh                         time.Duration
 	GroupsClaim, Tokens                 string
 	ApprovalKey                         string
 	ApprovalTTL, Drain, DrainDelay      time.Duration
@@ -59,6 +60,7 @@ func httpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "resource", Usage: "this server's URL, e.g. https://gw.example.com/mcp: the audience its tokens must name (RFC 8707) and its protected-resource metadata's resource (RFC 9728)"},
 		&cli.StringFlag{Name: "audience", Usage: "the audience tokens must name, when it is not --resource"},
 		&cli.StringFlag{Name: "jwks-url", Usage: "the issuer's JWKS, when it is not discovered from the issuer's metadata"},
+		&cli.DurationFlag{Name: "jwks-refresh", Value: 5 * time.Minute, Usage: "how often the issuer's keys are fetched again, so that a key it removed is refused by every replica within this time"},
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, Usage: "on SIGTERM, how long /readyz answers 503 while calls are still served, so that load balancers stop sending first; then the listener closes and the drain begins"},
@@ -112,7 +114,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				LoadTimeout: c.Duration("load-timeout"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
-				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"),
+				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"), JWKSRefresh: c.Duration("jwks-refresh"),
 				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
 			})
@@ -217,7 +219,12 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
 		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain, DrainDelay: p.DrainDelay,
-		Degraded: ro.Gateway.Approvals.Ping,
+		Degraded: func(ctx context.Context) error {
+			if err := ro.Gateway.Approvals.Ping(ctx); err != nil {
+				return fmt.Errorf("approved calls are refused: %w", err)
+			}
+			return nil
+		},
 		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
 		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
 	var err error
@@ -239,13 +246,25 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 		if aud == "" {
 			return usage("--issuer needs --resource (this server's URL, the audience its tokens must name, RFC 8707), or --audience.")
 		}
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		o.Verifier, err = authn.OIDC(dctx, authn.OIDCConfig{Issuer: p.Issuer, Audience: aud, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim})
+		// An identity provider that cannot be reached keeps the replica up
+		// and not ready, retrying, rather than in a crash loop.
+		v, err := authn.NewOIDC(authn.OIDCConfig{Issuer: p.Issuer, Audience: aud, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim, Refresh: p.JWKSRefresh}, ro.Gateway.Logger)
 		if err != nil {
-			return cli.Exit("aimon-gw mcp --listen: "+err.Error()+".", exitFinding)
+			return usage("%v.", err)
 		}
-		o.AuthServers = []string{p.Issuer}
+		v.Start(ctx)
+		o.Verifier, o.Unready, o.AuthServers = v.Verify, v.Ready, []string{p.Issuer}
+		spend := o.Degraded
+		o.Degraded = func(ctx context.Context) error {
+			var errs []error
+			if err := spend(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			if err := v.Degraded(); err != nil {
+				errs = append(errs, fmt.Errorf("the identity provider's keys are not refreshed, so a key it removed is still taken: %w", err))
+			}
+			return errors.Join(errs...)
+		}
 	default:
 		return usage("every caller must authenticate: give --issuer and --resource (an identity provider's JWTs), or --tokens FILE (static tokens).")
 	}

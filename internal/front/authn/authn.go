@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -67,61 +66,25 @@ type OIDCConfig struct {
 	JWKSURL string
 	// GroupsClaim names the claim that lists the caller's groups; "" for "groups".
 	GroupsClaim string
-	// Client makes the requests to the issuer; nil for http.DefaultClient.
+	// Client makes the requests to the issuer; nil for one with a 10 s
+	// timeout.
 	Client *http.Client
+	// Refresh is how often the issuer's keys are fetched again, so that a
+	// key it removed is refused; 0 for 5 minutes.
+	Refresh time.Duration
 }
 
-// OIDC returns a verifier of the issuer's bearer JWTs: signed with an
-// asymmetric key of the issuer's JWKS, issued by the issuer, for the
-// audience, not expired and already valid (nbf). Discovery, when JWKSURL
-// is "", happens now, bounded by ctx.
+// OIDC returns a verifier of the issuer's bearer JWTs, having reached the
+// issuer now, bounded by ctx (see OIDCVerifier for one that waits for it).
 func OIDC(ctx context.Context, c OIDCConfig) (auth.TokenVerifier, error) {
-	if c.Issuer == "" || c.Audience == "" {
-		return nil, errors.New("a JWT verifier needs the issuer and the audience")
+	v, err := NewOIDC(c, nil)
+	if err != nil {
+		return nil, err
 	}
-	if c.GroupsClaim == "" {
-		c.GroupsClaim = "groups"
+	if err := v.Connect(ctx); err != nil {
+		return nil, err
 	}
-	if c.Client != nil {
-		ctx = oidc.ClientContext(ctx, c.Client)
-	}
-	jwks := c.JWKSURL
-	if jwks == "" {
-		p, err := oidc.NewProvider(ctx, c.Issuer)
-		if err != nil {
-			return nil, fmt.Errorf("cannot discover the issuer %s's keys: %v", c.Issuer, err)
-		}
-		var meta struct {
-			JWKS string `json:"jwks_uri"`
-		}
-		if err := p.Claims(&meta); err != nil || meta.JWKS == "" {
-			return nil, fmt.Errorf("the issuer %s's metadata names no jwks_uri; give --jwks-url", c.Issuer)
-		}
-		jwks = meta.JWKS
-	}
-	if u, err := url.Parse(jwks); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("the JWKS URL %q is not an http(s) URL", jwks)
-	}
-	// The key set's requests outlive ctx (the start-up's): a key the issuer
-	// rotates in is fetched when a token first names it.
-	keys := oidc.NewRemoteKeySet(context.WithoutCancel(ctx), jwks)
-	v := oidc.NewVerifier(c.Issuer, keys, &oidc.Config{ClientID: c.Audience, SupportedSigningAlgs: Asymmetric})
-	return func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		t, err := v.Verify(ctx, token)
-		if err != nil {
-			return nil, refused("%s", why(err, c))
-		}
-		var raw map[string]any
-		if err := t.Claims(&raw); err != nil {
-			return nil, refused("the bearer token's claims cannot be read (%v).", err)
-		}
-		cl := policy.Claims{Subject: t.Subject, Groups: strs(raw[c.GroupsClaim])}
-		if cl.Client, _ = raw["client_id"].(string); cl.Client == "" {
-			cl.Client, _ = raw["azp"].(string)
-		}
-		scope, _ := raw["scope"].(string)
-		return info(cl, t.Expiry, strings.Fields(scope)), nil
-	}, nil
+	return v.Verify, nil
 }
 
 // why is the sentence for a token go-oidc refused.

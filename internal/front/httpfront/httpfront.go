@@ -80,9 +80,14 @@ type Options struct {
 	// out before its listener closes (a rolling restart loses no call).
 	DrainDelay time.Duration
 	// Degraded, when set, says what a part that some calls need cannot
-	// do now (the state store approvals are spent in): /readyz names it,
-	// and stays 200, since the other calls are still served.
+	// do now (the state store approvals are spent in), each error a
+	// sentence of what is refused: /readyz names it, and stays 200, since
+	// the other calls are still served.
 	Degraded func(context.Context) error
+	// Unready, when set, says why no call can be served yet (an identity
+	// provider not reached): /readyz and the gateway's endpoints answer
+	// 503 with it until it is nil.
+	Unready func() error
 	// OnListen is told the address once the listener is open.
 	OnListen func(net.Addr)
 	// OnReady is told the gateway once a policy is in force (metrics
@@ -286,6 +291,8 @@ func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
 	case !f.ready.Load():
 		http.Error(w, "not ready: the policy is not in force yet", http.StatusServiceUnavailable)
+	case f.unready() != nil:
+		http.Error(w, "not ready: "+f.unready().Error(), http.StatusServiceUnavailable)
 	default:
 		cur := f.gw.Current()
 		commit := ""
@@ -295,10 +302,18 @@ func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ready: generation %d, revision %s%s\n", cur.Number, cur.Revision, commit)
 		if f.o.Degraded != nil {
 			if err := f.o.Degraded(r.Context()); err != nil {
-				fmt.Fprintf(w, "degraded: approved calls are refused: %v\n", err)
+				fmt.Fprintf(w, "degraded: %v\n", err)
 			}
 		}
 	}
+}
+
+// unready is why no call can be served yet; nil when they can.
+func (f *front) unready() error {
+	if f.o.Unready == nil {
+		return nil
+	}
+	return f.o.Unready()
 }
 
 // serving answers 503 until a policy is in force, and once shutting down.
@@ -307,6 +322,11 @@ func (f *front) serving(next http.Handler) http.Handler {
 		if !f.ready.Load() {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "The gateway is not ready: its policy is not in force (loading, or shutting down); try again, or another replica.", http.StatusServiceUnavailable)
+			return
+		}
+		if err := f.unready(); err != nil {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, fmt.Sprintf("The gateway is not ready: %v; try again, or another replica.", err), http.StatusServiceUnavailable)
 			return
 		}
 		next.ServeHTTP(w, r)

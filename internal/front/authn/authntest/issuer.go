@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +24,11 @@ type Issuer struct {
 	URL string
 	Key *rsa.PrivateKey
 	KID string
+
+	mu    sync.Mutex
+	keys  []jose.JSONWebKey // what its JWKS lists
+	down  bool              // it answers every request 503
+	Fetch atomic.Int64      // how many times its JWKS was fetched
 }
 
 // New starts an issuer for the test: /.well-known/openid-configuration
@@ -32,18 +40,56 @@ func New(t testing.TB) *Issuer {
 		t.Fatal(err)
 	}
 	iss := &Issuer{Key: key, KID: "k1"}
+	iss.keys = []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.KID, Algorithm: "RS256", Use: "sig"}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"issuer": iss.URL, "jwks_uri": iss.URL + "/jwks",
 			"id_token_signing_alg_values_supported": []string{"RS256"}})
 	})
 	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
-		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: iss.KID, Algorithm: "RS256", Use: "sig"}}})
+		iss.Fetch.Add(1)
+		iss.mu.Lock()
+		defer iss.mu.Unlock()
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: iss.keys})
 	})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		iss.mu.Lock()
+		down := iss.down
+		iss.mu.Unlock()
+		if down {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	iss.URL = srv.URL
 	return iss
+}
+
+// Rotate makes a new key with id kid the one Token signs with, listed
+// beside the old ones.
+func (iss *Issuer) Rotate(t testing.TB, kid string) {
+	t.Helper()
+	key := OtherKey(t)
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.Key, iss.KID = key, kid
+	iss.keys = append(iss.keys, jose.JSONWebKey{Key: &key.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
+}
+
+// Remove takes the key with id kid out of the JWKS.
+func (iss *Issuer) Remove(kid string) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.keys = slices.DeleteFunc(iss.keys, func(k jose.JSONWebKey) bool { return k.KeyID == kid })
+}
+
+// Down makes the issuer answer every request 503 (true) or serve again.
+func (iss *Issuer) Down(down bool) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.down = down
 }
 
 // Claims are a good token's for subject and audience: issued by iss,
@@ -56,7 +102,10 @@ func (iss *Issuer) Claims(subject, audience string) map[string]any {
 
 // Token signs claims with the issuer's key.
 func (iss *Issuer) Token(t testing.TB, claims map[string]any) string {
-	return Sign(t, jose.RS256, iss.Key, iss.KID, claims)
+	iss.mu.Lock()
+	key, kid := iss.Key, iss.KID
+	iss.mu.Unlock()
+	return Sign(t, jose.RS256, key, kid, claims)
 }
 
 // Sign signs claims with key under kid, with alg.
