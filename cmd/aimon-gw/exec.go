@@ -20,14 +20,19 @@ import (
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/ticket"
 )
 
 type execParams struct {
 	Policy, Surface, Workdir string
 	Command                  string
-	// Approved says a person approved the call where the policy asks for
-	// it (Claude Code asked before it ran the hook's updated command).
-	Approved    bool
+	// Approved says the hook sealed the ticket for an ask: the runtime
+	// asked a person before it ran the updated command. It grants nothing
+	// the ticket does not say.
+	Approved bool
+	// Ticket is what the hook sealed for this command (rule P16): without
+	// a valid one exec runs nothing.
+	Ticket      string
 	LoadTimeout time.Duration
 	// Cache is the hook's --cache, protected in the sandbox; exec itself
 	// loads the policy afresh.
@@ -49,11 +54,15 @@ const exitNotRun = 126
 
 func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
-		Name:      "exec",
-		Usage:     "decide one Bash command under the policy again and run it in the sandbox the policy derives (what the Claude Code hook runs Bash through)",
+		Name:  "exec",
+		Usage: "run one Bash command the hook decided, deciding it again under the policy, in the sandbox the policy derives (what the hooks run shell commands through)",
+		UsageText: "aimon-gw exec --policy DIR --surface CHAIN --workdir DIR --ticket TICKET [--approved] -- COMMAND\n\n" +
+			"exec runs only a command the hook (aimon-gw hook claude-code, codex or gemini-cli) decided and sealed a ticket for: bound to the command, the chain, the working directory, the policy and its revision, valid once and for minutes. " +
+			"Without a valid ticket it runs nothing, whatever its flags say (exit 126); there is no way to run it by hand: run a command yourself in your own shell, or check a decision with aimon-gw check.",
 		ArgsUsage: "-- COMMAND",
 		Flags: append(policyFlags(),
-			&cli.BoolFlag{Name: "approved", Usage: "a person approved the command where the policy asks (the hook sets it on an ask)"},
+			&cli.StringFlag{Name: "ticket", Usage: "the ticket the hook sealed for this command (the hook sets it); without it exec runs nothing"},
+			&cli.BoolFlag{Name: "approved", Usage: "the ticket was sealed for a command a person is asked about (the hook sets it on an ask); it approves nothing the ticket does not"},
 			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write, and where the programs the sandbox refuses are recorded (the hook sets it)"},
 			&cli.StringFlag{Name: "call-id", Usage: "the id of the call the hook decided, for the decision log's records (the hook sets it)"},
@@ -65,14 +74,15 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
+				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }
 
-// runExec decides the command as a Bash call of the surface, through the
-// one decision (rule R7), and runs it with bash -c in the call's sandbox
+// runExec runs the command only with the ticket the hook sealed for it
+// (rule P16), decides it as a Bash call of the surface, through the one
+// decision (rule R7), and runs it with bash -c in the call's sandbox
 // (rules R6, R8), its standard streams the caller's, exiting with its
 // status; a command the policy refuses exits 126 with the sentence.
 func runExec(ctx context.Context, p execParams) error {
@@ -84,6 +94,13 @@ func runExec(ctx context.Context, p execParams) error {
 	if err != nil {
 		return err
 	}
+	// The ticket is checked before the policy it names is even loaded:
+	// a policy the agent wrote is never read.
+	tk, err := checkTicket(p, chain, workdir)
+	if err != nil {
+		return err
+	}
+	defer tk.Close()
 	loadCache(p.Cache, nil) // protected, as every cache a command names
 	if p.Protect != "" {
 		if abs, err := filepath.Abs(p.Protect); err == nil {
@@ -100,6 +117,9 @@ func runExec(ctx context.Context, p execParams) error {
 		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)
 	}
 	defer closeGen()
+	if err := tk.Spend(ctx, gen.Revision); err != nil {
+		return refuseTicket(err)
+	}
 	opts := gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}
 	if p.Protect != "" {
 		// The hook recorded the call; the programs its sandbox refuses
@@ -119,7 +139,7 @@ func runExec(ctx context.Context, p execParams) error {
 	input, _ := json.Marshal(map[string]string{"command": p.Command})
 	_, d := gw.Decide(nil, gateway.Call{ID: id, Name: "Bash", Input: input})
 	switch {
-	case d.Ask && p.Approved:
+	case d.Ask && tk.Approved:
 	case !d.Allowed:
 		return cli.Exit("aimon-gw exec: the command was not run: "+d.Reason, exitNotRun)
 	}
@@ -135,7 +155,7 @@ func runExec(ctx context.Context, p execParams) error {
 		if err := sandbox.Bounded(); err != nil {
 			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v.", err), exitNotRun)
 		}
-		if j := d.Sandbox.Exec; j != nil && d.Ask && p.Approved {
+		if j := d.Sandbox.Exec; j != nil && d.Ask && tk.Approved {
 			j.Approved = allow.SimpleCommands(p.Command) // what the person approved (rule P16)
 		}
 		// What the sandbox's proxy refuses goes to the command's stderr.
@@ -159,4 +179,41 @@ func runExec(ctx context.Context, p execParams) error {
 		return cli.Exit(fmt.Sprintf("aimon-gw exec: the command could not be started: %v.", err), exitNotRun)
 	}
 	return nil
+}
+
+// sealedTicket is a checked ticket and the store it is spent in.
+type sealedTicket struct {
+	*ticket.Ticket
+	checker *ticket.Checker
+}
+
+func (t sealedTicket) Close() { t.checker.Close() }
+
+// checkTicket checks that p carries a ticket the hook sealed for exactly
+// this command line; its revision and spend are checked once the policy
+// is loaded. Without one nothing runs, whatever the flags say.
+func checkTicket(p execParams, chain []string, workdir string) (sealedTicket, error) {
+	if p.Ticket == "" {
+		return sealedTicket{}, cli.Exit("aimon-gw exec: the command was not run: it carries no ticket, and exec runs only a command the hook decided and sealed a ticket for (rule P16); send it as the agent's tool call, whose hook (aimon-gw hook claude-code, codex or gemini-cli) hands exec its ticket, or run it in a shell of your own.", exitNotRun)
+	}
+	policy := p.Policy
+	if policy != "" {
+		policy, _ = filepath.Abs(policy)
+	}
+	chk, err := ticket.NewChecker()
+	if err != nil {
+		return sealedTicket{}, cli.Exit("aimon-gw exec: the command was not run: its ticket cannot be checked: "+err.Error()+"; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket.", exitNotRun)
+	}
+	t, err := chk.Check(p.Ticket, ticket.Binding{Command: p.Command, Chain: chain, Workdir: workdir, Policy: policy, Approved: p.Approved,
+		Cache: p.Cache, Protect: p.Protect, Call: p.Call, Runtime: p.Runtime, RuntimeHome: p.RuntimeHome, RuntimeProject: p.RuntimeProject})
+	if err != nil {
+		chk.Close()
+		return sealedTicket{}, refuseTicket(err)
+	}
+	return sealedTicket{t, chk}, nil
+}
+
+// refuseTicket is exec's answer to a ticket that does not hold.
+func refuseTicket(err error) error {
+	return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+"; exec runs only what the hook sealed (rule P16), so send the call again as the agent's tool call for a new ticket.", exitNotRun)
 }

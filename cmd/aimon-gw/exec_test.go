@@ -96,11 +96,14 @@ agent: "ask-tools": ["Bash(git push:*)"]
 	if decision, updated = hook("git push origin main"); decision != "ask" || !strings.Contains(updated, "'--approved'") {
 		t.Errorf("an ask: %s %q", decision, updated)
 	}
-	// exec decides again: a command changed on its way is refused, exit 126.
-	c := exec.Command(bin, "exec", "--policy", dir, "--workdir", project, "--", "touch "+outside+"/direct")
+	// A command changed on its way is refused, exit 126: its ticket was
+	// sealed for the one decided.
+	_, updated = hook("git status")
+	changed := strings.Replace(updated, "'git status'", "'touch "+outside+"/direct'", 1)
+	c := exec.Command("bash", "-c", changed)
 	out, err := c.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitNotRun || !strings.Contains(string(out), "not allowed") {
-		t.Errorf("exec of a command the policy refuses: %v\n%s", err, out)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitNotRun || !strings.Contains(string(out), "another command") {
+		t.Errorf("exec of a command changed after the hook: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "direct")); err == nil {
 		t.Error("exec ran a refused command")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -19,6 +20,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/ticket"
 )
 
 type hookParams struct {
@@ -104,7 +106,7 @@ func hookWrap(policyDir, cache string, decisions gateway.DecisionLog) *cchook.Wr
 	if err != nil {
 		return nil
 	}
-	w := &cchook.Wrap{Binary: bin, Policy: pol}
+	w := &cchook.Wrap{Binary: bin, Policy: pol, Seal: sealTicket()}
 	if cache != "" && cache != "off" {
 		w.Cache, _ = filepath.Abs(cache)
 	}
@@ -112,6 +114,27 @@ func hookWrap(policyDir, cache string, decisions gateway.DecisionLog) *cchook.Wr
 		w.Log, _ = filepath.Abs(l.Path())
 	}
 	return w
+}
+
+// sealTicket seals exec's tickets with the key of the user's state
+// directory, made on the first call that needs one (rule P16); the HTTP
+// hook (mcp --listen) calls it from many requests at once.
+func sealTicket() func(ticket.Binding) (string, error) {
+	var (
+		mu sync.Mutex
+		s  *ticket.Sealer
+	)
+	return func(b ticket.Binding) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s == nil {
+			var err error
+			if s, err = ticket.NewSealer(); err != nil {
+				return "", err // tried again on the next call
+			}
+		}
+		return s.Seal(b), nil
+	}
 }
 
 // hook answers one hook input of p.Runtime. Any failure of the gateway
@@ -135,6 +158,8 @@ func hook(p hookParams) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// No tool reads the key that seals exec's tickets (rule R8).
+	ticket.Conceal()
 	if dir := os.Getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(dir) {
 		in.Project = dir
 	}

@@ -175,9 +175,11 @@ func TestR8ExecIsBoundedAsBashIs(t *testing.T) {
 			{note: "no pids cgroup", cgroup: l.root + "/home", command: "echo ran", want: "ran", refused: root},
 		}
 		for _, tt := range tests {
-			argv := append(append(append([]string{}, l.u.prefix...), bin), "exec", "--policy", l.policy, "--workdir", l.proj, "--", tt.command)
+			env := []string{sandbox.PidsCgroupEnv + "=" + tt.cgroup, sandbox.ProcessesEnv + "=8", "HOME=" + l.root + "/home", "XDG_CACHE_HOME=" + l.root + "/home/.cache"}
+			_, wrapped := hookSealed(t, append(append([]string{}, l.u.prefix...), bin), env, l.policy, l.proj, tt.command)
+			argv := append(append([]string{}, l.u.prefix...), "bash", "-c", wrapped)
 			c := exec.Command(argv[0], argv[1:]...)
-			c.Env = append(os.Environ(), sandbox.PidsCgroupEnv+"="+tt.cgroup, sandbox.ProcessesEnv+"=8", "HOME="+l.root+"/home", "XDG_CACHE_HOME="+l.root+"/home/.cache")
+			c.Dir, c.Env = l.proj, append(os.Environ(), env...)
 			out, err := c.CombinedOutput()
 			switch {
 			case tt.refused:

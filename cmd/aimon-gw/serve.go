@@ -17,6 +17,7 @@ import (
 	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
 	"aimon.dev/gw/internal/runtime/state"
+	"aimon.dev/gw/internal/runtime/ticket"
 )
 
 type serveParams struct {
@@ -164,6 +165,7 @@ func stateFlag() cli.Flag {
 // with one of this process's own when file is "", and spends them in the
 // store spec names (rule R10). close closes the store.
 func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a *gateway.Approvals, close func(), err error) {
+	ticket.Conceal() // no sandbox of serve or mcp shows the key of exec's tickets either (rule R8)
 	var key []byte
 	if file != "" {
 		if key, err = gateway.ReadApprovalKey(file); err != nil {

@@ -338,3 +338,16 @@ func Executable(name, dir string) string {
 	}
 	return resolved(name)
 }
+
+// ConcealedBelow is a concealed path that lies below dir (or is dir); ""
+// when none does: a program that searches the files below dir reads it.
+func ConcealedBelow(dir string) string {
+	concealed.mu.RLock()
+	defer concealed.mu.RUnlock()
+	for _, p := range concealed.paths {
+		if within(p, dir) {
+			return p
+		}
+	}
+	return ""
+}

@@ -6,6 +6,7 @@ package cchook
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/ticket"
 )
 
 // Runtime is Claude Code's name among the runtimes whose files the
@@ -102,6 +104,9 @@ type Wrap struct {
 	Runtime string
 	// call is the id of the call wrapped, for exec's records in Log.
 	call string
+	// Seal seals the ticket exec runs the command with, bound to all it
+	// is told (rule P16); an error blocks the call.
+	Seal func(ticket.Binding) (string, error)
 }
 
 func (w *Wrap) shell() string {
@@ -155,7 +160,11 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 			w := *wrap
 			w.call = id
 			w.Home, w.Project = home, in.Project
-			updated["command"] = w.command(chain, in.Cwd, cmd, d.Ask)
+			wrapped, err := w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision)
+			if err != nil {
+				return Blocked(fmt.Sprintf("%s The hook cannot seal the ticket its sandbox runs the command with, so the call is blocked: %v.", d.Reason, err))
+			}
+			updated["command"] = wrapped
 		}
 	}
 	if changed(input, updated) {
@@ -164,9 +173,14 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	return out
 }
 
-// command is cmd run through aimon-gw exec, every word quoted for the
-// shell Claude Code starts, so that it sees the command as one argument.
-func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
+// command is cmd run through aimon-gw exec with the ticket sealed for it
+// under revision, every word quoted for the shell Claude Code starts, so
+// that it sees the command as one argument.
+func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision string) (string, error) {
+	b := ticket.Binding{Command: cmd, Chain: chain, Workdir: cwd, Policy: w.Policy, Revision: revision, Approved: asked, Cache: w.Cache, Protect: w.Log}
+	if w.Log != "" {
+		b.Call = w.call
+	}
 	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
 	if asked {
 		words = append(words, "--approved")
@@ -183,12 +197,20 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool) string {
 			runtime = Runtime
 		}
 		words = append(words, "--runtime", runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
+		b.Runtime, b.RuntimeHome, b.RuntimeProject = runtime, w.Home, w.Project
 	}
-	words = append(words, "--", cmd)
+	if w.Seal == nil {
+		return "", errors.New("it was given no key to seal tickets with")
+	}
+	t, err := w.Seal(b)
+	if err != nil {
+		return "", err
+	}
+	words = append(words, "--ticket", t, "--", cmd)
 	for i, word := range words {
 		words[i] = "'" + strings.ReplaceAll(word, "'", `'\''`) + "'"
 	}
-	return strings.Join(words, " ")
+	return strings.Join(words, " "), nil
 }
 
 // changed reports whether the canonical input differs from the one sent.

@@ -76,41 +76,47 @@ func NewApprovals(key []byte, ttl time.Duration) (*Approvals, error) {
 }
 
 // ReadApprovalKey reads an approval key from a file that is its owner's
-// alone: owned by the user the gateway runs as (or root), with no other name (a hard
-// link made beforehand would let a tool read it under that name) and a
-// mode open to no one else (rules P15, R8). What is checked is the file
-// opened, not the name.
+// alone (ReadKey), and conceals it from every tool.
 func ReadApprovalKey(path string) ([]byte, error) {
 	sandbox.Conceal(path) // a tool that read it could approve any call (rule P15)
+	return ReadKey(path, "the approval key")
+}
+
+// ReadKey reads the key what names ("the approval key") from a file that
+// is its owner's alone: owned by the user the gateway runs as (or root),
+// with no other name (a hard link made beforehand would let a tool read it
+// under that name) and a mode open to no one else (rules P15, R8). What is
+// checked is the file opened, not the name. The caller conceals it.
+func ReadKey(path, what string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the approval key: %w", err)
+		return nil, fmt.Errorf("cannot read %s: %w", what, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the approval key: %w", err)
+		return nil, fmt.Errorf("cannot read %s: %w", what, err)
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("the approval key %s is not a regular file", path)
+		return nil, fmt.Errorf("%s %s is not a regular file", what, path)
 	case fi.Mode().Perm()&0o037 != 0 || fi.Mode().Perm()&0o040 != 0 && (st == nil || int(st.Gid) != os.Getegid()):
 		// Read by the gateway's own group is what a Kubernetes Secret
 		// mounted with fsGroup gives (0440, root:fsGroup).
-		return nil, fmt.Errorf("the approval key %s may be read or written by others (mode %v); make it 0600 (0440 or 0640 only when its group is the gateway's own)", path, fi.Mode().Perm())
+		return nil, fmt.Errorf("%s %s may be read or written by others (mode %v); make it 0600 (0440 or 0640 only when its group is the gateway's own)", what, path, fi.Mode().Perm())
 	case st != nil && st.Nlink != 1:
-		return nil, fmt.Errorf("the approval key %s has %d names (hard links), and a tool could read it under another; give the gateway a key file of its own (copy it, then remove the other names)", path, st.Nlink)
+		return nil, fmt.Errorf("%s %s has %d names (hard links), and a tool could read it under another; give the gateway a key file of its own (copy it, then remove the other names)", what, path, st.Nlink)
 	case st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0:
 		// root owns what a Kubernetes Secret mounts, and can read any file anyway.
-		return nil, fmt.Errorf("the approval key %s is owned by uid %d, not by the gateway's user (uid %d) or root, so that user can replace it; chown it to the gateway's user", path, st.Uid, os.Geteuid())
+		return nil, fmt.Errorf("%s %s is owned by uid %d, not by the gateway's user (uid %d) or root, so that user can replace it; chown it to the gateway's user", what, path, st.Uid, os.Geteuid())
 	}
 	key, err := io.ReadAll(io.LimitReader(f, 1<<16))
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the approval key: %w", err)
+		return nil, fmt.Errorf("cannot read %s: %w", what, err)
 	}
 	if key = []byte(strings.TrimSpace(string(key))); len(key) < MinKeyBytes {
-		return nil, fmt.Errorf("the approval key %s has %d bytes; give at least %d random bytes", path, len(key), MinKeyBytes)
+		return nil, fmt.Errorf("%s %s has %d bytes; give at least %d random bytes", what, path, len(key), MinKeyBytes)
 	}
 	return key, nil
 }

@@ -146,7 +146,7 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	// Permission (rules P2–P11).
 	d := p.eff.DecideAsWritten(p.Name, in, written(p.tool, p.input), g.opts.Workdir)
 	if d.Allowed || d.Ask {
-		d = g.reach(p, in, guard(p.tool, in, g.leading(p, in, g.landing(p, in, d))))
+		d = g.reach(p, in, g.secret(p, in, guard(p.tool, in, g.leading(p, in, g.landing(p, in, d)))))
 	}
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.eff.Entries(p.Name), violations, mode, p.ceil.effect
 	d.Input = in

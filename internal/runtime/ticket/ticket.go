@@ -1,0 +1,304 @@
+// Package ticket seals what the hook decided into the command it hands
+// the agent runtime, so that aimon-gw exec runs only that (rule P16): a
+// ticket is an HMAC-SHA256 over the exact command, its surface chain,
+// working directory, policy directory and revision, whether a person was
+// asked, and the protections exec adds, valid once and for a short time.
+// Its key lies in the user's state directory, which every sandbox hides
+// and no file tool reads (rule R8), so no command can seal one.
+package ticket
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/state"
+)
+
+// How long a ticket is valid. Claude Code, Codex and Gemini CLI run an
+// allowed command right after the hook answers, so an allow ticket needs
+// seconds; minutes leave room for a loaded machine. An asked one waits for
+// a person to answer the runtime's prompt, which may take a while, but no
+// longer than an approval token (serve's --approval-ttl) lives.
+const (
+	AllowTTL = 5 * time.Minute
+	AskTTL   = 30 * time.Minute
+)
+
+// KeyName is the key's file in the state directory.
+const KeyName = "exec.key"
+
+// Binding is what a ticket is bound to: everything exec is told.
+type Binding struct {
+	Command  string
+	Chain    []string
+	Workdir  string // absolute, cleaned
+	Policy   string // the policy directory, absolute
+	Revision string
+	// Approved says a person was asked before the command runs (an ask
+	// decision, which the runtime puts to the person before it runs it).
+	Approved bool
+	// What exec protects besides the policy: the hook's --cache and
+	// decision log, the call's id in it, and the runtime whose files it
+	// protects.
+	Cache, Protect, Call, Runtime, RuntimeHome, RuntimeProject string
+}
+
+// claims is what a ticket says: digests of what it is bound to, its
+// expiry and a nonce that makes each ticket one of its own.
+type claims struct {
+	Command  string `json:"c"`
+	Chain    string `json:"s"`
+	Workdir  string `json:"w"`
+	Policy   string `json:"p"`
+	Revision string `json:"r"`
+	Approved bool   `json:"a,omitempty"`
+	Extra    string `json:"x"`
+	Expires  int64  `json:"e"` // Unix seconds
+	Nonce    string `json:"n"`
+}
+
+func short(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+func (b Binding) claims() claims {
+	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
+		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
+		Extra: short(b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject)}
+}
+
+// Dir is the state directory that holds the key: the user's
+// ~/.local/state/aimon-gw, the home as the password database names it,
+// not as the environment does (a command may set HOME or XDG_STATE_HOME
+// before it runs exec and point it at a key of its own); for a user whose
+// home does not exist (nobody), /var/tmp/aimon-gw-UID.
+func Dir() string {
+	uid := os.Geteuid()
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
+		if fi, err := os.Stat(u.HomeDir); err == nil && fi.IsDir() {
+			return filepath.Join(u.HomeDir, ".local", "state", "aimon-gw")
+		}
+	}
+	return fmt.Sprintf("/var/tmp/aimon-gw-%d", uid)
+}
+
+// Conceal hides the state directory from every sandbox and every file
+// tool of this process (rule R8): a tool that read the key could seal a
+// ticket for any command.
+func Conceal() string {
+	dir := Dir()
+	sandbox.Conceal(dir)
+	return dir
+}
+
+// A Sealer seals tickets; the hook holds one.
+type Sealer struct {
+	key []byte
+	now func() time.Time
+}
+
+// NewSealer returns a sealer with the key of the state directory, which it
+// makes (0700) and fills (a new random key, 0600) on first use.
+func NewSealer() (*Sealer, error) { return newSealer(Conceal()) }
+
+func newSealer(dir string) (*Sealer, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("the state directory %s cannot be made: %v", dir, err)
+	}
+	if err := ownDir(dir); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, KeyName)
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		if err := create(path); err != nil {
+			return nil, fmt.Errorf("the key that seals exec's tickets cannot be made in %s: %v", dir, err)
+		}
+	}
+	key, err := gateway.ReadKey(path, "the key that seals exec's tickets")
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{key: key, now: time.Now}, nil
+}
+
+// ownDir checks that dir is a directory of this user's alone, not a link:
+// one another user made (in /var/tmp) could be read or replaced by them.
+func ownDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("the state directory %s cannot be read: %v", dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("the state directory %s is not a directory (a symbolic link?); remove it, and the hook makes it again", dir)
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("the state directory %s is owned by uid %d, not by the hook's user (uid %d), who could read or replace its key; remove it, and the hook makes it again", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("the state directory %s may be read or written by others (mode %04o); make it 0700", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// create writes a new random key at path, whole or not at all: written
+// under a name of its own, then renamed into place unless a key is there
+// already (another hook made it first), so no reader sees half a key and
+// the key never has a second name.
+func create(path string) error {
+	raw := make([]byte, gateway.MinKeyBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".exec.key-*") // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(hex.EncodeToString(raw) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, f.Name(), unix.AT_FDCWD, path, unix.RENAME_NOREPLACE); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	return nil
+}
+
+func mac(key []byte, payload string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Seal returns the ticket for b, valid once for AllowTTL (AskTTL when a
+// person is asked).
+func (s *Sealer) Seal(b Binding) string {
+	ttl := AllowTTL
+	if b.Approved {
+		ttl = AskTTL
+	}
+	c := b.claims()
+	c.Expires = s.now().Add(ttl).Unix()
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	c.Nonce = base64.RawURLEncoding.EncodeToString(nonce)
+	raw, _ := json.Marshal(c)
+	p := base64.RawURLEncoding.EncodeToString(raw)
+	return p + "." + mac(s.key, p)
+}
+
+// A Checker checks and spends tickets; exec holds one.
+type Checker struct {
+	key   []byte
+	store state.Store
+	now   func() time.Time
+}
+
+// NewChecker returns a checker with the key of the state directory, which
+// it never makes: a ticket is only good where the hook has sealed one.
+// Inside a sandbox the directory is hidden, so exec there finds no key.
+func NewChecker() (*Checker, error) { return newChecker(Conceal()) }
+
+func newChecker(dir string) (*Checker, error) {
+	key, err := gateway.ReadKey(filepath.Join(dir, KeyName), "the key that checks exec's tickets")
+	if err != nil {
+		return nil, err
+	}
+	if err := ownDir(dir); err != nil {
+		return nil, err
+	}
+	st, err := state.Open("", dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{key: key, store: st, now: time.Now}, nil
+}
+
+// Close closes the store tickets are spent in.
+func (c *Checker) Close() error { return c.store.Close() }
+
+// A Ticket is one whose seal and binding were checked, its revision and
+// spend still to come.
+type Ticket struct {
+	c        *Checker
+	sig      string
+	claims   claims
+	Approved bool
+}
+
+// Check checks that tok was sealed with the key for b (b.Revision aside:
+// Spend checks it once the policy is loaded). An error is a sentence that
+// says what differs.
+func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
+	p, sig, ok := strings.Cut(tok, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(mac(c.key, p))) {
+		return nil, errors.New("its ticket was not sealed by this user's hook (it was altered, or sealed with another key)")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(p)
+	var got claims
+	if err != nil || json.Unmarshal(raw, &got) != nil {
+		return nil, errors.New("its ticket cannot be read")
+	}
+	want := b.claims()
+	switch {
+	case c.now().Unix() >= got.Expires:
+		return nil, fmt.Errorf("its ticket expired at %s", time.Unix(got.Expires, 0).UTC().Format(time.RFC3339))
+	case got.Command != want.Command:
+		return nil, errors.New("its ticket was sealed for another command")
+	case got.Chain != want.Chain:
+		return nil, errors.New("its ticket was sealed for another surface chain (--surface)")
+	case got.Workdir != want.Workdir:
+		return nil, errors.New("its ticket was sealed for another working directory (--workdir)")
+	case got.Policy != want.Policy:
+		return nil, errors.New("its ticket was sealed for another policy directory (--policy)")
+	case got.Approved != want.Approved && want.Approved:
+		return nil, errors.New("it says --approved, but its ticket was sealed for a command no person was asked about, and --approved alone approves nothing")
+	case got.Approved != want.Approved:
+		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
+	case got.Extra != want.Extra:
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home or --runtime-project)")
+	}
+	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
+}
+
+// Spend checks the ticket's policy revision against the one loaded and
+// spends it: a ticket runs one command once (rule R10's one-use store).
+func (t *Ticket) Spend(ctx context.Context, revision string) error {
+	if t.claims.Revision != revision {
+		return fmt.Errorf("its ticket was sealed under revision %s of the policy, and the policy is now at %s", t.claims.Revision, revision)
+	}
+	first, err := t.c.store.Spend(ctx, "exec-ticket:"+t.sig, time.Unix(t.claims.Expires, 0))
+	switch {
+	case err != nil:
+		return fmt.Errorf("its ticket cannot be recorded as used (%v)", err)
+	case !first:
+		return errors.New("its ticket was already used, and a ticket runs its command once")
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package ticket
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stateDir is a state directory not yet made, as on first use.
+func stateDir(t *testing.T) string { return filepath.Join(t.TempDir(), "aimon-gw") }
+
+func binding() Binding {
+	return Binding{Command: "git status", Chain: []string{"agent"}, Workdir: "/w", Policy: "/p", Revision: "r1",
+		Runtime: "claude-code", RuntimeHome: "/h", RuntimeProject: "/w"}
+}
+
+// TestP16TicketHoldsOnlyWhatItWasSealedFor: a ticket checks for exactly
+// the binding it was sealed for, and any one difference is refused with a
+// sentence naming it; it is spent once, under its own revision only.
+func TestP16TicketHoldsOnlyWhatItWasSealedFor(t *testing.T) {
+	dir := stateDir(t)
+	s, err := newSealer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tok := s.Seal(binding())
+	for _, tc := range []struct {
+		note string
+		edit func(*Binding)
+		want string
+	}{
+		{"command", func(b *Binding) { b.Command = "git status " }, "another command"},
+		{"chain", func(b *Binding) { b.Chain = []string{"agent", "subagent:x"} }, "another surface chain"},
+		{"chain split", func(b *Binding) { b.Chain = []string{"age", "nt"} }, "another surface chain"},
+		{"workdir", func(b *Binding) { b.Workdir = "/w2" }, "another working directory"},
+		{"policy", func(b *Binding) { b.Policy = "/w/agent" }, "another policy directory"},
+		{"approved", func(b *Binding) { b.Approved = true }, "--approved alone approves nothing"},
+		{"protections", func(b *Binding) { b.RuntimeProject = "" }, "other protections"},
+	} {
+		b := binding()
+		tc.edit(&b)
+		if _, err := c.Check(tok, b); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.note, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "x", tok + "x", "e30." + strings.SplitN(tok, ".", 2)[1]} {
+		if _, err := c.Check(bad, binding()); err == nil || !strings.Contains(err.Error(), "not sealed by this user's hook") {
+			t.Errorf("a forged ticket %q: %v", bad, err)
+		}
+	}
+	other, _ := newSealer(stateDir(t))
+	if _, err := c.Check(other.Seal(binding()), binding()); err == nil {
+		t.Error("a ticket sealed with another key was accepted")
+	}
+	tk, err := c.Check(tok, binding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Spend(context.Background(), "r2"); err == nil || !strings.Contains(err.Error(), "revision r1") {
+		t.Errorf("another revision: %v", err)
+	}
+	if err := tk.Spend(context.Background(), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	tk, _ = c.Check(tok, binding())
+	if err := tk.Spend(context.Background(), "r1"); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Errorf("a reused ticket: %v", err)
+	}
+	// A second checker, as a second exec, shares the spend.
+	c2, _ := newChecker(dir)
+	defer c2.Close()
+	if tk, err := c2.Check(tok, binding()); err != nil || tk.Spend(context.Background(), "r1") == nil {
+		t.Error("a second process ran a spent ticket")
+	}
+}
+
+// TestP16TicketExpires: an allow ticket lives AllowTTL, an asked one
+// AskTTL; past it, it is refused.
+func TestP16TicketExpires(t *testing.T) {
+	dir := stateDir(t)
+	s, _ := newSealer(dir)
+	c, _ := newChecker(dir)
+	defer c.Close()
+	now := time.Now()
+	asked := binding()
+	asked.Approved = true
+	allowTok, askTok := s.Seal(binding()), s.Seal(asked)
+	c.now = func() time.Time { return now.Add(AllowTTL + time.Second) }
+	if _, err := c.Check(allowTok, binding()); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an allow ticket past AllowTTL: %v", err)
+	}
+	if _, err := c.Check(askTok, asked); err != nil {
+		t.Errorf("an asked ticket within AskTTL: %v", err)
+	}
+	c.now = func() time.Time { return now.Add(AskTTL + time.Second) }
+	if _, err := c.Check(askTok, asked); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("an asked ticket past AskTTL: %v", err)
+	}
+}
+
+// TestR8TicketKeyIsMadeOnceAndOwnersAlone: hooks started together make
+// one key between them, 0600, with one name; exec never makes one; a key
+// with a second name, an open mode, or a state directory open to others
+// is refused.
+func TestR8TicketKeyIsMadeOnceAndOwnersAlone(t *testing.T) {
+	dir := stateDir(t)
+	if _, err := newChecker(dir); err == nil || !strings.Contains(err.Error(), "cannot read") {
+		t.Errorf("exec without a key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, KeyName)); err == nil {
+		t.Error("the checker made a key")
+	}
+	var wg sync.WaitGroup
+	toks := make([]string, 16)
+	for i := range toks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := newSealer(dir)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			toks[i] = s.Seal(binding())
+		}()
+	}
+	wg.Wait()
+	c, err := newChecker(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tok := range toks {
+		if _, err := c.Check(tok, binding()); err != nil {
+			t.Errorf("hooks started together made two keys: %v", err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 { // the key and spent/
+		t.Errorf("left in the state directory: %v", ents)
+	}
+	key := filepath.Join(dir, KeyName)
+	if fi, _ := os.Stat(key); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key's mode: %v", fi.Mode())
+	}
+	os.Link(key, filepath.Join(t.TempDir(), "other"))
+	if _, err := newChecker(dir); err == nil || !strings.Contains(err.Error(), "names") {
+		t.Errorf("a key with a second name: %v", err)
+	}
+	open := stateDir(t)
+	newSealer(open)
+	os.Chmod(filepath.Join(open, KeyName), 0o644)
+	if _, err := newSealer(open); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("a key open to others: %v", err)
+	}
+	os.Chmod(open, 0o755)
+	if _, err := newSealer(open); err == nil || !strings.Contains(err.Error(), "make it 0700") {
+		t.Errorf("a state directory open to others: %v", err)
+	}
+}
