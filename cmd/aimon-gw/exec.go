@@ -94,6 +94,11 @@ func runExec(ctx context.Context, p execParams) error {
 	if err != nil {
 		return err
 	}
+	if p.Runtime != "" {
+		if err := gatefiles.Protect(p.Runtime, gatefiles.Where{Home: p.RuntimeHome, Project: p.RuntimeProject, Env: os.Getenv}); err != nil {
+			return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+".", exitUsage)
+		}
+	}
 	// The ticket is checked before the policy it names is even loaded:
 	// a policy the agent wrote is never read.
 	tk, err := checkTicket(p, chain, workdir)
@@ -105,11 +110,6 @@ func runExec(ctx context.Context, p execParams) error {
 	if p.Protect != "" {
 		if abs, err := filepath.Abs(p.Protect); err == nil {
 			sandbox.Protect(sandbox.WhatLog, abs)
-		}
-	}
-	if p.Runtime != "" {
-		if err := gatefiles.Protect(p.Runtime, gatefiles.Where{Home: p.RuntimeHome, Project: p.RuntimeProject, Env: os.Getenv}); err != nil {
-			return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+".", exitUsage)
 		}
 	}
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)
