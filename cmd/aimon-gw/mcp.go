@@ -140,7 +140,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	defer closeState()
 	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
-		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals}}
+		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals)}}
 	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
 	if err != nil {
 		return err

@@ -160,6 +160,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	}
 	c.compileLists(g)
 	c.principals(g, v.LookupPath(cue.ParsePath("principals")))
+	c.limits(g, v.LookupPath(cue.ParsePath("limits")))
 	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
 }
 

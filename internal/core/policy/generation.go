@@ -96,6 +96,8 @@ type Plan struct {
 	Tests []Test
 	// Principals map callers over HTTP to surface chains, by name.
 	Principals []*Principal
+	// Limits bound how often the calls they select run (rule P19), by name.
+	Limits []*Limit
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 	// Dirs are directories outside the policy's that it reads (markdown

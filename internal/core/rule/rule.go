@@ -151,6 +151,9 @@ type Decision struct {
 	// Input is the canonical call the decision was made on, which is what
 	// runs (rule R7): path subjects absolute and cleaned, null members gone.
 	Input tools.Input `json:"-"`
+	// RetryAfter is when a call a limit refused may be tried again, in
+	// seconds (rule P19); 0 for another decision.
+	RetryAfter float64 `json:"retry_after_seconds,omitempty"`
 }
 
 // Refused is a decision that refuses, by rule r, with the sentence reason.

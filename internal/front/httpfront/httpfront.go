@@ -531,6 +531,7 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	}
 	// The hook's gateway lives for one decision: its logs would only say
 	// again which policy is in force.
-	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true}
+	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true,
+		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims}
 	return cchook.DecideWrapped(cur, in, opts, f.o.Wrap)
 }

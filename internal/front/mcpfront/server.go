@@ -19,9 +19,12 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
@@ -120,7 +123,7 @@ func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
-				return toResult(m.call(ctx, gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
+				return toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
 			}
 			return next(ctx, method, req)
 		}
@@ -142,7 +145,7 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 		// 2026-07-28 protocol): the front end says when it ends.
 		defer context.AfterFunc(carrier, cancel)()
 	}
-	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal}
+	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
 	return gw.CallApproved(ctx, m.chain, c)
 }
 
@@ -153,8 +156,9 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 // person's answer and that state runs only if the person approved. A
 // client that declares no elicitation cannot be asked: the call is refused
 // with a sentence.
-func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) *mcp.CallToolResult {
+func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
+	ctx = withToken(ctx, req)
 	if state := req.Params.RequestState; state != "" {
 		answer, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 		if answer == nil || answer.Action != "accept" || answer.Content["approve"] != true {
@@ -162,20 +166,20 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 			if answer != nil {
 				action = answer.Action
 			}
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s needs a person's approval, and the person did not approve it (%s), so the call was not run.", name, action)}}}
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s needs a person's approval, and the person did not approve it (%s), so the call was not run.", name, action)}}}, nil
 		}
-		return toResult(m.call(ctx, gw, principal, name, args, state))
+		return reply(m.call(ctx, gw, principal, name, args, state))
 	}
 	r := m.call(ctx, gw, principal, name, args)
 	if r.Approval == "" {
-		return toResult(r)
+		return reply(r)
 	}
 	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
 	if statelessHTTP(req.Session) {
-		return toResult(gateway.CallResult{IsError: true, Text: reason + " This call came over stateless HTTP under MCP protocol " + req.Session.InitializeParams().ProtocolVersion + ", where every request is a session of its own: the gateway cannot send the client an elicitation in the middle of the call, so no person can be asked, whatever the client declared, and the call is refused; approve it over stdio (aimon-gw mcp), through a client of protocol 2026-07-28 or later, or change the policy."})
+		return reply(gateway.CallResult{IsError: true, Text: reason + " This call came over stateless HTTP under MCP protocol " + req.Session.InitializeParams().ProtocolVersion + ", where every request is a session of its own: the gateway cannot send the client an elicitation in the middle of the call, so no person can be asked, whatever the client declared, and the call is refused; approve it over stdio (aimon-gw mcp), through a client of protocol 2026-07-28 or later, or change the policy."})
 	}
 	if !canElicit(req.Session) {
-		return toResult(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
+		return reply(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{approveKey: &mcp.ElicitParams{
@@ -184,7 +188,7 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 				"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve " + name}}},
 		}},
 		RequestState: r.Approval,
-	}
+	}, nil
 }
 
 // statelessHTTP reports whether session is one request of stateless HTTP
@@ -255,6 +259,26 @@ func dropClientParameters(cur *provision.Generation, name string, input json.Raw
 
 // principalOf is who made the request, as the HTTP front authenticated
 // it; "" over stdio.
+// callerOf is the claims of the token the call came with (HTTP), for the
+// limits (rule P19); nil over stdio.
+func callerOf(ctx context.Context) *policy.Claims {
+	ti, _ := ctx.Value(tokenKey{}).(*auth.TokenInfo)
+	if c, ok := authn.Claims(ti); ok {
+		return &c
+	}
+	return nil
+}
+
+type tokenKey struct{}
+
+// withToken is ctx with the token the request came with, for callerOf.
+func withToken(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		return context.WithValue(ctx, tokenKey{}, req.Extra.TokenInfo)
+	}
+	return ctx
+}
+
 func principalOf(req *mcp.CallToolRequest) string {
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		return req.Extra.TokenInfo.UserID
@@ -272,6 +296,21 @@ func canElicit(session *mcp.ServerSession) bool {
 	}
 	p := session.InitializeParams()
 	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
+}
+
+// LimitedCode is the JSON-RPC error of a call a limit refused (rule P19),
+// as ToolHive answers it: its data says when to retry.
+const LimitedCode = -32029
+
+// reply is a call's result; a call a limit refused is the JSON-RPC error
+// LimitedCode with the sentence and {"retryAfterSeconds": N} as its data,
+// so that a client can wait rather than have the model try again at once.
+func reply(r gateway.CallResult) (*mcp.CallToolResult, error) {
+	if r.RetryAfter > 0 {
+		data, _ := json.Marshal(map[string]any{"retryAfterSeconds": r.RetryAfter})
+		return nil, &jsonrpc.Error{Code: LimitedCode, Message: r.Text, Data: data}
+	}
+	return toResult(r), nil
 }
 
 func toResult(r gateway.CallResult) *mcp.CallToolResult {
@@ -313,7 +352,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 		name := d.Name
 		now[name] = true
 		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return m.handle(ctx, gw, req), nil
+			return m.handle(ctx, gw, req)
 		})
 	}
 	var gone []string

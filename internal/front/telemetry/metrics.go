@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/gateway"
 )
@@ -24,6 +25,7 @@ type Metrics struct {
 	calls    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	limited  *prometheus.CounterVec
 }
 
 // Verdicts, as the calls_total metric labels them.
@@ -54,7 +56,11 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"tool", "verdict"}),
 	}
-	m.reg.MustRegister(m.calls, m.errors, m.duration,
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aimon_gw_limit_refusals_total",
+		Help: "Calls a limit of the policy refused (rule P19), by limit: over its rate or quota, or its count not known (the state store down).",
+	}, []string{"limit"})
+	m.reg.MustRegister(m.calls, m.errors, m.duration, m.limited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +100,11 @@ func (c *counting) Log(r decisionlog.Record) error {
 	v := verdictOf(r.Allowed, r.Ask)
 	if r.Phase != decisionlog.Result {
 		c.m.calls.WithLabelValues(r.Tool, string(r.Rule), v).Inc()
+		if r.Rule == rule.P19 {
+			if name := gateway.LimitedName(r.Entries); name != "" {
+				c.m.limited.WithLabelValues(name).Inc()
+			}
+		}
 	}
 	if r.Phase != decisionlog.Running {
 		c.m.duration.WithLabelValues(r.Tool, v).Observe(r.DurationMS / 1000)

@@ -76,6 +76,9 @@ type CallResult struct {
 	// Approval is set when the call needs a person's approval (rule P15):
 	// the token that CallApproved takes once the person has given it.
 	Approval string
+	// RetryAfter is set when a limit refused the call (rule P19): when it
+	// may be tried again, in seconds.
+	RetryAfter float64
 }
 
 // Call runs one call as a line of its own would; input is the call's input
@@ -93,6 +96,6 @@ func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) Call
 	defer cur.Exit()
 	ctx, end := g.step(ctx, StepCall, c.Name)
 	defer end(Outcome{})
-	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal}}, nil)[0]
-	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval}
+	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal, caller: c.Caller}}, nil)[0]
+	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval, RetryAfter: r.retryAfter}
 }

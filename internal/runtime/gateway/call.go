@@ -168,6 +168,11 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 			d = rule.Refused(rule.R8, fmt.Sprintf("%s was not run: it asks to run outside its sandbox (dangerouslyDisableSandbox), which this policy does not allow; run it without that, or turn the tool's sandbox off in the policy.", p.Name))
 		}
 	}
+	// Limits last, once nothing else refuses: a refused call spends
+	// nothing (rule P19).
+	if d.Allowed && g.opts.Limits != nil && len(p.cur.Limits) > 0 {
+		d = g.limit(p, d)
+	}
 	return d
 }
 
@@ -185,6 +190,9 @@ type Call struct {
 	// Principal is who called, when the front end knows (HTTP): the
 	// decision log records it.
 	Principal string
+	// Caller is who called as the limits select callers (rule P19): the
+	// claims of its token, when the front end knows them.
+	Caller *policy.Claims
 	// decoded is the input when ReadCalls read it in the same pass, and
 	// inputErr why the gate could not.
 	decoded  map[string]any
@@ -209,7 +217,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 	defer endCall(Outcome{})
 	start := time.Now()
 	chain, err := g.LineChain(surface)
-	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, approvals: c.Approvals, principal: c.Principal}, cur: cur}
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, approvals: c.Approvals, principal: c.Principal, caller: c.Caller}, cur: cur}
 	var d rule.Decision
 	switch {
 	case err != nil:
@@ -339,6 +347,7 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 			g.log.Warn("call refused", "tool", p.Name, "id", p.ID, "rule", d.Rule, "reason", d.Reason)
 		}
 		r := errorResult(p.ID, d.Reason)
+		r.retryAfter = d.RetryAfter
 		if d.Approval != "" {
 			r.Content, r.approval = g.askSentence(d), d.Approval
 		}

@@ -14,6 +14,7 @@ import (
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/tools"
 )
 
@@ -59,6 +60,13 @@ type Options struct {
 	LastReload func() (problem string, at time.Time)
 	// Trace observes the steps of each call (telemetry); nil for none.
 	Trace Tracer
+	// Limits keeps the counts of the policy's limits (rule P19): memory
+	// for one process, the state store for a fleet. Nil decides no limit
+	// (check and test, which run nothing).
+	Limits state.Limiter
+	// Caller is who calls through this gateway (the HTTP hook) for the
+	// limits, for a call that names none (Call.Caller).
+	Caller *policy.Claims
 }
 
 // A DecisionLog records decided calls (decisionlog.File is one).

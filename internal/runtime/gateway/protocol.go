@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"aimon.dev/gw/internal/core/policy"
 )
 
 // The line protocol (docs/PROTOCOL.md): what a line may hold.
@@ -81,6 +83,7 @@ type call struct {
 	inputErr  error
 	approvals []string
 	principal string // who called, over HTTP
+	caller    *policy.Claims
 }
 
 // result is a tool_result block; is_error is always present.
@@ -94,6 +97,9 @@ type result struct {
 	// approval is the token of a call that asks (rule P15), for the MCP
 	// front end, which asks the person itself.
 	approval string
+	// retryAfter is when a call a limit refused may be retried, in
+	// seconds (rule P19).
+	retryAfter float64
 }
 
 type userMessage struct {

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// limitsPolicy limits Write to a burst of 3 (then one an hour) for every
+// caller, and Echo to a burst of 5 for alice; Read is unlimited.
+const limitsPolicy = `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Echo: schema.#Echo, Read: schema.#Read, Write: schema.#Write}
+validation: "enforce"
+agent: "allowed-tools": ["Echo", "Read(./**)", "Write(./out/**)"]
+principals: {
+	alice: {subject: "alice", surface: ["agent"]}
+	rita:  {subject: "rita", surface: ["agent"]}
+}
+limits: {
+	writes: {tool: "Write", rate: "1/h", burst: 3}
+	"alice-echo": {who: principal: "alice", tool: "Echo", rate: "1/h", burst: 5, quota: "1000/day"}
+}
+`
+
+// TestP19ServeRefusesPastTheBurst: serve with a limit of a burst of 3
+// Writes runs three and refuses the fourth with the line protocol's error
+// result, a sentence naming the limit and when to retry, and the file is
+// not written; five Writes the list refuses first spend nothing, and an
+// unlimited Read is served after.
+func TestP19ServeRefusesPastTheBurst(t *testing.T) {
+	t.Parallel()
+	dir := moduleDir(t, limitsPolicy)
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(wd, "open"), "open\n")
+	os.Mkdir(filepath.Join(wd, "out"), 0o755)
+	var lines []string
+	for i := range 5 {
+		lines = append(lines, toolLine(fmt.Sprint("outside", i), "Write", map[string]any{"file_path": filepath.Join(wd, fmt.Sprint("outside", i)), "content": "x"}))
+	}
+	for i := range 4 {
+		lines = append(lines, toolLine(fmt.Sprint("w", i), "Write", map[string]any{"file_path": filepath.Join(wd, "out", fmt.Sprint(i)), "content": "x"}))
+	}
+	lines = append(lines, toolLine("read", "Read", map[string]any{"file_path": "open"}))
+	replies := runServe(t, []string{"--policy", dir, "--workdir", wd}, nil, lines...)
+	if len(replies) != len(lines) {
+		t.Fatalf("%d replies to %d lines", len(replies), len(lines))
+	}
+	for i, r := range replies[:5] {
+		if r["is_error"] != true || strings.Contains(text(r), "limit") {
+			t.Errorf("a Write outside ./out must be refused by the list: %v", r)
+		}
+		if _, err := os.Stat(filepath.Join(wd, fmt.Sprint("outside", i))); err == nil {
+			t.Errorf("a refused Write wrote outside%d", i)
+		}
+	}
+	for i, r := range replies[5:8] {
+		if r["is_error"] != false {
+			t.Errorf("Write %d of the burst of 3 was refused, so the list's refusals spent the burst: %v", i+1, r)
+		}
+	}
+	last := replies[8]
+	for _, want := range []string{`Write was not run: the limit "writes" (1 calls per hour with a burst of 3, per caller)`, "callers with no identity", "retry after 3600 seconds", "The tool was not executed."} {
+		if last["is_error"] != true || last["type"] != "tool_result" || last["tool_use_id"] != "w3" || !strings.Contains(text(last), want) {
+			t.Errorf("the 4th Write must be the error result saying %q: %v", want, last)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(wd, "out", "3")); err == nil {
+		t.Error("the Write the limit refused wrote its file")
+	}
+	if r := replies[9]; r["is_error"] != false || !strings.Contains(text(r), "open") {
+		t.Errorf("an unlimited Read after the limit refused: %v", r)
+	}
+}
+
+// limitedError is the JSON-RPC error of a call a limit refused: code
+// -32029 with retryAfterSeconds in its data.
+func limitedError(t *testing.T, err error) (sentence string, retry float64) {
+	t.Helper()
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != -32029 {
+		t.Fatalf("want the JSON-RPC error -32029, got %v", err)
+	}
+	var data struct {
+		RetryAfterSeconds *float64 `json:"retryAfterSeconds"`
+	}
+	if json.Unmarshal(je.Data, &data) != nil || data.RetryAfterSeconds == nil {
+		t.Fatalf("the error's data has no retryAfterSeconds: %s", je.Data)
+	}
+	return je.Message, *data.RetryAfterSeconds
+}
+
+// TestP19HTTPLimitIsAJSONRPCError: over mcp --listen a limit is kept per
+// principal: alice's sixth Echo is the JSON-RPC error -32029 with the
+// sentence and retryAfterSeconds, while rita, whom the limit does not
+// select, and alice's Read are served; Claude Code's HTTP hook denies
+// rita's fourth Write with the sentence as its reason, and spends her
+// count, not alice's; /metrics counts the refusals by the limits' names.
+func TestP19HTTPLimitIsAJSONRPCError(t *testing.T) {
+	t.Parallel()
+	dir, wd := moduleDir(t, limitsPolicy), t.TempDir()
+	writeFile(t, filepath.Join(wd, "open"), "open\n")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens))
+	alice, rita := g.session("tok-alice", "", nil), g.session("tok-rita", "", nil)
+	ctx := context.Background()
+	echo := func(s *mcp.ClientSession) (*mcp.CallToolResult, error) {
+		return s.CallTool(ctx, &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "hi"}})
+	}
+	for i := range 5 {
+		if r, err := echo(alice); err != nil || r.IsError {
+			t.Fatalf("alice's Echo %d of the burst of 5: %v %+v", i+1, err, r)
+		}
+	}
+	_, err := echo(alice)
+	sentence, retry := limitedError(t, err)
+	if !strings.Contains(sentence, `the limit "alice-echo"`) || !strings.Contains(sentence, "for alice") || retry != 3600 {
+		t.Errorf("alice's 6th Echo: %q, retry after %v; want the limit named and 3600 s", sentence, retry)
+	}
+	for i := range 8 {
+		if r, err := echo(rita); err != nil || r.IsError {
+			t.Fatalf("rita's Echo %d, which no limit selects: %v %+v", i+1, err, r)
+		}
+	}
+	if r, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "Read", Arguments: map[string]any{"file_path": "open"}}); err != nil || r.IsError {
+		t.Errorf("alice's unlimited Read: %v %+v", err, r)
+	}
+	hook := func(token string, i int) string {
+		in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Write",
+			"tool_input": map[string]any{"file_path": filepath.Join(wd, "out", fmt.Sprint(i)), "content": "x"}})
+		status, _, body := g.post("/hooks/claude-code", token, string(in))
+		if status != 200 {
+			t.Fatalf("the hook answered %d: %s", status, body)
+		}
+		return body
+	}
+	for i := range 3 {
+		if body := hook("tok-rita", i); !strings.Contains(body, `"permissionDecision":"allow"`) {
+			t.Fatalf("rita's hooked Write %d of the burst of 3: %s", i+1, body)
+		}
+	}
+	if body := hook("tok-rita", 3); !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, `the limit \"writes\"`) || !strings.Contains(body, "for rita") || !strings.Contains(body, "retry after 3600 seconds") {
+		t.Errorf("rita's 4th hooked Write must be denied by the limit, saying when to retry: %s", body)
+	}
+	if body := hook("tok-alice", 0); !strings.Contains(body, `"permissionDecision":"allow"`) {
+		t.Errorf("alice's first hooked Write was refused by rita's count: %s", body)
+	}
+	for name, want := range map[string]float64{"alice-echo": 1, "writes": 1} {
+		if n := metric(t, g.base, "aimon_gw_limit_refusals_total", `limit="`+name+`"`); n != want {
+			t.Errorf("/metrics counts %v refusals of %s, want %v", n, name, want)
+		}
+	}
+}
+
+// TestP19FleetSharesOneLimitThroughRedis: three mcp --listen replicas
+// behind a real HAProxy share a real Redis (--state redis://): 200 Echo
+// calls from alice at once, spread over the replicas, run exactly the
+// limit's allowance (its burst of 5 — the rate adds one an hour), the rest
+// refused with -32029. With Redis stopped, alice's limited Echo is refused
+// with a sentence saying its count cannot be checked, while her Read,
+// which no limit selects, is served.
+func TestP19FleetSharesOneLimitThroughRedis(t *testing.T) {
+	addr, stopRedis := startRedis(t)
+	needCommand(t, "haproxy", "the Debian package haproxy")
+	dir, wd := moduleDir(t, limitsPolicy), t.TempDir()
+	writeFile(t, filepath.Join(wd, "open"), "open\n")
+	tokens := tokensFile(t, staticTokens)
+	var replicas []*httpGW
+	var backends []string
+	for range 3 {
+		a := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		replicas = append(replicas, startHTTP(t, &http.Client{}, "--listen", a, "--policy", dir, "--workdir", wd, "--tokens", tokens, "--state", "redis://"+addr, "--cache", "off"))
+		backends = append(backends, a)
+	}
+	lbPort := freePort(t)
+	startHAProxy(t, lbPort, backends)
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d/mcp", lbPort)
+	ctx := context.Background()
+
+	var ran, limited atomic.Int64
+	var mu sync.Mutex
+	var others []string
+	var wg sync.WaitGroup
+	for w := range 10 {
+		wg.Go(func() {
+			s, err := goSession(ctx, endpoint, "tok-alice")
+			if err != nil {
+				t.Errorf("client %d cannot connect: %v", w, err)
+				return
+			}
+			defer s.Close()
+			for range 20 {
+				r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "hi"}})
+				var je *jsonrpc.Error
+				switch {
+				case err == nil && !r.IsError:
+					ran.Add(1)
+				case errors.As(err, &je) && je.Code == -32029:
+					limited.Add(1)
+				default:
+					mu.Lock()
+					others = append(others, fmt.Sprintf("%v %+v", err, r))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(others) > 0 {
+		t.Fatalf("%d calls neither ran nor were limited; the first: %s", len(others), others[0])
+	}
+	if ran.Load() != 5 || limited.Load() != 195 {
+		t.Fatalf("200 calls over three replicas: %d ran, %d limited; want exactly the allowance, 5, and 195", ran.Load(), limited.Load())
+	}
+	var total float64
+	for i, g := range replicas {
+		n := metric(t, g.base, "aimon_gw_calls_total", `tool="Echo"`)
+		if n == 0 {
+			t.Errorf("replica %d decided no call: the calls were not spread", i+1)
+		}
+		total += n
+	}
+	if total != 200 {
+		t.Errorf("the replicas decided %v calls, want 200", total)
+	}
+
+	stopRedis()
+	// To a replica itself: HAProxy's 100 ms check gives up on a /readyz
+	// that waits out the client's retry of the stopped Redis.
+	direct := replicas[0].base + "/mcp"
+	s, err := goSession(ctx, direct, "tok-rita")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := goSession(ctx, direct, "tok-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r, err := a.CallTool(ctx, &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "hi"}})
+	if err != nil || !r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, `the limit "alice-echo" bounds it, and its count cannot be checked`) {
+		t.Errorf("alice's limited Echo with Redis stopped must be refused, saying why: %v %+v", err, r)
+	}
+	for _, c := range []struct {
+		who  *mcp.ClientSession
+		tool string
+		args map[string]any
+	}{{a, "Read", map[string]any{"file_path": "open"}}, {s, "Echo", map[string]any{"message": "hi"}}} {
+		if r, err := c.who.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args}); err != nil || r.IsError {
+			t.Errorf("an unlimited %s with Redis stopped must be served: %v %+v", c.tool, err, r)
+		}
+	}
+}
+
+// TestP19VetPlacesABadLimit: vet reports a bad limit with a sentence at
+// its file:line:col and exits non-zero.
+func TestP19VetPlacesABadLimit(t *testing.T) {
+	t.Parallel()
+	dir := moduleDir(t, strings.Replace(limitsPolicy, `burst: 3}`, `burst: 0}`, 1))
+	out, err := exec.Command(gatewayBinary(t), "vet", dir).CombinedOutput()
+	want := filepath.Join(dir, "policy.cue") + `:13:46:`
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), `limit "writes": the burst is 0; a burst is how many calls may run at once, at least 1.`) {
+		t.Errorf("vet of a burst of 0: %v\n%s", err, out)
+	}
+}
