@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"aimon.dev/gw/internal/runtime/ticket"
+	"aimon.dev/gw/internal/testkit/claudecode"
 )
 
 // hookSealed asks aimon-gw hook claude-code, run as argv (the binary,
@@ -287,4 +288,48 @@ var ticketWord = regexp.MustCompile(`'--ticket' '[A-Za-z0-9_.-]*'`)
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestP16ClaudeCodeExecRunsOnlyWhatTheHookSealed drives the real Claude
+// Code with the hook: an allowed touch runs through exec with its ticket;
+// the session's own aimon-gw exec, with --approved and a policy it wrote
+// (every command allowed, no sandbox), runs nothing and says why; a Read
+// of the key is refused and a cat of it in the sandbox shows none of it.
+func TestP16ClaudeCodeExecRunsOnlyWhatTheHookSealed(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
+`)
+	r := newClaudeRun(t, policy)
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	// What the session could have written with allowed calls.
+	writeFile(t, p("agent/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, p("agent/policy.cue"), "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Bash: schema.#Bash & {sandbox: mode: \"off\"}\nagent: \"allowed-tools\": [\"Bash\"]\n")
+	own := shellQuote(gatewayBinary(t)) + " exec --approved --policy ./agent --workdir . -- 'touch own.txt'"
+	key := filepath.Join(ticket.Dir(), ticket.KeyName)
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("Bash", "command", "touch ran.txt")},
+		{use("Bash", "command", own)},
+		{use("Read", "file_path", key)},
+		{use("Bash", "command", "cat "+key)},
+	}})
+	secret, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatalf("the hook made no key: %v", err)
+	}
+	for name, want := range map[string]bool{"ran.txt": true, "own.txt": false} {
+		if _, err := os.Stat(p(name)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
+		}
+	}
+	for turn, want := range map[int]string{1: "carries no ticket", 2: "rule R8", 3: "No such file"} {
+		if got := r.server.Result(claudecode.ID("MAIN", turn, 0)); !strings.Contains(got, want) || strings.Contains(got, strings.TrimSpace(string(secret))) {
+			t.Errorf("turn %d: %q, want %q in it and not the key", turn, got, want)
+		}
+	}
 }
