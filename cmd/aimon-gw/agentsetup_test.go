@@ -130,3 +130,34 @@ func zombie(pid int) bool {
 func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// kvArgs is a call's arguments from alternating names and values.
+func kvArgs(kv ...any) map[string]any {
+	args := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		args[kv[i].(string)] = kv[i+1]
+	}
+	return args
+}
+
+// wantSaid checks that what a CLI sent its model back for each call of
+// key (said, by the harness's call id) holds the sentence given for it.
+func wantSaid(t *testing.T, key string, id func(string, int, int) string, said func(string) string, want map[[2]int]string) {
+	t.Helper()
+	for at, says := range want {
+		if got := said(id(key, at[0], at[1])); !strings.Contains(got, says) {
+			t.Errorf("%s turn %d call %d: the model got %q, want %q in it", key, at[0], at[1], got, says)
+		}
+	}
+}
+
+// wantExist checks which of the paths exist after a run: the effect of
+// what the gate allowed and refused, on disk.
+func wantExist(t *testing.T, want map[string]bool) {
+	t.Helper()
+	for name, exists := range want {
+		if _, err := os.Stat(name); (err == nil) != exists {
+			t.Errorf("%s: exists %v, want %v", name, err == nil, exists)
+		}
+	}
+}

@@ -85,27 +85,17 @@ func (r *codexRun) again(config, key string, env ...string) string {
 	return out
 }
 
-func call(name string, kv ...any) codex.Call {
-	args := map[string]any{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		args[kv[i].(string)] = kv[i+1]
-	}
-	return codex.Call{Name: name, Args: args}
-}
+func call(name string, kv ...any) codex.Call { return codex.Call{Name: name, Args: kvArgs(kv...)} }
 
 func patch(body string) codex.Call {
 	return codex.Call{Name: "apply_patch", Input: "*** Begin Patch\n" + body + "*** End Patch\n"}
 }
 
-// wantOutputs checks that the output Codex sent the model for each call
-// of key holds the sentence given for it.
+// wantOutputs checks that what the CLI sent the model back for each call of
+// key holds the sentence given for it.
 func wantOutputs(t *testing.T, s *codex.Server, key string, want map[[2]int]string) {
 	t.Helper()
-	for at, says := range want {
-		if got := s.Output(codex.ID(key, at[0], at[1])); !strings.Contains(got, says) {
-			t.Errorf("%s turn %d call %d: the model got %q, want %q in it", key, at[0], at[1], got, says)
-		}
-	}
+	wantSaid(t, key, codex.ID, s.Said, want)
 }
 
 // TestR7CodexHookHolds drives the real Codex with aimon-gw as its
@@ -136,11 +126,7 @@ func TestR7CodexHookHolds(t *testing.T) {
 		{call("mcp__aimon__Bash", "command", "sleep 13.125")},
 	}})
 	sleep.gone(t)
-	for name, want := range map[string]bool{"made.txt": true, "kept.txt": true, "unlisted": false, "patched.txt": true} {
-		if _, err := os.Stat(p(name)); (err == nil) != want {
-			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
-		}
-	}
+	wantExist(t, map[string]bool{p("made.txt"): true, p("kept.txt"): true, p("unlisted"): false, p("patched.txt"): true})
 	wantOutputs(t, r.server, "MAIN", map[[2]int]string{
 		{1, 0}: "is denied on this surface by Bash(rm:*)",
 		{2, 0}: "is not allowed on this surface",
@@ -150,7 +136,6 @@ func TestR7CodexHookHolds(t *testing.T) {
 		{7, 0}: "Unknown parameter 'bogus'",
 		{8, 0}: "timed out",
 	})
-	t.Logf("%q", r.server.Outputs())
 }
 
 // TestR2CodexMCPOverHTTP drives the real Codex against aimon-gw mcp
@@ -213,14 +198,7 @@ func TestR9CodexCannotSwitchTheGateOff(t *testing.T) {
 	if after, err := os.ReadFile(config); err != nil || string(after) != string(before) || !strings.Contains(string(after), "hook codex") {
 		t.Errorf("config.toml was rewritten: %q %v", after, err)
 	}
-	for _, name := range []string{filepath.Join(r.home, "hooks.json"), p(".codex/config.toml")} {
-		if _, err := os.Stat(name); err == nil {
-			t.Errorf("%s was written", name)
-		}
-	}
-	if _, err := os.Stat(p("kept.txt")); err != nil {
-		t.Errorf("the denied rm ran: %v", err)
-	}
+	wantExist(t, map[string]bool{filepath.Join(r.home, "hooks.json"): false, p(".codex/config.toml"): false, p("kept.txt"): true})
 	wantOutputs(t, r.server, "MAIN", map[[2]int]string{
 		{0, 0}: "Read-only file system",
 		{1, 0}: "Read-only file system",

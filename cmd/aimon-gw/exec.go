@@ -44,8 +44,11 @@ type execParams struct {
 	// Runtime is the agent runtime whose files are protected in the
 	// sandbox (rule R9), found from its user's home and its project.
 	Runtime, RuntimeHome, RuntimeProject string
-	Stdin                                io.Reader
-	Stdout, Stderr                       io.Writer
+	// Tool is the runtime's shell tool the command is decided as: Bash,
+	// or Gemini CLI's run_shell_command.
+	Tool           string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
 }
 
 // exitNotRun is the exit code of a command exec does not run, as a shell
@@ -68,14 +71,15 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "call-id", Usage: "the id of the call the hook decided, for the decision log's records (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
-			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"}),
+			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"},
+			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
-				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Tool: c.String("tool"), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }
@@ -137,14 +141,18 @@ func runExec(ctx context.Context, p execParams) error {
 	}
 	gw := gateway.New(gen, opts)
 	input, _ := json.Marshal(map[string]string{"command": p.Command})
-	_, d := gw.Decide(nil, gateway.Call{ID: id, Name: "Bash", Input: input})
+	tool := p.Tool
+	if tool == "" {
+		tool = "Bash"
+	}
+	_, d := gw.Decide(nil, gateway.Call{ID: id, Name: tool, Input: input})
 	switch {
 	case d.Ask && tk.Approved:
 	case !d.Allowed:
 		return cli.Exit("aimon-gw exec: the command was not run: "+d.Reason, exitNotRun)
 	}
 	if d.Sandbox == nil {
-		return cli.Exit("aimon-gw exec: the command was not run: the policy's Bash has no sandbox; give it one (sandbox: mode: \"required\").", exitNotRun)
+		return cli.Exit("aimon-gw exec: the command was not run: the policy's "+tool+" has no sandbox; give it one (sandbox: mode: \"required\").", exitNotRun)
 	}
 	argv := []string{"bash", "-c", p.Command}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -205,7 +213,7 @@ func checkTicket(p execParams, chain []string, workdir string) (sealedTicket, er
 		return sealedTicket{}, cli.Exit("aimon-gw exec: the command was not run: its ticket cannot be checked: "+err.Error()+"; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket.", exitNotRun)
 	}
 	t, err := chk.Check(p.Ticket, ticket.Binding{Command: p.Command, Chain: chain, Workdir: workdir, Policy: policy, Approved: p.Approved,
-		Cache: p.Cache, Protect: p.Protect, Call: p.Call, Runtime: p.Runtime, RuntimeHome: p.RuntimeHome, RuntimeProject: p.RuntimeProject})
+		Cache: p.Cache, Protect: p.Protect, Call: p.Call, Runtime: p.Runtime, RuntimeHome: p.RuntimeHome, RuntimeProject: p.RuntimeProject, Tool: p.Tool})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

@@ -199,6 +199,12 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		words = append(words, "--runtime", runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
 		b.Runtime, b.RuntimeHome, b.RuntimeProject = runtime, w.Home, w.Project
 	}
+	if w.Shell != "" {
+		// exec decides the command as the runtime's shell tool, whose
+		// entries the policy lists (run_shell_command(git status)).
+		words = append(words, "--tool", w.Shell)
+		b.Tool = w.Shell
+	}
 	if w.Seal == nil {
 		return "", errors.New("it was given no key to seal tickets with")
 	}

@@ -57,8 +57,9 @@ type Binding struct {
 	Approved bool
 	// What exec protects besides the policy: the hook's --cache and
 	// decision log, the call's id in it, and the runtime whose files it
-	// protects.
-	Cache, Protect, Call, Runtime, RuntimeHome, RuntimeProject string
+	// protects; and the runtime's shell tool the command is decided as
+	// ("" for Bash).
+	Cache, Protect, Call, Runtime, RuntimeHome, RuntimeProject, Tool string
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -87,7 +88,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject)}
+		Extra: short(b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool)}
 }
 
 // Dir is the state directory that holds the key: the user's

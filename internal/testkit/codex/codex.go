@@ -12,14 +12,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,40 +46,17 @@ type Script struct {
 type Server struct {
 	URL     string
 	scripts []Script
-
-	mu      sync.Mutex
-	outputs map[string]string // call_id → the output Codex sent back
-	tools   []string          // the tools Codex offered, from the last request
+	// Record keeps the output Codex sent back for each call_id (Said)
+	// and the tools it offered.
+	scripted.Record
 }
 
 // Serve starts the server on 127.0.0.1; it stops when the test ends.
 func Serve(t testing.TB, scripts ...Script) *Server {
 	t.Helper()
-	s := &Server{scripts: scripts, outputs: map[string]string{}}
+	s := &Server{scripts: scripts}
 	s.URL = scripted.Serve(t, http.HandlerFunc(s.serve)) + "/v1"
 	return s
-}
-
-// Output is what Codex sent back for the call of id: the tool's output or
-// the hook's refusal; "" when it sent nothing.
-func (s *Server) Output(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.outputs[id]
-}
-
-// Outputs are all the outputs Codex sent back, by call id.
-func (s *Server) Outputs() map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.outputs)
-}
-
-// Tools are the names of the tools Codex offered the model.
-func (s *Server) Tools() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.tools)
 }
 
 // ID is the call id of the script's turn-th turn's i-th call.
@@ -135,12 +110,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		tools = append(tools, t.Name)
 	}
 	turn, users := 0, ""
-	s.mu.Lock()
-	s.tools = tools
+	s.Offered(tools)
 	for _, it := range req.Input {
 		switch it.Type {
 		case "function_call_output", "custom_tool_call_output":
-			s.outputs[it.CallID] = text(it.Output)
+			s.Keep(it.CallID, text(it.Output))
 		case "function_call", "custom_tool_call":
 		case "message", "":
 			if it.Role == "user" {
@@ -151,7 +125,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.mu.Unlock()
 	// A turn is one response of the model's: count the distinct responses
 	// by the calls the input already holds.
 	seen := map[string]bool{}

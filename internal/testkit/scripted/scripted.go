@@ -4,10 +4,13 @@
 package scripted
 
 import (
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,4 +41,54 @@ func Find(t testing.TB, what, path string) string {
 		t.Skipf("no %s at %s; run npm ci in .ci/npm", what, abs)
 	}
 	return abs
+}
+
+// Record keeps what a CLI sent the model back for each call, by the
+// call's id (a tool's output, or a hook's refusal), and the tools it
+// offered the model last; a scripted server embeds one.
+type Record struct {
+	mu    sync.Mutex
+	said  map[string]string
+	tools []string
+}
+
+// Keep records text as what was sent back for the call of id.
+func (r *Record) Keep(id, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.said == nil {
+		r.said = map[string]string{}
+	}
+	r.said[id] = text
+}
+
+// Offered records the names of the tools offered; none keeps the last.
+func (r *Record) Offered(tools []string) {
+	if len(tools) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tools = tools
+}
+
+// Said is what the CLI sent back for the call of id; "" when nothing.
+func (r *Record) Said(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.said[id]
+}
+
+// AllSaid is all the CLI sent back, by call id.
+func (r *Record) AllSaid() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.said)
+}
+
+// Tools are the names of the tools the CLI offered the model.
+func (r *Record) Tools() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.tools)
 }
