@@ -100,7 +100,8 @@ func wantOutputs(t *testing.T, s *codex.Server, key string, want map[[2]int]stri
 
 // TestR7CodexHookHolds drives the real Codex with aimon-gw as its
 // PreToolUse hook and its MCP server over standard input, configured as
-// the README says: an allowed command runs (through aimon-gw exec) and
+// the README says: an allowed command runs, through aimon-gw exec, whose
+// sandbox keeps an allowed touch outside the project from writing, and
 // an allowed patch writes its file; a denied or unlisted command and a
 // tool the policy does not mention change nothing, and the model gets
 // the gateway's sentence for each; the MCP server's Echo answers, a call
@@ -113,6 +114,9 @@ func TestR7CodexHookHolds(t *testing.T) {
 	r := newCodexRun(t, codexHookPolicy)
 	p := func(name string) string { return filepath.Join(r.project, name) }
 	writeFile(t, p("kept.txt"), "kept")
+	// Bash(touch:*) allows it; exec's sandbox, which writes only the
+	// project, keeps it from landing: the command Codex ran was wrapped.
+	outside := filepath.Join(filepath.Dir(r.project), "outside.txt")
 	sleep := watchFor("sleep 13.125")
 	r.run(r.config(0, "", "tool_timeout_sec = 2\n"), codex.Script{Key: "MAIN", Turns: [][]codex.Call{
 		{call("exec_command", "cmd", "touch made.txt")},
@@ -124,9 +128,10 @@ func TestR7CodexHookHolds(t *testing.T) {
 		{call("mcp__aimon__Echo", "message", "hi", "times", 9)},
 		{call("mcp__aimon__Echo", "message", "hi", "bogus", true)},
 		{call("mcp__aimon__Bash", "command", "sleep 13.125")},
+		{call("exec_command", "cmd", "touch "+outside)},
 	}})
 	sleep.gone(t)
-	wantExist(t, map[string]bool{p("made.txt"): true, p("kept.txt"): true, p("unlisted"): false, p("patched.txt"): true})
+	wantExist(t, map[string]bool{p("made.txt"): true, p("kept.txt"): true, p("unlisted"): false, p("patched.txt"): true, outside: false})
 	wantOutputs(t, r.server, "MAIN", map[[2]int]string{
 		{1, 0}: "is denied on this surface by Bash(rm:*)",
 		{2, 0}: "is not allowed on this surface",
