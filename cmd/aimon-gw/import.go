@@ -44,7 +44,8 @@ func importClaudeCode(p importParams) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
 	}
-	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), cchook.Home())
+	home, _ := os.UserHomeDir() // tells the user's own settings from a project's
+	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), home)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
 	}

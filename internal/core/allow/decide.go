@@ -3,6 +3,7 @@ package allow
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,10 +98,19 @@ func Chain(lists ...*List) (*Effective, error) {
 			e.names = append(e.names, t)
 		}
 	}
-	if len(e.names) == 0 {
+	// An MCP entry (mcp__github) names tools of the client's, which its
+	// front end decides by name: a list of them leaves tools (P11).
+	if len(e.names) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(e.rules)), IsMCPName) {
 		return nil, fmt.Errorf("%w: the allowed-tools lists along this surface chain have no tool in common (%s); give each surface entries that its callers also allow", ErrNoTool, describeLists(ls))
 	}
 	return e, nil
+}
+
+// IsMCPName reports whether a tool name is Claude Code's name of an MCP
+// server or of one of its tools (mcp__github, mcp__github__create_issue).
+func IsMCPName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	return ok && rest != "" && !strings.HasPrefix(rest, "_")
 }
 
 // describeLists shows the lists of a chain, each cut to its first entries.

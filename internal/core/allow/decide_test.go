@@ -280,6 +280,16 @@ func TestP11NoToolLeftIsRefused(t *testing.T) {
 	if _, err := Chain(compile(t)); !errors.Is(err, ErrNoTool) {
 		t.Errorf("a declared empty list: err = %v, want ErrNoTool", err)
 	}
+	// A list of MCP entries leaves the client's MCP tools, which its front
+	// end decides by name: the run is not refused, and a tool it does not
+	// name is.
+	e, err := Chain(compile(t, "mcp__github"))
+	if err != nil {
+		t.Fatalf("a list of only mcp__github: %v", err)
+	}
+	if d := e.Decide("Read", map[string]any{"file_path": "/x"}, "/"); d.Allowed || d.Ask {
+		t.Errorf("Read under [mcp__github]: %+v", d)
+	}
 }
 
 func TestP12ToolsAndUnknown(t *testing.T) {

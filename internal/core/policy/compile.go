@@ -847,10 +847,7 @@ func defines(g *Generation, name string) bool { _, ok := g.Tools[name]; return o
 
 // IsMCPEntry reports whether an entry's name is Claude Code's name of an MCP
 // server (mcp__github) or of one of its tools (mcp__github__create_issue).
-func IsMCPEntry(name string) bool {
-	rest, ok := strings.CutPrefix(name, "mcp__")
-	return ok && rest != "" && !strings.HasPrefix(rest, "_")
-}
+func IsMCPEntry(name string) bool { return allow.IsMCPName(name) }
 
 // entryName is the tool name of an allowed-tools entry: Name or Name(pattern).
 func entryName(e string) string {

@@ -266,3 +266,31 @@ func vetText(g *Generation) string {
 	}
 	return strings.Join(got, "\n")
 }
+
+// TestP4HomePatternsAreTheRunningUsers: a "~/" path pattern is under the
+// home of the user the lists are compiled for, read at load, not fixed
+// where the policy was written (issue 42).
+func TestP4HomePatternsAreTheRunningUsers(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read}
+agent: "allowed-tools": ["Read(~/notes/**)", "Read(/srv/**)"]
+agent: "denied-tools": ["Read(~/.ssh/**)"]
+`})
+	for _, home := range []string{"/home/alice", "/home/bob"} {
+		t.Setenv("HOME", home)
+		g, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range map[string]string{home + "/notes/a": "allowed", home + "/.ssh/id": "denied P14", "/home/carol/notes/a": "denied P4", "/srv/x": "allowed"} {
+			d := mustDecide(t, g, []string{"agent"}, "Read", map[string]any{"file_path": path})
+			got := "denied " + string(d.Rule)
+			if d.Allowed {
+				got = "allowed"
+			}
+			if got != want {
+				t.Errorf("HOME=%s: Read %s = %s (%s), want %s", home, path, got, d.Reason, want)
+			}
+		}
+	}
+}

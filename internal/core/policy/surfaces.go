@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -177,14 +179,23 @@ const unknownWorkdir = "/nonexistent/aimon-gw/workdir"
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`, "{", `\{`, "}", `\}`)
 
 // resolveEntries rewrites path patterns written relative to the working
-// directory ("./src/**", ".") as absolute ones (rule P4), so that a policy
-// can say "under the working directory" without knowing where that is.
+// directory ("./src/**", ".") or to the home directory ("~/.ssh/**") as
+// absolute ones (rule P4), so that a policy can say "under the working
+// directory" or "in the user's home" without knowing where that is.
 func (c *compiler) resolveEntries(entries []string, subjects map[string]allow.Subject) []string {
 	out := make([]string, len(entries))
 	for i, raw := range entries {
 		out[i] = raw
 		e, err := allow.ParseEntry(raw)
 		if err != nil || !e.HasPattern || subjects[e.Tool].Kind != allow.Path {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(e.Pattern, "~/"); ok {
+			// The home of the user the lists are compiled for, where the
+			// call runs (a hook's user), not where the policy was written.
+			if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+				out[i] = e.Tool + "(" + globEscaper.Replace(strings.TrimSuffix(home, "/")) + "/" + rest + ")"
+			}
 			continue
 		}
 		if e.Pattern != "." && !strings.HasPrefix(e.Pattern, "./") {

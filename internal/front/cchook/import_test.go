@@ -1,6 +1,7 @@
 package cchook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -110,27 +111,70 @@ func claudeCode(s Settings, tool, input, cwd, home string) string {
 	var in map[string]any
 	json.Unmarshal([]byte(input), &in)
 	p := s.Permissions
+	path := func() string {
+		f, _ := in["file_path"].(string)
+		if f == "" {
+			f, _ = in["path"].(string)
+		}
+		if f == "" {
+			f, _ = in["notebook_path"].(string)
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(cwd, f)
+		}
+		return filepath.Clean(f)
+	}
+	// Its working directories: the project, and the additional ones.
+	wds := []string{cwd}
+	for _, d := range p.AdditionalDirectories {
+		switch {
+		case strings.HasPrefix(d, "~/"):
+			d = filepath.Join(home, d[2:])
+		case !filepath.IsAbs(d):
+			d = filepath.Join(cwd, d)
+		}
+		wds = append(wds, filepath.Clean(d))
+	}
+	within := func(f string, dirs ...string) bool {
+		for _, d := range dirs {
+			if f == d || strings.HasPrefix(f, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	edits := contains(family["Edit"], tool)
+	guarded := false // a write into a protected directory, always asked
+	for _, d := range wds {
+		guarded = guarded || edits && within(path(), filepath.Join(d, ".git"), filepath.Join(d, ".vscode"), filepath.Join(d, ".idea"))
+	}
 	for _, list := range []struct {
 		rules  []string
 		answer string
 	}{{p.Deny, "deny"}, {p.Ask, "ask"}, {p.Allow, "allow"}} {
 		for _, r := range list.rules {
 			if ccMatches(r, list.answer == "allow", tool, in, cwd, home) {
+				if list.answer == "allow" && guarded {
+					return "ask"
+				}
 				return list.answer
 			}
 		}
 	}
-	if tool == "Read" || tool == "Grep" || tool == "Glob" {
-		for _, d := range p.AdditionalDirectories {
-			if ccMatches("Read("+filepath.Join(cwd, d)+"/**)", true, tool, in, cwd, home) {
-				return "allow"
-			}
-		}
-	}
-	switch p.DefaultMode {
-	case "bypassPermissions":
+	// What the mode runs without asking (checked with the real CLI).
+	cmd, _ := in["command"].(string)
+	simple := !shellOps.MatchString(cmd) && !strings.ContainsAny(cmd, "<>$`()")
+	word, _, _ := strings.Cut(cmd, " ")
+	switch {
+	case tool == "Bash" && simple && (word == "echo" || cmd == "pwd"):
 		return "allow"
-	case "dontAsk":
+	case (tool == "Read" || tool == "Grep" || tool == "Glob") && (p.DefaultMode == "plan" || within(path(), wds...)):
+		return "allow"
+	case p.DefaultMode == "acceptEdits" && edits && within(path(), wds...) && !guarded:
+		return "allow"
+	case p.DefaultMode == "acceptEdits" && tool == "Bash" && simple && contains([]string{"touch", "mkdir", "rm", "rmdir", "mv"}, word):
+		return "allow"
+	case p.DefaultMode == "dontAsk":
 		return "deny"
 	}
 	return "ask"
@@ -220,4 +264,93 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// TestP14ImportKeepsEveryRule: the faults the real Claude Code found in
+// the import (issue 42) each hold, decided by the hook under the imported
+// policy: deny-only and mode-only settings keep what Claude Code runs
+// without asking (its project-wide reads, acceptEdits' edits), an allow
+// list of an MCP server leaves tools, mcp__db__* beside mcp__db denies the
+// server's tools, additional directories absolute, relative and under ~
+// are read where Claude Code reads them, a /path rule holds under the
+// project with the hook's cwd in a subdirectory, ~ is the home of the user
+// the hook runs for, bypassPermissions holds from the user's own settings
+// only, and a rule of a tool the policy cannot name is kept by
+// unknownTools or makes the import lossy.
+func TestP14ImportKeepsEveryRule(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	project, hookHome := filepath.Join(root, "proj"), filepath.Join(root, "hookuser")
+	os.MkdirAll(filepath.Join(project, "sub"), 0o755)
+	os.MkdirAll(filepath.Join(project, ".git"), 0o755) // a protected directory that exists is asked for
+	t.Setenv("HOME", hookHome)                         // the hook's user, not the importer's
+	type call struct{ tool, input, want string }
+	read := func(p string) string { return `{"file_path":"` + p + `"}` }
+	write := func(p string) string { return `{"file_path":"` + p + `","content":"x"}` }
+	bash := func(c string) string { return `{"command":"` + c + `"}` }
+	for _, c := range []struct {
+		note, settings, file string
+		cwd                  string
+		lossy                string
+		calls                []call
+	}{
+		{note: "deny-only", settings: `{"permissions":{"deny":["Bash(rm:*)","Read(./.env)"]}}`, calls: []call{
+			{"Read", read(project + "/a.go"), "allow"}, {"Bash", bash("echo hi"), "allow"}, {"Bash", bash("rm a.go"), "deny"},
+			{"Read", read(project + "/.env"), "deny"}, {"Write", write(project + "/a.go"), "deny"}, {"Read", read("/etc/hosts"), "deny"}}},
+		{note: "mode-only acceptEdits", settings: `{"permissions":{"defaultMode":"acceptEdits"}}`, calls: []call{
+			{"Write", write(project + "/w.txt"), "allow"}, {"Edit", `{"file_path":"` + project + `/a.go","old_string":"a","new_string":"b"}`, "allow"},
+			{"Write", write(project + "/.git/config"), "ask"}, {"Write", write(root + "/outside.txt"), "deny"},
+			{"Bash", bash("touch t.txt"), "allow"}, {"Bash", bash("mkdir d"), "allow"}, {"Bash", bash("sed -i s/a/b/ a.go"), "deny"}}},
+		{note: "mode-only plan", settings: `{"permissions":{"defaultMode":"plan"}}`, calls: []call{
+			{"Read", read("/etc/hosts"), "allow"}, {"Write", write(project + "/w.txt"), "deny"}, {"Bash", bash("touch t"), "deny"}, {"Bash", bash("echo hi"), "allow"}}},
+		{note: "plan edits nothing, and runs commands as the rules say", settings: `{"permissions":{"defaultMode":"plan","allow":["Edit(/docs/**)","Bash(touch:*)"]}}`, calls: []call{
+			{"Write", write(project + "/docs/a.md"), "deny"}, {"Bash", bash("touch t"), "allow"}}},
+		{note: "an allow list of an MCP server", settings: `{"permissions":{"allow":["mcp__github"]}}`, calls: []call{
+			{"mcp__github__create_issue", `{}`, "allow"}, {"Read", read(project + "/a.go"), "allow"}, {"Bash", bash("ls"), "deny"}}},
+		{note: "mcp__db__* denies beside mcp__db", settings: `{"permissions":{"allow":["mcp__db"],"deny":["mcp__db__*"]}}`, calls: []call{
+			{"mcp__db__drop_table", `{}`, "deny"}, {"mcp__db__query", `{}`, "deny"}}},
+		{note: "mcp__db__* allows", settings: `{"permissions":{"allow":["mcp__db__*"],"ask":["mcp__db__drop_table"]}}`, calls: []call{
+			{"mcp__db__query", `{}`, "allow"}, {"mcp__db__drop_table", `{}`, "ask"}}},
+		{note: "additional directories", settings: `{"permissions":{"additionalDirectories":["` + root + `/abs/", "../rel", "~/notes"]}}`, calls: []call{
+			{"Read", read(root + "/abs/a"), "allow"}, {"Read", read(root + "/rel/a"), "allow"}, {"Read", read(hookHome + "/notes/a"), "allow"},
+			{"Read", read(root + "/other/a"), "deny"}}},
+		{note: "a /path rule with the cwd in a subdirectory", cwd: project + "/sub",
+			settings: `{"permissions":{"allow":["Edit(/docs/**)"],"deny":["Read(/secret/**)"]}}`, calls: []call{
+				{"Write", write(project + "/docs/a.md"), "allow"}, {"Write", write(project + "/sub/docs/a.md"), "deny"},
+				{"Read", read(project + "/secret/k"), "deny"}, {"Read", read("../secret/k"), "deny"}, {"Read", read(project + "/a.go"), "allow"}}},
+		{note: "~ is the hook user's home", settings: `{"permissions":{"allow":["Read(~/notes/**)"],"deny":["Read(~/.ssh/**)"]}}`, calls: []call{
+			{"Read", read(hookHome + "/notes/a"), "allow"}, {"Read", read(hookHome + "/.ssh/id_rsa"), "deny"}, {"Read", read("/home/importer/notes/a"), "deny"}}},
+		{note: "bypassPermissions in a project's settings is the default mode", settings: `{"permissions":{"defaultMode":"bypassPermissions"}}`, calls: []call{
+			{"Write", write(project + "/w.txt"), "deny"}, {"Read", read(project + "/a.go"), "allow"}}},
+		{note: "bypassPermissions in the user's settings", file: "/home/importer/.claude/settings.json",
+			settings: `{"permissions":{"defaultMode":"bypassPermissions","deny":["Bash(rm:*)"]}}`, calls: []call{
+				{"Write", write(root + "/anywhere.txt"), "allow"}, {"Bash", bash("ls"), "allow"}, {"Bash", bash("rm x"), "deny"},
+				{"Write", write(project + "/.git/config"), "ask"}}},
+		{note: "an ask of a tool the policy cannot name", settings: `{"permissions":{"ask":["KillShell"]}}`, calls: []call{
+			{"KillShell", `{"shell_id":"1"}`, "ask"}}},
+		{note: "a deny of a tool the policy cannot name", settings: `{"permissions":{"deny":["KillShell"]}}`,
+			lossy: `deny rule "KillShell": KillShell is not a tool claudecode.#Tools declares; it is left to claudeCode: unknownTools, set to "deny"`,
+			calls: []call{{"KillShell", `{"shell_id":"1"}`, "deny"}, {"mcp__x__y", `{}`, "deny"}}},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			file := cmp.Or(c.file, filepath.Join(project, ".claude", "settings.json"))
+			im, err := Import([]byte(c.settings), file, project, "/home/importer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lossy := strings.Join(im.Lossy, "\n"); c.lossy == "" && lossy != "" || !strings.Contains(lossy, c.lossy) {
+				t.Errorf("lossy: %q, want %q", lossy, c.lossy)
+			}
+			if strings.Contains(im.Source, "/home/importer") {
+				t.Errorf("the policy names the importer's home:\n%s", im.Source)
+			}
+			cwd := cmp.Or(c.cwd, project)
+			gen := loadSource(t, im.Source, cwd)
+			for _, k := range c.calls {
+				out := Decide(gen, Input{Cwd: cwd, Project: project, ToolName: k.tool, ToolInput: json.RawMessage(k.input)}, gateway.Options{})
+				if got := out.HookSpecificOutput.PermissionDecision; got != k.want {
+					t.Errorf("%s %s: %s (%s), want %s\n%s", k.tool, k.input, got, out.HookSpecificOutput.PermissionDecisionReason, k.want, im.Source)
+				}
+			}
+		})
+	}
 }

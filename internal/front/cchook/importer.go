@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"aimon.dev/gw/internal/core/allow"
 )
 
 // Settings is the part of a Claude Code settings file the importer reads.
@@ -53,16 +55,30 @@ var family = map[string][]string{
 
 var pathTools = []string{"Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Grep", "Glob"}
 
-// Import turns a Claude Code settings file's permissions into a policy that
-// is never looser than Claude Code's own evaluation of them (deny, then
-// ask, then allow): allow, ask and deny become the surface's
-// allowed-tools, ask-tools and denied-tools, additionalDirectories become
-// Read, Grep and Glob entries, and defaultMode a comment (plan mode a
-// read-only ceiling, dontAsk a deny for unknown tools). A rule it cannot
-// express exactly is made stricter (an allow dropped or narrowed, an ask or
-// deny widened to the whole tool) and listed in Lossy. home is the user's
-// home directory (for "~/path") and project the settings' project (for
-// an additional directory that climbs out of it).
+// The tools claudecode.#Tools declares: a rule of another tool, which
+// the policy cannot name, is left to claudeCode: unknownTools.
+var declared = []string{"Bash", "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Grep", "Glob", "WebFetch", "WebSearch", "Agent", "Task", "TodoWrite"}
+
+// The directories whose writes Claude Code always asks for, in every
+// mode but bypassPermissions (its protected paths; .claude is the
+// gateway's to protect, rule R9).
+var protected = []string{".git", ".vscode", ".idea"}
+
+// Import turns a Claude Code settings file's permissions into a policy
+// that keeps each of its rules and what its mode lets run without asking
+// (deny, then ask, then allow, then the mode): allow, ask and deny become
+// the surface's allowed-tools, ask-tools and denied-tools; the working
+// directories (the project and additionalDirectories) are read, and under
+// acceptEdits edited, as Claude Code lets them be; plan mode reads
+// anywhere and edits nothing; dontAsk refuses a tool the policy
+// does not mention. A call Claude Code would ask for because no rule
+// allows it is refused: the hook asks only for what an ask rule names.
+// A rule it cannot keep exactly is made stricter (an allow dropped or
+// narrowed, an ask or deny widened to the whole tool) and listed in Lossy.
+// project is the settings' project, against which Claude Code reads a
+// "/path" rule and a relative additional directory; home tells the user's
+// own settings (~/.claude/settings.json) from a project's. A "~/" rule
+// stays "~/": the home of the user the hook runs for.
 func Import(data []byte, file, project, home string) (*Imported, error) {
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -76,8 +92,30 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 	}
 	type line struct{ entry, comment string }
 	lists := map[kind][]line{}
+	put := func(k kind, e, c string) {
+		if !slices.ContainsFunc(lists[k], func(l line) bool { return l.entry == e }) {
+			lists[k] = append(lists[k], line{e, c})
+		}
+	}
+	mode := modeOf(s.Permissions.DefaultMode, file, home)
+	unknown := mode.unknown
 	add := func(k kind, raw string) {
-		entries, why, lossy := translate(k, raw, home)
+		entries, why, lossy := translate(k, raw, project)
+		if name, _, _ := strings.Cut(strings.TrimSpace(raw), "("); !slices.Contains(declared, name) && !strings.HasPrefix(name, "mcp__") {
+			// A tool the policy cannot name is decided by unknownTools.
+			switch {
+			case k == askRule && unknown == "ask", k == denyRule && unknown == "deny":
+				why, lossy = fmt.Sprintf("%s is not a tool claudecode.#Tools declares; claudeCode: unknownTools %q answers it as the rule does", name, unknown), false
+			case k == denyRule:
+				unknown, why, lossy = "deny", fmt.Sprintf("%s is not a tool claudecode.#Tools declares; it is left to claudeCode: unknownTools, set to \"deny\", which refuses every tool the policy does not mention", name), true
+			default:
+				why, lossy = fmt.Sprintf("%s is not a tool claudecode.#Tools declares; claudeCode: unknownTools %q answers it, never allowing it", name, unknown), k == allowRule
+			}
+			entries = nil
+		}
+		if name, _, _ := strings.Cut(strings.TrimSpace(raw), "("); k == allowRule && mode.noEdits && slices.Contains(family["Edit"], name) {
+			entries, why, lossy = nil, fmt.Sprintf("defaultMode %q edits nothing, whatever allows it", mode.name), false
+		}
 		if lossy {
 			im.Lossy = append(im.Lossy, fmt.Sprintf("%s rule %s: %s", k, strconv.Quote(raw), why))
 		}
@@ -86,9 +124,7 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 			if i == 0 && why != "" {
 				c = note("%s rule %s: %s", k, strconv.Quote(raw), why)
 			}
-			if !slices.ContainsFunc(lists[k], func(l line) bool { return l.entry == e }) {
-				lists[k] = append(lists[k], line{e, c})
-			}
+			put(k, e, c)
 		}
 		if len(entries) == 0 {
 			lists[k] = append(lists[k], line{"", note("%s rule %s is left out: %s", k, strconv.Quote(raw), why)})
@@ -103,49 +139,156 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 	for _, r := range s.Permissions.Allow {
 		add(allowRule, r)
 	}
+	// The working directories: the project, and the additional ones, an
+	// absolute one as it is, "~/" the hook user's home, a relative one
+	// against the project.
+	raw := []string{project} // as paths; dirs as patterns
 	for _, d := range s.Permissions.AdditionalDirectories {
-		p, why := importPath(strings.TrimSuffix(d, "/")+"/**", home)
-		if strings.Contains(p, "..") {
-			// A pattern holds no "..": the directory is fixed here.
-			p = filepath.Join(project, strings.TrimPrefix(p, "./"))
-			why = fmt.Sprintf("a directory relative to the project (%s), fixed here", project)
+		p := strings.TrimSuffix(strings.TrimSpace(d), "/")
+		switch {
+		case p == "~":
+			p = "~/"
+		case strings.HasPrefix(p, "~/"):
+		case filepath.IsAbs(p):
+			p = filepath.Clean(p)
+		default:
+			p = filepath.Join(project, p)
 		}
-		for i, t := range family["Read"] {
+		raw = append(raw, p)
+	}
+	var dirs []string
+	for _, d := range raw {
+		if rest, ok := strings.CutPrefix(d, "~/"); ok {
+			dirs = append(dirs, "~/"+globEscaper.Replace(rest))
+			continue
+		}
+		dirs = append(dirs, globEscaper.Replace(d))
+	}
+	tree := func(dir string) string { return strings.TrimSuffix(dir, "/") + "/**" }
+	if !mode.unlimited {
+		reads := family["Read"]
+		if mode.readAnywhere {
+			put(allowRule, "Read", note("defaultMode %q: Claude Code reads anywhere without asking; here Read, Grep and Glob may.", mode.name))
+			put(allowRule, "Grep", "")
+			put(allowRule, "Glob", "")
+			reads = nil
+		}
+		for i, d := range dirs {
+			for j, t := range reads {
+				c := ""
+				switch {
+				case j > 0:
+				case i == 0:
+					c = note("Claude Code reads in its working directory, the project %s, without asking; here Read, Grep and Glob may.", strconv.Quote(project))
+				default:
+					c = note("additional directory %s: Claude Code reads there without asking; here Read, Grep and Glob may.", strconv.Quote(s.Permissions.AdditionalDirectories[i-1]))
+				}
+				put(allowRule, t+"("+tree(d)+")", c)
+			}
+		}
+		if mode.edits {
+			for i, d := range dirs {
+				for j, t := range family["Edit"] {
+					c := ""
+					if i == 0 && j == 0 {
+						c = note("defaultMode %q: Claude Code edits in its working directories without asking; here Edit, Write, MultiEdit and NotebookEdit may.", mode.name)
+					}
+					put(allowRule, t+"("+tree(d)+")", c)
+				}
+			}
+		}
+		for i, b := range mode.commands {
 			c := ""
 			if i == 0 {
-				c = note("additional directory %s: Claude Code may read there; here Read, Grep and Glob may%s", strconv.Quote(d), suffix(why))
+				c = note("%s: Claude Code runs %s without asking (a command's writes stay where the edit entries allow, in the sandbox); other read-only commands (ls, cat, …) it runs too are left to allow rules, since the sandbox would let them read outside the working directories.", mode.said(), strings.Join(mode.commands, ", "))
 			}
-			lists[allowRule] = append(lists[allowRule], line{t + "(" + p + ")", c})
+			put(allowRule, "Bash("+b+")", c)
 		}
 	}
-	// An allow entry that a name-only deny covers whole never allows
-	// anything: left out, as vet would report it.
-	denied := map[string]bool{}
-	for _, l := range lists[denyRule] {
-		if l.entry != "" && !strings.Contains(l.entry, "(") {
-			denied[l.entry] = true
+	// Claude Code asks before a write into a protected directory of a
+	// working directory whatever allows it.
+	if mode.edits || mode.unlimited || slices.ContainsFunc(s.Permissions.Allow, func(r string) bool {
+		name, _, _ := strings.Cut(strings.TrimSpace(r), "(")
+		return slices.Contains(family["Edit"], name)
+	}) {
+		var absent []string
+		for i, d := range dirs {
+			for _, p := range protected {
+				dir := strings.TrimSuffix(d, "/") + "/" + p
+				path := filepath.Join(raw[i], p)
+				if strings.HasPrefix(path, "~") {
+					path = "" // the hook user's home is not the importer's to look at
+				}
+				// An ask entry's directory is bound read-only in the
+				// sandbox, or, absent, the nearest one that exists: the
+				// whole working directory. So only those that exist.
+				if st, err := os.Stat(path); err != nil || !st.IsDir() {
+					absent = append(absent, dir)
+					continue
+				}
+				for j, t := range family["Edit"] {
+					c := ""
+					if j == 0 {
+						c = note("Claude Code asks before it writes into %s, whatever allows it.", strconv.Quote(dir))
+					}
+					put(askRule, t+"("+dir+"/**)", c)
+				}
+			}
 		}
+		if len(absent) > 0 {
+			note("Claude Code asks before it writes into %s too, which do not exist here: import again once one does (an ask entry of a directory that does not exist would make the sandbox bind its working directory read-only).", strings.Join(absent, ", "))
+		}
+	}
+	// An allow entry that a deny entry covers whole never allows
+	// anything: left out, as vet would report it.
+	var denies []allow.Entry
+	for _, l := range lists[denyRule] {
+		if e, err := allow.ParseEntry(l.entry); err == nil {
+			denies = append(denies, e)
+		}
+	}
+	coveredBy := func(entry string) string {
+		a, err := allow.ParseEntry(entry)
+		if err != nil {
+			return ""
+		}
+		for _, d := range denies {
+			if allow.Covers(kindOf(a.Tool), d, a) {
+				return d.Raw
+			}
+		}
+		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "// Imported from %s by aimon-gw import claude-code; review it, then vet it.\npackage policy\n\nimport \"aimon.dev/gw/schema/claudecode\"\n\ntools: claudecode.#Tools\n", filepath.Base(file))
-	mode, modeNote, ceiling, unknown := defaultMode(s.Permissions.DefaultMode)
-	if modeNote != "" {
-		fmt.Fprintf(&b, "\n// %s\n", note("defaultMode %q: %s", mode, modeNote))
+	if !mode.unlimited && slices.ContainsFunc(lists[allowRule], func(l line) bool { return strings.HasPrefix(l.entry, "Bash") }) {
+		// Claude Code runs an allowed command as the user; here it runs in
+		// the sandbox, which lets it write in the working directories.
+		quoted := make([]string, len(raw))
+		for i, d := range raw {
+			quoted[i] = strconv.Quote(d)
+		}
+		fmt.Fprintf(&b, "\n// %s\ntools: Bash: sandbox: write: [%s]\n", note("Claude Code runs an allowed command as the user; here it runs in the sandbox, where it writes only in the working directories (%s) and where the edit entries allow.", strings.Join(raw, ", ")), strings.Join(quoted, ", "))
+	}
+	if mode.note != "" {
+		fmt.Fprintf(&b, "\n// %s\n", note("defaultMode %q: %s", mode.name, mode.note))
 	}
 	for _, k := range []kind{allowRule, askRule, denyRule} {
 		key := [...]string{"allowed-tools", "ask-tools", "denied-tools"}[k]
-		if k != allowRule && len(lists[k]) == 0 {
+		if k != allowRule && len(lists[k]) == 0 || k == allowRule && mode.unlimited {
 			continue
 		}
 		fmt.Fprintf(&b, "\nagent: %q: [\n", key)
 		for _, l := range lists[k] {
-			name, _, _ := strings.Cut(l.entry, "(")
+			by := ""
+			if k == allowRule {
+				by = coveredBy(l.entry)
+			}
 			switch {
 			case l.entry == "":
 				fmt.Fprintf(&b, "\t// %s\n", l.comment)
-			case k == allowRule && denied[name]:
-				fmt.Fprintf(&b, "\t// %s is left out: the deny list denies %s.\n", strconv.Quote(l.entry), name)
-				note("%s is left out: the deny list denies %s.", strconv.Quote(l.entry), name)
+			case by != "":
+				fmt.Fprintf(&b, "\t// %s\n", note("%s is left out: the deny entry %s denies every call it allows.", strconv.Quote(l.entry), strconv.Quote(by)))
 			case l.comment != "":
 				fmt.Fprintf(&b, "\t%s, // %s\n", strconv.Quote(l.entry), l.comment)
 			default:
@@ -154,14 +297,15 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 		}
 		b.WriteString("]\n")
 	}
-	if ceiling != "" {
-		fmt.Fprintf(&b, "agent: \"max-effect\": %q\n", ceiling)
-	}
 	fmt.Fprintf(&b, "\n// A tool this policy does not mention is %s.\nclaudeCode: unknownTools: %q\n",
 		map[string]string{"ask": "left to Claude Code's own prompt", "deny": "refused"}[unknown], unknown)
 	im.Source = b.String()
 	return im, nil
 }
+
+// globEscaper escapes the characters a path pattern reads as glob, in a
+// directory's name.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`, "{", `\{`, "}", `\}`)
 
 func suffix(why string) string {
 	if why == "" {
@@ -170,36 +314,74 @@ func suffix(why string) string {
 	return " (" + why + ")."
 }
 
-// defaultMode says what Claude Code's defaultMode means beside the lists:
-// plan mode is a read-only ceiling, dontAsk refuses what no rule allows.
-func defaultMode(mode string) (m, note, ceiling, unknown string) {
-	unknown = "ask"
-	switch mode {
-	case "":
-		return "", "", "", unknown
-	case "default":
-		note = "Claude Code asks before a tool's first use; here a call the lists do not allow is refused, and a tool the policy does not mention is asked."
-	case "acceptEdits":
-		note = "Claude Code accepts file edits without asking; here only the Edit, Write, MultiEdit and NotebookEdit entries allow edits."
-	case "plan":
-		note, ceiling = "Claude Code only plans and changes nothing; here the agent's max-effect is \"read\".", "read"
-	case "dontAsk":
-		note, unknown = "Claude Code refuses what its rules do not allow instead of asking; here a tool the policy does not mention is refused.", "deny"
-	case "bypassPermissions":
-		note = "Claude Code skips its prompts; here the lists still decide every call, and a tool the policy does not mention is asked."
-	default:
-		note = "this mode is not one aimon-gw knows; the lists decide every call."
+// mode is what a Claude Code permission mode lets run without asking,
+// beside the rules, as Claude Code 2.1 applies it (each checked with the
+// real CLI, cmd/aimon-gw's import tests).
+type mode struct {
+	name, note   string
+	readAnywhere bool     // plan: Read, Grep and Glob anywhere
+	edits        bool     // acceptEdits: edits in the working directories
+	noEdits      bool     // plan: no edit, whatever allows it
+	commands     []string // Bash patterns it runs without asking
+	unlimited    bool     // bypassPermissions: every call but the rules' deny and ask
+	unknown      string   // claudeCode: unknownTools
+}
+
+// said names the mode in a note.
+func (m mode) said() string {
+	if m.name == "" {
+		return "the default mode"
 	}
-	return mode, note, ceiling, unknown
+	return "defaultMode " + strconv.Quote(m.name)
+}
+
+// modeOf reads defaultMode. Every mode reads the working directories and
+// runs echo and pwd without asking; bypassPermissions holds only in the
+// user's own settings (Claude Code ignores it in a project's).
+func modeOf(name, file, home string) mode {
+	m := mode{name: name, unknown: "ask", commands: []string{"echo:*", "pwd"}}
+	switch name {
+	case "", "default", "manual":
+		m.note = "Claude Code asks before what no rule allows; here such a call is refused (claude -p refuses it too), and a tool the policy does not mention is asked."
+		if name == "" {
+			m.note = ""
+		}
+	case "acceptEdits":
+		m.edits = true
+		m.commands = append(m.commands, "touch:*", "mkdir:*", "rm:*", "rmdir:*", "mv:*")
+		m.note = "Claude Code accepts edits in its working directories and the file commands touch, mkdir, rm, rmdir and mv without asking; so does this policy."
+	case "plan":
+		m.readAnywhere, m.noEdits = true, true
+		m.note = "Claude Code reads anywhere and edits nothing, whatever allows an edit; commands run as the rules say."
+	case "dontAsk":
+		m.unknown = "deny"
+		m.note = "Claude Code refuses what its rules do not allow instead of asking; here a tool the policy does not mention is refused."
+	case "bypassPermissions":
+		abs, _ := filepath.Abs(file)
+		if home != "" && abs == filepath.Join(home, ".claude", "settings.json") {
+			m.unlimited, m.commands = true, nil
+			m.note = "Claude Code runs every call no deny or ask rule names; so does this policy (no allowed-tools list), and a tool it does not mention is asked."
+			break
+		}
+		m.note = "Claude Code does not apply bypassPermissions from a project's settings, only from the user's own (~/.claude/settings.json); here, as there, the default mode holds."
+	default:
+		m.note = "this mode is not one aimon-gw knows; the lists decide every call."
+	}
+	return m
 }
 
 // translate turns one Claude Code rule into aimon-gw entries, saying why
 // when the meaning differs; lossy when it could not be kept exactly, in
 // which case the entries are stricter than the rule (an allow narrower or
 // none, an ask or a deny wider).
-func translate(k kind, rule, home string) (entries []string, why string, lossy bool) {
+func translate(k kind, rule, project string) (entries []string, why string, lossy bool) {
 	rule = strings.TrimSpace(rule)
 	name, rest, paren := strings.Cut(rule, "(")
+	if server, ok := strings.CutSuffix(name, "__*"); ok && !paren && IsServer(server) {
+		// Claude Code's mcp__server__* is every tool of the server, as
+		// mcp__server is.
+		return []string{server}, fmt.Sprintf("Claude Code's %s is every tool of the server, which aimon-gw writes %s", name, server), false
+	}
 	tools := family[name]
 	if tools == nil {
 		tools = []string{name}
@@ -219,7 +401,7 @@ func translate(k kind, rule, home string) (entries []string, why string, lossy b
 			return stricter(k, tools, why)
 		}
 	case slices.Contains(pathTools, name):
-		p, why = importPath(pattern, home)
+		p, why = importPath(pattern, project)
 	case name == "WebFetch" && strings.HasPrefix(pattern, "domain:"), name == "Task", name == "Agent":
 		p = pattern
 	case strings.HasPrefix(name, "mcp__"):
@@ -231,6 +413,26 @@ func translate(k kind, rule, home string) (entries []string, why string, lossy b
 		entries = append(entries, t+"("+p+")")
 	}
 	return entries, why, lossy
+}
+
+// kindOf is the kind of a Claude Code tool's permission subject.
+func kindOf(tool string) allow.Kind {
+	switch {
+	case tool == "Bash":
+		return allow.Command
+	case slices.Contains(pathTools, tool):
+		return allow.Path
+	case tool == "WebFetch":
+		return allow.Domain
+	}
+	return allow.None
+}
+
+// IsServer reports whether name is Claude Code's name of an MCP server,
+// mcp__SERVER, with no tool after it.
+func IsServer(name string) bool {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	return ok && rest != "" && !strings.Contains(rest, "__") && !strings.ContainsAny(rest, "*?[]{}()")
 }
 
 // stricter is the rule made stricter for what cannot be kept: an allow
@@ -260,18 +462,19 @@ func bashPattern(k kind, p string) (string, string, bool) {
 	return "", fmt.Sprintf("aimon-gw's Bash patterns are exact or a prefix ending in :*, and %q is neither", p), true
 }
 
-// importPath turns a Claude Code path pattern into aimon-gw's, keeping a
-// relative pattern portable: Claude Code's "/path" (relative to the
-// settings' project) and "path" become "./path", which resolves against
-// the hook input's cwd; "//path" is absolute; "~/" is fixed to home.
-func importPath(p, home string) (string, string) {
+// importPath turns a Claude Code path pattern into aimon-gw's: "//path"
+// is absolute; "~/" stays "~/", the home of the user the hook runs for;
+// "/path" is relative to the settings' project, written out under it; and
+// "path" and "./path", relative to Claude Code's current directory, become
+// "./path", which resolves against the hook input's cwd.
+func importPath(p, project string) (string, string) {
 	switch {
 	case strings.HasPrefix(p, "//"):
 		return p[1:], ""
 	case strings.HasPrefix(p, "~/"):
-		return filepath.Join(home, p[2:]), fmt.Sprintf("~ is the home directory of the user who imported it (%s), fixed here", home)
+		return p, ""
 	case strings.HasPrefix(p, "/"):
-		return "." + p, "Claude Code's /path is relative to the project; ./ resolves against the hook input's cwd, the project when Claude Code runs in it"
+		return globEscaper.Replace(project) + p, fmt.Sprintf("Claude Code's /path is relative to the settings' project, %s", project)
 	case strings.HasPrefix(p, "./"), p == ".":
 		return p, ""
 	}
@@ -290,10 +493,4 @@ func ProjectOf(file string) string {
 		return filepath.Dir(dir)
 	}
 	return dir
-}
-
-// Home is the importing user's home directory.
-func Home() string {
-	h, _ := os.UserHomeDir()
-	return h
 }

@@ -218,13 +218,23 @@ type Run struct {
 	Prompt        string
 	// Env is added to the run's environment.
 	Env []string
+	// Settings are written into .claude/settings.json beside the hook
+	// (Claude Code's own permissions, to compare with the hook's); with
+	// no Hook they are the whole settings.
+	Settings map[string]any
 }
 
 // Start writes the settings and runs Claude Code to its end (bounded by
 // ctx); it returns what Claude Code printed.
 func (r Run) Start(ctx context.Context, s *Server) (string, error) {
-	settings := map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
-		"matcher": "*", "hooks": []any{map[string]any{"type": "command", "command": r.Hook, "timeout": 60}}}}}}
+	settings := maps.Clone(r.Settings)
+	if settings == nil {
+		settings = map[string]any{}
+	}
+	if r.Hook != "" {
+		settings["hooks"] = map[string]any{"PreToolUse": []any{map[string]any{
+			"matcher": "*", "hooks": []any{map[string]any{"type": "command", "command": r.Hook, "timeout": 60}}}}}
+	}
 	if err := writeJSON(filepath.Join(r.Project, ".claude", "settings.json"), settings); err != nil {
 		return "", err
 	}
