@@ -333,3 +333,43 @@ agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
 		}
 	}
 }
+
+// TestP16CodexAndGeminiHooksSealTickets: the command Codex's and Gemini
+// CLI's hooks hand back runs through exec with a ticket of its own, once;
+// Gemini's asked command carries an approved one; the same command line
+// run again runs nothing.
+func TestP16CodexAndGeminiHooksSealTickets(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	dir, wd := moduleDir(t, strings.ReplaceAll(agentsPolicy, `sandbox: mode: "off"`, `sandbox: {}`)), t.TempDir()
+	wrapped := func(out string, field string) string {
+		t.Helper()
+		var got struct {
+			HookSpecificOutput map[string]map[string]any
+		}
+		json.Unmarshal([]byte(out), &got)
+		c, _ := got.HookSpecificOutput[field]["command"].(string)
+		if !strings.Contains(c, "'--ticket' '") {
+			t.Fatalf("no ticket in %s", out)
+		}
+		return c
+	}
+	out, _, _ := runHook(t, "codex", dir, `{"cwd":"`+wd+`","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch allowed"},"tool_use_id":"c"}`)
+	codex := wrapped(out, "updatedInput")
+	out, _, _ = runHook(t, "gemini-cli", dir, `{"cwd":"`+wd+`","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"touch review"}}`)
+	gemini := wrapped(out, "tool_input")
+	if !strings.Contains(out, `"decision":"ask"`) || !strings.Contains(gemini, "'--approved'") {
+		t.Errorf("gemini's asked command: %s", out)
+	}
+	// These policies let the shells write nothing, so touch runs in a
+	// read-only sandbox and says so: it ran; on the second run it does not.
+	u := gatewayUser{name: "self", uid: -1, gid: -1}
+	for _, c := range []struct{ note, line string }{{"codex", codex}, {"gemini-cli", gemini}} {
+		if out, code := runAs(t, u, wd, c.line); code == exitNotRun || !strings.Contains(out, "touch: cannot touch") {
+			t.Errorf("%s: the wrapped command did not run: %d\n%s", c.note, code, out)
+		}
+		if out, code := runAs(t, u, wd, c.line); code != exitNotRun || strings.Contains(out, "touch:") || !strings.Contains(out, "already used") {
+			t.Errorf("%s: the command ran again on its ticket: %d\n%s", c.note, code, out)
+		}
+	}
+}
