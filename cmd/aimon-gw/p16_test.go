@@ -75,7 +75,7 @@ func (e *p16Env) bin(t *testing.T) []string { return append(slices.Clone(e.u.pre
 // with allowed calls: a link to touch, copies of it, scripts, a git
 // repository with a change and a pre-commit hook. lists are the policy's
 // deny and ask entries.
-func p16Layout(t *testing.T, u gatewayUser, lists string) *p16Env {
+func p16Layout(t testing.TB, u gatewayUser, lists string) *p16Env {
 	t.Helper()
 	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-p16")
 	if err != nil {

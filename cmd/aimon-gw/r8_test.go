@@ -99,7 +99,7 @@ surfaces: from: ["../../.claude"]
 	return l
 }
 
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	data, err := os.ReadFile(from)
 	if err != nil {
@@ -110,7 +110,7 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-func chownAll(t *testing.T, root string, uid, gid int) {
+func chownAll(t testing.TB, root string, uid, gid int) {
 	t.Helper()
 	filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
 		if err == nil {

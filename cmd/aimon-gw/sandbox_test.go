@@ -20,7 +20,7 @@ import (
 // leaves no process behind.
 
 // needBwrap fails the test without a usable bwrap: under CI it must be there.
-func needBwrap(t *testing.T) {
+func needBwrap(t testing.TB) {
 	t.Helper()
 	if err := exec.Command("bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "true").Run(); err != nil {
 		if os.Getenv("CI") != "" {
