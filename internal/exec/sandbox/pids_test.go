@@ -224,21 +224,7 @@ func BenchmarkR8PidsGroup(b *testing.B) {
 		b.Skip(h.err)
 	}
 	dir := b.TempDir()
-	sb := &tools.Sandbox{Writable: []string{dir}}
-	run := func(home pidsHome) {
-		old := pidsParent
-		pidsParent = func() pidsHome { return home }
-		defer func() { pidsParent = old }()
-		cmd, err := Command(sb, dir, []string{"true"}, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer Release(cmd)
-		defer Finish(cmd)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("%v %s", err, out)
-		}
-	}
+	run := func(home pidsHome) { benchRun(b, dir, []string{"true"}, nil, home) }
 	var with, without time.Duration
 	for b.Loop() {
 		t0 := time.Now()

@@ -20,7 +20,10 @@
 // that cannot be read (mode 0111), which a tracer inside could not.
 //
 // It runs from this package's init, before the packages the gateway's
-// commands need: a tracer costs a process start.
+// commands need: a tracer costs a process start. Go runs that init once
+// the packages it imports are initialized, in import-path order among
+// those ready, so it imports only early ones: with golang.org/x/sys/unix
+// and path/filepath, some ninety more of the gateway's came first.
 package trace
 
 import (
@@ -31,15 +34,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Arg, as the first argument, makes the binary the tracer:
@@ -107,7 +107,7 @@ func run(args []string) (int, error) {
 	if err != nil || fd < 3 {
 		return 0, fmt.Errorf("the tracer's descriptor %q is not a number above 2", args[0])
 	}
-	unix.CloseOnExec(fd)
+	syscall.CloseOnExec(fd)
 	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[[2]uint64]string{}, answers: map[string]string{}, seen: map[int]bool{}}
 	t.in = bufio.NewReader(t.ctl)
 	line, err := t.in.ReadBytes('\n')
@@ -132,15 +132,20 @@ func run(args []string) (int, error) {
 	return t.loop(pid)
 }
 
-const opts = unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_EXITKILL
+// ptraceOExitKill is PTRACE_O_EXITKILL, which package syscall lacks. The
+// tracer uses syscall, not golang.org/x/sys/unix, for the same reason as
+// baseOf: Go initializes that only after most of the gateway's packages.
+const ptraceOExitKill = 0x100000
+
+const opts = syscall.PTRACE_O_TRACEEXEC | syscall.PTRACE_O_TRACEFORK | syscall.PTRACE_O_TRACEVFORK | syscall.PTRACE_O_TRACECLONE | ptraceOExitKill
 
 // loop runs until the root process ends, and exits as it did.
 func (t *tracer) loop(root int) (int, error) {
 	t.seen[root] = true
 	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
-		if err == unix.EINTR {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WALL, nil)
+		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
@@ -168,36 +173,36 @@ func (t *tracer) loop(root int) (int, error) {
 			// A new process or thread, attached by its parent's event:
 			// its first stop is a SIGSTOP of the attach, not to deliver.
 			t.seen[pid] = true
-			if sig == unix.SIGSTOP {
+			if sig == syscall.SIGSTOP {
 				sig = 0
 			}
-		case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+		case sig == syscall.SIGTRAP && ws.TrapCause() == syscall.PTRACE_EVENT_EXEC:
 			if why := t.judge(pid); why != "" {
-				unix.Kill(pid, unix.SIGKILL)
+				syscall.Kill(pid, syscall.SIGKILL)
 				// On standard error, so that the call's result carries it.
 				fmt.Fprintf(os.Stderr, "aimon-gw: %s\n", why)
 				t.refused = true
 				continue
 			}
 			sig = 0
-		case sig == unix.SIGTRAP && ws.TrapCause() > 0:
+		case sig == syscall.SIGTRAP && ws.TrapCause() > 0:
 			sig = 0 // fork, vfork, clone: the child is traced
-		case sig == unix.SIGTRAP && pid == root && t.decided == 0:
+		case sig == syscall.SIGTRAP && pid == root && t.decided == 0:
 			// The root's own exec, before the options: set them.
-			if err := unix.PtraceSetOptions(pid, opts); err != nil {
-				unix.Kill(pid, unix.SIGKILL)
+			if err := syscall.PtraceSetOptions(pid, opts); err != nil {
+				syscall.Kill(pid, syscall.SIGKILL)
 				return 0, fmt.Errorf("the command cannot be traced: %w", err)
 			}
 			sig = 0
-		case sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU:
+		case sig == syscall.SIGSTOP || sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
 			// A group-stop has no siginfo: let the process go on, since a
 			// traced group-stop would hold it until the tracer resumes it.
 			var si [128]byte
-			if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e == unix.EINVAL {
+			if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, syscall.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e == syscall.EINVAL {
 				sig = 0
 			}
 		}
-		unix.PtraceCont(pid, int(sig))
+		syscall.PtraceCont(pid, int(sig))
 	}
 }
 
@@ -206,9 +211,9 @@ func (t *tracer) judge(pid int) string {
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	words, err := cmdline(pid)
 	if err != nil || len(words) == 0 {
-		return t.ask(Request{Words: []string{filepath.Base(exe)}, Exe: exe, Argv: words, Refused: "its arguments cannot be read"})
+		return t.ask(Request{Words: []string{baseOf(exe)}, Exe: exe, Argv: words, Refused: "its arguments cannot be read"})
 	}
-	base := filepath.Base(exe)
+	base := baseOf(exe)
 	if t.decided < len(t.spec.Decided) {
 		if base == t.spec.Decided[t.decided] {
 			t.decided++
@@ -225,7 +230,7 @@ func (t *tracer) judge(pid int) string {
 			if !strings.HasPrefix(p, "/") {
 				p = fmt.Sprintf("/proc/%d/cwd/%s", pid, p)
 			}
-			file, exe, base, args = p, args[i], filepath.Base(args[i]), args[i+1:]
+			file, exe, base, args = p, args[i], baseOf(args[i]), args[i+1:]
 		}
 	}
 	name := t.identify(file)
@@ -260,8 +265,8 @@ func (t *tracer) ask(r Request) string {
 // identify is the name of the program file is, when it is one the
 // entries name: the same file, or a copy of it; "" otherwise.
 func (t *tracer) identify(file string) string {
-	var st unix.Stat_t
-	if unix.Stat(file, &st) != nil {
+	var st syscall.Stat_t
+	if syscall.Stat(file, &st) != nil {
 		return ""
 	}
 	var sum string
@@ -284,7 +289,7 @@ func (t *tracer) identify(file string) string {
 	return ""
 }
 
-func (t *tracer) hash(file string, st unix.Stat_t) string {
+func (t *tracer) hash(file string, st syscall.Stat_t) string {
 	k := [2]uint64{st.Dev, st.Ino}
 	if h, ok := t.hashes[k]; ok {
 		return h
@@ -312,6 +317,14 @@ func cmdline(pid int) ([]string, error) {
 		return []string{""}, nil
 	}
 	return strings.Split(string(b), "\x00"), nil
+}
+
+// baseOf is the last element of the path p. Not path/filepath's: a
+// package the tracer imports is initialized before it runs, and Go
+// initializes path/filepath only after most of the gateway's packages
+// (the tracer is a process start of every command).
+func baseOf(p string) string {
+	return p[strings.LastIndexByte(p, '/')+1:]
 }
 
 func isLoader(base string) bool {
