@@ -147,6 +147,7 @@ func (l *local) sweep() {
 	}
 	l.swept = now
 	l.mu.Unlock()
+	l.sweepRecords(now)
 	dir := filepath.Join(l.dir, "spent")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
