@@ -161,6 +161,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	c.compileLists(g)
 	c.principals(g, v.LookupPath(cue.ParsePath("principals")))
 	c.limits(g, v.LookupPath(cue.ParsePath("limits")))
+	c.approvers(g, v.LookupPath(cue.ParsePath("approvers")))
 	c.tests(g, v.LookupPath(cue.ParsePath("tests")))
 }
 

@@ -98,6 +98,8 @@ type Plan struct {
 	Principals []*Principal
 	// Limits bound how often the calls they select run (rule P19), by name.
 	Limits []*Limit
+	// Approvers approve asked calls of HTTP callers out of band, by name.
+	Approvers []*Approver
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 	// Dirs are directories outside the policy's that it reads (markdown
