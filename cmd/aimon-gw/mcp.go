@@ -9,18 +9,22 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/internal/exec/sandbox"
+	oob "aimon.dev/gw/internal/front/approvals"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/front/httpfront"
 	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/front/telemetry"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/state"
 )
 
 type mcpParams struct {
@@ -46,6 +50,9 @@ type mcpParams struct {
 	ApprovalTTL, Drain, DrainDelay      time.Duration
 	// State is where approvals are spent (--state, serveParams.State).
 	State string
+	// ApprovalWebhook is where a pending approval is POSTed; ApprovalsURL
+	// is this gateway as approvers reach it, for the links.
+	ApprovalWebhook, ApprovalsURL string
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
 }
@@ -64,6 +71,8 @@ func httpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, Usage: "on SIGTERM, how long /readyz answers 503 while calls are still served, so that load balancers stop sending first; then the listener closes and the drain begins"},
+		&cli.StringFlag{Name: "approval-webhook", Usage: "POST each call that waits for one of the policy's approvers here, as JSON with a text field and the approval page's link (a Slack or Teams incoming webhook takes it)"},
+		&cli.StringFlag{Name: "approvals-url", Usage: "this gateway as approvers' browsers reach it, e.g. https://gw.example.com, for the links to /approvals/ID (default: --resource's origin, else the listening address)"},
 		approvalKeyFlag(), approvalTTLFlag(), stateFlag(),
 	}
 }
@@ -117,6 +126,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"), JWKSRefresh: c.Duration("jwks-refresh"),
 				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
+				ApprovalWebhook: c.String("approval-webhook"), ApprovalsURL: c.String("approvals-url"),
 			})
 		},
 	}
@@ -189,7 +199,8 @@ func isTerminal(r io.Reader) bool {
 // httpOnly names a flag given that only --listen uses; "" for none.
 func (p mcpParams) httpOnly() string {
 	for _, f := range []struct{ name, value string }{{"tls-cert", p.TLSCert}, {"tls-key", p.TLSKey}, {"issuer", p.Issuer},
-		{"resource", p.Resource}, {"audience", p.Audience}, {"jwks-url", p.JWKSURL}, {"tokens", p.Tokens}} {
+		{"resource", p.Resource}, {"audience", p.Audience}, {"jwks-url", p.JWKSURL}, {"tokens", p.Tokens},
+		{"approval-webhook", p.ApprovalWebhook}, {"approvals-url", p.ApprovalsURL}} {
 		if f.value != "" {
 			return f.name
 		}
@@ -268,6 +279,9 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	default:
 		return usage("every caller must authenticate: give --issuer and --resource (an identity provider's JWTs), or --tokens FILE (static tokens).")
 	}
+	if o.Approvals, err = approvalPages(p, ro, o.Verifier); err != nil {
+		return usage("%v", err)
+	}
 	err = httpfront.Serve(ctx, o)
 	var surface *httpfront.SurfaceError
 	switch {
@@ -279,4 +293,39 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 		return cli.Exit(loadProblem(p.Policy, err), exitFinding)
 	}
 	return cli.Exit("aimon-gw mcp --listen: "+err.Error()+".", exitUsage)
+}
+
+// approvalPages is the out-of-band approvals of the policy's approvers
+// (rule P15): pending approvals kept where tokens are spent (so that every
+// replica sharing the store serves them), else in this process's memory.
+func approvalPages(p mcpParams, ro reload.Options, verifier auth.TokenVerifier) (*oob.Service, error) {
+	for _, f := range []struct{ name, value string }{{"approval-webhook", p.ApprovalWebhook}, {"approvals-url", p.ApprovalsURL}} {
+		if f.value == "" {
+			continue
+		}
+		if u, err := url.Parse(f.value); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("--%s %q is not an absolute http(s) URL; give one such as https://example.com/path.", f.name, redactURL(f.value))
+		}
+	}
+	base := p.ApprovalsURL
+	if u, err := url.Parse(p.Resource); base == "" && p.Resource != "" && err == nil {
+		base = u.Scheme + "://" + u.Host
+	}
+	records := state.MemoryRecords()
+	if st := ro.Gateway.Approvals.Store(); st != nil {
+		if r := state.RecordsOf(st); r != nil {
+			records = r
+		}
+	}
+	return oob.New(oob.Options{Records: records, Key: ro.Gateway.Approvals.Derive("approval pages"), Verifier: verifier,
+		Webhook: p.ApprovalWebhook, BaseURL: base, TTL: p.ApprovalTTL, Decisions: p.Decisions,
+		Secure: strings.HasPrefix(base, "https:"), Logger: p.Log}), nil
+}
+
+// redactURL is u without what could be a secret: a webhook's path and query.
+func redactURL(u string) string {
+	if x, err := url.Parse(u); err == nil && x.Host != "" {
+		return x.Scheme + "://" + x.Host + "/…"
+	}
+	return "(an unreadable URL)"
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/front/approvals"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/front/mcpfront"
@@ -88,6 +89,10 @@ type Options struct {
 	// provider not reached): /readyz and the gateway's endpoints answer
 	// 503 with it until it is nil.
 	Unready func() error
+	// Approvals, when set, has the asks its policy's approvers cover
+	// approved out of band, on the pages it serves at /approvals/ (rule
+	// P15).
+	Approvals *approvals.Service
 	// OnListen is told the address once the listener is open.
 	OnListen func(net.Addr)
 	// OnReady is told the gateway once a policy is in force (metrics
@@ -140,6 +145,13 @@ func Serve(ctx context.Context, o Options) error {
 	if o.OnListen != nil {
 		o.OnListen(ln.Addr())
 	}
+	if o.Approvals != nil {
+		scheme := "http"
+		if tlsConfig != nil {
+			scheme = "https"
+		}
+		o.Approvals.SetBaseURL(scheme + "://" + ln.Addr().String())
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsConfig != nil)
 
 	surfaces, rt, err := mcpfront.Start(ctx, calls, o.Reload, o.Version)
@@ -148,6 +160,10 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	defer rt.Close()
+	if o.Approvals != nil {
+		o.Approvals.Attach(rt.Gateway())
+		surfaces.SetOutOfBand(o.Approvals)
+	}
 	if _, err := rt.Gateway().Tools(nil); err != nil {
 		srv.Close()
 		return &SurfaceError{err}
@@ -229,6 +245,9 @@ func (f *front) mux() http.Handler {
 	}, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: f.log})
 	mux.Handle(MCPPath, f.serving(bearer(f.principal(f.mcp(sdk)))))
 	mux.Handle("POST "+HookPath, f.serving(bearer(f.principal(http.HandlerFunc(f.hook)))))
+	if f.o.Approvals != nil {
+		mux.Handle("/approvals/", f.serving(f.o.Approvals.Handler()))
+	}
 	for pattern, h := range f.o.Handlers {
 		mux.Handle(pattern, h)
 	}

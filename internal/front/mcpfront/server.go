@@ -103,6 +103,7 @@ type toolSet struct {
 	chain  []string
 	log    *slog.Logger
 	seq    *atomic.Int64                   // the calls' ids, shared by the surfaces
+	oob    OutOfBand                       // nil: every ask goes to the client
 	gw     atomic.Pointer[gateway.Gateway] // the generation's in force, for dropped calls
 
 	mu     sync.Mutex
@@ -159,6 +160,13 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
 	ctx = withToken(ctx, req)
+	oob := OutOfBandCall{Request: req, Chain: m.chain, Legacy: statelessHTTP(req.Session),
+		Run: func(token string) gateway.CallResult { return m.call(ctx, gw, principal, name, args, token) }}
+	if state := req.Params.RequestState; state != "" && m.oob != nil {
+		if res, err, ok := m.oob.Resume(ctx, state, oob); ok {
+			return res, err
+		}
+	}
 	if state := req.Params.RequestState; state != "" {
 		answer, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 		if answer == nil || answer.Action != "accept" || answer.Content["approve"] != true {
@@ -173,6 +181,12 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 	r := m.call(ctx, gw, principal, name, args)
 	if r.Approval == "" {
 		return reply(r)
+	}
+	if m.oob != nil && principal != "" {
+		oob.Asked = r
+		if res, err := m.oob.Ask(ctx, oob); res != nil || err != nil {
+			return res, err
+		}
 	}
 	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
 	if statelessHTTP(req.Session) {
@@ -202,6 +216,45 @@ func statelessHTTP(session *mcp.ServerSession) bool {
 	p := session.InitializeParams()
 	return p != nil && p.ClientInfo == nil && p.Capabilities == nil
 }
+
+// OutOfBand has the asked calls of HTTP callers approved by the people
+// the policy names (approvers), on a page of the gateway's, instead of by
+// the caller's client (rule P15).
+type OutOfBand interface {
+	// Ask answers an asked call (c.Asked) that an approver covers: a
+	// pending approval, or what its decision leads to (as Reply); nil and
+	// nil when none covers it, and the client is asked as before.
+	Ask(ctx context.Context, c OutOfBandCall) (*mcp.CallToolResult, error)
+	// Resume answers a retry that carries state, when the state is one
+	// that Ask gave (ok); ok is false for any other.
+	Resume(ctx context.Context, state string, c OutOfBandCall) (res *mcp.CallToolResult, err error, ok bool)
+}
+
+// OutOfBandCall is a call as OutOfBand sees it.
+type OutOfBandCall struct {
+	Request *mcp.CallToolRequest
+	// Chain is the surface chain the call runs on.
+	Chain []string
+	// Legacy is a stateless request of a protocol before 2026-07-28: the
+	// client can be sent no input request.
+	Legacy bool
+	// Asked is the ask's result (Ask only).
+	Asked gateway.CallResult
+	// Run runs the call again with the approval token given.
+	Run func(token string) gateway.CallResult
+}
+
+// SetOutOfBand makes o answer the asks of the servers made from now on;
+// call it before the first.
+func (s *Surfaces) SetOutOfBand(o OutOfBand) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.oob = o
+}
+
+// Reply is r as the answer to a tools/call: a tool result, or the
+// JSON-RPC error of a call a limit refused (rule P19).
+func Reply(r gateway.CallResult) (*mcp.CallToolResult, error) { return reply(r) }
 
 type carrierKey struct{}
 

@@ -27,6 +27,7 @@ type Surfaces struct {
 	mu   sync.Mutex
 	gw   *gateway.Gateway
 	sets map[string]*toolSet
+	oob  OutOfBand
 }
 
 // Start starts the gateway on o and returns its surfaces. A call is
@@ -84,7 +85,7 @@ func (s *Surfaces) toolSet(chain []string) (*toolSet, error) {
 		// not advertise logging.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	ts := &toolSet{ctx: s.ctx, server: server, chain: chain, log: s.log, listed: map[string]bool{}, seq: &s.seq}
+	ts := &toolSet{ctx: s.ctx, server: server, chain: chain, log: s.log, listed: map[string]bool{}, seq: &s.seq, oob: s.oob}
 	gw := s.gw
 	// A call of a tool the surface does not list is answered as serve
 	// answers it, over stdio and HTTP alike (rule P9).

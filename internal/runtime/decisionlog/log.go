@@ -37,6 +37,9 @@ const (
 	// the call's Running and Result records (after the hook's Decided one,
 	// for the hook's exec). One a program and arguments a call.
 	Program = "program"
+	// Approval is a person's decision on an asked call, made out of band
+	// (the approval page): Approver approved it (Allowed) or denied it.
+	Approval = "approval"
 )
 
 // A Record is one decided call, or (Phase Result) what it returned.
@@ -64,6 +67,10 @@ type Record struct {
 	// sandbox), Argv its argument vector as it was started.
 	Program string   `json:"program,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
+	// Approver and ApprovalID name who decided a pending approval, and
+	// which (Phase Approval).
+	Approver   string `json:"approver,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // result is the fields a Result record carries: the decision is in the

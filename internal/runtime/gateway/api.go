@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/tools"
 )
 
 // ToolDef is a tool as offered to a model: its name, description and input
@@ -79,6 +80,22 @@ type CallResult struct {
 	// RetryAfter is set when a limit refused the call (rule P19): when it
 	// may be tried again, in seconds.
 	RetryAfter float64
+	// Asked is what the asked call was decided on, with Approval.
+	Asked *Asked
+}
+
+// Asked is an asked call as it was decided, for a front end that has a
+// person other than its client approve it: what it shows that person is
+// what the approval token binds (rule P15).
+type Asked struct {
+	// Input is the canonical input (rule R7).
+	Input tools.Input
+	// Entries are the ask entries that asked, as written.
+	Entries []string
+	// Revision is the policy's the decision was made under.
+	Revision string
+	// Reason is the decision's sentence.
+	Reason string
 }
 
 // Call runs one call as a line of its own would; input is the call's input
@@ -97,5 +114,5 @@ func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) Call
 	ctx, end := g.step(ctx, StepCall, c.Name)
 	defer end(Outcome{})
 	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal, caller: c.Caller}}, nil)[0]
-	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval, RetryAfter: r.retryAfter}
+	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval, RetryAfter: r.retryAfter, Asked: r.asked}
 }

@@ -54,6 +54,18 @@ func (a *Approvals) Ping(ctx context.Context) error {
 	return a.store.Ping(ctx)
 }
 
+// Store is where tokens are spent; nil when it is this process's memory.
+func (a *Approvals) Store() state.Store { return a.store }
+
+// Derive is a key of its own for label, derived from the approval key:
+// what another part of the gateway seals (the approval page's forms)
+// every process that shares the key opens, without holding the key.
+func (a *Approvals) Derive(label string) []byte {
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte("aimon-gw derived key\x00" + label))
+	return m.Sum(nil)
+}
+
 // MinKeyBytes is the shortest approval key accepted.
 const MinKeyBytes = 32
 

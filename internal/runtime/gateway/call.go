@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -350,6 +351,7 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 		r.retryAfter = d.RetryAfter
 		if d.Approval != "" {
 			r.Content, r.approval = g.askSentence(d), d.Approval
+			r.asked = &Asked{Input: d.Input, Entries: writtenEntries(d.Entries, g.opts.Workdir), Revision: p.cur.Revision, Reason: d.Reason}
 		}
 		return r
 	}
@@ -431,6 +433,18 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 					break
 				}
 			}
+		}
+	}
+	return out
+}
+
+// writtenEntries are the deciding entries, each also with its ./ as a
+// policy writes it where the decision resolved one.
+func writtenEntries(entries []string, workdir string) []string {
+	out := slices.Clone(entries)
+	for _, e := range entries {
+		if w := asWritten(e, workdir); w != e {
+			out = append(out, w)
 		}
 	}
 	return out

@@ -100,6 +100,7 @@ type result struct {
 	// retryAfter is when a call a limit refused may be retried, in
 	// seconds (rule P19).
 	retryAfter float64
+	asked      *Asked
 }
 
 type userMessage struct {
