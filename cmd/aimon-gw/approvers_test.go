@@ -563,3 +563,25 @@ func TestR10ApprovalPendingOnEveryReplica(t *testing.T) {
 		t.Error("the approval ran its call twice")
 	}
 }
+
+// TestP15VetReportsApprovers: aimon-gw vet passes a policy whose
+// approvers cover its ask entries, and reports at its place an approver
+// entry that no ask-tools holds, and one that names no one.
+func TestP15VetReportsApprovers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		note, body string
+		fails      bool
+		says       string
+	}{
+		{"covering", approversPolicy, false, ""},
+		{"an entry no ask-tools holds", strings.Replace(approversPolicy, `ask: ["Bash(mkdir:*)"]}`, `ask: ["Bash(git push:*)"]}`, 1), true,
+			`approver "release" approves "Bash(git push:*)", which no surface's ask-tools holds`},
+		{"no one", strings.Replace(approversPolicy, `group: "release-managers", `, "", 1), true, `approver "release" names no one`},
+	} {
+		out, err := exec.Command(gatewayBinary(t), "vet", moduleDir(t, tc.body)).CombinedOutput()
+		if (err != nil) != tc.fails || !strings.Contains(string(out), tc.says) || tc.fails && !strings.Contains(string(out), "policy.cue:") {
+			t.Errorf("%s: %v %s", tc.note, err, out)
+		}
+	}
+}
