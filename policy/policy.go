@@ -99,7 +99,7 @@ func loadFS(ctx context.Context, fsys fs.FS, opts []Option) (*Policy, error) {
 	if err != nil {
 		return nil, loadError(err)
 	}
-	return &Policy{ref: policyref.Ref{Gen: gen, Workdir: o.wd, Timeout: o.timeout}, log: o.log}, nil
+	return &Policy{ref: policyref.Ref{Gen: gen, FS: fsys, Workdir: o.wd, Timeout: o.timeout}, log: o.log}, nil
 }
 
 // resolved are the options applied, with the working directory absolute.

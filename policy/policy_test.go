@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"aimon.dev/gw/internal/testkit/gobuild"
+	"aimon.dev/gw/internal/testkit/policydir"
 	"aimon.dev/gw/policy"
 )
 
@@ -33,22 +34,8 @@ func cli(t *testing.T, args ...string) (string, int) {
 	return out.String(), cmd.ProcessState.ExitCode()
 }
 
-// writePolicy writes files into a new directory and returns it.
-func writePolicy(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	files["cue.mod/module.cue"] = "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+// writePolicy writes files into a new policy directory.
+func writePolicy(t *testing.T, files map[string]string) string { return policydir.Write(t, files) }
 
 const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"
 

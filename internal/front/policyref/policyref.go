@@ -5,6 +5,7 @@
 package policyref
 
 import (
+	"io/fs"
 	"time"
 
 	"aimon.dev/gw/internal/core/policy"
@@ -17,6 +18,8 @@ type Ref struct {
 	// Dir is the absolute policy directory; "" for a policy loaded from an
 	// fs.FS or the embedded default.
 	Dir string
+	// FS holds the files of a policy loaded from an fs.FS; nil otherwise.
+	FS fs.FS
 	// Workdir is what relative path patterns resolved against at load.
 	Workdir string
 	// Timeout bounds a load and a provisioning; 0 for none.

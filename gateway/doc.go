@@ -1,0 +1,54 @@
+// Package gateway decides and runs an LLM agent's tool calls under a
+// policy (package aimon.dev/gw/policy), for a Go program that embeds
+// aimon-gw: what aimon-gw serve, mcp, check and hook do, as a library, in
+// the spirit of Caddy's caddy.Run.
+//
+// A Gateway serves one policy at a time. It binds the policy's tools to
+// their implementations when it is made (New) and when a new policy is put
+// in force (Swap): calls already running finish under the policy they
+// started with, and every later call is decided under the new one (rule
+// R3). Every front end decides through the same one decision: the tool
+// must exist and be listed for the calling surface (P9), its input must
+// meet the tool's schema (S4), and the permission lists decide its
+// subject (P1–P14), recorded in the decision log before anything runs.
+//
+//	pol, err := policy.Load(ctx, "policies/team")
+//	gw, err := gateway.New(pol, gateway.Options{Surface: []string{"agent"}})
+//	defer gw.Close()
+//
+//	d := gw.Decide(ctx, gateway.Call{Name: "Read", Input: json.RawMessage(`{"file_path":"/srv/repo/go.mod"}`)})
+//	if !d.Allowed {
+//		fmt.Println(d.Rule, d.Reason) // a sentence a model can act on
+//	}
+//	r := gw.Run(ctx, call)      // decided as Decide does, then run when allowed
+//
+//	next, err := policy.Load(ctx, "policies/team") // after an edit
+//	err = gw.Swap(next)                            // hot reload
+//
+// The same gateway answers the line protocol (Serve, as aimon-gw serve),
+// MCP (MCPServer and HTTPHandler, as aimon-gw mcp), and agent runtimes'
+// hooks (Hook, as aimon-gw hook). A team with its own MCP server, written
+// with the official Go SDK (github.com/modelcontextprotocol/go-sdk/mcp),
+// puts the gate, the lists and the decision log in front of its tools with
+// one call:
+//
+//	server.AddReceivingMiddleware(gw.Middleware())
+//
+// Its tools are declared in the policy as tools of the Go program, with
+// their input schema, so that their calls are gated and listed like any
+// other (external: "go"):
+//
+//	tools: Deploy: {
+//		description: "Deploys a service."
+//		effect:      "destructive"
+//		input: service!: "api" | "web"
+//		external: "go"
+//	}
+//	agent: "allowed-tools": ["Deploy"]
+//
+// A Go program can also run such a tool in process: Register binds a
+// tools.Tool (package aimon.dev/gw/tools) to the policy's tool of that name.
+//
+// The types of this package are its own: no value here names a type of
+// the gateway's internal packages, which stay free to change.
+package gateway

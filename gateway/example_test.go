@@ -1,0 +1,199 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing/fstest"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/policy"
+	"aimon.dev/gw/tools"
+)
+
+// The policy of these examples: the built-ins Read and Echo, and Deploy,
+// a tool of the Go program itself; the main agent may read below /srv,
+// echo and deploy, its reviewer only read.
+var files = fstest.MapFS{"policy.cue": {Data: []byte(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {
+	Read: schema.#Read
+	Echo: schema.#Echo
+	Deploy: {
+		description: "Deploys a service."
+		effect:      "destructive"
+		input: service!: "api" | "web"
+		external: "go"
+	}
+}
+agent: "allowed-tools": ["Read(/srv/**)", "Echo", "Deploy"]
+subagents: reviewer: "allowed-tools": ["Read"]
+validation: "enforce"
+`)}}
+
+// open loads the policy and makes a gateway serving it; o.Surface nil is
+// the main agent.
+func open(o gateway.Options) *gateway.Gateway {
+	pol, err := policy.LoadFS(context.Background(), files, policy.WithWorkdir("/"))
+	if err != nil {
+		panic(err)
+	}
+	gw, err := gateway.New(pol, o)
+	if err != nil {
+		panic(err)
+	}
+	return gw
+}
+
+// Decide a call without running it, as aimon-gw check does.
+func ExampleGateway_Decide() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	ctx := context.Background()
+	for _, c := range []gateway.Call{
+		{Name: "Read", Input: json.RawMessage(`{"file_path":"/srv/app/../app/main.go"}`)},
+		{Name: "Read", Input: json.RawMessage(`{"file_path":"/etc/passwd"}`)},
+		{Name: "Echo", Input: json.RawMessage(`{"message":"hi"}`), Surface: []string{"agent", "subagent:reviewer"}},
+		{Name: "Deploy", Input: json.RawMessage(`{"service":"db"}`)},
+	} {
+		d := gw.Decide(ctx, c)
+		fmt.Println(c.Name, d.Allowed, d.Rule, d.Input["file_path"])
+	}
+	// Output:
+	// Read true P4 /srv/app/main.go
+	// Read false P4 /etc/passwd
+	// Echo false P9 <nil>
+	// Deploy false S9 <nil>
+}
+
+// Run a call: decided, then run when allowed.
+func ExampleGateway_Run() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	r := gw.Run(context.Background(), gateway.Call{Name: "Echo", Input: json.RawMessage(`{"message":"hello"}`)})
+	fmt.Println(r.Text, r.IsError)
+	// Output: hello false
+}
+
+// Register runs a tool of the program's own, in process, for the policy's
+// tool of that name (external: "go").
+func ExampleGateway_Register() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	err := gw.Register("Deploy", tools.Func(func(_ context.Context, _ *tools.Env, in tools.Input) tools.Result {
+		return tools.OK("deployed " + in["service"].(string))
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	fmt.Println(gw.Run(ctx, gateway.Call{Name: "Deploy", Input: json.RawMessage(`{"service":"web"}`)}).Text)
+	fmt.Println(gw.Run(ctx, gateway.Call{Name: "Deploy", Input: json.RawMessage(`{"service":"db"}`)}).IsError)
+	// Output:
+	// deployed web
+	// true
+}
+
+// Serve answers the line protocol, as aimon-gw serve does.
+func ExampleGateway_Serve() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	in := strings.NewReader(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"hi"}}` + "\n")
+	if err := gw.Serve(context.Background(), in, os.Stdout); err != nil {
+		fmt.Println(err)
+	}
+	// Output: {"type":"tool_result","tool_use_id":"1","content":"hi","is_error":false}
+}
+
+// Swap puts an edited policy in force for every later call.
+func ExampleGateway_Swap() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	ctx := context.Background()
+	echo := gateway.Call{Name: "Echo", Input: json.RawMessage(`{"message":"hi"}`)}
+	fmt.Println(gw.Decide(ctx, echo).Allowed)
+	edited := fstest.MapFS{"policy.cue": {Data: bytes.Replace(files["policy.cue"].Data, []byte(`"Echo", "Deploy"]`), []byte(`"Deploy"]`), 1)}}
+	next, err := policy.LoadFS(ctx, edited, policy.WithWorkdir("/"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := gw.Swap(next); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(gw.Decide(ctx, echo).Allowed)
+	// Output:
+	// true
+	// false
+}
+
+// Middleware puts the gate, the lists and the decision log in front of a
+// team's own MCP server: its Deploy runs only for a call the policy allows.
+func ExampleGateway_Middleware() {
+	gw := open(gateway.Options{OnDecision: func(r gateway.Record) error {
+		fmt.Println("log:", r.Tool, r.Allowed, r.Rule)
+		return nil
+	}})
+	defer gw.Close()
+
+	// The team's own server, with a tool the policy does not define.
+	server := mcp.NewServer(&mcp.Implementation{Name: "team"}, nil)
+	type deploy struct {
+		Service string `json:"service"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "Deploy"}, func(_ context.Context, _ *mcp.CallToolRequest, in deploy) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + in.Service}}}, nil, nil
+	})
+	mcp.AddTool(server, &mcp.Tool{Name: "Wipe"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		panic("never runs")
+	})
+	server.AddReceivingMiddleware(gw.Middleware())
+
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ss.Close()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer session.Close()
+	list, _ := session.ListTools(ctx, nil)
+	for _, t := range list.Tools {
+		fmt.Println("listed:", t.Name)
+	}
+	for _, c := range []*mcp.CallToolParams{
+		{Name: "Deploy", Arguments: map[string]any{"service": "web"}},
+		{Name: "Deploy", Arguments: map[string]any{"service": "db"}},
+		{Name: "Wipe"},
+	} {
+		r, err := session.CallTool(ctx, c)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("result:", r.IsError, r.Content[0].(*mcp.TextContent).Text)
+	}
+	// Output:
+	// listed: Deploy
+	// log: Deploy true P6
+	// result: false deployed web
+	// log: Deploy false S9
+	// result: true Parameter 'service' must be one of "api", "web", got string "db". The tool was not executed.
+	// log: Wipe false P9
+	// result: true Unknown tool 'Wipe'. Available tools: Deploy, Echo, Read.
+}
