@@ -325,6 +325,8 @@ func TestP14ImportKeepsEveryRule(t *testing.T) {
 			settings: `{"permissions":{"defaultMode":"bypassPermissions","deny":["Bash(rm:*)"]}}`, calls: []call{
 				{"Write", write(root + "/anywhere.txt"), "allow"}, {"Bash", bash("ls"), "allow"}, {"Bash", bash("rm x"), "deny"},
 				{"Write", write(project + "/.git/config"), "ask"}}},
+		{note: "a name-only allow is not narrowed by the mode's entries", settings: `{"permissions":{"allow":["Read","Bash","Read(src/**)"],"defaultMode":"acceptEdits"}}`, calls: []call{
+			{"Read", read("/etc/hosts"), "allow"}, {"Bash", bash("ls /"), "allow"}, {"Write", write(project + "/w"), "allow"}}},
 		{note: "an ask of a tool the policy cannot name", settings: `{"permissions":{"ask":["KillShell"]}}`, calls: []call{
 			{"KillShell", `{"shell_id":"1"}`, "ask"}}},
 		{note: "a deny of a tool the policy cannot name", settings: `{"permissions":{"deny":["KillShell"]}}`,

@@ -279,16 +279,27 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 			continue
 		}
 		fmt.Fprintf(&b, "\nagent: %q: [\n", key)
+		// A name-only entry allows every call of its tool; beside it a
+		// pattern entry of the tool would narrow it (P6), so it is left out.
+		whole := map[string]bool{}
+		for _, l := range lists[k] {
+			if l.entry != "" && !strings.Contains(l.entry, "(") {
+				whole[l.entry] = true
+			}
+		}
 		for _, l := range lists[k] {
 			by := ""
 			if k == allowRule {
 				by = coveredBy(l.entry)
 			}
+			name, _, patterned := strings.Cut(l.entry, "(")
 			switch {
 			case l.entry == "":
 				fmt.Fprintf(&b, "\t// %s\n", l.comment)
 			case by != "":
 				fmt.Fprintf(&b, "\t// %s\n", note("%s is left out: the deny entry %s denies every call it allows.", strconv.Quote(l.entry), strconv.Quote(by)))
+			case k == allowRule && patterned && whole[name]:
+				fmt.Fprintf(&b, "\t// %s\n", note("%s is left out: %q allows every call of %s.", strconv.Quote(l.entry), name, name))
 			case l.comment != "":
 				fmt.Fprintf(&b, "\t%s, // %s\n", strconv.Quote(l.entry), l.comment)
 			default:
