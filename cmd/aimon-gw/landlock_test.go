@@ -80,8 +80,9 @@ func TestR6BwrapArgsNotVisible(t *testing.T) {
 
 // TestP16WrittenProgramsDoNotRun: as root and as nobody, a binary and a
 // #!/bin/sh script the agent wrote into the working directory (under a
-// read-only parent) or into /tmp do not run when executed, and the call
-// says why and what to do; the same script read by sh runs.
+// read-only parent) or into /tmp do not run when executed, nor a binary
+// when the loader is run on it, and the call says why and what to do; the
+// same script read by sh runs.
 func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 	t.Parallel()
 	needBwrap(t)
@@ -94,6 +95,8 @@ func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 				{"a binary in /tmp", "cp m /tmp/m && /tmp/m made-tmp", "made-tmp"},
 				{"a script in /tmp", "cp s.sh /tmp/s && /tmp/s made-tmpsh", "made-tmpsh"},
 				{"a binary in /dev/shm", "cp m /dev/shm/m && /dev/shm/m made-shm", "made-shm"},
+				{"a binary run by the loader", "/lib64/ld-linux-x86-64.so.2 ./m made-loader", "made-loader"},
+				{"a binary in /tmp run by the loader", "cp m /tmp/m && /lib64/ld-linux-x86-64.so.2 /tmp/m made-tmploader", "made-tmploader"},
 			}
 			var lines []string
 			for _, r := range refused {
@@ -102,7 +105,7 @@ func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 			lines = append(lines, bashLine("read by sh", "sh s.sh made-sh"))
 			replies := runServeAs(t, append(u.prefix, gatewayBinary(t)), []string{"--policy", policy, "--workdir", proj}, nil, lines...)
 			for i, r := range refused {
-				if s := fmt.Sprint(replies[i]["content"]); replies[i]["is_error"] != true || !strings.Contains(s, "cannot be executed in the sandbox (rule P16)") || !strings.Contains(s, "sandbox.exec") {
+				if s := fmt.Sprint(replies[i]["content"]); replies[i]["is_error"] != true || !strings.Contains(s, "cannot be executed or loaded in the sandbox (rule P16)") || !strings.Contains(s, "sandbox.exec") {
 					t.Errorf("%s: the call does not fail saying why: %v", r.note, replies[i])
 				}
 				if _, err := os.Stat(filepath.Join(proj, r.marker)); err == nil {

@@ -187,7 +187,7 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 			isErr = true
 		}
 	}
-	if sandboxed && st != nil && st.ExitCode() == 126 && strings.Contains(string(run.stderr.buf), "Permission denied") {
+	if stderr := string(run.stderr.buf); sandboxed && st != nil && (st.ExitCode() == 126 && strings.Contains(stderr, "Permission denied") || strings.Contains(stderr, "failed to map segment from shared object")) {
 		b.WriteString("\n" + sandbox.NotExecutable)
 	}
 	for _, n := range notes {

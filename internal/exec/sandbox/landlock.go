@@ -33,7 +33,7 @@ var Launcher = os.Executable
 
 // NotExecutable is the sentence for a command whose program could not be
 // executed (126, permission denied) in a sandbox.
-const NotExecutable = "A program that lies where the command may write (the working directory, /tmp, /dev/shm or another writable path) cannot be executed in the sandbox (rule P16), nor can a file without execute permission. Run a script through its interpreter (sh x.sh, python3 x.py), or have the operator list the directory in the tool's sandbox.exec (\"./bin/**\")."
+const NotExecutable = "A program or library that lies where the command may write (the working directory, /tmp, /dev/shm or another writable path) cannot be executed or loaded in the sandbox (rule P16), nor can a file without execute permission. Run a script through its interpreter (sh x.sh, python3 x.py), or have the operator list the directory in the tool's sandbox.exec (\"./bin/**\")."
 
 // landlockABI is the kernel's Landlock ABI version; tests replace it.
 var landlockABI = sync.OnceValues(ll.LandlockGetABIVersion)
@@ -51,11 +51,13 @@ func landlockReady() error {
 // execSpec is where the launcher refuses execution: the private /tmp, the
 // /dev bwrap makes, and what binds makes writable; and where it allows it
 // again inside them: what binds makes read-only, readOnly, and the
-// policy's sandbox.exec paths (relative ones to dir). With the whole tree
-// writable ("/"), every program could be the command's own: the working
-// directory is refused then, besides /tmp and /dev.
-func execSpec(binds map[string]string, all bool, readOnly []string, sb *tools.Sandbox, dir string) launch.Spec {
-	spec := launch.Spec{NoExec: []string{"/tmp", "/dev"}}
+// policy's sandbox.exec paths (execBinds, bound writable on their own so
+// that they are not part of a noexec mount). With the whole tree writable
+// ("/"), every program could be the command's own: the working directory
+// is refused then, besides /tmp and /dev, and only what lies in /tmp is
+// made noexec (the tree's mounts hold the system's programs).
+func execSpec(binds map[string]string, execBinds map[string]bool, all bool, readOnly []string, dir string) launch.Spec {
+	spec := launch.Spec{NoExec: []string{"/tmp", "/dev"}, Mounts: []string{"/tmp", "/dev"}}
 	if all {
 		if real := resolved(dir); real != "" && real != "/" {
 			spec.NoExec = append(spec.NoExec, real)
@@ -64,18 +66,15 @@ func execSpec(binds map[string]string, all bool, readOnly []string, sb *tools.Sa
 	var again []string
 	for _, p := range slices.Sorted(maps.Keys(binds)) {
 		switch {
-		case binds[p] == "--bind" && !all:
-			spec.NoExec = append(spec.NoExec, p)
-		case binds[p] == "--ro-bind":
+		case binds[p] == "--ro-bind" || execBinds[p]:
 			again = append(again, p)
+		case all && !within(p, "/tmp"):
+		default:
+			spec.NoExec = append(spec.NoExec, p)
+			spec.Mounts = append(spec.Mounts, p)
 		}
 	}
 	again = append(again, readOnly...)
-	for _, e := range sb.Executable {
-		if real := resolved(execRoot(e, dir)); real != "" {
-			again = append(again, real)
-		}
-	}
 	for _, p := range again {
 		if slices.ContainsFunc(spec.NoExec, func(n string) bool { return within(p, n) }) {
 			spec.Exec = append(spec.Exec, p)
@@ -84,6 +83,19 @@ func execSpec(binds map[string]string, all bool, readOnly []string, sb *tools.Sa
 	slices.Sort(spec.Exec)
 	spec.Exec = slices.Compact(spec.Exec)
 	return spec
+}
+
+// execBinds are the sandbox.exec paths that exist and lie where the
+// command may write, resolved: each is bound writable on its own.
+func execBinds(sb *tools.Sandbox, dir string, all bool, writable []string) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range sb.Executable {
+		real := resolved(execRoot(e, dir))
+		if real != "" && real != "/" && (all || slices.ContainsFunc(writable, func(w string) bool { return within(real, w) })) {
+			out[real] = true
+		}
+	}
+	return out
 }
 
 // ExecRoot is the path a sandbox.exec entry lets programs run under: the

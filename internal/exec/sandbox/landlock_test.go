@@ -37,7 +37,9 @@ func llTree(t *testing.T) (root, proj string) {
 
 // TestP16WrittenProgramsDoNotRun: what a command may write (the working
 // directory, the private /tmp, /dev/shm) it cannot execute, a binary or a
-// script, while programs in the read-only tree
+// script, nor map executable (the loader run as a program, LD_PRELOAD:
+// the mounts are noexec), and the launcher that made them so leaves the
+// command no capability and the filter loaded; while programs in the read-only tree
 // around it (a sibling, a file beside the writable directory) still run,
 // a script read by an interpreter still runs, and sandbox.exec opts a
 // tree back in.
@@ -46,8 +48,8 @@ func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 	root, proj := llTree(t)
 	sb := &tools.Sandbox{Writable: []string{proj}}
 	tests := []struct {
-		note, script string
-		runs         bool
+		note, script, says string
+		runs               bool
 	}{
 		{note: "a script in the working directory", script: "./w.sh"},
 		{note: "a copied binary in the working directory", script: "cp /usr/bin/true t && ./t"},
@@ -55,6 +57,10 @@ func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 		{note: "a script in /tmp", script: "printf '#!/bin/sh\\necho ran\\n' > /tmp/s && chmod +x /tmp/s && /tmp/s"},
 		{note: "a copied binary in /dev/shm", script: "cp /usr/bin/true /dev/shm/t && /dev/shm/t"},
 		{note: "./bin without sandbox.exec", script: "./bin/b.sh"},
+		{note: "a binary in the working directory run by the loader", script: "cp /usr/bin/true t && /lib64/ld-linux-x86-64.so.2 ./t", says: "failed to map segment"},
+		{note: "a binary in /tmp run by the loader", script: "cp /usr/bin/true /tmp/t && /lib64/ld-linux-x86-64.so.2 /tmp/t", says: "failed to map segment"},
+		{note: "a library in the working directory preloaded", script: "cp /lib/x86_64-linux-gnu/libc.so.6 l.so && LD_PRELOAD=./l.so /usr/bin/true", says: "cannot be preloaded", runs: true},
+		{note: "no capability, the filter loaded, no new privileges", script: "grep -E '^(CapPrm|CapEff|CapBnd|CapAmb):.0000000000000000$' /proc/self/status | wc -l | grep -qx 4 && grep -qE '^Seccomp:.2' /proc/self/status && grep -qE '^NoNewPrivs:.1' /proc/self/status", runs: true},
 		{note: "a script read by sh", script: "sh w.sh", runs: true},
 		{note: "a program beside the writable directory", script: root + "/work/ro.sh", runs: true},
 		{note: "a program in a read-only sibling", script: root + "/work/other/ro.sh", runs: true},
@@ -65,7 +71,10 @@ func TestP16WrittenProgramsDoNotRun(t *testing.T) {
 		if (err == nil) != tt.runs {
 			t.Errorf("%s: err = %v, want it run %v; output:\n%s", tt.note, err, tt.runs, out)
 		}
-		if !tt.runs && !strings.Contains(out, "ermission denied") {
+		if tt.says == "" && !tt.runs {
+			tt.says = "ermission denied"
+		}
+		if !strings.Contains(out, tt.says) {
 			t.Errorf("%s: the refusal does not say so:\n%s", tt.note, out)
 		}
 	}

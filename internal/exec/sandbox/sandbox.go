@@ -74,8 +74,9 @@ func Available() error {
 }
 
 // Command is the command that runs argv in dir inside sb: bwrap, with an
-// environment of its own that is empty, reading the seccomp filter from
-// its descriptor 3, started through /bin/sh that joins a pids cgroup
+// environment of its own that is empty, its options from a memfd, whose
+// first process, the launcher, makes what the command writes not
+// executable and loads the seccomp filter from descriptor 3, started through /bin/sh that joins a pids cgroup
 // first where one can be made (pids.go). The command's environment is drawn from env
 // (os.Environ() when nil); keep names more variables to pass through as
 // they are (a plugin's handshake). Call Release once it has started.
@@ -204,7 +205,9 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	if all {
 		root = "--bind"
 	}
-	a := []string{"--unshare-user", "--cap-drop", "ALL", "--seccomp", "3",
+	// The launcher holds these two to make the writable mounts noexec,
+	// drops every capability and loads the filter (package launch).
+	a := []string{"--unshare-user", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
 		root, "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
 		// The sandbox's root is the host's root by its user id: without
 		// capabilities it still owns the kernel's settings (core_pattern).
@@ -229,6 +232,10 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		if all || slices.ContainsFunc(writable, func(w string) bool { return within(real, w) }) {
 			binds[real] = "--bind"
 		}
+	}
+	exe := execBinds(sb, dir, all, writable)
+	for p := range exe {
+		binds[p] = "--bind"
 	}
 	// A directory that is a mount point cannot be renamed (EBUSY): the
 	// writable ancestors of a hidden or protected path are bound onto
@@ -285,7 +292,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		}
 	}
 	a = append(a, "--setenv", "TMPDIR", "/tmp")
-	a = append(a, specArgs(execSpec(binds, all, slices.Concat(resolvedAll(sb.ReadOnly), protected), sb, dir))...)
+	a = append(a, specArgs(execSpec(binds, exe, all, slices.Concat(resolvedAll(sb.ReadOnly), protected), dir))...)
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}

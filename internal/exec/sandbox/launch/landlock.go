@@ -37,6 +37,9 @@ type Spec struct {
 	NoExec []string `json:"noexec"`
 	// Exec are paths inside NoExec ones whose files may be.
 	Exec []string `json:"exec,omitempty"`
+	// Mounts are where read-write mounts are made noexec, at and below:
+	// the writable ones (not Exec ones, which are mounts of their own).
+	Mounts []string `json:"mounts"`
 }
 
 // MinABI is the Landlock ABI the launcher needs: 2, for the reparenting

@@ -57,15 +57,25 @@ func launch(args []string) error {
 	env := os.Environ()
 	spec, env, err := takeSpec(env)
 	if err == nil {
+		err = noexec(spec.Mounts, spec.Exec)
+	}
+	if err == nil {
 		err = restrict(spec)
 	}
 	if err != nil {
 		return fmt.Errorf("the paths the command may write could not be made not executable, so the command was not run: %w", err)
 	}
+	if err := dropCaps(); err != nil {
+		return fmt.Errorf("the sandbox's capabilities could not be dropped, so the command was not run: %w", err)
+	}
 	if network {
 		if env, err = listen(env); err != nil {
 			return fmt.Errorf("the sandbox's network could not be set up, so the command was not run: %w", err)
 		}
+	}
+	// Last: the filter refuses what made the mounts noexec.
+	if err := loadFilter(); err != nil {
+		return fmt.Errorf("the sandbox's system call filter could not be loaded, so the command was not run: %w", err)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
