@@ -33,6 +33,10 @@ type codexRun struct {
 	hookPolicy    string
 	mcpPolicy     string
 	server        *codex.Server
+	// untrusted runs codex exec without --dangerously-bypass-hook-trust;
+	// sandbox is its --sandbox instead of danger-full-access.
+	untrusted bool
+	sandbox   string
 }
 
 func newCodexRun(t *testing.T, hookPolicy string) *codexRun {
@@ -77,12 +81,24 @@ func (r *codexRun) again(config, key string, env ...string) string {
 	defer cancel()
 	out, err := codex.Run{Codex: codex.Find(r.t, "../../.ci/npm/node_modules/.bin/codex"), Project: r.project, Home: r.home,
 		Prompt: key, Config: config, Env: env,
-		// codex exec cannot ask to trust a hook of config.toml (README).
-		Args: []string{"--dangerously-bypass-hook-trust", "--sandbox", "danger-full-access"}}.Start(ctx, r.server)
+		Args: r.flags()}.Start(ctx, r.server)
 	if err != nil {
 		r.t.Fatalf("codex exec: %v\n%s", err, out)
 	}
 	return out
+}
+
+// flags are the README's codex exec flags.
+func (r *codexRun) flags() []string {
+	flags := []string{"--sandbox", "danger-full-access"}
+	if r.sandbox != "" {
+		flags[1] = r.sandbox
+	}
+	if r.untrusted {
+		return flags
+	}
+	// codex exec cannot ask to trust a hook of config.toml (README).
+	return append(flags, "--dangerously-bypass-hook-trust")
 }
 
 func call(name string, kv ...any) codex.Call { return codex.Call{Name: name, Args: kvArgs(kv...)} }
@@ -214,4 +230,33 @@ func TestR9CodexCannotSwitchTheGateOff(t *testing.T) {
 		{6, 0}: "is denied on this surface",
 	})
 	wantOutputs(t, r.server, "NEXT", map[[2]int]string{{0, 0}: "is denied on this surface"})
+}
+
+// TestR7CodexSetupTraps holds the README's traps for codex exec: without
+// default_tools_approval_mode = "approve", Codex under a sandbox of its
+// own refuses the call of an MCP tool that is not read-only itself
+// (Bash), and calls Echo, whose annotations say it reads only; without --dangerously-bypass-hook-trust
+// the hook of config.toml is skipped without a word, and the rm the
+// policy denies runs.
+func TestR7CodexSetupTraps(t *testing.T) {
+	t.Parallel()
+	r := newCodexRun(t, codexHookPolicy)
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	writeFile(t, p("kept.txt"), "kept")
+	r.server = codex.Serve(t, codex.Script{Key: "NOAPPROVE", Turns: [][]codex.Call{
+		{call("mcp__aimon__Echo", "message", "hi", "times", 2)},
+		{call("mcp__aimon__Bash", "command", "sleep 0.125")},
+	}}, codex.Script{Key: "UNTRUSTED", Turns: [][]codex.Call{
+		{call("exec_command", "cmd", "rm kept.txt")},
+	}})
+	r.sandbox = "read-only"
+	r.again(strings.Replace(r.config(0, "", ""), `default_tools_approval_mode = "approve"`, "", 1), "NOAPPROVE")
+	r.sandbox = ""
+	wantOutputs(t, r.server, "NOAPPROVE", map[[2]int]string{
+		{0, 0}: "hihi",
+		{1, 0}: "MCP tool call requires approval, but approval policy is never",
+	})
+	r.untrusted = true
+	r.again(r.config(0, "", ""), "UNTRUSTED")
+	wantExist(t, map[string]bool{p("kept.txt"): false})
 }

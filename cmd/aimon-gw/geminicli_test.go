@@ -33,6 +33,7 @@ type geminiRun struct {
 	mcpPolicy     string
 	server        *geminicli.Server
 	args          []string // more of gemini's flags
+	noYolo        bool     // run without --yolo
 }
 
 func newGeminiRun(t *testing.T, hookPolicy string) *geminiRun {
@@ -78,11 +79,20 @@ func (r *geminiRun) run(settings map[string]any, key string, env ...string) stri
 	out, err := geminicli.Run{Gemini: geminicli.Find(r.t, "../../.ci/npm/node_modules/.bin/gemini"), Project: r.project, Home: r.home,
 		Prompt: key, Settings: settings, Env: env,
 		// -p asks no one: --yolo leaves each call to the hook (README).
-		Args: append([]string{"--yolo", "--skip-trust", "-m", "gemini-2.5-pro"}, r.args...)}.Start(ctx, r.server)
+		Args: append(r.flags(), r.args...)}.Start(ctx, r.server)
 	if err != nil {
 		r.t.Fatalf("gemini -p: %v\n%s", err, out)
 	}
 	return out
+}
+
+// flags are the README's gemini flags, --yolo left off by noYolo.
+func (r *geminiRun) flags() []string {
+	flags := []string{"--skip-trust", "-m", "gemini-2.5-pro"}
+	if r.noYolo {
+		return flags
+	}
+	return append(flags, "--yolo")
 }
 
 func gcall(name string, kv ...any) geminicli.Call {
@@ -215,4 +225,34 @@ func TestR9GeminiCLICannotSwitchTheGateOff(t *testing.T) {
 		{5, 0}: "is denied on this surface",
 	})
 	wantResponses(t, r.server, "NEXT", map[[2]int]string{{0, 0}: "is denied on this surface"})
+}
+
+// TestR7GeminiCLIHeadlessTraps holds the README's traps for gemini -p
+// without --yolo: mcp.autoAllowInHeadless (in the README's block) lets
+// the MCP call through to the hook and the gate, while Gemini offers the
+// model no shell at all, so its call is a tool not found and runs
+// nothing; without mcp.autoAllowInHeadless the MCP call does not run
+// either.
+func TestR7GeminiCLIHeadlessTraps(t *testing.T) {
+	t.Parallel()
+	r := newGeminiRun(t, geminiHookPolicy)
+	r.noYolo = true
+	r.server = geminicli.Serve(t, geminicli.Script{Key: "HEADLESS", Turns: [][]geminicli.Call{
+		{gcall("mcp_aimon_Echo", "message", "hi", "times", 2)},
+		{gcall("run_shell_command", "command", "touch made.txt")},
+	}}, geminicli.Script{Key: "NOAUTO", Turns: [][]geminicli.Call{
+		{gcall("mcp_aimon_Echo", "message", "hi")},
+	}})
+	r.run(r.settings(0, ""), "HEADLESS")
+	noAuto := r.settings(0, "")
+	delete(noAuto, "mcp")
+	r.run(noAuto, "NOAUTO")
+	if got := r.server.Said(geminicli.ID("NOAUTO", 0, 0)); !strings.Contains(got, `mcp_aimon_Echo\" not found`) {
+		t.Errorf("without --yolo and mcp.autoAllowInHeadless Gemini must offer no MCP tool in -p: %q", got)
+	}
+	wantExist(t, map[string]bool{filepath.Join(r.project, "made.txt"): false})
+	wantResponses(t, r.server, "HEADLESS", map[[2]int]string{{0, 0}: "hihi"})
+	if got := r.server.Said(geminicli.ID("HEADLESS", 1, 0)); !strings.Contains(got, `run_shell_command\" not found`) {
+		t.Errorf("without --yolo Gemini must offer no shell in -p: %q", got)
+	}
 }
