@@ -97,9 +97,22 @@ func startHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
 	return g
 }
 
+// startHTTPEnv is startHTTP with env added to the gateway's environment.
+func startHTTPEnv(t *testing.T, env []string, args ...string) *httpGW {
+	t.Helper()
+	g := listenHTTPEnv(t, http.DefaultClient, env, args...)
+	g.waitReady()
+	return g
+}
+
 // listenHTTP runs mcp --listen as startHTTP does, and waits until it
 // listens only.
 func listenHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
+	t.Helper()
+	return listenHTTPEnv(t, client, nil, args...)
+}
+
+func listenHTTPEnv(t *testing.T, client *http.Client, env []string, args ...string) *httpGW {
 	t.Helper()
 	scheme := "http"
 	if client.Transport != nil {
@@ -107,6 +120,9 @@ func listenHTTP(t *testing.T, client *http.Client, args ...string) *httpGW {
 	}
 	g := &httpGW{t: t, client: client, exited: make(chan struct{})}
 	g.cmd = exec.Command(gatewayBinary(t), append([]string{"mcp", "--listen", "127.0.0.1:0", "--log-format", "json", "--drain-delay", "0"}, args...)...)
+	if env != nil {
+		g.cmd.Env = append(os.Environ(), env...)
+	}
 	errPipe, err := g.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ type mcpParams struct {
 	Surface       string
 	Workdir       string
 	LoadTimeout   time.Duration
+	Secrets       string
 	Settle        time.Duration
 	MaxFrameBytes int
 	Stdin         io.Reader
@@ -67,6 +68,7 @@ func httpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "resource", Usage: "this server's URL, e.g. https://gw.example.com/mcp: the audience its tokens must name (RFC 8707) and its protected-resource metadata's resource (RFC 9728)"},
 		&cli.StringFlag{Name: "audience", Usage: "the audience tokens must name, when it is not --resource"},
 		&cli.StringFlag{Name: "jwks-url", Usage: "the issuer's JWKS, when it is not discovered from the issuer's metadata"},
+		&cli.StringFlag{Name: "secrets", Usage: "the directory of per-caller secrets (SECRET/user.SUBJECT, SECRET/group.GROUP) of servers whose identity names a secret, which no tool may read"},
 		&cli.DurationFlag{Name: "jwks-refresh", Value: 5 * time.Minute, Usage: "how often the issuer's keys are fetched again, so that a key it removed is refused by every replica within this time"},
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
@@ -120,7 +122,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			defer exitWithin(c.Context, delay+d+time.Second, dlog, log)()
 			return serveMCP(c.Context, mcpParams{Decisions: dlogOrNil(dlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				LoadTimeout: c.Duration("load-timeout"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
+				LoadTimeout: c.Duration("load-timeout"), Secrets: c.String("secrets"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"), JWKSRefresh: c.Duration("jwks-refresh"),
@@ -149,7 +151,8 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		return err
 	}
 	defer closeState()
-	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
+	sandbox.Conceal(p.Secrets) // each caller's upstream credentials are the gateway's alone (rule R8)
+	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Secrets: p.Secrets, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals)}}
 	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
 	if err != nil {

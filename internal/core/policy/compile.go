@@ -395,6 +395,7 @@ func (c *compiler) upstreamSpec(server string) (spec *Upstream, sv cue.Value) {
 	_ = sv.LookupPath(cue.ParsePath("scripts")).Decode(&spec.Scripts)
 	spec.Start = str(sv.LookupPath(cue.ParsePath("start")))
 	_ = sv.LookupPath(cue.ParsePath("headers")).Decode(&spec.Headers)
+	spec.Identity = identityOf(sv.LookupPath(cue.ParsePath("identity")))
 	spec.NoPin = !boolean(sv.LookupPath(cue.ParsePath("pin")))
 	spec.TrustAnnotations = boolean(sv.LookupPath(cue.ParsePath("trustAnnotations")))
 	spec.Pins = c.pins(server)
@@ -426,6 +427,8 @@ func (c *compiler) wildcards(v cue.Value) {
 			c.fail(sv, rule.R4, "server %s needs exactly one of command (a server the gateway starts, over stdio) and url (a streamable-HTTP server it reaches).", name)
 		case has("url") && (has("sandbox") || has("env") || has("cwd")):
 			c.fail(sv.LookupPath(cue.ParsePath("url")), rule.R6, "server %s is reached at its url, so sandbox, env and cwd, which apply to a command the gateway starts, cannot hold; remove them or give a command.", name)
+		case has("identity"):
+			c.checkIdentity(name, sv)
 		}
 		if iter.Value().LookupPath(cue.ParsePath("expose")).IncompleteKind() == cue.StringKind {
 			c.wildcard[iter.Selector().Unquoted()] = true

@@ -309,6 +309,9 @@ type Upstream struct {
 	// URL and Headers reach a streamable-HTTP server, instead of Command.
 	URL     string
 	Headers map[string]string
+	// Identity is how a streamable-HTTP server is reached for each
+	// caller; nil for the gateway's own headers alone.
+	Identity *Identity
 	// Start is when a started server runs: "load" or "call" (first use).
 	Start string
 	// TrustAnnotations lets the server's annotations say a tool's effect.

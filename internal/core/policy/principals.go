@@ -29,6 +29,9 @@ type Claims struct {
 	Subject string   `json:"sub,omitempty"`
 	Groups  []string `json:"groups,omitempty"`
 	Client  string   `json:"client_id,omitempty"`
+	// Token is the caller's bearer JWT, for an RFC 8693 token exchange on
+	// its behalf; never recorded nor sent upstream as it is.
+	Token string `json:"-"`
 }
 
 // String names the caller in a sentence.

@@ -293,7 +293,7 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string, _ *http.Request
 	if err := t.Claims(&raw); err != nil {
 		return nil, refused("the bearer token's claims cannot be read (%v).", err)
 	}
-	cl := policy.Claims{Subject: t.Subject, Groups: strs(raw[v.c.GroupsClaim])}
+	cl := policy.Claims{Subject: t.Subject, Groups: strs(raw[v.c.GroupsClaim]), Token: token}
 	if cl.Client, _ = raw["client_id"].(string); cl.Client == "" {
 		cl.Client, _ = raw["azp"].(string)
 	}

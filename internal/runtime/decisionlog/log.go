@@ -71,6 +71,10 @@ type Record struct {
 	// which (Phase Approval).
 	Approver   string `json:"approver,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Delegated is the identity a Result's call reached its upstream with
+	// (its subject and audience, never the token), for a server reached
+	// with each caller's identity.
+	Delegated string `json:"delegated,omitempty"`
 }
 
 // result is the fields a Result record carries: the decision is in the
@@ -87,6 +91,7 @@ type result struct {
 	DurationMS  float64   `json:"duration_ms"`
 	ResultError bool      `json:"result_error"`
 	Reason      string    `json:"reason,omitempty"`
+	Delegated   string    `json:"delegated,omitempty"`
 }
 
 func (r Record) marshal() ([]byte, error) {
@@ -95,7 +100,7 @@ func (r Record) marshal() ([]byte, error) {
 	}
 	return json.Marshal(result{Time: r.Time, Phase: r.Phase, CallID: r.CallID, Tool: r.Tool, Surface: r.Surface,
 		Principal: r.Principal, Revision: r.Revision, Generation: r.Generation, DurationMS: r.DurationMS,
-		ResultError: r.ResultError != nil && *r.ResultError, Reason: r.Reason})
+		ResultError: r.ResultError != nil && *r.ResultError, Reason: r.Reason, Delegated: r.Delegated})
 }
 
 // key matches a Result to its Running record.

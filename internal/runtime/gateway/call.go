@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"aimon.dev/gw/internal/core/allow"
@@ -264,9 +265,16 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	if d.Allowed {
 		ctx, end = g.step(ctx, StepRun, p.Name)
 	}
+	var delegated atomic.Pointer[string]
+	if p.caller != nil {
+		ctx = provision.WithCaller(ctx, p.caller, func(who string) { delegated.Store(&who) })
+	}
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
 	if d.Allowed && g.opts.Decisions != nil {
+		if who := delegated.Load(); who != nil {
+			p.delegated = *who
+		}
 		e := r.IsError // on the heap only here
 		if err := g.record(cur, chain, p, d, start, decisionlog.Result, &e); !errors.Is(err, decisionlog.ErrClosed) {
 			g.unrecorded(err) // closed: the drain ended first, and Close recorded the call as cut off
@@ -307,7 +315,7 @@ func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, 
 	rec := decisionlog.Record{Time: start.UTC(), Phase: phase, CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
 		Rule: d.Rule, Entries: d.Entries, Violations: d.Violations, Validation: d.Mode,
 		Revision: cur.Revision, Commit: cur.Commit, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		ResultError: isErr, Reason: d.Reason, Principal: p.principal}
+		ResultError: isErr, Reason: d.Reason, Principal: p.principal, Delegated: p.delegated}
 	if rec.Principal == "" {
 		rec.Principal = g.opts.Principal
 	}

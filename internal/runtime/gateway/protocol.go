@@ -83,6 +83,7 @@ type call struct {
 	inputErr  error
 	approvals []string
 	principal string // who called, over HTTP
+	delegated string // the identity its upstream call used, for the record
 	caller    *policy.Claims
 }
 

@@ -51,8 +51,12 @@ type Upstreams struct {
 	// (--load-timeout), when the server sets no timeout of its own; 0 for
 	// DescribeTimeout.
 	Wait time.Duration
+	// Secrets is the directory of per-caller secrets (--secrets), for a
+	// server whose identity names one.
+	Secrets string
 
-	mu       sync.Mutex
+	exchanges exchanges // tokens received by token exchange, by caller
+	mu        sync.Mutex
 	servers  map[string]*upstream
 	down     map[string]error // by server key: why it is down, while it is retried
 	stop     chan struct{}    // closed by Close: ends the retries
@@ -727,6 +731,11 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, vs := range t.h {
 		r.Header[k] = vs
 	}
+	// A call of a server reached with each caller's identity carries the
+	// caller's credential, in place of any header of the gateway's.
+	if c, ok := r.Context().Value(credentialKey{}).(*credential); ok {
+		r.Header.Set(c.header, c.value)
+	}
 	resp, err := t.next.RoundTrip(r)
 	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A JSON answer is read whole; an event stream is bounded per
@@ -900,6 +909,14 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		// A rug pull after the load: what was reviewed and gated is not
 		// what the server would now run.
 		return tools.Errorf("The tool %s__%s changed on its server since the gateway loaded it, so it is not run until a reload checks it against its pin; tell the operator. The tool was not executed.", t.s.spec.Server, t.name)
+	}
+	if t.s.spec.Identity != nil {
+		cred, err := t.s.credentialFor(ctx)
+		if err != nil {
+			return tools.Errorf("The tool %s__%s was not run: %v.", t.s.spec.Server, t.name, err)
+		}
+		ctx = context.WithValue(ctx, credentialKey{}, cred)
+		tell(ctx, cred.who)
 	}
 	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: in})
 	if err != nil {

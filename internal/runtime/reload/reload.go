@@ -41,6 +41,9 @@ type Options struct {
 	Debounce time.Duration
 	// LoadTimeout bounds each load (policy.WithTimeout); 0 for none.
 	LoadTimeout time.Duration
+	// Secrets is the directory of per-caller secrets for servers reached
+	// with each caller's identity (provision.Upstreams.Secrets).
+	Secrets string
 	// FromScratch compiles every tool on every reload, reusing nothing of
 	// the generation in force: what a reload cost before it did (bench/scale).
 	FromScratch bool
@@ -167,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		log = slog.Default()
 		o.Gateway.Logger = log
 	}
-	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true, Wait: o.LoadTimeout}, done: make(chan struct{})}
+	r := &Runtime{host: pluginhost.New(log), up: &provision.Upstreams{Log: log, Retry: true, Wait: o.LoadTimeout, Secrets: o.Secrets}, done: make(chan struct{})}
 	reg := Registry(r.host, r.up)
 	wd := o.Gateway.Workdir
 	if o.Cache != nil && o.Cache.Log == nil {

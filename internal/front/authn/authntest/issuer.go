@@ -29,6 +29,74 @@ type Issuer struct {
 	keys  []jose.JSONWebKey // what its JWKS lists
 	down  bool              // it answers every request 503
 	Fetch atomic.Int64      // how many times its JWKS was fetched
+	// Exchanges counts the RFC 8693 token exchanges it granted.
+	Exchanges atomic.Int64
+}
+
+// ClientID and ClientSecret are the one client its token endpoint takes.
+const ClientID, ClientSecret = "aimon-gw", "gw-client-secret"
+
+// exchange is an RFC 8693 token exchange: a subject token it signed
+// itself, still valid, for the audience asked, by its client; the token
+// it returns is the subject's, for that audience, acting as the client.
+func (iss *Issuer) exchange(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, kind, why string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(map[string]string{"error": kind, "error_description": why})
+	}
+	if id, secret, ok := r.BasicAuth(); !ok || id != ClientID || secret != ClientSecret {
+		fail(http.StatusUnauthorized, "invalid_client", "unknown client")
+		return
+	}
+	if r.FormValue("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" || r.FormValue("audience") == "" {
+		fail(http.StatusBadRequest, "invalid_request", "not a token exchange for an audience")
+		return
+	}
+	iss.mu.Lock()
+	keys := jose.JSONWebKeySet{Keys: slices.Clone(iss.keys)}
+	iss.mu.Unlock()
+	var claims map[string]any
+	tok, err := jwt.ParseSigned(r.FormValue("subject_token"), []jose.SignatureAlgorithm{jose.RS256})
+	if err == nil {
+		err = tok.Claims(keys, &claims)
+	}
+	if err != nil {
+		fail(http.StatusBadRequest, "invalid_grant", "the subject token is not one of this issuer's: "+err.Error())
+		return
+	}
+	if exp, _ := claims["exp"].(float64); int64(exp) < time.Now().Unix() {
+		fail(http.StatusBadRequest, "invalid_grant", "the subject token expired")
+		return
+	}
+	out := iss.Claims(claims["sub"].(string), r.FormValue("audience"))
+	out["act"] = map[string]any{"sub": ClientID}
+	iss.mu.Lock()
+	key, kid := iss.Key, iss.KID
+	iss.mu.Unlock()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		fail(http.StatusInternalServerError, "server_error", err.Error())
+		return
+	}
+	signed, _ := jwt.Signed(s).Claims(out).Serialize()
+	iss.Exchanges.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"access_token": signed, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+		"token_type": "Bearer", "expires_in": 3600})
+}
+
+// Verify checks a token it signed and returns its claims.
+func (iss *Issuer) Verify(token string) (map[string]any, error) {
+	iss.mu.Lock()
+	keys := jose.JSONWebKeySet{Keys: slices.Clone(iss.keys)}
+	iss.mu.Unlock()
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, err
+	}
+	var claims map[string]any
+	return claims, tok.Claims(keys, &claims)
 }
 
 // New starts an issuer for the test: /.well-known/openid-configuration
@@ -52,6 +120,7 @@ func New(t testing.TB) *Issuer {
 		defer iss.mu.Unlock()
 		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: iss.keys})
 	})
+	mux.HandleFunc("POST /token", iss.exchange)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		iss.mu.Lock()
 		down := iss.down
