@@ -57,12 +57,12 @@ type Upstreams struct {
 
 	exchanges exchanges // tokens received by token exchange, by caller
 	mu        sync.Mutex
-	servers  map[string]*upstream
-	down     map[string]error // by server key: why it is down, while it is retried
-	stop     chan struct{}    // closed by Close: ends the retries
-	closed   bool
-	warned   map[string]bool // servers without pins, warned of
-	onChange func(server string)
+	servers   map[string]*upstream
+	down      map[string]error // by server key: why it is down, while it is retried
+	stop      chan struct{}    // closed by Close: ends the retries
+	closed    bool
+	warned    map[string]bool // servers without pins, warned of
+	onChange  func(server string)
 }
 
 // RetryMin and RetryMax bound the back-off between tries of a server that
