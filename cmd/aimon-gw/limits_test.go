@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 )
 
 // limitsPolicy limits Write to a burst of 3 (then one an hour) for every
@@ -275,5 +276,55 @@ func TestP19VetPlacesABadLimit(t *testing.T) {
 	want := filepath.Join(dir, "policy.cue") + `:13:46:`
 	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), `limit "writes": the burst is 0; a burst is how many calls may run at once, at least 1.`) {
 		t.Errorf("vet of a burst of 0: %v\n%s", err, out)
+	}
+}
+
+// TestP19OneRoundTripPerLimitedCall: with --state redis://, a call no
+// limit selects sends Redis no command, and a limited call one script
+// (EVALSHA), whatever else it decides; the counts are Redis's own.
+func TestP19OneRoundTripPerLimitedCall(t *testing.T) {
+	addr, _ := startRedis(t)
+	dir := moduleDir(t, limitsPolicy)
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(wd, "open"), "open\n")
+	os.Mkdir(filepath.Join(wd, "out"), 0o755)
+	s := newLineSession(t, []string{"--policy", dir, "--workdir", wd, "--state", "redis://" + addr})
+	write := func(id string) map[string]any {
+		return s.send(toolLine(id, "Write", map[string]any{"file_path": filepath.Join(wd, "out", id), "content": "x"}))
+	}
+	// The first loads the script (EVALSHA, NOSCRIPT, EVAL).
+	if r := write("warm"); r["is_error"] != false {
+		t.Fatalf("the first limited Write: %v", r)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+	defer c.Close()
+	before := redisCalls(t, c)
+	for i := range 10 {
+		if r := s.send(toolLine(fmt.Sprint("r", i), "Read", map[string]any{"file_path": "open"})); r["is_error"] != false {
+			t.Fatalf("an unlimited Read: %v", r)
+		}
+	}
+	// Echo's limit selects alice only; serve knows no caller.
+	s.send(toolLine("echo", "Echo", map[string]any{"message": "hi"}))
+	s.send(toolLine("outside", "Write", map[string]any{"file_path": filepath.Join(wd, "outside"), "content": "x"}))
+	mid := redisCalls(t, c)
+	if d := diffCalls(before, mid); d != "" {
+		t.Errorf("calls no limit takes from (unlimited, unselected, refused by the list) sent Redis commands: %s", d)
+	}
+	if r := write("w1"); r["is_error"] != false {
+		t.Fatalf("a limited Write within the burst: %v", r)
+	}
+	// Redis counts the commands the script runs too (TIME, GET, SET);
+	// those are not round trips.
+	var sent []string
+	for _, d := range strings.Split(diffCalls(mid, redisCalls(t, c)), ",") {
+		switch strings.Split(d, "+")[0] {
+		case "time", "get", "set", "hmget", "hset", "pexpireat":
+		default:
+			sent = append(sent, d)
+		}
+	}
+	if strings.Join(sent, ",") != "evalsha+1" {
+		t.Errorf("a limited call must cost one EVALSHA and nothing else, sent: %q", sent)
 	}
 }

@@ -32,6 +32,9 @@ type Limit struct {
 	// Rate calls per Per, Burst at once; Rate 0 for no rate.
 	Rate, Burst int64
 	Per         time.Duration
+	// Emission is Per/Rate, the time one call of the rate takes up (the
+	// GCRA's emission interval), computed once.
+	Emission time.Duration
 	// Quota calls per Window; 0 for no quota.
 	Quota  int64
 	Window time.Duration
@@ -40,7 +43,7 @@ type Limit struct {
 
 // Selects reports whether the limit bounds a call of tool on chain by the
 // caller, allowed by entries.
-func (l *Limit) Selects(c Claims, chain []string, tool string, entries []string) bool {
+func (l *Limit) Selects(c *Claims, chain []string, tool string, entries []string) bool {
 	switch {
 	case l.Subject != "" && l.Subject != c.Subject,
 		l.Group != "" && !slices.Contains(c.Groups, l.Group),
@@ -58,12 +61,7 @@ func (l *Limit) Selects(c Claims, chain []string, tool string, entries []string)
 
 // Interval is the GCRA's emission interval: the time one call of the rate
 // takes up.
-func (l *Limit) Interval() time.Duration {
-	if l.Rate == 0 {
-		return 0
-	}
-	return l.Per / time.Duration(l.Rate)
-}
+func (l *Limit) Interval() time.Duration { return l.Emission }
 
 // Describe says what the limit allows, for sentences.
 func (l *Limit) Describe() string {
@@ -209,6 +207,9 @@ func (c *compiler) limits(g *Generation, v cue.Value) {
 			bad(lv, "it gives neither a rate nor a quota, so it bounds nothing; give rate: \"30/min\" (with a burst) or quota: \"2000/day\".")
 		}
 		if ok {
+			if l.Rate > 0 {
+				l.Emission = l.Per / time.Duration(l.Rate)
+			}
 			g.Limits = append(g.Limits, l)
 		}
 	}

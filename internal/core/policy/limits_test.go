@@ -41,13 +41,13 @@ limits: {
 		t.Errorf("push compiled as %+v, want the principal's group and the rate's count as burst", push)
 	}
 	staff := Claims{Subject: "bob", Groups: []string{"contractors"}}
-	if !push.Selects(staff, []string{"agent"}, "Bash", []string{"Bash(git push:*)"}) || push.Selects(staff, []string{"agent"}, "Bash", []string{"Bash(ls:*)"}) {
+	if !push.Selects(&staff, []string{"agent"}, "Bash", []string{"Bash(git push:*)"}) || push.Selects(&staff, []string{"agent"}, "Bash", []string{"Bash(ls:*)"}) {
 		t.Error("push does not select by its entry")
 	}
-	if cb.Selects(Claims{Subject: "bob"}, []string{"agent"}, "Bash", nil) {
+	if cb.Selects(&Claims{Subject: "bob"}, []string{"agent"}, "Bash", nil) {
 		t.Error("contractors-bash selects a caller outside its group")
 	}
-	if !rev.Selects(Claims{}, []string{"agent", "subagent:reviewer"}, "Read", nil) || rev.Selects(Claims{}, []string{"agent"}, "Read", nil) {
+	if !rev.Selects(&Claims{}, []string{"agent", "subagent:reviewer"}, "Read", nil) || rev.Selects(&Claims{}, []string{"agent"}, "Read", nil) {
 		t.Error("reviewer does not select by its surface")
 	}
 	y, err := Load(writePolicy(t, map[string]string{"policy.yaml": `

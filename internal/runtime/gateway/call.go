@@ -34,6 +34,9 @@ type prepared struct {
 	ceil    ceiling
 	input   tools.Input
 	settled *rule.Decision
+	// at is when the call's decision began, when that was read (the
+	// limits' clock, rule P19); zero otherwise.
+	at time.Time
 }
 
 func (p *prepared) settle(d rule.Decision) { p.settled = &d }
@@ -173,7 +176,7 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	// Limits last, once nothing else refuses: a refused call spends
 	// nothing (rule P19).
 	if d.Allowed && g.opts.Limits != nil && len(p.cur.Limits) > 0 {
-		d = g.limit(p, d)
+		g.limit(&p, &d)
 	}
 	return d
 }
@@ -231,6 +234,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 		eff, err := cur.Effective(chain)
 		_, end := g.step(ctx, StepDecode, c.Name)
 		p = g.prepare(cur, chain, eff, ceilingOf(cur, chain), err, p.call)
+		p.at = start
 		end(outcome(p.settled, false))
 		_, end = g.step(ctx, StepDecide, c.Name)
 		d = g.decide(p)
@@ -256,6 +260,7 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	var start time.Time // for the decision log's duration only
 	if g.opts.Decisions != nil {
 		start = time.Now()
+		p.at = start
 	}
 	_, end := g.step(ctx, StepDecide, p.Name)
 	d := g.decide(p)

@@ -21,33 +21,43 @@ const LimitEntry = "limits."
 // nothing: one Take for every limit that selects the call (one round trip
 // to a shared store), which spends from all of them or, when one refuses,
 // from none. A call no limit selects costs no Take at all.
-func (g *Gateway) limit(p prepared, d rule.Decision) rule.Decision {
+func (g *Gateway) limit(p *prepared, d *rule.Decision) {
 	who := g.callerOf(p)
 	var buf [4]*policy.Limit
 	selected := buf[:0]
 	for _, l := range p.cur.Limits {
-		if l.Selects(who, p.chain, p.Name, d.Entries) {
+		if l.Selects(&who, p.chain, p.Name, d.Entries) {
 			selected = append(selected, l)
 		}
 	}
 	if len(selected) == 0 {
-		return d
+		return
 	}
 	caller := who.Subject
 	if caller == "" {
 		caller = who.Client
 	}
-	cells := make([]state.Cell, len(selected))
-	for i, l := range selected {
-		cells[i] = state.Cell{Key: l.Name + "\x00" + caller, Interval: l.Interval(), Burst: l.Burst, Quota: l.Quota, Window: l.Window}
+	var i int
+	var wait time.Duration
+	var err error
+	if m, ok := g.opts.Limits.(*state.Memory); ok {
+		// Called directly, the cells stay on the stack.
+		var cb [4]state.Cell
+		at := p.at
+		if at.IsZero() {
+			at = time.Now()
+		}
+		i, wait, err = m.TakeAt(at, cellsOf(cb[:0], selected, caller))
+	} else {
+		i, wait, err = g.opts.Limits.Take(context.Background(), cellsOf(nil, selected, caller))
 	}
-	i, wait, err := g.opts.Limits.Take(context.Background(), cells)
 	if err != nil {
 		g.log.Error("a limited call is refused: its limit cannot be checked", "tool", p.Name, "id", p.ID, "cause", err)
-		return limited(d, selected[0], fmt.Sprintf("%s was not run: the limit %q bounds it, and its count cannot be checked (%v); a limited call runs only once its count is known, so try again once the state store answers.", p.Name, selected[0].Name, err), 0)
+		*d = limited(d, selected[0], fmt.Sprintf("%s was not run: the limit %q bounds it, and its count cannot be checked (%v); a limited call runs only once its count is known, so try again once the state store answers.", p.Name, selected[0].Name, err), 0)
+		return
 	}
 	if i < 0 {
-		return d
+		return
 	}
 	l := selected[i]
 	secs := math.Max(1, math.Ceil(wait.Seconds()))
@@ -57,12 +67,20 @@ func (g *Gateway) limit(p prepared, d rule.Decision) rule.Decision {
 	} else {
 		by = fmt.Sprintf("for %s", caller)
 	}
-	return limited(d, l, fmt.Sprintf("%s was not run: the limit %q (%s, per caller) allows no more of these calls %s now; retry after %.0f seconds (at %s).", p.Name, l.Name, l.Describe(), by, secs, time.Now().Add(wait).UTC().Format(time.RFC3339)), secs)
+	*d = limited(d, l, fmt.Sprintf("%s was not run: the limit %q (%s, per caller) allows no more of these calls %s now; retry after %.0f seconds (at %s).", p.Name, l.Name, l.Describe(), by, secs, time.Now().Add(wait).UTC().Format(time.RFC3339)), secs)
+}
+
+// cellsOf appends to dst the cells of the limits for caller.
+func cellsOf(dst []state.Cell, limits []*policy.Limit, caller string) []state.Cell {
+	for _, l := range limits {
+		dst = append(dst, state.Cell{Limit: l.Name, Caller: caller, Interval: l.Interval(), Burst: l.Burst, Quota: l.Quota, Window: l.Window})
+	}
+	return dst
 }
 
 // limited is d refused by the limit l with the sentence why, to be
 // retried after secs (0: no time is known).
-func limited(d rule.Decision, l *policy.Limit, why string, secs float64) rule.Decision {
+func limited(d *rule.Decision, l *policy.Limit, why string, secs float64) rule.Decision {
 	r := rule.Refused(rule.P19, notExecuted(why))
 	r.Entries = []string{LimitEntry + l.Name}
 	r.Effective, r.Violations, r.Mode, r.Ceiling, r.Input = d.Effective, d.Violations, d.Mode, d.Ceiling, d.Input
@@ -74,7 +92,7 @@ func limited(d rule.Decision, l *policy.Limit, why string, secs float64) rule.De
 // front end's claims (HTTP), else the gateway's principal (the HTTP
 // hook), else no one (serve, the command hook: only limits without who
 // apply, and all such callers share one count).
-func (g *Gateway) callerOf(p prepared) policy.Claims {
+func (g *Gateway) callerOf(p *prepared) policy.Claims {
 	var c policy.Claims
 	switch {
 	case p.caller != nil:

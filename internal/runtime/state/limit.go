@@ -15,8 +15,8 @@ import (
 // more than (Burst-1)·Interval ahead of now), and a quota counted in fixed
 // windows since the Unix epoch.
 type Cell struct {
-	// Key names the limit and the caller.
-	Key string
+	// Limit and Caller name the cell: a limit's count for one caller.
+	Limit, Caller string
 	// Interval is the rate's emission interval, 0 for no rate; Burst how
 	// many calls may run at once (at least 1).
 	Interval time.Duration
@@ -43,13 +43,15 @@ type Memory struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	tat   map[string]int64 // key → theoretical arrival time, ns since the epoch
-	used  map[string]window
+	cells map[cellKey]*kept
 	takes int
 }
 
-// window is a quota's count in its window, which ends at end (ns).
-type window struct{ index, n, end int64 }
+type cellKey struct{ limit, caller string }
+
+// kept is a cell's state: the rate's theoretical arrival time (ns since
+// the epoch), and the quota's count in its window, which ends at end (ns).
+type kept struct{ tat, index, n, end int64 }
 
 // NewMemory returns counts kept in memory, by the clock now (time.Now
 // when nil).
@@ -57,68 +59,77 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{now: now, tat: map[string]int64{}, used: map[string]window{}}
+	return &Memory{now: now, cells: map[cellKey]*kept{}}
 }
 
 func (m *Memory) String() string { return "this process's memory" }
 
 func (m *Memory) Take(_ context.Context, cells []Cell) (int, time.Duration, error) {
+	return m.TakeAt(m.now(), cells)
+}
+
+// TakeAt is Take at the time at, which a caller that has read the clock
+// already passes on: on a host whose clock costs 100 ns a read, a second
+// read is most of a limit's cost.
+func (m *Memory) TakeAt(at time.Time, cells []Cell) (int, time.Duration, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now().UnixNano()
+	now := at.UnixNano()
 	refused, wait := -1, int64(0)
-	refuse := func(i int, w int64) {
-		if w > wait {
-			refused, wait = i, w
-		}
-	}
+	var kb [4]*kept // one map lookup a cell: what the check found, the spend changes
+	ks := kb[:0]
 	for i, c := range cells {
+		k := m.cells[cellKey{c.Limit, c.Caller}]
+		ks = append(ks, k)
+		if k == nil {
+			continue // a cell never taken refuses nothing
+		}
 		if c.Interval > 0 {
-			tat := max(m.tat[c.Key], now)
-			refuse(i, tat-int64(c.Interval)*(c.Burst-1)-now)
+			if w := max(k.tat, now) - int64(c.Interval)*(c.Burst-1) - now; w > wait {
+				refused, wait = i, w
+			}
 		}
 		if c.Quota > 0 {
 			idx := now / int64(c.Window)
-			if u := m.used[c.Key]; u.index == idx && u.n >= c.Quota {
-				refuse(i, (idx+1)*int64(c.Window)-now)
+			if w := (idx+1)*int64(c.Window) - now; k.index == idx && k.n >= c.Quota && w > wait {
+				refused, wait = i, w
 			}
 		}
 	}
 	if refused >= 0 {
+		m.mu.Unlock()
 		return refused, time.Duration(wait), nil
 	}
-	for _, c := range cells {
+	for i, c := range cells {
+		k := ks[i]
+		if k == nil {
+			k = &kept{}
+			m.cells[cellKey{c.Limit, c.Caller}] = k
+		}
 		if c.Interval > 0 {
-			m.tat[c.Key] = max(m.tat[c.Key], now) + int64(c.Interval)
+			k.tat = max(k.tat, now) + int64(c.Interval)
 		}
 		if c.Quota > 0 {
-			idx := now / int64(c.Window)
-			u := m.used[c.Key]
-			if u.index != idx || u.end == 0 {
-				u = window{index: idx, end: (idx + 1) * int64(c.Window)}
+			if idx := now / int64(c.Window); k.index != idx || k.end == 0 {
+				k.index, k.n, k.end = idx, 0, (idx+1)*int64(c.Window)
 			}
-			u.n++
-			m.used[c.Key] = u
+			k.n++
 		}
 	}
 	if m.takes++; m.takes >= 4096 {
 		m.sweep(now)
 	}
+	m.mu.Unlock()
 	return -1, 0, nil
 }
 
 // sweep forgets the cells that hold nothing any more: a theoretical
-// arrival time passed is a full burst, as is no entry at all.
+// arrival time passed is a full burst, a window ended a count of 0, as is
+// no cell at all.
 func (m *Memory) sweep(now int64) {
 	m.takes = 0
-	for k, tat := range m.tat {
-		if tat <= now {
-			delete(m.tat, k)
-		}
-	}
-	for k, u := range m.used {
-		if u.end <= now {
-			delete(m.used, k)
+	for ck, k := range m.cells {
+		if k.tat <= now && k.end <= now {
+			delete(m.cells, ck)
 		}
 	}
 }
@@ -187,7 +198,7 @@ func (r *remote) Take(ctx context.Context, cells []Cell) (int, time.Duration, er
 	keys := make([]string, 0, 2*len(cells))
 	args := make([]any, 0, 4*len(cells))
 	for _, c := range cells {
-		k := "aimon-gw:limit:" + key(c.Key)
+		k := "aimon-gw:limit:" + key(c.Limit+"\x00"+c.Caller)
 		keys = append(keys, k+":rate", k+":quota")
 		args = append(args, int64(c.Interval/time.Microsecond), c.Burst, c.Quota, int64(c.Window/time.Microsecond))
 	}

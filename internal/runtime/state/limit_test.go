@@ -26,7 +26,7 @@ func take(t *testing.T, l Limiter, cells ...Cell) (int, time.Duration) {
 func TestP19GCRABurstThenSteadyRate(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0)}
 	m := NewMemory(c.now)
-	cell := Cell{Key: "l\x00alice", Interval: 2 * time.Second, Burst: 10}
+	cell := Cell{Limit: "l", Caller: "alice", Interval: 2 * time.Second, Burst: 10}
 	for i := range 10 {
 		if r, _ := take(t, m, cell); r != -1 {
 			t.Fatalf("call %d of the burst was refused", i+1)
@@ -51,7 +51,7 @@ func TestP19GCRABurstThenSteadyRate(t *testing.T) {
 		c.add(time.Second)
 	}
 	// A caller of its own is not bounded by alice's count.
-	if r, _ := take(t, m, Cell{Key: "l\x00bob", Interval: 2 * time.Second, Burst: 10}); r != -1 {
+	if r, _ := take(t, m, Cell{Limit: "l", Caller: "bob", Interval: 2 * time.Second, Burst: 10}); r != -1 {
 		t.Fatal("another caller's first call was refused")
 	}
 	// Idle long enough, the whole burst is back, and no more.
@@ -72,7 +72,7 @@ func TestP19GCRABurstThenSteadyRate(t *testing.T) {
 func TestP19QuotaPerWindow(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0).Truncate(time.Hour).Add(15 * time.Minute)}
 	m := NewMemory(c.now)
-	cell := Cell{Key: "q", Quota: 3, Window: time.Hour}
+	cell := Cell{Limit: "q", Quota: 3, Window: time.Hour}
 	for range 3 {
 		if r, _ := take(t, m, cell); r != -1 {
 			t.Fatal("a call within the quota was refused")
@@ -94,8 +94,8 @@ func TestP19QuotaPerWindow(t *testing.T) {
 func TestP19RefusedTakesNothing(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0)}
 	m := NewMemory(c.now)
-	rate := Cell{Key: "rate", Interval: time.Second, Burst: 2}
-	quota := Cell{Key: "quota", Quota: 1, Window: 24 * time.Hour}
+	rate := Cell{Limit: "rate", Interval: time.Second, Burst: 2}
+	quota := Cell{Limit: "quota", Quota: 1, Window: 24 * time.Hour}
 	if r, _ := take(t, m, rate, quota); r != -1 {
 		t.Fatal("the first call was refused")
 	}
