@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,7 +148,7 @@ func Grants(spec Spec) []string {
 	var walk func(dir string)
 	walk = func(dir string) {
 		for _, name := range entries(dir, roots) {
-			p := filepath.Join(dir, name)
+			p := strings.TrimSuffix(dir, "/") + "/" + name
 			fi, err := os.Lstat(p)
 			if err != nil || fi.Mode()&os.ModeSymlink != 0 {
 				continue // a link is granted, or not, where it leads

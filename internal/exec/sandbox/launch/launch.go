@@ -7,16 +7,18 @@
 // descriptor CtlFD and closes the pair; then it executes the command (with
 // the proxy variables naming that port). It runs from this package's init,
 // which comes before the packages the gateway's commands need (CUE, gRPC,
-// …): a launch costs a process start, not the gateway's start-up.
+// …): a launch costs a process start, not the gateway's start-up. Go
+// initializes a package after its imports, the packages ready first in
+// the order of their paths, so it imports none that comes late (net,
+// os/exec, path/filepath).
 package launch
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -77,7 +79,7 @@ func launch(args []string) error {
 	if err := loadFilter(); err != nil {
 		return fmt.Errorf("the sandbox's system call filter could not be loaded, so the command was not run: %w", err)
 	}
-	path, err := exec.LookPath(argv[0])
+	path, err := lookPath(argv[0])
 	if err != nil {
 		return fmt.Errorf("the command %s cannot be found in the sandbox: %w", argv[0], err)
 	}
@@ -89,22 +91,52 @@ func launch(args []string) error {
 }
 
 // listen makes the loopback listener, hands it to the gateway and returns
-// env naming it as the proxy.
+// env naming it as the proxy. Raw system calls rather than package net,
+// which Go initializes late (see init).
 func listen(env []string) ([]string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("no socket: %w", err)
+	}
+	// The listener closes on exec: the command never holds it.
+	defer syscall.Close(fd)
+	lo := &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if err := syscall.Bind(fd, lo); err != nil {
 		return nil, fmt.Errorf("no loopback port: %w", err)
 	}
-	f, err := l.(*net.TCPListener).File()
-	if err != nil {
-		return nil, err
+	if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
+		return nil, fmt.Errorf("no loopback port: %w", err)
 	}
-	if err := unix.Sendmsg(CtlFD, []byte{1}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+	sa, err := syscall.Getsockname(fd)
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("the loopback port is unknown: %v", err)
+	}
+	if err := unix.Sendmsg(CtlFD, []byte{1}, unix.UnixRights(fd), nil, 0); err != nil {
 		return nil, fmt.Errorf("the gateway's proxy cannot be reached: %w", err)
 	}
-	// The pair is not the command's; the listener and f close on exec.
+	// The pair is not the command's.
 	unix.Close(CtlFD)
-	return ProxyEnv(env, "http://"+l.Addr().String()), nil
+	return ProxyEnv(env, "http://127.0.0.1:"+strconv.Itoa(in4.Port)), nil
+}
+
+// lookPath is where argv0 is found on the PATH of env (the launcher's
+// own): argv0 itself when it names a path.
+func lookPath(argv0 string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		return argv0, nil
+	}
+	for _, dir := range strings.Split(os.Getenv("PATH"), ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + argv0
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && syscall.Access(p, 1) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("it is not on PATH")
 }
 
 // proxyVars are the variables that name a proxy, in the spellings programs
