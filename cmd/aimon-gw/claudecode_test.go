@@ -198,3 +198,60 @@ agent: "allowed-tools": ["Read(./**)", "Write(./**)", "Bash(ln:*)"]
 		}
 	}
 }
+
+// TestR6ClaudeCodeCdCarriesOver: under the hook, a leading cd moves the
+// real Claude Code's working directory as it does without the hook, and
+// what follows it runs in the sandbox there: cd sub, then pwd > marker,
+// writes sub/marker naming sub; cd .. && touch lands in the project. A cd
+// out of the project, into a directory the lists deny, or through a link
+// that leads outside is refused, moves nothing, and the command after it
+// runs nowhere else (issue 42 item 5).
+func TestR6ClaudeCodeCdCarriesOver(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read(./**)", "Write(./**)", "Bash"]
+agent: "denied-tools": ["Read(./secret/**)"]
+`)
+	r := newClaudeRun(t, policy)
+	p := func(name string) string { return filepath.Join(r.project, name) }
+	outside := filepath.Join(filepath.Dir(r.project), "outside")
+	for _, d := range []string{p("sub"), p("secret"), outside} {
+		os.MkdirAll(d, 0o755)
+	}
+	if err := os.Symlink(outside, p("out")); err != nil {
+		t.Fatal(err)
+	}
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("Bash", "command", "cd sub")},
+		{use("Bash", "command", "pwd > marker")},
+		{use("Bash", "command", "cd "+outside)},
+		{use("Bash", "command", "cd ../secret && touch s.txt")},
+		{use("Bash", "command", "cd ../out && touch o.txt")},
+		{use("Bash", "command", "pwd > marker2")},
+		{use("Bash", "command", "cd .. && touch top.txt")},
+		{use("Bash", "command", "pwd > marker3")},
+	}})
+	for name, want := range map[string]string{"sub/marker": p("sub"), "sub/marker2": p("sub"), "marker3": r.project} {
+		if b, err := os.ReadFile(p(name)); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s: %q %v, want %q", name, b, err, want)
+		}
+	}
+	if _, err := os.Stat(p("top.txt")); err != nil {
+		t.Errorf("cd .. && touch top.txt: %v", err)
+	}
+	for _, name := range []string{p("marker"), p("secret/s.txt"), p("sub/s.txt"), filepath.Join(outside, "o.txt"), filepath.Join(outside, "marker2"), p("sub/o.txt")} {
+		if _, err := os.Stat(name); err == nil {
+			t.Errorf("%s was written", name)
+		}
+	}
+	for turn, want := range map[int]string{2: "outside the project", 3: "do not let its directory", 4: "outside the project"} {
+		if got := r.server.Result(claudecode.ID("MAIN", turn, 0)); !strings.Contains(got, "cd ") || !strings.Contains(got, want) {
+			t.Errorf("turn %d: %q, want %q in it", turn, got, want)
+		}
+	}
+}

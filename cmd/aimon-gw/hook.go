@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,7 +164,15 @@ func hook(p hookParams) error {
 	if dir := os.Getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(dir) {
 		in.Project = dir
 	}
-	gen, closeGen, err := reload.OnceCached(context.Background(), loadCache(p.Cache, p.Log), true, p.Policy, in.Cwd, p.LoadTimeout, discard)
+	// The policy's ./ patterns are read against the project while Claude
+	// Code's shell is in it: a cd into a subdirectory (which carries over)
+	// narrows none of them, as Claude Code reads its own rules against the
+	// directory it started in.
+	workdir := in.Cwd
+	if in.Project != "" && strings.HasPrefix(in.Cwd, strings.TrimSuffix(in.Project, "/")+"/") {
+		workdir = in.Project
+	}
+	gen, closeGen, err := reload.OnceCached(context.Background(), loadCache(p.Cache, p.Log), true, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 
 	"cuelang.org/go/cue/cuecontext"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -153,8 +153,11 @@ func (g *Generation) Relative() bool {
 	subjects := listSubjects(g)
 	for _, s := range g.Surfaces {
 		for _, es := range [][]string{s.Entries, s.Denied, s.Asked} {
-			if !slices.Equal(g.comp.resolveEntries(es, subjects), es) {
-				return true
+			for i, r := range g.comp.resolveEntries(es, subjects) {
+				// A ~/ pattern resolves against the home, not the workdir.
+				if _, pattern, _ := strings.Cut(es[i], "("); r != es[i] && !strings.HasPrefix(pattern, "~/") {
+					return true
+				}
 			}
 		}
 	}

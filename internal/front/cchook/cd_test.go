@@ -1,6 +1,12 @@
 package cchook
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestR6LeadingCdIsReadAsTheShellReadsIt: a leading cd is split off only
 // when its directory is one plain or single-quoted word and it stands
@@ -31,5 +37,38 @@ func TestR6LeadingCdIsReadAsTheShellReadsIt(t *testing.T) {
 		if ok != (c.dir != "") || dir != c.dir || rest != c.rest {
 			t.Errorf("leadingCd(%q) = %q, %q, %v; want %q, %q", c.cmd, dir, rest, ok, c.dir, c.rest)
 		}
+	}
+}
+
+// TestR6CdPrefixHoldsToTheJudgedDirectory: the shell text the hook hands
+// Claude Code moves the shell into the judged directory and runs what
+// follows there; when a link has been swapped in for it since, it runs
+// nothing and leaves the shell where it was.
+func TestR6CdPrefixHoldsToTheJudgedDirectory(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	dir, outside := filepath.Join(root, "proj", "sub"), filepath.Join(root, "outside")
+	os.MkdirAll(dir, 0o755)
+	os.MkdirAll(outside, 0o755)
+	run := func() (string, error) {
+		cmd := exec.Command("sh", "-c", cdPrefix(dir, root)+" && touch ran; pwd -P")
+		cmd.Dir = root
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	if out, err := run(); err != nil || out != dir {
+		t.Fatalf("into the judged directory: %q %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Errorf("what follows did not run there: %v", err)
+	}
+	os.RemoveAll(dir)
+	if err := os.Symlink(outside, dir); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(); out != root {
+		t.Errorf("through a swapped-in link the shell ends in %q, want %q", out, root)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "ran")); err == nil {
+		t.Error("what follows ran where the swapped-in link leads")
 	}
 }

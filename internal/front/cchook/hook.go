@@ -127,6 +127,30 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	// The files that make Claude Code call the gateway are protected as
 	// the policy is: no tool switches the gate off (rule R9).
 	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Project, Env: os.Getenv})
+	// A leading cd moves Claude Code's shell, outside the sandbox; what
+	// follows it is decided, and runs, in the directory it moves to.
+	cdDir, cdFrom := "", in.Cwd
+	if wrap != nil && wrap.Shell == "" && in.ToolName == wrap.shell() && in.Cwd != "" {
+		var call map[string]any
+		if json.Unmarshal(in.ToolInput, &call) == nil {
+			cmd, _ := call["command"].(string)
+			if written, rest, ok := leadingCd(cmd); ok {
+				dir, why := cdTarget(gen, chain, in, home, wrap.shell(), written)
+				if why != "" {
+					return Blocked(why)
+				}
+				if rest == "" {
+					call["command"] = cdPrefix(dir, cdFrom)
+					out := Blocked(fmt.Sprintf("%s cd %s moves Claude Code's working directory to %s, in the project.", wrap.shell(), written, dir))
+					out.HookSpecificOutput.PermissionDecision, out.HookSpecificOutput.UpdatedInput = "allow", call
+					return out
+				}
+				call["command"] = rest
+				in.ToolInput, _ = json.Marshal(call)
+				in.Cwd, cdDir = dir, dir
+			}
+		}
+	}
 	opts.Workdir, opts.Chain = in.Cwd, chain
 	opts.Paths = gateway.PathForm{Home: home, Trim: true}
 	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
@@ -165,6 +189,15 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 				return Blocked(fmt.Sprintf("%s The hook cannot seal the ticket its sandbox runs the command with, so the call is blocked: %v.", d.Reason, err))
 			}
 			updated["command"] = wrapped
+		}
+	}
+	if cdDir != "" {
+		if updated == nil {
+			json.Unmarshal(in.ToolInput, &updated)
+		}
+		if cmd, ok := updated["command"].(string); ok {
+			updated = maps.Clone(updated)
+			updated["command"] = cdPrefix(cdDir, cdFrom) + " && " + cmd
 		}
 	}
 	if changed(input, updated) {
