@@ -100,6 +100,9 @@ type Plan struct {
 	Limits []*Limit
 	// Approvers approve asked calls of HTTP callers out of band, by name.
 	Approvers []*Approver
+	// Session is the labels results give a session and the flows that
+	// decide by them (rule P18); nil when the policy has none.
+	Session *Sessions `json:",omitempty"`
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 	// Dirs are directories outside the policy's that it reads (markdown

@@ -150,6 +150,7 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	}
 	// Permission (rules P2–P11).
 	d := p.eff.DecideAsWritten(p.Name, in, written(p.tool, p.input), g.opts.Workdir)
+	d = g.flows(p, in, d) // what the session has read (rule P18)
 	if d.Allowed || d.Ask {
 		d = g.reach(p, in, g.secret(p, in, guard(p.tool, in, g.leading(p, in, g.landing(p, in, d)))))
 	}
@@ -276,6 +277,9 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	}
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
+	if d.Allowed && !r.IsError {
+		g.labelResult(p, d) // rule P18
+	}
 	if d.Allowed && g.opts.Decisions != nil {
 		if who := delegated.Load(); who != nil {
 			p.delegated = *who

@@ -1,0 +1,307 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/tools"
+)
+
+// Sessions is what a policy says of sessions (rule P18), as written: the
+// labels results give a session, and the flows, the deny and ask entries
+// of a surface that bind once its session holds a label. It is part of
+// the plan, so a restored generation decides flows as a loaded one does;
+// what it compiles to is kept beside it, compiled once.
+type Sessions struct {
+	Labels []*Label // sorted by name
+	Flows  []*Flow  // by surface, then label
+	// compiled is what Labels and Flows compile to (sessionLists).
+	once     sync.Once
+	compiled *sessionLists
+}
+
+// A Label is given to a session by the results of the calls it names.
+type Label struct {
+	Name string
+	Pos  Position
+	// Tools label every call of theirs; Entries the calls they admit as
+	// a denied-tools entry does (any part of a command); Servers every
+	// tool of an upstream server.
+	Tools    []string
+	ToolPos  []Position
+	Entries  []string
+	EntryPos []Position
+	Servers  []string
+	// Trusted are entries, with the grammar of allowed-tools, whose calls
+	// do not give the label: a source the policy trusts.
+	Trusted    []string
+	TrustedPos []Position
+}
+
+// A Flow is what a surface denies and asks for while its session holds a label.
+type Flow struct {
+	Surface, Label string
+	Pos            Position
+	Denied         []string
+	DeniedPos      []Position
+	Asked          []string
+	AskedPos       []Position
+}
+
+// sessionLists is Sessions compiled: for each label the list whose deny
+// entries match the calls that give it and the list that admits the
+// trusted ones; for each surface and label the flow's list; and the
+// flows' effective lists along chains, made when a chain first needs one.
+type sessionLists struct {
+	match, trusted map[string]*allow.Effective
+	flows          map[string]*allow.List // by surface \x00 label
+	chains         sync.Map               // chain \x00\x00 label → *allow.Effective, nil for none
+}
+
+// sessions reads labels and the surfaces' when (rule P18), reporting what
+// cannot be used: an entry that cannot label or deny anything, a flow on a
+// label the policy does not define, a label no flow uses.
+func (c *compiler) sessions(g *Generation, v cue.Value) {
+	s := &Sessions{}
+	iter, _ := v.LookupPath(cue.ParsePath("labels")).Fields()
+	for iter.Next() {
+		lv := iter.Value()
+		l := &Label{Name: iter.Selector().Unquoted(), Pos: c.pos(lv, 0)}
+		l.Tools, l.ToolPos = c.stringsAt(lv.LookupPath(cue.ParsePath("tools")))
+		l.Entries, l.EntryPos = c.stringsAt(lv.LookupPath(cue.ParsePath("entries")))
+		l.Servers, _ = c.stringsAt(lv.LookupPath(cue.ParsePath("servers")))
+		l.Trusted, l.TrustedPos = c.stringsAt(lv.LookupPath(cue.ParsePath("trusted")))
+		if len(l.Tools)+len(l.Entries)+len(l.Servers) == 0 {
+			c.errs = append(c.errs, Diagnostic{Pos: l.Pos, Code: rule.P18, Message: fmt.Sprintf("label %s names no tool, entry or server whose results give it, so it labels nothing; give it tools, entries or servers, or remove it.", l.Name)})
+		}
+		for i, t := range l.Tools {
+			c.labelNames(g, l, "tools", t, l.ToolPos[i])
+		}
+		for i, e := range l.Entries {
+			c.labelNames(g, l, "entries", e, l.EntryPos[i])
+		}
+		for i, e := range l.Trusted {
+			c.labelNames(g, l, "trusted", e, l.TrustedPos[i])
+		}
+		_, serverPos := c.stringsAt(lv.LookupPath(cue.ParsePath("servers")))
+		for i, srv := range l.Servers {
+			if !c.root.LookupPath(cue.MakePath(cue.Str("servers"), cue.Str(srv))).Exists() {
+				c.errs = append(c.errs, Diagnostic{Pos: serverPos[i], Code: rule.P18, Message: fmt.Sprintf("label %s names the server %q, which the policy does not define under servers, so it would label nothing; correct the name or remove it.", l.Name, srv)})
+			}
+		}
+		s.Labels = append(s.Labels, l)
+	}
+	slices.SortFunc(s.Labels, func(a, b *Label) int { return strings.Compare(a.Name, b.Name) })
+	names := make([]string, len(s.Labels))
+	for i, l := range s.Labels {
+		names[i] = l.Name
+	}
+	used := map[string]bool{}
+	for _, ref := range g.SurfaceRefs() {
+		iter, _ := c.surfaceValue(v, ref).LookupPath(cue.ParsePath("when")).Fields()
+		for iter.Next() {
+			fv := iter.Value()
+			f := &Flow{Surface: ref, Label: iter.Selector().Unquoted(), Pos: c.pos(fv, 0)}
+			f.Denied, f.DeniedPos = c.stringsAt(fv.LookupPath(cue.MakePath(cue.Str(allow.DeniedTools))))
+			f.Asked, f.AskedPos = c.stringsAt(fv.LookupPath(cue.MakePath(cue.Str(allow.AskTools))))
+			if !slices.Contains(names, f.Label) {
+				msg := fmt.Sprintf("%s when %s names a label the policy does not define, so its entries would never bind", ref, f.Label)
+				if near := tools.Closest(f.Label, names); near != "" {
+					msg += fmt.Sprintf("; did you mean %q?", near)
+				} else if len(names) > 0 {
+					msg += "; the labels are " + joinNames(names) + "."
+				} else {
+					msg += "; define it under labels."
+				}
+				c.errs = append(c.errs, Diagnostic{Pos: f.Pos, Code: rule.P18, Message: msg})
+			}
+			used[f.Label] = true
+			pseudo := &Surface{Ref: ref + " when " + f.Label}
+			c.namesTools(g, pseudo, allow.DeniedTools, f.Denied, f.DeniedPos, rule.P14)
+			c.namesTools(g, pseudo, allow.AskTools, f.Asked, f.AskedPos, rule.P14)
+			s.Flows = append(s.Flows, f)
+		}
+	}
+	for _, l := range s.Labels {
+		if !used[l.Name] {
+			c.warn(l.Pos, rule.P18, "label %s is used by no surface's when, so it decides nothing; add a flow such as agent: when: %s: {\"denied-tools\": [...]}, or remove the label.", l.Name, l.Name)
+		}
+	}
+	if len(s.Labels) == 0 && len(s.Flows) == 0 {
+		return
+	}
+	g.Session = s
+	s.once.Do(func() { s.compiled = c.sessionLists(g, s, true) })
+}
+
+// labelNames reports an entry of a label that names no tool the policy
+// defines: it would label nothing, which must never pass silently.
+func (c *compiler) labelNames(g *Generation, l *Label, key, e string, pos Position) {
+	name := strings.TrimSpace(entryName(e))
+	if _, _, wild := c.wildcardTool(name); defines(g, name) || wild {
+		return
+	}
+	msg := fmt.Sprintf("label %s %s entry %q names no tool the policy defines, so it would label nothing", l.Name, key, e)
+	if key == "trusted" {
+		msg = fmt.Sprintf("label %s trusted entry %q names no tool the policy defines, so it trusts nothing", l.Name, e)
+	}
+	if near := tools.Closest(name, g.Names()); near != "" {
+		msg += fmt.Sprintf("; did you mean %q?", near)
+	} else {
+		msg += "; " + theTools(g.Names())
+	}
+	c.errs = append(c.errs, Diagnostic{Pos: pos, Code: rule.P18, Message: msg + " Correct the name or remove the entry."})
+}
+
+// surfaceValue is the policy's value of the surface ref.
+func (c *compiler) surfaceValue(v cue.Value, ref string) cue.Value {
+	if ref == "agent" {
+		return v.LookupPath(cue.ParsePath("agent"))
+	}
+	kind, name, _ := strings.Cut(ref, ":")
+	return v.LookupPath(cue.MakePath(cue.Str(kind+"s"), cue.Str(name)))
+}
+
+// stringsAt is a list of strings and where each is written.
+func (c *compiler) stringsAt(v cue.Value) ([]string, []Position) {
+	var out []string
+	var pos []Position
+	iter, err := v.List()
+	for err == nil && iter.Next() {
+		out = append(out, str(iter.Value()))
+		pos = append(pos, c.pos(iter.Value(), 0))
+	}
+	return out, pos
+}
+
+// sessionLists compiles s; report says whether an entry that cannot be
+// used is reported (a load) or only denies (a restored plan, whose load
+// reported it).
+func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessionLists {
+	subjects, readers := listSubjects(g), readers(g)
+	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}}
+	fail := func(what string, entries []string, pos []Position, err error) {
+		if !report {
+			return
+		}
+		at := Position{}
+		var ee *allow.EntryError
+		if errors.As(err, &ee) {
+			if i := slices.Index(entries, ee.Entry); i >= 0 && i < len(pos) {
+				at = pos[i]
+			}
+		}
+		msg := err.Error()
+		if strings.HasPrefix(what, "label ") { // a label's entries are no denied-tools
+			msg = strings.Replace(msg, allow.DeniedTools+" entry", "entry", 1)
+		}
+		c.errs = append(c.errs, Diagnostic{Pos: at, Code: rule.P18, Message: fmt.Sprintf("%s: %s; correct the entry or remove it.", what, msg)})
+	}
+	for _, l := range s.Labels {
+		// The calls that give the label are those a deny list of its
+		// tools and entries would deny: any part of a command that
+		// matches is enough.
+		deny := append(slices.Clone(l.Tools), c.resolveEntries(l.Entries, subjects)...)
+		pos := append(slices.Clone(l.ToolPos), l.EntryPos...)
+		deny = slices.DeleteFunc(deny, func(e string) bool { return !defines(g, strings.TrimSpace(entryName(e))) })
+		if len(deny) > 0 {
+			lst, errs := allow.CompileDecl(c.lists, allow.Decl{AllowNone: true, Deny: deny, Readers: readers}, subjects)
+			for _, err := range errs {
+				fail("label "+l.Name, deny, pos, err)
+			}
+			out.match[l.Name], _ = allow.Chain(lst)
+		}
+		if trusted := c.resolveEntries(l.Trusted, subjects); len(trusted) > 0 {
+			trusted = slices.DeleteFunc(trusted, func(e string) bool { return !defines(g, strings.TrimSpace(entryName(e))) })
+			lst, errs := allow.CompileDecl(c.lists, allow.Decl{Allow: trusted}, subjects)
+			for _, err := range errs {
+				fail("label "+l.Name+" trusted", trusted, l.TrustedPos, err)
+			}
+			if e, err := allow.Chain(lst); err == nil {
+				out.trusted[l.Name] = e
+			}
+		}
+	}
+	for _, f := range s.Flows {
+		d := allow.Decl{AllowNone: true, Deny: c.resolveEntries(f.Denied, subjects), Ask: c.resolveEntries(f.Asked, subjects), Readers: readers}
+		lst, errs := allow.CompileDecl(c.lists, d, subjects)
+		for _, err := range errs {
+			entries, pos := d.Deny, f.DeniedPos
+			var ee *allow.EntryError
+			if errors.As(err, &ee) && ee.List == allow.AskTools {
+				entries, pos = d.Ask, f.AskedPos
+			}
+			fail(f.Surface+" when "+f.Label, entries, pos, err)
+		}
+		out.flows[f.Surface+"\x00"+f.Label] = lst
+	}
+	return out
+}
+
+// lists is s compiled, with g's compiler (a restored generation's first
+// call compiles it).
+func (s *Sessions) lists(g *Generation) *sessionLists {
+	s.once.Do(func() { s.compiled = g.comp.sessionLists(g, s, false) })
+	return s.compiled
+}
+
+// LabelsOf is the labels that the result of a call of t, with the
+// canonical input in, gives its session (rule P18); nil for none.
+func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []string {
+	s := g.Session
+	if s == nil || t == nil {
+		return nil
+	}
+	ls := s.lists(g)
+	var out []string
+	for _, l := range s.Labels {
+		labelled := t.Upstream != nil && slices.Contains(l.Servers, t.Upstream.Server)
+		if m := ls.match[l.Name]; !labelled && m != nil && len(m.Entries(t.Name)) > 0 {
+			labelled = !m.Decide(t.Name, in, workdir).Allowed
+		}
+		if labelled {
+			if tr := ls.trusted[l.Name]; tr != nil && tr.Listed(t.Name) && tr.Decide(t.Name, in, workdir).Allowed {
+				continue
+			}
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}
+
+// Flow is the effective flow of label along chain: the deny and ask entries
+// that every surface of the chain gives the label, accumulated (rule P14);
+// nil when no surface of the chain has one.
+func (g *Generation) Flow(chain []string, label string) *allow.Effective {
+	s := g.Session
+	if s == nil {
+		return nil
+	}
+	ls := s.lists(g)
+	key := chainKey(chain) + "\x00\x00" + label
+	if e, ok := ls.chains.Load(key); ok {
+		return e.(*allow.Effective)
+	}
+	if len(chain) == 0 || chain[0] != "agent" {
+		chain = append([]string{"agent"}, chain...)
+	}
+	var lists []*allow.List
+	for _, ref := range chain {
+		if l := ls.flows[ref+"\x00"+label]; l != nil {
+			lists = append(lists, l)
+		}
+	}
+	var e *allow.Effective
+	if len(lists) > 0 {
+		e, _ = allow.Chain(lists...) // lists without allow entries leave no tool out
+	}
+	ls.chains.Store(key, e)
+	return e
+}

@@ -1,0 +1,124 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"aimon.dev/gw/internal/core/rule"
+)
+
+const labelsPolicy = header + `
+tools: {Read: schema.#Read, Bash: schema.#Bash, Echo: schema.#Echo, Write: schema.#Write}
+labels: untrusted: {
+	tools: ["Echo"]
+	entries: ["Read"]
+	trusted: ["Read(/work/**)"]
+}
+agent: {
+	"allowed-tools": ["Read", "Bash", "Echo", "Write"]
+	when: untrusted: {"denied-tools": ["Write"], "ask-tools": ["Bash(git push:*)"]}
+}
+subagents: reviewer: when: untrusted: "denied-tools": ["Bash(curl:*)"]
+`
+
+// TestP18LabelsAndFlowsCompile: a label is given by the calls its tools and
+// entries name, less those its trusted entries admit; a flow's entries
+// accumulate along a chain; a restored plan decides alike.
+func TestP18LabelsAndFlowsCompile(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": labelsPolicy}), WithWorkdir("/work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := g.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := Restore(saved, WithWorkdir("/work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]*Generation{"loaded": g, "restored": restored} {
+		labels := func(tool string, in map[string]any) string {
+			return strings.Join(g.LabelsOf(g.Tools[tool], in, "/work"), ",")
+		}
+		if got := labels("Read", map[string]any{"file_path": "/tmp/page.html"}); got != "untrusted" {
+			t.Errorf("%s: a Read outside the trusted tree gives %q, want untrusted", name, got)
+		}
+		if got := labels("Read", map[string]any{"file_path": "/work/src/a.go"}); got != "" {
+			t.Errorf("%s: a Read the trusted entry admits gives %q, want none", name, got)
+		}
+		if got := labels("Echo", map[string]any{"message": "x"}); got != "untrusted" {
+			t.Errorf("%s: Echo gives %q, want untrusted", name, got)
+		}
+		if got := labels("Bash", map[string]any{"command": "ls"}); got != "" {
+			t.Errorf("%s: Bash gives %q, want none", name, got)
+		}
+		flow := g.Flow([]string{"agent"}, "untrusted")
+		if d := flow.Decide("Write", map[string]any{"file_path": "/work/a", "content": ""}, "/work"); d.Allowed || d.Ask || d.Rule != rule.P14 {
+			t.Errorf("%s: the agent's flow lets Write: %+v", name, d)
+		}
+		if d := flow.Decide("Bash", map[string]any{"command": "git push origin main"}, "/work"); !d.Ask {
+			t.Errorf("%s: the agent's flow does not ask for git push: %+v", name, d)
+		}
+		if d := flow.Decide("Bash", map[string]any{"command": "git status"}, "/work"); !d.Allowed || d.Ask {
+			t.Errorf("%s: the agent's flow binds git status: %+v", name, d)
+		}
+		sub := g.Flow([]string{"agent", "subagent:reviewer"}, "untrusted")
+		for _, cmd := range []string{"curl https://x", "git push"} {
+			if d := sub.Decide("Bash", map[string]any{"command": cmd}, "/work"); d.Allowed {
+				t.Errorf("%s: the reviewer's flow, under the agent's, lets %s: %+v", name, cmd, d)
+			}
+		}
+		if g.Flow([]string{"agent"}, "secret") != nil {
+			t.Errorf("%s: a label without a flow has one", name)
+		}
+	}
+	if ws := vetText(g); strings.Contains(ws, "P18") {
+		t.Errorf("vet finds problems in a sound policy: %s", ws)
+	}
+}
+
+// TestP18BadLabelsAndFlowsAreReported: a flow on a label the policy does
+// not define, an entry of a label that cannot be used or names no tool, a
+// server it does not define: errors at their places; a label no flow
+// uses: a warning.
+func TestP18BadLabelsAndFlowsAreReported(t *testing.T) {
+	_, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read, Bash: schema.#Bash}
+labels: {
+	untrusted: entries: ["Read(/tmp/[)", "Raed"]
+	web: servers: ["web"]
+	empty: {}
+}
+agent: when: {
+	untrustd: "denied-tools": ["Bash"]
+	web: "ask-tools": ["Bsh(git push:*)"]
+}
+`}))
+	if err == nil {
+		t.Fatal("a policy with bad labels and flows loaded")
+	}
+	text := err.Error()
+	for _, w := range []string{
+		`policy.cue:13:2: agent when untrustd names a label the policy does not define, so its entries would never bind; did you mean "untrusted"?`,
+		`policy.cue:8:39: label untrusted entries entry "Raed" names no tool the policy defines, so it would label nothing; did you mean "Read"?`,
+		`policy.cue:8:23: label untrusted: entry "Read(/tmp/[)" cannot be used: the path pattern is not a valid glob`,
+		`policy.cue:9:17: label web names the server "web", which the policy does not define under servers`,
+		`policy.cue:10:2: label empty names no tool, entry or server whose results give it`,
+		`policy.cue:14:21: agent when web ask-tools entry "Bsh(git push:*)" names no tool the policy defines; did you mean "Bash"?`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("the load error lacks %q; got:\n%s", w, text)
+		}
+	}
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read}
+labels: unused: tools: ["Read"]
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `policy.cue:7:9: label unused is used by no surface's when, so it decides nothing`; !strings.Contains(vetText(g), w) {
+		t.Errorf("vet lacks %q; got:\n%s", w, vetText(g))
+	}
+}
