@@ -61,8 +61,19 @@ type Flow struct {
 // flows' effective lists along chains, made when a chain first needs one.
 type sessionLists struct {
 	match, trusted map[string]*allow.Effective
-	flows          map[string]*allow.List // by surface \x00 label
-	chains         sync.Map               // chain \x00\x00 label → *allow.Effective, nil for none
+	// matchAll is every label's match at once: a call it leaves alone
+	// gives no label, and a call is looked at label by label only when
+	// it matches.
+	matchAll *allow.Effective
+	flows    map[string]*allow.List // by surface \x00 label
+	// bound are the tools some flow's entry binds: a call of another
+	// tool looks at no label.
+	bound map[string]bool
+	// marks are the tools some label's tools or entries name, with the
+	// searches a Read entry binds, and servers the servers labels name:
+	// a result of another tool gives no label.
+	marks, servers map[string]bool
+	chains         sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
 }
 
 // sessions reads labels and the surfaces' when (rule P18), reporting what
@@ -186,7 +197,7 @@ func (c *compiler) stringsAt(v cue.Value) ([]string, []Position) {
 // reported it).
 func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessionLists {
 	subjects, readers := listSubjects(g), readers(g)
-	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}}
+	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}, bound: map[string]bool{}, marks: map[string]bool{}, servers: map[string]bool{}}
 	fail := func(what string, entries []string, pos []Position, err error) {
 		if !report {
 			return
@@ -211,6 +222,16 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 		deny := append(slices.Clone(l.Tools), c.resolveEntries(l.Entries, subjects)...)
 		pos := append(slices.Clone(l.ToolPos), l.EntryPos...)
 		deny = slices.DeleteFunc(deny, func(e string) bool { return !defines(g, strings.TrimSpace(entryName(e))) })
+		for _, e := range deny {
+			name := strings.TrimSpace(entryName(e))
+			out.marks[name] = true
+			for _, r := range readers[name] {
+				out.marks[r] = true
+			}
+		}
+		for _, srv := range l.Servers {
+			out.servers[srv] = true
+		}
 		if len(deny) > 0 {
 			lst, errs := allow.CompileDecl(c.lists, allow.Decl{AllowNone: true, Deny: deny, Readers: readers}, subjects)
 			for _, err := range errs {
@@ -229,6 +250,15 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 			}
 		}
 	}
+	var all []string
+	for _, l := range s.Labels {
+		all = append(all, l.Tools...)
+		all = append(all, c.resolveEntries(l.Entries, subjects)...)
+	}
+	if all = slices.DeleteFunc(all, func(e string) bool { return !defines(g, strings.TrimSpace(entryName(e))) }); len(all) > 0 {
+		lst, _ := allow.CompileDecl(c.lists, allow.Decl{AllowNone: true, Deny: all, Readers: readers}, subjects) // reported label by label
+		out.matchAll, _ = allow.Chain(lst)
+	}
 	for _, f := range s.Flows {
 		d := allow.Decl{AllowNone: true, Deny: c.resolveEntries(f.Denied, subjects), Ask: c.resolveEntries(f.Asked, subjects), Readers: readers}
 		lst, errs := allow.CompileDecl(c.lists, d, subjects)
@@ -241,6 +271,13 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 			fail(f.Surface+" when "+f.Label, entries, pos, err)
 		}
 		out.flows[f.Surface+"\x00"+f.Label] = lst
+		for _, e := range append(slices.Clone(f.Denied), f.Asked...) {
+			name := strings.TrimSpace(entryName(e))
+			out.bound[name] = true
+			for _, r := range readers[name] { // a Read entry binds the searches (P17)
+				out.bound[r] = true
+			}
+		}
 	}
 	return out
 }
@@ -260,10 +297,19 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 		return nil
 	}
 	ls := s.lists(g)
+	server := t.Upstream != nil && ls.servers[t.Upstream.Server]
+	if !ls.marks[t.Name] && !server {
+		return nil
+	}
+	// A call that no label's entry matches is looked at no further.
+	matched := ls.matchAll != nil && ls.marks[t.Name] && !ls.matchAll.Decide(t.Name, in, workdir).Allowed
+	if !matched && !server {
+		return nil
+	}
 	var out []string
 	for _, l := range s.Labels {
 		labelled := t.Upstream != nil && slices.Contains(l.Servers, t.Upstream.Server)
-		if m := ls.match[l.Name]; !labelled && m != nil && len(m.Entries(t.Name)) > 0 {
+		if m := ls.match[l.Name]; matched && !labelled && m != nil && len(m.Entries(t.Name)) > 0 {
 			labelled = !m.Decide(t.Name, in, workdir).Allowed
 		}
 		if labelled {
@@ -276,17 +322,40 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 	return out
 }
 
+// Flows is the effective flow of every label of labels along chain at
+// once, accumulated; key names the set of labels (they are sorted, and a
+// session keeps key beside them, so that a call builds none). Nil when no
+// surface of the chain has a flow on them.
+func (g *Generation) Flows(chain, labels []string, key string) *allow.Effective {
+	return g.flowOf(chain, labels, "\x00"+key)
+}
+
+// FlowBinds reports whether some flow's entry binds tool: whether a call
+// of it can depend on the session's labels at all.
+func (g *Generation) FlowBinds(tool string) bool {
+	return g.Session != nil && g.Session.lists(g).bound[tool]
+}
+
 // Flow is the effective flow of label along chain: the deny and ask entries
 // that every surface of the chain gives the label, accumulated (rule P14);
 // nil when no surface of the chain has one.
 func (g *Generation) Flow(chain []string, label string) *allow.Effective {
+	return g.flowOf(chain, []string{label}, label)
+}
+
+// flowOf is Flow of several labels, cached under key.
+func (g *Generation) flowOf(chain, labels []string, key string) *allow.Effective {
 	s := g.Session
 	if s == nil {
 		return nil
 	}
 	ls := s.lists(g)
-	key := chainKey(chain) + "\x00\x00" + label
-	if e, ok := ls.chains.Load(key); ok {
+	// Two levels, so that a call's look-up builds no key.
+	byLabel, ok := ls.chains.Load(chainKey(chain))
+	if !ok {
+		byLabel, _ = ls.chains.LoadOrStore(chainKey(chain), &sync.Map{})
+	}
+	if e, ok := byLabel.(*sync.Map).Load(key); ok {
 		return e.(*allow.Effective)
 	}
 	if len(chain) == 0 || chain[0] != "agent" {
@@ -294,14 +363,16 @@ func (g *Generation) Flow(chain []string, label string) *allow.Effective {
 	}
 	var lists []*allow.List
 	for _, ref := range chain {
-		if l := ls.flows[ref+"\x00"+label]; l != nil {
-			lists = append(lists, l)
+		for _, label := range labels {
+			if l := ls.flows[ref+"\x00"+label]; l != nil {
+				lists = append(lists, l)
+			}
 		}
 	}
 	var e *allow.Effective
 	if len(lists) > 0 {
 		e, _ = allow.Chain(lists...) // lists without allow entries leave no tool out
 	}
-	ls.chains.Store(key, e)
+	byLabel.(*sync.Map).Store(key, e)
 	return e
 }

@@ -122,3 +122,38 @@ labels: unused: tools: ["Read"]
 		t.Errorf("vet lacks %q; got:\n%s", w, vetText(g))
 	}
 }
+
+// TestP18LabelsByDomainAndServer: a WebFetch of a domain the label trusts
+// gives no label, any other does; every tool of a server the label names
+// gives it.
+func TestP18LabelsByDomainAndServer(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": `package policy
+
+import (
+	"aimon.dev/gw/schema"
+	"aimon.dev/gw/schema/claudecode"
+)
+
+tools: {Read: schema.#Read, WebFetch: claudecode.#WebFetch}
+servers: web: {command: ["web-server"], expose: ["fetch"], pin: false}
+labels: untrusted: {entries: ["WebFetch"], servers: ["web"], trusted: ["WebFetch(domain:docs.internal)"]}
+agent: when: untrusted: "denied-tools": ["Read"]
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool string
+		in   map[string]any
+		want string
+	}{
+		{"WebFetch", map[string]any{"url": "https://evil.example/page", "prompt": "x"}, "untrusted"},
+		{"WebFetch", map[string]any{"url": "https://docs.internal/guide", "prompt": "x"}, ""},
+		{"web__fetch", map[string]any{"url": "https://docs.internal/guide"}, "untrusted"},
+		{"Read", map[string]any{"file_path": "/tmp/x"}, ""},
+	} {
+		if got := strings.Join(g.LabelsOf(g.Tools[tc.tool], tc.in, "/work"), ","); got != tc.want {
+			t.Errorf("%s %v gives %q, want %q", tc.tool, tc.in, got, tc.want)
+		}
+	}
+}

@@ -18,6 +18,15 @@ import (
 type session struct {
 	mu     sync.Mutex
 	labels []heldLabel // sorted by label
+	set    heldSet     // what held returns, replaced whole
+}
+
+// heldSet is the labels a session holds, their names, and the key that
+// names the set for the policy's cache of flows.
+type heldSet struct {
+	labels []heldLabel
+	names  []string
+	key    string
 }
 
 // heldLabel is a label a session holds and the call whose result gave it.
@@ -33,11 +42,11 @@ func (h heldLabel) by() string {
 	return fmt.Sprintf("%s (call %s)", h.tool, h.id)
 }
 
-// held returns the labels the session holds; nil for none.
-func (s *session) held() []heldLabel {
+// held returns the labels the session holds.
+func (s *session) held() heldSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.labels // never written in place: gain replaces it
+	return s.set // never written in place: gain replaces it
 }
 
 // gain gives the session the labels of a call's result, keeping the call
@@ -56,7 +65,15 @@ func (s *session) gain(labels []string, tool, id, subject string) {
 		}
 		next = slices.Insert(next, i, heldLabel{label: l, tool: tool, id: id, subject: subject})
 	}
+	if len(next) == len(s.labels) {
+		return
+	}
 	s.labels = next
+	names := make([]string, len(next))
+	for i, h := range next {
+		names[i] = h.label
+	}
+	s.set = heldSet{labels: next, names: names, key: strings.Join(names, "\x00")}
 }
 
 // labelResult gives the session the labels that the result of an allowed
@@ -84,17 +101,30 @@ func (g *Gateway) labelResult(p prepared, d rule.Decision) {
 // it, a flow's ask makes an allowed call ask. The sentence names the
 // earlier call that labelled the session.
 func (g *Gateway) flows(p prepared, in tools.Input, d rule.Decision) rule.Decision {
-	if g.session == nil || p.cur.Session == nil || !(d.Allowed || d.Ask) {
+	if g.session == nil || !(d.Allowed || d.Ask) || !p.cur.FlowBinds(p.Name) {
 		return d
 	}
 	held := g.session.held()
+	if len(held.labels) == 0 {
+		return d
+	}
+	// All the labels' flows at once; label by label only to say which
+	// label a refusal or an ask comes from.
+	all := p.cur.Flows(p.chain, held.names, held.key)
+	if all == nil {
+		return d
+	}
+	w := written(p.tool, p.input)
+	if ad := all.DecideAsWritten(p.Name, in, w, g.opts.Workdir); ad.Allowed && !ad.Ask || ad.Ask && !d.Allowed {
+		return d
+	}
 	var ask *rule.Decision
-	for _, h := range held {
+	for _, h := range held.labels {
 		flow := p.cur.Flow(p.chain, h.label)
 		if flow == nil || len(flow.Entries(p.Name)) == 0 {
 			continue
 		}
-		fd := flow.DecideAsWritten(p.Name, in, written(p.tool, p.input), g.opts.Workdir)
+		fd := flow.DecideAsWritten(p.Name, in, w, g.opts.Workdir)
 		because := fmt.Sprintf(" The result of %s labelled the session %s earlier; a session keeps its labels while it lasts, so do this in a session that has not read it, or change the policy's flows.", h.by(), h.label)
 		switch {
 		case fd.Ask:
@@ -113,5 +143,7 @@ func (g *Gateway) flows(p prepared, in tools.Input, d rule.Decision) rule.Decisi
 	if ask != nil {
 		return *ask
 	}
-	return d
+	// The flows together refused what none refused alone: refuse.
+	h := held.labels[0]
+	return rule.Refused(rule.P18, fmt.Sprintf("%s is not allowed on this surface while the session holds the labels %s, whose flows together refuse it. The result of %s labelled the session %s earlier.", p.Name, strings.Join(held.names, ", "), h.by(), h.label))
 }
