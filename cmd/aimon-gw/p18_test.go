@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +165,59 @@ func TestP18MCPConnectionIsASession(t *testing.T) {
 	s = connect()
 	if text, isErr := call(s, "Write", map[string]any{"file_path": write, "content": "x"}); isErr || !exists(write) {
 		t.Errorf("the write in a connection that read nothing: %v %s", isErr, text)
+	}
+}
+
+// TestP18FlowAskIsApprovedOnce: the touch a flow asks for, after the
+// injected read, runs once a person's approval comes back with it, as an
+// ask of the lists does (P15); the write the flow denies stays refused.
+func TestP18FlowAskIsApprovedOnce(t *testing.T) {
+	t.Parallel()
+	dir, wd, page := p18Setup(t)
+	touch := filepath.Join(wd, "touched")
+	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", wd)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	replies := bufio.NewReader(out)
+	send := func(line string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(in, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		reply, err := replies.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no reply to %s: %v", line, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(reply), &m); err != nil {
+			t.Fatalf("reply %q: %v", reply, err)
+		}
+		return m
+	}
+	if r := send(p18Line("read_1", "Read", map[string]any{"file_path": page})); r["is_error"] != false {
+		t.Fatalf("the read of the page: %v", r)
+	}
+	line := p18Line("bash_1", "Bash", map[string]any{"command": "touch " + touch})
+	r := send(line)
+	token := regexp.MustCompile(`"approvals": \["([^"]+)"\]`).FindStringSubmatch(r["content"].(string))
+	if r["is_error"] != true || token == nil || exists(touch) {
+		t.Fatalf("the asked touch: %v (touched %v)", r, exists(touch))
+	}
+	approved := strings.Replace(line, `{`, `{"approvals":["`+token[1]+`"],`, 1)
+	if r := send(approved); r["is_error"] != false || !exists(touch) {
+		t.Errorf("the approved touch: %v (touched %v)", r, exists(touch))
+	}
+	if r := send(approved); r["is_error"] != true {
+		t.Errorf("the approval ran a second call: %v", r)
 	}
 }
