@@ -1,16 +1,23 @@
 # aimon-gw as a resident gateway: `mcp --listen` serves MCP over streamable
 # HTTP and Claude Code's HTTP hook (see deploy/kubernetes/ and the README).
-# Build: docker build -t aimon-gw .
+# Build: docker build --build-arg REVISION=$(git rev-parse HEAD) -t aimon-gw .
+# Without a registry, give bases of your own (.ci/image builds them from
+# Debian packages): --build-arg GO_IMAGE=… --build-arg BASE_IMAGE=…
 
-FROM golang:1.26-bookworm AS build
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG BASE_IMAGE=debian:bookworm-slim
+
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# The revision is given, since .git is not in the build's context.
+ARG REVISION=""
 # Static: the runtime image needs no C library of the build's.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/aimon-gw ./cmd/aimon-gw
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X main.revision=${REVISION}" -o /out/aimon-gw ./cmd/aimon-gw
 
-FROM debian:bookworm-slim
+FROM ${BASE_IMAGE}
 # bubblewrap is the sandbox a command runs in (rules R6, R8); ca-certificates
 # for an issuer's JWKS and OTLP over TLS.
 RUN apt-get update \
@@ -22,6 +29,12 @@ COPY --from=build /out/aimon-gw /usr/local/bin/aimon-gw
 # Nothing the gateway reads or runs is writable by the user it runs as (rule R8).
 USER 10001:10001
 WORKDIR /home/aimon
+# The load cache and the state live in /tmp, which a read-only root file
+# system (Kubernetes) mounts writable, and which any --user may write.
+ENV XDG_CACHE_HOME=/tmp/aimon-gw/cache XDG_STATE_HOME=/tmp/aimon-gw/state
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/aimon-gw"]
-CMD ["mcp", "--listen", ":8080"]
+# The policy mounted at /policy, to the callers of a static tokens file
+# mounted at /tokens (mode 0600, owned by the user the container runs as)
+# whom its principals map.
+CMD ["mcp", "--listen", ":8080", "--policy", "/policy", "--tokens", "/tokens"]

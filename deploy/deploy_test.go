@@ -342,14 +342,18 @@ func TestR8DockerfileRunsAsNonRootWithBubblewrap(t *testing.T) {
 	}
 	var user, stages string
 	var bwrap bool
+	args := map[string]string{} // ARG defaults, which FROM may name
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) >= 2 && f[0] == "USER":
 			user = f[1]
+		case len(f) >= 2 && f[0] == "ARG":
+			name, value, _ := strings.Cut(f[1], "=")
+			args[name] = value
 		case len(f) >= 2 && f[0] == "FROM":
-			stages += f[1] + " "
+			stages += os.Expand(f[1], func(name string) string { return args[name] }) + " "
 		case strings.Contains(sc.Text(), "apt-get install") && strings.Contains(sc.Text(), "bubblewrap"):
 			bwrap = true
 		}
