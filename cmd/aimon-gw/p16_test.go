@@ -68,7 +68,9 @@ type p16Env struct {
 }
 
 // bin is the command line that starts the gateway as the layout's user.
-func (e *p16Env) bin(t *testing.T) []string { return append(slices.Clone(e.u.prefix), gatewayBinary(t)) }
+func (e *p16Env) bin(t *testing.T) []string {
+	return append(slices.Clone(e.u.prefix), gatewayBinary(t))
+}
 
 // p16Layout is a project whose policy allows Bash and writes in it,
 // denies touch and asks for rm, holding what an agent would have written

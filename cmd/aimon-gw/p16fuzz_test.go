@@ -43,7 +43,9 @@ var p16Wraps = []func(cmd string, script func(body string) string) string{
 	func(c string, _ func(string) string) string { return "nice -n 1 sh -c " + shQuote(c) },
 	func(c string, _ func(string) string) string { return "timeout 60 sh -c " + shQuote(c) },
 	func(c string, _ func(string) string) string { return "setpriv --no-new-privs sh -c " + shQuote(c) },
-	func(c string, _ func(string) string) string { return "find . -maxdepth 0 -exec sh -c " + shQuote(c) + " sh {} +" },
+	func(c string, _ func(string) string) string {
+		return "find . -maxdepth 0 -exec sh -c " + shQuote(c) + " sh {} +"
+	},
 	func(c string, _ func(string) string) string {
 		return "tar -cf /dev/null --checkpoint=1 --checkpoint-action=exec=" + shQuote(c) + " /etc/hostname"
 	},
