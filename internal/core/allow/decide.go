@@ -167,6 +167,18 @@ func (e *Effective) Listed(tool string) bool {
 	return ok
 }
 
+// Unlisted decides a call of a tool Listed says the chain does not offer,
+// before its input is read: denied whole by a name-only deny entry (P14),
+// or not in the lists (P9). Deny and ask patterns are not asked, since
+// with no input they could only say the subject is missing.
+func (e *Effective) Unlisted(tool string) Decision {
+	if e.deniedWhole(tool) != nil {
+		d, _ := e.denies(tool, nil, nil, "")
+		return d
+	}
+	return e.decideAllow(tool, nil, nil, "")
+}
+
 // Decision is the outcome of one call: the lattice fills Allowed, Reason
 // (a sentence naming the tool and subject), Rule and Entries.
 type Decision = rule.Decision

@@ -73,7 +73,7 @@ func (g *Gateway) prepare(cur *provision.Generation, chain []string, eff *allow.
 	}
 	if !eff.Listed(c.Name) {
 		// Not allowed, a different sentence from unknown (rule P9).
-		p.settle(eff.Decide(c.Name, nil, ""))
+		p.settle(eff.Unlisted(c.Name))
 		return p
 	}
 	if len(c.Input) == 0 && c.decoded == nil {

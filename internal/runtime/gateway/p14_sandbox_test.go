@@ -90,3 +90,27 @@ agent: {
 		t.Errorf("too many entries to look through: %+v", d)
 	}
 }
+
+// TestP9UnlistedIsNotListedWhateverTheCallersAsk: a tool a child surface
+// does not list is refused as not listed (P9), even where its caller has
+// ask or deny patterns of it, which, asked of a call whose input is not
+// read, could only say its subject is missing (P5); a name-only deny
+// entry still denies it whole (P14).
+func TestP9UnlistedIsNotListedWhateverTheCallersAsk(t *testing.T) {
+	g, _ := newGateway(t, `tools: {Read: schema.#Read, Write: schema.#Write, Echo: schema.#Echo}
+agent: {
+	"allowed-tools": ["Read", "Write(/srv/out/**)", "Echo"]
+	"ask-tools": ["Write(/srv/out/ask/**)"]
+	"denied-tools": ["Echo"]
+}
+subagents: reviewer: "allowed-tools": ["Read", "Echo"]
+`, nil)
+	d := g.Check([]string{"agent", "subagent:reviewer"}, "1", "Write", []byte(`{"file_path":"/srv/out/x","content":"y"}`))
+	if d.Allowed || d.Rule != rule.P9 || !strings.Contains(d.Reason, "has no entry in allowed-tools") {
+		t.Errorf("an unlisted Write: %+v", d)
+	}
+	d = g.Check([]string{"agent", "subagent:reviewer"}, "2", "Echo", []byte(`{"message":"x"}`))
+	if d.Allowed || d.Rule != rule.P14 || !strings.Contains(d.Reason, "denied on this surface by Echo") {
+		t.Errorf("a wholly denied Echo: %+v", d)
+	}
+}
