@@ -76,3 +76,37 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestP10HTTPPrincipalNeedsItsScopes: through mcp --listen, a principal
+// with scopes serves a caller whose JWT's scope claim carries them, and
+// refuses one whose token lacks one with 403 and the scope it lacks.
+func TestP10HTTPPrincipalNeedsItsScopes(t *testing.T) {
+	t.Parallel()
+	iss := authntest.New(t)
+	const aud = "http://gw.test/mcp"
+	dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Echo: schema.#Echo
+agent: "allowed-tools": ["Echo"]
+principals: alice: {subject: "alice", scopes: ["gw:call"], surface: ["agent"]}
+`)
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", dir, "--issuer", iss.URL, "--resource", aud)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Echo","arguments":{"message":"ran"}}}`
+	with := func(scope string) string {
+		c := iss.Claims("alice", aud)
+		if scope != "" {
+			c["scope"] = scope
+		}
+		return iss.Token(t, c)
+	}
+	if status, _, body := g.post("/mcp", with("openid gw:call"), call); status != 200 || !strings.Contains(body, "ran") {
+		t.Errorf("with the scope: %d %s", status, body)
+	}
+	for _, scope := range []string{"", "openid gw:read"} {
+		if status, _, body := g.post("/mcp", with(scope), call); status != 403 || !strings.Contains(body, "its token lacks gw:call") || strings.Contains(body, `"ran"`) {
+			t.Errorf("scope %q: %d %s", scope, status, body)
+		}
+	}
+}

@@ -19,6 +19,9 @@ type Principal struct {
 	// The claims a caller must carry, each that is not "": its subject,
 	// one of its groups, its client.
 	Subject, Group, Client string
+	// Scopes must each be among the scopes the caller's token carries
+	// (its scope claim), or the principal does not match it.
+	Scopes []string
 	// Surface is the chain, main agent first.
 	Surface []string
 	Pos     Position
@@ -29,6 +32,8 @@ type Claims struct {
 	Subject string   `json:"sub,omitempty"`
 	Groups  []string `json:"groups,omitempty"`
 	Client  string   `json:"client_id,omitempty"`
+	// Scopes are the scopes its token carries (its scope claim).
+	Scopes []string `json:"scopes,omitempty"`
 	// Token is the caller's bearer JWT, for an RFC 8693 token exchange on
 	// its behalf; never recorded nor sent upstream as it is.
 	Token string `json:"-"`
@@ -53,9 +58,26 @@ func (c Claims) String() string {
 }
 
 func (p *Principal) matches(c Claims) bool {
+	return p.claims(c) && len(p.missing(c)) == 0
+}
+
+// claims reports whether c carries the principal's subject, group and
+// client, whatever its scopes.
+func (p *Principal) claims(c Claims) bool {
 	return (p.Subject == "" || p.Subject == c.Subject) &&
 		(p.Group == "" || slices.Contains(c.Groups, p.Group)) &&
 		(p.Client == "" || p.Client == c.Client)
+}
+
+// missing are the principal's scopes c's token does not carry.
+func (p *Principal) missing(c Claims) []string {
+	var out []string
+	for _, s := range p.Scopes {
+		if !slices.Contains(c.Scopes, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ErrUnmapped is Principal's error when the policy maps the caller to no
@@ -87,6 +109,11 @@ func (g *Generation) Principal(c Claims) (chain []string, names []string, err er
 		}
 	}
 	if deepest == nil {
+		for _, p := range g.Principals {
+			if p.claims(c) {
+				return nil, nil, unmapped{fmt.Sprintf("%s may not call: principal %q, whose claims it carries, also requires the scopes %s, and its token lacks %s; get a token with them", c, p.Name, strings.Join(p.Scopes, " "), strings.Join(p.missing(c), " "))}
+			}
+		}
 		if len(g.Principals) == 0 {
 			return nil, nil, unmapped{fmt.Sprintf("%s may not call, because the policy maps no principal; add a principals entry for its subject, group or client", c)}
 		}
@@ -111,6 +138,7 @@ func (c *compiler) principals(g *Generation, v cue.Value) {
 		p := &Principal{Name: iter.Selector().Unquoted(), Pos: c.pos(pv, 0),
 			Subject: str(pv.LookupPath(cue.ParsePath("subject"))), Group: str(pv.LookupPath(cue.ParsePath("group"))),
 			Client: str(pv.LookupPath(cue.ParsePath("client")))}
+		_ = pv.LookupPath(cue.ParsePath("scopes")).Decode(&p.Scopes)
 		if p.Subject == "" && p.Group == "" && p.Client == "" {
 			c.fail(pv, "P10", "principal %q names no claim, so it would match every caller; give it a subject, group or client.", p.Name)
 			continue

@@ -89,3 +89,51 @@ func TestP10PrincipalsSurviveSave(t *testing.T) {
 		t.Fatalf("got %v %v %v", chain, names, err)
 	}
 }
+
+// TestP10PrincipalsRequireScopes: a principal with scopes matches only a
+// caller whose token carries every one of them; a caller with its claims
+// but not its scopes falls to the principals it still matches, or is
+// refused with the scopes it lacks; an empty scope is a load error.
+func TestP10PrincipalsRequireScopes(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read}
+subagents: reviewer: {}
+principals: {
+	writers: {group: "staff", scopes: ["repo:write", "gw"], surface: ["agent"]}
+	readers: {group: "staff", surface: ["agent", "subagent:reviewer"]}
+	ops:     {subject: "olga", scopes: ["ops"], surface: ["agent"]}
+}
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		note   string
+		claims Claims
+		want   string
+	}{
+		{"every scope carried", Claims{Subject: "bob", Groups: []string{"staff"}, Scopes: []string{"gw", "repo:write", "x"}}, "agent,subagent:reviewer"},
+		{"one scope short: the narrower principal alone", Claims{Subject: "bob", Groups: []string{"staff"}, Scopes: []string{"gw"}}, "agent,subagent:reviewer"},
+		{"the scope lacked names it", Claims{Subject: "olga", Scopes: []string{"gw"}}, `principal "ops", whose claims it carries, also requires the scopes ops, and its token lacks ops`},
+		{"with it", Claims{Subject: "olga", Scopes: []string{"ops"}}, "agent"},
+	} {
+		chain, _, err := g.Principal(tc.claims)
+		got := strings.Join(chain, ",")
+		if err != nil {
+			got = err.Error()
+		}
+		if tc.want == "agent" && got != "agent" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.note, got, tc.want)
+		}
+	}
+	// Which principal: writers' chain is agent alone, readers' deeper one
+	// wins when both match; a caller of writers' scopes is still bounded.
+	if _, names, _ := g.Principal(Claims{Subject: "bob", Groups: []string{"staff"}, Scopes: []string{"gw"}}); slices.Contains(names, "writers") {
+		t.Errorf("a caller without writers' scopes matched it: %v", names)
+	}
+	if _, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+principals: p: {subject: "a", scopes: [""], surface: ["agent"]}
+`})); err == nil || !strings.Contains(err.Error(), "policy.cue:") {
+		t.Errorf("an empty scope: %v", err)
+	}
+}

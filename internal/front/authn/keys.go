@@ -298,5 +298,6 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string, _ *http.Request
 		cl.Client, _ = raw["azp"].(string)
 	}
 	scope, _ := raw["scope"].(string)
-	return info(cl, t.Expiry, strings.Fields(scope)), nil
+	cl.Scopes = strings.Fields(scope)
+	return info(cl, t.Expiry, cl.Scopes), nil
 }
