@@ -214,6 +214,12 @@ func (t *tracer) judge(pid int) string {
 		return t.ask(Request{Words: []string{baseOf(exe)}, Exe: exe, Argv: words, Refused: "its arguments cannot be read"})
 	}
 	base := baseOf(exe)
+	if strings.HasPrefix(exe, "/memfd:") {
+		// Landlock does not govern a memfd's file (an internal mount): a
+		// program made in memory is one a command wrote (rule P16).
+		return t.ask(Request{Words: words, Exe: exe, Argv: words, Refused: fmt.Sprintf(
+			"The program %s was not run: it was made in memory (a memfd), and a command may not run what it writes (rule P16); put the program where the tool's sandbox.exec lets commands run it.", words[0])})
+	}
 	if t.decided < len(t.spec.Decided) {
 		if base == t.spec.Decided[t.decided] {
 			t.decided++
