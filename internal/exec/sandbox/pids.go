@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"aimon.dev/gw/internal/exec/sandbox/trace"
 	"bufio"
 	"errors"
 	"fmt"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"aimon.dev/gw/internal/exec/sandbox/launch"
+	"aimon.dev/gw/internal/exec/sandbox/trace"
 )
 
 // A sandbox's processes are bounded by a pids cgroup of its own when the
@@ -178,7 +180,7 @@ func cgroupMounts(mountinfo string) ([]cgroupMount, error) {
 		if !ok || len(a) < 5 || len(b) < 3 {
 			continue
 		}
-		m := cgroupMount{root: unescape(a[3]), point: unescape(a[4]), fs: b[0]}
+		m := cgroupMount{root: launch.Unescape(a[3]), point: launch.Unescape(a[4]), fs: b[0]}
 		switch {
 		case m.fs == "cgroup" && hasWord(b[2], ",", "pids"):
 			m.v1Pids = true
@@ -188,25 +190,6 @@ func cgroupMounts(mountinfo string) ([]cgroupMount, error) {
 		}
 	}
 	return append(v1, v2...), s.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func hasWord(s, sep, w string) bool {

@@ -50,7 +50,7 @@ func noexec(roots, keep []string) error {
 		if len(f) < 6 {
 			continue
 		}
-		mp, opts := unescape(f[4]), strings.Split(f[5], ",")
+		mp, opts := Unescape(f[4]), strings.Split(f[5], ",")
 		if opts[0] != "rw" || slices.Contains(opts, "noexec") || slices.Contains(keep, mp) ||
 			!slices.ContainsFunc(roots, func(r string) bool { return within(mp, r) }) {
 			continue
@@ -75,8 +75,11 @@ func noexec(roots, keep []string) error {
 	return nil
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
+// Unescape undoes mountinfo's octal escapes (\040 for a space).
+func Unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\\' && i+3 < len(s) {
