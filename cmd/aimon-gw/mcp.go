@@ -236,7 +236,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain, DrainDelay: p.DrainDelay,
 		Degraded: func(ctx context.Context) error {
 			if err := ro.Gateway.Approvals.Ping(ctx); err != nil {
-				return fmt.Errorf("approved calls are refused: %w", err)
+				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)
 			}
 			return nil
 		},

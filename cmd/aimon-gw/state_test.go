@@ -184,7 +184,7 @@ func TestR10ApprovalRunsOnceAcrossReplicasThroughRedis(t *testing.T) {
 	if r := b.send(toolLine("open", "Read", map[string]any{"file_path": "open"})); r["is_error"] != false {
 		t.Errorf("with Redis down the calls that need no approval are served: %v", r)
 	}
-	if s := readyz(); !strings.Contains(s, "degraded: approved calls are refused") || !strings.Contains(s, addr) {
+	if s := readyz(); !strings.Contains(s, "degraded: approved calls are refused, as are the calls a limit counts") || !strings.Contains(s, addr) {
 		t.Errorf("/readyz with Redis down must say why approved calls are refused: %q", s)
 	}
 }
