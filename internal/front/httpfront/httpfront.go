@@ -408,7 +408,18 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 		}
 		ctx := context.WithValue(r.Context(), serverKey{}, s)
 		if r.Method == http.MethodPost {
-			switch m := peek(r); m.Method {
+			m, refusal := peek(r)
+			if refusal != nil {
+				// Read as stdio reads it: a frame stdio refuses is refused
+				// here too, under its own id, and never decided.
+				w.Header().Set("Content-Type", "application/json")
+				if m.ID == nil {
+					w.WriteHeader(http.StatusBadRequest)
+				}
+				w.Write(refusal)
+				return
+			}
+			switch m.Method {
 			case "subscriptions/listen":
 				var stop func() bool
 				ctx, stop = mergeCancel(ctx, f.listens)
@@ -433,23 +444,17 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 	})
 }
 
-// message is what the front reads of a request's JSON-RPC message.
-type message struct {
-	Method string          `json:"method"`
-	ID     json.RawMessage `json:"id"`
-	Params json.RawMessage `json:"params"`
-}
-
-// peek reads the request's message, keeping the body for the SDK; the
-// zero message for a body that is not one (the SDK answers it).
-func peek(r *http.Request) message {
+// peek reads the request's message with the reader stdio uses, keeping
+// the body for the SDK: the frame, or the JSON-RPC error response that
+// refuses it; neither for a body too long to read here (the SDK answers
+// it).
+func peek(r *http.Request) (mcpfront.Frame, []byte) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	var m message
-	if err != nil || json.Unmarshal(body, &m) != nil {
-		return message{}
+	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
+		return mcpfront.Frame{}, nil
 	}
-	return m
+	return mcpfront.ReadFrame(body)
 }
 
 // inFlight are the tools/call requests being answered, by caller and

@@ -27,6 +27,39 @@ type problem struct {
 	message string
 }
 
+// response is the problem as the JSON-RPC error response that answers it.
+func (p *problem) response() []byte {
+	id := p.id
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": p.code, "message": p.message}})
+	return b
+}
+
+// Frame is what ReadFrame reads of a request or response.
+type Frame struct {
+	Method string          // "" for a response
+	ID     json.RawMessage // as sent; nil for a notification
+	Params json.RawMessage
+}
+
+// ReadFrame is the one reading of an MCP frame that every transport uses
+// (stdio's guard, the HTTP front): the frame, or, for one the SDK must
+// not see, the JSON-RPC error response to send instead, under the
+// request's own id where the frame has one.
+func ReadFrame(data []byte) (Frame, []byte) {
+	env, p := readEnvelope(data)
+	if p != nil {
+		return Frame{ID: p.id}, p.response()
+	}
+	f := Frame{ID: env.id}
+	if req, ok := env.msg.(*jsonrpc.Request); ok {
+		f.Method, f.Params = req.Method, req.Params
+	}
+	return f, nil
+}
+
 // reader is a pooled decoder with the reader of its frame.
 type reader struct {
 	r bytes.Reader
@@ -63,7 +96,7 @@ func readEnvelope(data []byte) (envelope, *problem) {
 	if err := readTop(d, data, members); err != nil {
 		var se *jsontext.SyntacticError
 		if errors.As(err, &se) && se.Err == jsontext.ErrDuplicateName {
-			return envelope{}, &problem{code: jsonrpc.CodeInvalidRequest, message: fmt.Sprintf("the frame gives the name %q twice; give each member once", se.JSONPointer.LastToken())}
+			return envelope{}, &problem{id: soleID(data), code: jsonrpc.CodeInvalidRequest, message: fmt.Sprintf("the frame gives the name %q twice; give each member once", se.JSONPointer.LastToken())}
 		}
 		return envelope{}, &problem{code: jsonrpc.CodeParseError, message: "the frame is not valid JSON; send one JSON-RPC message per line"}
 	}
@@ -137,6 +170,41 @@ func readTop(d *jsontext.Decoder, data []byte, members map[string]json.RawMessag
 		return err
 	}
 	return atEnd(d)
+}
+
+// soleID is the id of a frame refused for a name given twice, so that the
+// refusal reaches the request it answers: the top-level "id" when it is
+// given once and is one the SDK reads as sent, else nil (id null).
+func soleID(data []byte) json.RawMessage {
+	d := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	var id json.RawMessage
+	for n := 0; d.PeekKind() == '"'; {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return nil
+		}
+		name := tok.String() // before the next read voids tok
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil
+		}
+		if name == "id" {
+			if n++; n > 1 {
+				return nil
+			}
+			id = append(json.RawMessage(nil), v...)
+		}
+	}
+	if _, err := d.ReadToken(); err != nil || atEnd(d) != nil {
+		return nil // not JSON after all: no id to trust
+	}
+	if _, msg := readID(id, true); msg != "" {
+		return nil
+	}
+	return id
 }
 
 // atEnd refuses data after the frame's value.

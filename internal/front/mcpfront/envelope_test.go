@@ -63,6 +63,24 @@ func TestR2FrameReadOnce(t *testing.T) {
 	}
 }
 
+// TestR2DuplicateNameRefusalKeepsItsID: a frame refused for a name given
+// twice is answered under its own id when the id is given once and is one
+// the SDK reads as sent, so the request gets its answer; else id null.
+func TestR2DuplicateNameRefusalKeepsItsID(t *testing.T) {
+	for _, tc := range []struct{ note, frame, id string }{
+		{"twice in the params, id first", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Echo","name":"Read"}}`, "7"},
+		{"twice in the arguments, id last", `{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"m":1,"m":2}},"id":"x"}`, `"x"`},
+		{"the id twice", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, ""},
+		{"an id the SDK would misread", `{"jsonrpc":"2.0","id":1.5,"method":"ping","method":"x"}`, ""},
+		{"broken after the name", `{"jsonrpc":"2.0","id":3,"method":"a","method":"b",`, ""},
+	} {
+		_, p := readEnvelope([]byte(tc.frame))
+		if p == nil || p.code != jsonrpc.CodeInvalidRequest && tc.id != "" || string(p.id) != tc.id {
+			t.Errorf("%s: %+v; want -32600 under id %q", tc.note, p, tc.id)
+		}
+	}
+}
+
 // TestR2CancelledKeyIsTheIDsKey: the request a cancellation names is keyed
 // as the request's own id is, however it is spelt.
 func TestR2CancelledKeyIsTheIDsKey(t *testing.T) {
@@ -93,6 +111,8 @@ func FuzzR2EnvelopeIsTheSDKs(f *testing.F) {
 		`{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"no","data":{}}}`,
 		`{"jsonrpc":"2.0","id":-9007199254740992,"method":"x","params":null}`,
 		` {"jsonrpc" : "2.0" , "id" : "b" , "method" : "" } `,
+		`{"jsonrpc":"2.0","params":{"name":"a","name":"b"},"id":"c","method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -119,7 +119,7 @@ func (g *guard) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, ctx.Err()
 		}
 		if errors.Is(f.err, errTooLong) {
-			g.reply(nil, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the frame is longer than the limit of %d bytes and was skipped; send smaller messages or raise --max-line-bytes", g.max))
+			g.reply(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the frame is longer than the limit of %d bytes and was skipped; send smaller messages or raise --max-line-bytes", g.max))
 			continue
 		}
 		if len(bytes.TrimSpace(f.data)) == 0 {
@@ -169,7 +169,7 @@ func (g *guard) drain(ctx context.Context, err error) error {
 func (g *guard) check(data []byte) jsonrpc.Message {
 	env, problem := readEnvelope(data)
 	if problem != nil {
-		g.reply(problem.id, nil, problem.code, problem.message)
+		g.write(problem.response())
 		return nil
 	}
 	req, ok := env.msg.(*jsonrpc.Request)
@@ -195,7 +195,7 @@ func (g *guard) check(data []byte) jsonrpc.Message {
 		if reused {
 			// Answered here, so that both requests get their one answer
 			// (the first one's comes when it ends).
-			g.reply(env.id, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.id))
+			g.reply(env.id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.id))
 			return nil
 		}
 	}
@@ -214,22 +214,9 @@ func keyOf(v any) string {
 	return fmt.Sprint(v)
 }
 
-// reply writes a response of the guard's own: result, or an error.
-func (g *guard) reply(id json.RawMessage, result any, code int, message string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	resp := map[string]any{"jsonrpc": "2.0", "id": id}
-	if result != nil {
-		resp["result"] = result
-	} else {
-		resp["error"] = map[string]any{"code": code, "message": message}
-	}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		return
-	}
-	g.write(b)
+// reply writes an error response of the guard's own.
+func (g *guard) reply(id json.RawMessage, code int, message string) {
+	g.write((&problem{id: id, code: code, message: message}).response())
 }
 
 func (g *guard) write(b []byte) error {

@@ -442,7 +442,7 @@ func Refuse(in io.Reader, out io.Writer, sentence string, wait time.Duration) {
 		}
 		if env, p := readEnvelope(f.data); p == nil {
 			if req, ok := env.msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-				g.reply(env.id, nil, codeNotServing, sentence)
+				g.reply(env.id, codeNotServing, sentence)
 				return
 			}
 		}
