@@ -1,36 +1,114 @@
 #!/usr/bin/env bash
-# Measures one Claude Code hook decision as a whole process on
-# examples/policies/team (issue 14): answered from its verified record,
+# Measures one hook decision as a whole process (issues 14, 42, 43): Claude
+# Code's on examples/policies/team, Codex's and Gemini CLI's on a policy of
+# their shells, each answered from its verified record; Claude Code's
 # loaded afresh (--cache off), the same call through check, the binary's
-# own start-up (version) and a stdlib floor (bench/floor: decode a line,
-# encode a line), in interleaved rounds, as medians and ratios.
+# own start-up (version), a stdlib floor (bench/floor: decode a line,
+# encode a line) and Claude Code's HTTP hook (a POST to mcp --listen), in
+# interleaved rounds (bench/procs), as medians and ratios to version, with
+# the goals: each command hook at most 1.1x version, the HTTP hook's p50
+# at most 1 ms.
 # Usage: bench/hook.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+server=
+trap '[ -z "$server" ] || kill "$server" 2>/dev/null; wait; rm -rf "$tmp"' EXIT
 go build -o "$tmp/aimon-gw" ./cmd/aimon-gw
 go build -o "$tmp/floor" ./bench/floor
 go build -o "$tmp/procs" ./bench/procs
 export XDG_CACHE_HOME="$tmp/cache"
-policy=examples/policies/team
+team=examples/policies/team
+# Codex's and Gemini CLI's shells, and a principal for the HTTP hook.
+agents="$tmp/agents"
+mkdir -p "$agents/cue.mod"
+printf 'module: "example.com/bench@v0"\nlanguage: version: "v0.12.0"\n' > "$agents/cue.mod/module.cue"
+cat > "$agents/policy.cue" <<'EOF'
+package policy
+
+import (
+	"aimon.dev/gw/schema"
+	"aimon.dev/gw/schema/geminicli"
+)
+
+tools: {
+	Bash:              schema.#Bash
+	run_shell_command: geminicli.#run_shell_command
+}
+agent: "allowed-tools": ["Bash(git:*)", "run_shell_command(git:*)"]
+principals: bench: {subject: "bench", surface: ["agent"]}
+EOF
 printf '{"session_id":"s","cwd":"%s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git status"},"tool_use_id":"t"}\n' "$tmp" > "$tmp/hook.json"
+printf '{"session_id":"s","turn_id":"t","cwd":"%s","hook_event_name":"PreToolUse","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"git status"},"tool_use_id":"c1"}\n' "$tmp" > "$tmp/codex.json"
+printf '{"session_id":"s","transcript_path":"/t","cwd":"%s","hook_event_name":"BeforeTool","timestamp":"2026-12-02T21:00:39.687Z","tool_name":"run_shell_command","tool_input":{"command":"git status","description":"d"}}\n' "$tmp" > "$tmp/gemini.json"
 printf '{"type":"tool_use","id":"t","name":"Bash","input":{"command":"git status"}}\n' > "$tmp/call.json"
-# The record is written by the first call; both ways must answer alike.
-cached=$("$tmp/aimon-gw" hook claude-code --policy "$policy" < "$tmp/hook.json")
-fresh=$("$tmp/aimon-gw" hook claude-code --cache off --policy "$policy" < "$tmp/hook.json")
-again=$("$tmp/aimon-gw" hook claude-code --policy "$policy" < "$tmp/hook.json")
-if [ "$cached" != "$fresh" ] || [ "$again" != "$fresh" ]; then
-	echo "the cached and the fresh hook answer differently:"; echo "$fresh"; echo "$again"; exit 1
-fi
+
+# unticket prints an answer with each exec ticket replaced by what it is
+# bound to (its claims, decoded) without the nonce and expiry that make
+# every ticket one of its own; it fails on an answer without a ticket.
+unticket() {
+	local a=$1 t claims n=0
+	while [[ $a =~ \'--ticket\'\ \'([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+\' ]]; do
+		t=${BASH_REMATCH[1]//_//}
+		t=${t//-/+}
+		while ((${#t} % 4)); do t+='='; done
+		claims=$(printf '%s' "$t" | base64 -d | jq -cS 'del(.n, .e)')
+		a=${a/"${BASH_REMATCH[0]}"/"'--ticket' $claims"}
+		n=$((n + 1))
+	done
+	((n > 0)) || { echo "the hook's answer holds no ticket: $1" >&2; return 1; }
+	printf '%s\n' "$a"
+}
+# The record is written by the first call; the cached and the fresh way
+# must answer alike, tickets bound to the same.
+same() { # RUNTIME POLICY INPUT
+	local cached fresh again
+	cached=$(unticket "$("$tmp/aimon-gw" hook "$1" --policy "$2" < "$3")")
+	fresh=$(unticket "$("$tmp/aimon-gw" hook "$1" --cache off --policy "$2" < "$3")")
+	again=$(unticket "$("$tmp/aimon-gw" hook "$1" --policy "$2" < "$3")")
+	if [ "$cached" != "$fresh" ] || [ "$again" != "$fresh" ]; then
+		echo "the cached and the fresh hook $1 answer differently:"; echo "$fresh"; echo "$again"; exit 1
+	fi
+}
+same claude-code "$team" "$tmp/hook.json"
+same codex "$agents" "$tmp/codex.json"
+same gemini-cli "$agents" "$tmp/gemini.json"
 ls "$XDG_CACHE_HOME/aimon-gw"/*.json > /dev/null
+
+# Claude Code's HTTP hook on a replica of mcp --listen (a free port is
+# looked for among a few).
+export PROCS_BEARER=bench-token
+printf 'sha256:%s bench\n' "$(printf %s "$PROCS_BEARER" | sha256sum | cut -d' ' -f1)" > "$tmp/tokens"
+chmod 600 "$tmp/tokens"
+for try in 1 2 3 4 5; do
+	addr=127.0.0.1:$((20000 + RANDOM % 20000))
+	"$tmp/aimon-gw" mcp --listen "$addr" --policy "$agents" --workdir "$tmp" --tokens "$tmp/tokens" --log-level error &
+	server=$!
+	for _ in $(seq 100); do
+		curl -sf "http://$addr/readyz" > /dev/null 2>&1 && break 2
+		kill -0 "$server" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$server" 2>/dev/null || true
+	wait "$server" 2>/dev/null || true
+	server=
+done
+[ -n "$server" ] || { echo "mcp --listen did not start"; exit 1; }
+curl -sf -H "Authorization: Bearer $PROCS_BEARER" --data-binary @"$tmp/hook.json" "http://$addr/hooks/claude-code" | grep -q '"allow"' ||
+	{ echo "the HTTP hook does not allow the call"; exit 1; }
+
 "$tmp/procs" -n "$runs" -in "$tmp/hook.json" \
-	"floor=$tmp/floor" \
 	"version=$tmp/aimon-gw version" \
-	"hook=$tmp/aimon-gw hook claude-code --policy $policy" \
-	"hook-fresh=$tmp/aimon-gw hook claude-code --cache off --policy $policy" \
-	"check<$tmp/call.json=$tmp/aimon-gw check --policy $policy -"
+	"floor=$tmp/floor" \
+	"hook=$tmp/aimon-gw hook claude-code --policy $team" \
+	"codex<$tmp/codex.json=$tmp/aimon-gw hook codex --policy $agents" \
+	"gemini<$tmp/gemini.json=$tmp/aimon-gw hook gemini-cli --policy $agents" \
+	"hook-fresh=$tmp/aimon-gw hook claude-code --cache off --policy $team" \
+	"check<$tmp/call.json=$tmp/aimon-gw check --policy $team -" \
+	"http-hook=http://$addr/hooks/claude-code" | tee "$tmp/rows"
+awk '$1 ~ /^(hook|codex|gemini)$/ { printf "goal: %-7s at most 1.10x version: %.2fx (%s)\n", $1, $5, $5 + 0 <= 1.10 ? "holds" : "missed" }
+	$1 == "http-hook" { printf "goal: the HTTP hook p50 at most 1 ms: %.2f ms (%s)\n", $3, $3 + 0 <= 1 ? "holds" : "missed" }' "$tmp/rows"
 # What of the binary's own start-up is its packages' initialisation.
 for i in $(seq 20); do GODEBUG=inittrace=1 "$tmp/aimon-gw" version 2>&1 >/dev/null; done |
 	awk '/^init/ { s += $5 } END { printf "package init of the binary: %.2f ms per process (GODEBUG=inittrace, 20 runs)\n", s / 20 }'

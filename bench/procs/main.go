@@ -4,9 +4,12 @@
 // first, the median time from exec to its first line of output (a
 // server's first answer, such as its tool list), and the medians of its
 // processor time and its peak resident memory (bench/hook.sh,
-// bench/scale.sh).
+// bench/scale.sh). A command that is a URL is not a process: each round
+// POSTs its input there, on one kept-alive connection, with the bearer
+// token of $PROCS_BEARER, and its row is the round trip to the answer's
+// end (Claude Code's HTTP hook beside the command hook).
 //
-//	procs -n 50 -in input.json 'floor=./floor' 'hook=./aimon-gw hook claude-code' 'check<call.json=./aimon-gw check -'
+//	procs -n 50 -in input.json 'floor=./floor' 'hook=./aimon-gw hook claude-code' 'check<call.json=./aimon-gw check -' 'http=http://127.0.0.1:8443/hooks/claude-code'
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -59,6 +63,13 @@ func main() {
 	}
 	for r := 0; r < *n+2; r++ {
 		for _, c := range cmds {
+			if strings.HasPrefix(c.argv[0], "http://") || strings.HasPrefix(c.argv[0], "https://") {
+				d := post(c.argv[0], c.input)
+				if r >= 2 {
+					c.runs, c.first = append(c.runs, d), append(c.first, d)
+				}
+				continue
+			}
 			x := exec.Command(c.argv[0], c.argv[1:]...)
 			x.Stdin = bytes.NewReader(c.input)
 			x.Stderr = os.Stderr
@@ -91,12 +102,43 @@ func main() {
 	base := median(cmds[0].runs)
 	for _, c := range cmds {
 		m := median(c.runs)
-		rss := fmt.Sprintf("   first line %8.2f ms   cpu %8.2f ms", float64(median(c.first))/1e6, float64(median(c.cpu))/1e6)
+		rss := fmt.Sprintf("   first line %8.2f ms", float64(median(c.first))/1e6)
+		if len(c.cpu) > 0 {
+			rss += fmt.Sprintf("   cpu %8.2f ms", float64(median(c.cpu))/1e6)
+		}
 		if len(c.rss) > 0 {
 			rss += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
 		}
 		fmt.Printf("%-10s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
 	}
+}
+
+// post POSTs input to url and returns how long the answer took to its
+// end; any answer but 200 ends the run.
+func post(url string, input []byte) time.Duration {
+	req, err := http.NewRequest("POST", url, bytes.NewReader(input))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "procs:", err)
+		os.Exit(2)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t := os.Getenv("PROCS_BEARER"); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "procs:", err)
+		os.Exit(1)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "procs: %s answered %s: %s %v\n", url, resp.Status, body, err)
+		os.Exit(1)
+	}
+	return d
 }
 
 // firstLine reads r to its end and returns how long after t0 its first
