@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/front/authn/authntest"
@@ -160,5 +161,93 @@ func TestR5IdentityBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), tc.says) || !strings.Contains(string(out), "policy.cue:3:") {
 			t.Errorf("%s: %v %s; want a finding at policy.cue:3 saying %q", tc.server, err, out, tc.says)
 		}
+	}
+}
+
+// TestR5TokenExchangeAtOIDCProvider: the exchange at a real issuer,
+// oidc-provider (npm) given an RFC 8693 grant (testdata/scale/idp.mjs).
+// A caller's token it issued, presented to mcp --listen, is exchanged
+// there for a token of the same subject for the upstream's audience,
+// acting as the gateway, which the upstream verifies against the issuer's
+// keys (go-oidc); two calls cost one exchange (the token is cached); a
+// caller the issuer will not exchange for is refused with the issuer's
+// reason and its call never reaches the upstream.
+func TestR5TokenExchangeAtOIDCProvider(t *testing.T) {
+	t.Parallel()
+	npm := npmDir(t, "oidc-provider")
+	const aud, api = "http://gw.test/mcp", "https://api.test"
+	clients := []idpClient{
+		{ID: "alice", Secret: "alice-secret-0123456789abcdef", Scope: "mcp mcp:delegate"},
+		{ID: "bob", Secret: "bob-secret-0123456789abcdef", Scope: "mcp"},
+		{ID: "aimon-gw", Secret: "gw-secret-0123456789abcdef", GrantTypes: []string{"urn:ietf:params:oauth:grant-type:token-exchange"}},
+	}
+	ip := startIdPClients(t, npm, clients)
+	gatewayBinary(t) // builds while node starts
+	ip.wait()
+	ctx := context.Background()
+	provider, err := oidc.NewProvider(ctx, ip.issuer)
+	if err != nil {
+		t.Fatalf("the identity provider's discovery: %v", err)
+	}
+	verifier := provider.Verifier(&oidc.Config{ClientID: api})
+	apiURL, apiSeen := whoamiServer(t, func(auth string) (string, error) {
+		tok, err := verifier.Verify(ctx, strings.TrimPrefix(auth, "Bearer "))
+		if err != nil {
+			return "", err
+		}
+		var c struct {
+			Act      struct{ Sub string } `json:"act"`
+			ClientID string               `json:"client_id"`
+		}
+		if err := tok.Claims(&c); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("sub=%s act=%s client=%s", tok.Subject, c.Act.Sub, c.ClientID), nil
+	})
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+servers: api: {url: %q, expose: ["whoami"], pin: false,
+	identity: exchange: {token_url: %q, audience: %q, client_id: "${AIMON_TEST_CLIENT}", client_secret: "${AIMON_TEST_SECRET}"}}
+agent: "allowed-tools": ["api__whoami"]
+principals: {
+	alice: {subject: "alice", surface: ["agent"]}
+	bob: {subject: "bob", surface: ["agent"]}
+}
+`, apiURL, ip.issuer+"/token", api))
+	g := startHTTPEnv(t, []string{"AIMON_TEST_CLIENT=aimon-gw", "AIMON_TEST_SECRET=gw-secret-0123456789abcdef"},
+		"--policy", dir, "--workdir", dir, "--issuer", ip.issuer, "--resource", aud)
+	call := func(token string) (string, bool) {
+		t.Helper()
+		res, err := g.session(token, "", nil).CallTool(ctx, &mcp.CallToolParams{Name: "api__whoami", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("api__whoami: %v", err)
+		}
+		return resultText(res), res.IsError
+	}
+	alice := ip.tokenScoped(t, "alice", clients[0].Secret, aud, "mcp mcp:delegate")
+	for i := range 2 {
+		if text, isErr := call(alice); isErr || text != "sub=alice act=aimon-gw client=aimon-gw" {
+			t.Errorf("alice's call %d through the exchange: %q", i+1, text)
+		}
+	}
+	if n := ip.exchanges(t); n != 1 {
+		t.Errorf("two calls with one token made %d exchanges at the issuer, want 1 (cached)", n)
+	}
+	seen := apiSeen()
+	for _, h := range seen {
+		if strings.TrimPrefix(h, "Bearer ") == alice {
+			t.Errorf("the upstream got the caller's own token")
+		}
+	}
+	text, isErr := call(ip.token(t, "bob", clients[1].Secret, aud))
+	if !isErr || !strings.Contains(text, "api__whoami was not run") || !strings.Contains(text, "the issuer refused to exchange") ||
+		!strings.Contains(text, "the subject bob does not let a client act for it") {
+		t.Errorf("bob, whom the issuer will not exchange for: %q", text)
+	}
+	if len(apiSeen()) != len(seen) {
+		t.Errorf("bob's call without a credential reached the upstream")
+	}
+	if n := ip.exchanges(t); n != 1 {
+		t.Errorf("the issuer granted %d exchanges, want alice's one", n)
 	}
 }

@@ -136,19 +136,34 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// idp is oidc-provider (npm) issuing JWT access tokens by client credentials.
+// idp is oidc-provider (npm) issuing JWT access tokens by client
+// credentials, and by RFC 8693 token exchange (testdata/scale/idp.mjs).
 type idp struct {
 	issuer string
 	wait   func() // until it serves
 }
 
+// idpClient is one client of the identity provider; GrantTypes defaults
+// to client credentials.
+type idpClient struct {
+	ID         string   `json:"client_id"`
+	Secret     string   `json:"client_secret"`
+	GrantTypes []string `json:"grant_types,omitempty"`
+	Scope      string   `json:"scope,omitempty"`
+}
+
 func startIdP(t *testing.T, npm string, clients map[string]string) *idp {
 	t.Helper()
-	var cs []map[string]string
+	var cs []idpClient
 	for id, secret := range clients {
-		cs = append(cs, map[string]string{"client_id": id, "client_secret": secret})
+		cs = append(cs, idpClient{ID: id, Secret: secret})
 	}
-	js, _ := json.Marshal(cs)
+	return startIdPClients(t, npm, cs)
+}
+
+func startIdPClients(t *testing.T, npm string, clients []idpClient) *idp {
+	t.Helper()
+	js, _ := json.Marshal(clients)
 	port := freePort(t)
 	script, _ := filepath.Abs("testdata/scale/idp.mjs")
 	wait := startProcess(t, "listening", needCommand(t, "node", "nodejs"), script, npm, fmt.Sprint(port), string(js))
@@ -158,8 +173,14 @@ func startIdP(t *testing.T, npm string, clients map[string]string) *idp {
 // token is an access token for client, for the resource (its audience).
 func (p *idp) token(t *testing.T, client, secret, resource string) string {
 	t.Helper()
+	return p.tokenScoped(t, client, secret, resource, "mcp")
+}
+
+// tokenScoped is token with the scopes asked.
+func (p *idp) tokenScoped(t *testing.T, client, secret, resource, scope string) string {
+	t.Helper()
 	resp, err := http.PostForm(p.issuer+"/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {client},
-		"client_secret": {secret}, "resource": {resource}, "scope": {"mcp"}})
+		"client_secret": {secret}, "resource": {resource}, "scope": {scope}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +193,21 @@ func (p *idp) token(t *testing.T, client, secret, resource string) string {
 		t.Fatalf("the identity provider gave %s no token (%d): %v %s", client, resp.StatusCode, err, tok.Error)
 	}
 	return tok.AccessToken
+}
+
+// exchanges is how many token exchanges the identity provider granted.
+func (p *idp) exchanges(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get(p.issuer + "/test/exchanges")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n struct{ Exchanges int }
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		t.Fatalf("the identity provider's exchange count: %v", err)
+	}
+	return n.Exchanges
 }
 
 // haproxyConfig balances round-robin over backends with no affinity, and

@@ -205,7 +205,7 @@ func (e *exchanges) exchange(ctx context.Context, x *policy.Exchange, subject st
 		return "", 0, fmt.Errorf("the issuer's token endpoint %s answered a token exchange with what is not JSON: %v", x.TokenURL, err)
 	}
 	if resp.StatusCode != http.StatusOK || out.AccessToken == "" {
-		return "", 0, fmt.Errorf("the issuer refused to exchange the caller's token for audience %q (%s %s: %s)", x.Audience, resp.Status, out.Error, out.Description)
+		return "", 0, fmt.Errorf("the issuer refused to exchange the caller's token for audience %q (%s %s: %s), so the caller has no credential for it until the issuer grants the exchange", x.Audience, resp.Status, out.Error, out.Description)
 	}
 	return out.AccessToken, time.Duration(out.ExpiresIn) * time.Second, nil
 }
