@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -277,12 +279,16 @@ func unknown(gen *policy.Generation) string {
 // why the call is blocked: not a PreToolUse input with a tool_name, an
 // input for another event, a cwd that is not an absolute directory. An
 // input without cwd is read: the one decision refuses, and records, it.
+// Names are read exactly, as Claude Code writes them (TOOL_NAME is not
+// tool_name), and a name given twice, at any depth, refuses the input
+// rather than have its last value win.
 func ReadInput(data []byte) (Input, error) {
 	var in Input
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&in); err != nil || in.ToolName == "" {
-		return in, fmt.Errorf("the hook input is not a PreToolUse input with a tool_name (%v); the call is blocked.", err)
+	if err := jsonv2.Unmarshal(data, &in); err != nil {
+		return in, fmt.Errorf("the hook input is not a PreToolUse input that can be read one way only (%v); the call is blocked.", err)
+	}
+	if in.ToolName == "" {
+		return in, errors.New(`the hook input has no "tool_name" (names are read exactly as Claude Code writes them); the call is blocked.`)
 	}
 	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
 		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)

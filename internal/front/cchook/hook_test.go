@@ -3,6 +3,7 @@ package cchook
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -222,3 +223,45 @@ func cueFields(v cue.Value) map[string]string {
 }
 
 var _ = policy.Position{}
+
+// TestR2HookInputIsReadExactly: the hook reads its input one way only
+// (issue 47 item 3): every captured Claude Code input is read, while a
+// name in another case is not the protocol's and a name given twice, at
+// the top or in tool_input, refuses the input instead of letting its last
+// value be decided.
+func TestR2HookInputIsReadExactly(t *testing.T) {
+	data, err := os.ReadFile("testdata/hook_inputs.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var tc struct {
+			Input json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal([]byte(line), &tc); err != nil {
+			t.Fatal(err)
+		}
+		// The captured cwd is not a directory here; only that is refused.
+		if _, err := ReadInput(tc.Input); err != nil && !strings.Contains(err.Error(), "cwd") {
+			t.Errorf("captured input %d is refused: %v", i+1, err)
+		}
+	}
+	cwd := t.TempDir()
+	for _, tc := range []struct{ note, input, says string }{
+		{"a name in upper case", `{"cwd":%q,"hook_event_name":"PreToolUse","TOOL_NAME":"Bash","tool_input":{"command":"ls"}}`, `has no "tool_name"`},
+		{"a name in another case beside the real one", `{"cwd":%q,"hook_event_name":"PreToolUse","tool_name":"Read","Tool_Name":"Bash","tool_input":{"file_path":"/etc/passwd"}}`, ""},
+		{"tool_name twice", `{"cwd":%q,"hook_event_name":"PreToolUse","tool_name":"Read","tool_name":"Bash","tool_input":{"command":"ls"}}`, `duplicate object member name "tool_name"`},
+		{"an argument twice", `{"cwd":%q,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls","command":"rm -rf x"}}`, `duplicate object member name "command"`},
+		{"cwd twice", `{"cwd":"/","cwd":%q,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}`, `duplicate object member name "cwd"`},
+	} {
+		in, err := ReadInput([]byte(fmt.Sprintf(tc.input, cwd)))
+		switch {
+		case tc.says == "":
+			if err != nil || in.ToolName != "Read" {
+				t.Errorf("%s: read as %q, %v; want Read", tc.note, in.ToolName, err)
+			}
+		case err == nil || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "the call is blocked"):
+			t.Errorf("%s: %v; want a refusal saying %q", tc.note, err, tc.says)
+		}
+	}
+}

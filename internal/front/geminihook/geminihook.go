@@ -9,11 +9,13 @@
 package geminihook
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/front/gatefiles"
@@ -44,10 +46,11 @@ type Input struct {
 // An error is a sentence saying why the call is blocked.
 func ReadInput(data []byte) (cchook.Input, error) {
 	var g Input
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&g); err != nil || g.ToolName == "" {
-		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input with a tool_name (%v); the call is blocked.", err)
+	if err := jsonv2.Unmarshal(data, &g); err != nil { // exactly, as cchook reads
+		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input that can be read one way only (%v); the call is blocked.", err)
+	}
+	if g.ToolName == "" {
+		return cchook.Input{}, errors.New(`the hook input has no "tool_name" (names are read exactly as Gemini CLI writes them); the call is blocked.`)
 	}
 	if g.Event != "BeforeTool" {
 		return cchook.Input{}, fmt.Errorf("the hook input is for Gemini CLI's %q event, and aimon-gw hook gemini-cli answers only BeforeTool; the call is blocked. Configure it under hooks.BeforeTool in Gemini CLI's settings.json.", g.Event)
