@@ -167,7 +167,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if a := p.httpOnly(); a != "" {
 		return cli.Exit(fmt.Sprintf("aimon-gw mcp: --%s is for serving over HTTP; give --listen ADDR too, or leave it out.", a), exitUsage)
 	}
-	ro.Gateway.Session = true // the connection is the session (rule P18)
+	ro.Gateway.Session = gateway.NewSession() // the connection is the session (rule P18)
 	err = mcpfront.Serve(ctx, mcpfront.Options{Reload: ro,
 		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
 	})

@@ -100,7 +100,7 @@ func serve(ctx context.Context, p serveParams) error {
 		return err
 	}
 	defer closeState()
-	o := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals), Session: true}
+	o := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals), Session: gateway.NewSession()}
 	_, stopTracing, err := traced(ctx, "serve", &o)
 	if err != nil {
 		return err

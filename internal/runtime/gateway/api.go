@@ -113,6 +113,6 @@ func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) Call
 	defer cur.Exit()
 	ctx, end := g.step(ctx, StepCall, c.Name)
 	defer end(Outcome{})
-	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal, caller: c.Caller}}, nil)[0]
+	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal, caller: c.Caller, session: c.Session}}, nil)[0]
 	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval, RetryAfter: r.retryAfter, Asked: r.asked}
 }

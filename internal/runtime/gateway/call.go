@@ -199,6 +199,9 @@ type Call struct {
 	// Caller is who called as the limits select callers (rule P19): the
 	// claims of its token, when the front end knows them.
 	Caller *policy.Claims
+	// Session is the caller's session (rule P18), when the gateway's
+	// callers each have one (HTTP); nil for the gateway's own.
+	Session Session
 	// decoded is the input when ReadCalls read it in the same pass, and
 	// inputErr why the gate could not.
 	decoded  map[string]any
@@ -223,7 +226,7 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 	defer endCall(Outcome{})
 	start := time.Now()
 	chain, err := g.LineChain(surface)
-	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, approvals: c.Approvals, principal: c.Principal, caller: c.Caller}, cur: cur}
+	p := prepared{call: call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, approvals: c.Approvals, principal: c.Principal, caller: c.Caller, session: c.Session}, cur: cur}
 	var d rule.Decision
 	switch {
 	case err != nil:

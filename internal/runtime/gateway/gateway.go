@@ -67,11 +67,12 @@ type Options struct {
 	// Caller is who calls through this gateway (the HTTP hook) for the
 	// limits, for a call that names none (Call.Caller).
 	Caller *policy.Claims
-	// Session says that the gateway serves one session (serve, MCP over
-	// stdio): the results of its calls label it, and the policy's flows
-	// decide by those labels (rule P18). A gateway that callers share
-	// (HTTP) and one made for a single decision keep no session.
-	Session bool
+	// Session is the one session the gateway serves (serve, MCP over
+	// stdio: NewSession; a hook's call: StoredSession): the results of
+	// its calls label it, and the policy's flows decide by those labels
+	// (rule P18). A gateway that callers share (HTTP) keeps none and
+	// takes each call's own (Call.Session); nil for none.
+	Session Session
 }
 
 // A DecisionLog records decided calls (decisionlog.File is one).
@@ -88,9 +89,6 @@ type Gateway struct {
 	files *tools.FileSet
 	pool  *pool // rule K3: one for the gateway, sized by the generation in force
 	cur   atomic.Pointer[provision.Generation]
-	// session is what the session has read (rule P18); nil when the
-	// gateway serves no single session.
-	session *session
 }
 
 // New returns a gateway serving gen, which it owns from then on: a Swap
@@ -103,9 +101,6 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet(), pool: newPool(gen.Parallel.MaxConcurrency)}
 	if g.log == nil {
 		g.log = slog.Default()
-	}
-	if opts.Session {
-		g.session = &session{}
 	}
 	if !opts.Protected {
 		protectGateway(opts)

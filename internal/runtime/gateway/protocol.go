@@ -85,6 +85,7 @@ type call struct {
 	principal string // who called, over HTTP
 	delegated string // the identity its upstream call used, for the record
 	caller    *policy.Claims
+	session   Session // the caller's own, over HTTP (rule P18)
 }
 
 // result is a tool_result block; is_error is always present.

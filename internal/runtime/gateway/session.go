@@ -1,29 +1,56 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/tools"
 )
 
-// session is what one session has read (rule P18): the labels the results
-// of its calls gave it, each with the call that first gave it. Labels are
-// sticky: nothing takes one away while the session lasts, a policy reload
-// included. It lives in the gateway, which serves one session (serve, MCP
-// over stdio); a gateway shared by callers (HTTP) keeps none.
-type session struct {
-	mu     sync.Mutex
-	labels []heldLabel // sorted by label
-	set    heldSet     // what held returns, replaced whole
+// A Session is what one session has read (rule P18): the labels that the
+// results of its calls gave it, each with the call that first gave it.
+// Labels are sticky: nothing takes one away while the session lasts, a
+// policy reload included. Each front end keeps its sessions where they
+// live as long as they do: in memory for a process or a connection
+// (NewSession: serve, MCP over stdio), in the gateway's protected state
+// for a session that spans processes (StoredSession: the hooks, a sealed
+// HTTP session that any replica continues).
+type Session interface {
+	// Held is what the session holds. An error means it is not known
+	// (the store does not answer): a call that a flow binds is refused.
+	Held(ctx context.Context) (Held, error)
+	// Gain gives the session labels from the result of the call from; a
+	// label it holds keeps the call that first gave it.
+	Gain(ctx context.Context, labels []string, from Source) error
 }
 
-// heldSet is the labels a session holds, their names, and the key that
-// names the set for the policy's cache of flows.
-type heldSet struct {
+// Source is the call whose result gave a session a label: its tool, its
+// id and its subject (a path, a URL), for a refusal's sentence.
+type Source struct {
+	Tool    string `json:"tool"`
+	ID      string `json:"id"`
+	Subject string `json:"subject,omitempty"`
+}
+
+// by says which earlier call gave the label, for a refusal's sentence.
+func (s Source) by() string {
+	if s.Subject != "" {
+		return fmt.Sprintf("%s of %s (call %s)", s.Tool, s.Subject, s.ID)
+	}
+	return fmt.Sprintf("%s (call %s)", s.Tool, s.ID)
+}
+
+// Held is the labels a session holds, sorted, with their sources; the
+// key names the set for the policy's cache of flows. A Held is never
+// written in place, so a caller keeps what it read.
+type Held struct {
 	labels []heldLabel
 	names  []string
 	key    string
@@ -31,68 +58,147 @@ type heldSet struct {
 
 // heldLabel is a label a session holds and the call whose result gave it.
 type heldLabel struct {
-	label, tool, id, subject string
+	label string
+	Source
 }
 
-// by says which earlier call gave the label, for a refusal's sentence.
-func (h heldLabel) by() string {
-	if h.subject != "" {
-		return fmt.Sprintf("%s of %s (call %s)", h.tool, h.subject, h.id)
+// Labels are the names of the labels held, sorted.
+func (h Held) Labels() []string { return h.names }
+
+// Source is the call that gave label, ok false when it is not held.
+func (h Held) Source(label string) (Source, bool) {
+	i, ok := slices.BinarySearchFunc(h.labels, label, func(h heldLabel, l string) int { return strings.Compare(h.label, l) })
+	if !ok {
+		return Source{}, false
 	}
-	return fmt.Sprintf("%s (call %s)", h.tool, h.id)
+	return h.labels[i].Source, true
 }
 
-// held returns the labels the session holds.
-func (s *session) held() heldSet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.set // never written in place: gain replaces it
-}
-
-// gain gives the session the labels of a call's result, keeping the call
-// that first gave each.
-func (s *session) gain(labels []string, tool, id, subject string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := s.labels
+// with is h with labels added from from; h itself when it holds them all.
+func (h Held) with(labels []string, from Source) Held {
+	next := h.labels
 	for _, l := range labels {
 		i, found := slices.BinarySearchFunc(next, l, func(h heldLabel, l string) int { return strings.Compare(h.label, l) })
 		if found {
 			continue
 		}
-		if len(next) == len(s.labels) {
-			next = slices.Clone(s.labels) // held's callers keep what they read
+		if len(next) == len(h.labels) {
+			next = slices.Clone(h.labels) // a reader keeps what it read
 		}
-		next = slices.Insert(next, i, heldLabel{label: l, tool: tool, id: id, subject: subject})
+		next = slices.Insert(next, i, heldLabel{label: l, Source: from})
 	}
-	if len(next) == len(s.labels) {
-		return
+	if len(next) == len(h.labels) {
+		return h
 	}
-	s.labels = next
 	names := make([]string, len(next))
-	for i, h := range next {
-		names[i] = h.label
+	for i, l := range next {
+		names[i] = l.label
 	}
-	s.set = heldSet{labels: next, names: names, key: strings.Join(names, "\x00")}
+	return Held{labels: next, names: names, key: strings.Join(names, "\x00")}
+}
+
+// NewSession is a session kept in this process's memory, for as long as
+// the process or connection that owns it.
+func NewSession() Session { return &session{} }
+
+// session is a Session in memory.
+type session struct {
+	mu  sync.Mutex
+	set Held // replaced whole
+}
+
+func (s *session) Held(context.Context) (Held, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set, nil
+}
+
+func (s *session) Gain(_ context.Context, labels []string, from Source) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set = s.set.with(labels, from)
+	return nil
+}
+
+// SessionTTL is how long a stored session is kept after its last label:
+// a hook's session may be resumed days later (claude --resume).
+const SessionTTL = 30 * 24 * time.Hour
+
+// StoredSession is the session id kept in store, which outlives the
+// process (the hooks, a fleet's HTTP sessions). It reads the store once,
+// at its first Held, and keeps what it read and gained: make one for each
+// call or request. id must name the session uniquely in the store (the
+// front end's name and its own id: claude-code:SESSION_ID).
+func StoredSession(store state.Sessions, id string) Session {
+	return &stored{store: store, id: id}
+}
+
+type stored struct {
+	store state.Sessions
+	id    string
+
+	mu   sync.Mutex
+	read bool
+	mem  session
+}
+
+func (s *stored) Held(ctx context.Context) (Held, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.read {
+		m, err := s.store.Labels(ctx, s.id)
+		if err != nil {
+			return Held{}, err
+		}
+		for label, raw := range m {
+			var from Source
+			if json.Unmarshal(raw, &from) != nil {
+				from = Source{Tool: "an earlier call"} // still held: a label is never dropped
+			}
+			s.mem.Gain(ctx, []string{label}, from)
+		}
+		s.read = true
+	}
+	return s.mem.Held(ctx)
+}
+
+func (s *stored) Gain(ctx context.Context, labels []string, from Source) error {
+	raw, _ := json.Marshal(from)
+	until := time.Now().Add(SessionTTL)
+	for _, l := range labels {
+		if err := s.store.AddLabel(ctx, s.id, l, raw, until); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mem.Gain(ctx, labels, from)
+}
+
+// sessionOf is the session a call belongs to: its own (a front end whose
+// callers each have one), else the gateway's; nil for none.
+func (g *Gateway) sessionOf(p prepared) Session {
+	if p.session != nil {
+		return p.session
+	}
+	return g.opts.Session
 }
 
 // labelResult gives the session the labels that the result of an allowed
 // call that succeeded carries (rule P18).
 func (g *Gateway) labelResult(p prepared, d rule.Decision) {
-	if g.session == nil || p.tool == nil || p.cur.Session == nil {
+	s := g.sessionOf(p)
+	if s == nil || p.tool == nil || p.cur.Session == nil {
 		return
 	}
 	labels := p.cur.LabelsOf(p.tool, d.Input, g.opts.Workdir)
 	if len(labels) == 0 {
 		return
 	}
-	subject := ""
-	if p.tool.Subject != nil && d.Input != nil {
-		if v, ok := d.Input[p.tool.Subject.Field].(string); ok {
-			subject = v
-		}
+	if err := s.Gain(context.Background(), labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, d.Input)}); err != nil {
+		g.log.Warn("the session's labels cannot be kept", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID, "cause", err)
+		return
 	}
-	g.session.gain(labels, p.Name, p.ID, subject)
 	g.log.Info("session labelled", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID)
 }
 
@@ -101,10 +207,14 @@ func (g *Gateway) labelResult(p prepared, d rule.Decision) {
 // it, a flow's ask makes an allowed call ask. The sentence names the
 // earlier call that labelled the session.
 func (g *Gateway) flows(p prepared, in tools.Input, d rule.Decision) rule.Decision {
-	if g.session == nil || !(d.Allowed || d.Ask) || !p.cur.FlowBinds(p.Name) {
+	s := g.sessionOf(p)
+	if s == nil || !(d.Allowed || d.Ask) || !p.cur.FlowBinds(p.Name) {
 		return d
 	}
-	held := g.session.held()
+	held, err := s.Held(context.Background())
+	if err != nil {
+		return rule.Refused(rule.P18, fmt.Sprintf("%s was not run: a flow of the policy decides it by what the session has read, and the session's labels cannot be read (%v); try again once the state store answers.", p.Name, strings.TrimSuffix(err.Error(), ".")))
+	}
 	if len(held.labels) == 0 {
 		return d
 	}
@@ -146,4 +256,44 @@ func (g *Gateway) flows(p prepared, in tools.Input, d rule.Decision) rule.Decisi
 	// The flows together refused what none refused alone: refuse.
 	h := held.labels[0]
 	return rule.Refused(rule.P18, fmt.Sprintf("%s is not allowed on this surface while the session holds the labels %s, whose flows together refuse it. The result of %s labelled the session %s earlier.", p.Name, strings.Join(held.names, ", "), h.by(), h.label))
+}
+
+// Label gives the session of c (its own, else the gateway's) the labels
+// that the result of c gives (rule P18), as the result of a call the
+// gateway ran would: for a front end that sees the results of calls it
+// did not run (a hook's PostToolUse) or that were recorded. result is the
+// result's text. It returns the labels given; none for a call the policy
+// cannot read (an unknown tool, an input that does not decode).
+func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result string) ([]string, error) {
+	cur := g.enter()
+	defer cur.Exit()
+	chain, err := g.LineChain(surface)
+	if err != nil || cur.Session == nil {
+		return nil, nil
+	}
+	eff, err := cur.Effective(chain)
+	p := g.prepare(cur, chain, eff, ceilingOf(cur, chain), err, call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, session: c.Session})
+	s := g.sessionOf(p)
+	if p.tool == nil || p.input == nil || s == nil {
+		return nil, nil
+	}
+	in, why := canonical(p.tool, p.input, g.opts.Workdir, g.opts.Paths)
+	if why != "" {
+		return nil, nil
+	}
+	labels := cur.LabelsOf(p.tool, in, g.opts.Workdir)
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	return labels, s.Gain(ctx, labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, in)})
+}
+
+// subjectIn is the call's subject as decided (a path, a URL), "" for none.
+func subjectIn(p prepared, in map[string]any) string {
+	if p.tool.Subject != nil && in != nil {
+		if v, ok := in[p.tool.Subject.Field].(string); ok {
+			return v
+		}
+	}
+	return ""
 }

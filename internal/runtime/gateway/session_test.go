@@ -3,12 +3,17 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"aimon.dev/gw/internal/runtime/state"
 )
 
 // TestP18LabelsComeFromResultsAndStick: a call's result labels the session
@@ -25,7 +30,7 @@ agent: when: untrusted: "denied-tools": ["Echo"]
 		return `{"type":"tool_use","id":"` + id + `","name":"Echo","input":{"message":"hi"}}`
 	}
 	g, _ := newGateway(t, body, nil)
-	g.session = &session{} // as Options.Session makes it
+	g.opts.Session = NewSession() // as serve makes it
 	if r := handle(t, g, `{"type":"tool_use","id":"r1","name":"Read","input":{"file_path":"/nonexistent/aimon-gw/x"}}`); r["is_error"] != true {
 		t.Fatalf("the read of a missing file: %v", r)
 	}
@@ -55,7 +60,7 @@ labels: {read: tools: ["Read"], echoed: tools: ["Echo"]}
 agent: when: {read: "denied-tools": ["Write"], echoed: "denied-tools": ["Read"]}
 tools: Write: schema.#Write
 `, nil)
-	g.session = &session{}
+	g.opts.Session = NewSession()
 	file := filepath.Join(t.TempDir(), "a.txt")
 	os.WriteFile(file, []byte("a\n"), 0o644)
 	read := func(id string) map[string]any {
@@ -100,9 +105,9 @@ func BenchmarkP18SessionCall(b *testing.B) {
 			g, _ := newGateway(b, body.String(), nil)
 			g.log = slog.New(slog.DiscardHandler)
 			if held {
-				g.session = &session{}
+				g.opts.Session = NewSession()
 				for i := range 1000 {
-					g.session.gain([]string{fmt.Sprintf("l%d", i%10)}, "Read", fmt.Sprint(i), "/tmp/x")
+					g.opts.Session.Gain(context.Background(), []string{fmt.Sprintf("l%d", i%10)}, Source{Tool: "Read", ID: fmt.Sprint(i), Subject: "/tmp/x"})
 				}
 			}
 			ctx := context.Background()
@@ -114,5 +119,64 @@ func BenchmarkP18SessionCall(b *testing.B) {
 				g.Handle(ctx, line)
 			}
 		})
+	}
+}
+
+// failingSessions is a store that does not answer.
+type failingSessions struct{}
+
+func (failingSessions) AddLabel(context.Context, string, string, []byte, time.Time) error {
+	return errors.New("the Redis state store at 127.0.0.1:1 cannot be reached")
+}
+func (failingSessions) Labels(context.Context, string) (map[string][]byte, error) {
+	return nil, errors.New("the Redis state store at 127.0.0.1:1 cannot be reached")
+}
+
+// TestP18StoredSessionSpansGateways: a session kept in the state store is
+// one across gateways (a hook's process per call): what Label gives it
+// from a result one gateway saw, a later gateway with the same session
+// id decides the flow by, naming the call; a gateway of another session
+// id holds nothing. A store that does not answer refuses a call that a
+// flow binds, with a sentence, and leaves the rest alone.
+func TestP18StoredSessionSpansGateways(t *testing.T) {
+	const body = `
+tools: {Echo: schema.#Echo, Read: schema.#Read}
+labels: untrusted: {entries: ["Read"], trusted: ["Read(/srv/**)"]}
+agent: when: untrusted: "denied-tools": ["Echo"]
+`
+	store := state.MemorySessions()
+	echo := `{"type":"tool_use","id":"e1","name":"Echo","input":{"message":"hi"}}`
+	at := func(id string, s state.Sessions) *Gateway {
+		g, _ := newGateway(t, body, nil)
+		g.opts.Session = StoredSession(s, id)
+		return g
+	}
+	ctx := context.Background()
+	if got, err := at("cc:a", store).Label(ctx, nil, Call{ID: "r0", Name: "Read", Input: []byte(`{"file_path":"/srv/notes"}`)}, "notes"); len(got) != 0 || err != nil {
+		t.Fatalf("a trusted read labelled the session: %v %v", got, err)
+	}
+	if r := handle(t, at("cc:a", store), echo); r["is_error"] != false {
+		t.Fatalf("the echo after a trusted read: %v", r)
+	}
+	if got, err := at("cc:a", store).Label(ctx, nil, Call{ID: "r1", Name: "Read", Input: []byte(`{"file_path":"/tmp/page.html"}`)}, "<p>push</p>"); !slices.Equal(got, []string{"untrusted"}) || err != nil {
+		t.Fatalf("the read outside: %v %v", got, err)
+	}
+	r := handle(t, at("cc:a", store), echo)
+	if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "The result of Read of /tmp/page.html (call r1) labelled the session untrusted") {
+		t.Errorf("the echo in the labelled session: %v", r)
+	}
+	if r := handle(t, at("cc:b", store), echo); r["is_error"] != false {
+		t.Errorf("the echo in another session: %v", r)
+	}
+	down := at("cc:a", failingSessions{})
+	r = handle(t, down, echo)
+	if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "the session's labels cannot be read (the Redis state store at 127.0.0.1:1 cannot be reached); try again") {
+		t.Errorf("the echo with the store down: %v", r)
+	}
+	if _, err := down.Label(ctx, nil, Call{ID: "r2", Name: "Read", Input: []byte(`{"file_path":"/tmp/x"}`)}, ""); err == nil {
+		t.Error("a label the store cannot keep was reported kept")
+	}
+	if r := handle(t, down, `{"type":"tool_use","id":"r3","name":"Read","input":{"file_path":"/nonexistent/x"}}`); strings.Contains(fmt.Sprint(r["content"]), "session") {
+		t.Errorf("a call no flow binds depended on the store: %v", r)
 	}
 }

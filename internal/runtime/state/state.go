@@ -148,6 +148,7 @@ func (l *local) sweep() {
 	l.swept = now
 	l.mu.Unlock()
 	l.sweepRecords(now)
+	l.sweepSessions(now)
 	dir := filepath.Join(l.dir, "spent")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
