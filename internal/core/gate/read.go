@@ -45,13 +45,10 @@ var decoders = sync.Pool{New: func() any {
 	return d
 }}
 
-// NewDecoder returns a pooled tokenizer over data, which must not change
-// until the decoder is released.
-func NewDecoder(data []byte) *Decoder { return NewTextDecoder(data, "") }
-
-// NewTextDecoder is NewDecoder for data that the caller also holds as the
-// string text (text == string(data), or ""): the strings read from it
-// share text's memory, one copy of the text for all of them.
+// NewTextDecoder returns a pooled tokenizer over data, which must not
+// change until the decoder is released, and which the caller also holds
+// as the string text (text == string(data), or ""): the strings read from
+// it share text's memory, one copy of the text for all of them.
 func NewTextDecoder(data []byte, text string) *Decoder {
 	d := decoders.Get().(*Decoder)
 	d.b = *bytes.NewBuffer(data)

@@ -318,13 +318,6 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 // directory's name.
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`, "{", `\{`, "}", `\}`)
 
-func suffix(why string) string {
-	if why == "" {
-		return "."
-	}
-	return " (" + why + ")."
-}
-
 // mode is what a Claude Code permission mode lets run without asking,
 // beside the rules, as Claude Code 2.1 applies it (each checked with the
 // real CLI, cmd/aimon-gw's import tests).

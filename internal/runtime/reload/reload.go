@@ -316,13 +316,6 @@ func (r *Runtime) Status() watch.Status {
 	return r.w.Status()
 }
 
-// Reload asks for a reload, as SIGHUP does.
-func (r *Runtime) Reload() {
-	if r.w != nil {
-		r.w.Reload()
-	}
-}
-
 // Close stops following the policy, retires the generation in force and
 // stops every process the gateway started (rule R4).
 func (r *Runtime) Close() {
