@@ -23,7 +23,9 @@ import (
 // drive it over the binary's standard input and output. proxy/direct is
 // the floor of an MCP front end built on the SDK at both ends: an SDK
 // server on pipes whose Echo calls the same server through an SDK client
-// and nothing else (no gate, no decision), timed in the same loop.
+// and nothing else (no gate, no decision), timed in the same loop;
+// relay/direct is the physical floor of any front end, a client whose
+// frames are copied as bytes to the server's pipes and back (issue 49).
 func BenchmarkUpstreamFrontEnds(b *testing.B) {
 	bin := fsServer(b)
 	dir := b.TempDir()
@@ -99,6 +101,9 @@ agent: "allowed-tools": ["fs__echo"]
 	}
 	defer viaProxy.Close()
 
+	viaRelay := byteRelay(b, ctx, bin)
+	defer viaRelay.Close()
+
 	call := func(s *mcp.ClientSession, name string) {
 		r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": "hello"}})
 		if err != nil || r.IsError {
@@ -110,6 +115,7 @@ agent: "allowed-tools": ["fs__echo"]
 		viaServe,
 		func() { call(viaMCP, "fs__echo") },
 		func() { call(viaProxy, "echo") },
+		func() { call(viaRelay, "echo") },
 	}
 	// Warm each path: the servers are started, the first calls made.
 	for range 20 {
@@ -135,6 +141,35 @@ agent: "allowed-tools": ["fs__echo"]
 	b.ReportMetric(float64(took[1])/d, "serve/direct")
 	b.ReportMetric(float64(took[2])/d, "mcp/direct")
 	b.ReportMetric(float64(took[3])/d, "proxy/direct")
+	b.ReportMetric(float64(took[4])/d, "relay/direct")
 	inW.Close()
 	mInW.Close()
+}
+
+// byteRelay is a client session with the server bin through a relay that
+// copies bytes between the client's pipes and the server's, and reads
+// nothing: the floor of a front end between the two.
+func byteRelay(b *testing.B, ctx context.Context, bin string) *mcp.ClientSession {
+	cmd := exec.Command(bin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { io.Copy(stdin, inR); stdin.Close() }()
+	go func() { io.Copy(outW, stdout); outW.Close() }()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

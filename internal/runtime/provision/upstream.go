@@ -63,6 +63,7 @@ type Upstreams struct {
 	closed    bool
 	warned    map[string]bool // servers without pins, warned of
 	onChange  func(server string)
+	sdkCalls  bool // calls through the SDK's client, not the relay: the tests' other path
 }
 
 // RetryMin and RetryMax bound the back-off between tries of a server that
@@ -108,6 +109,7 @@ type upstream struct {
 
 	mu       sync.Mutex
 	session  *mcp.ClientSession
+	relay    *relayConn // the session's connection, which carries the calls
 	cmd      *exec.Cmd
 	tools    map[string]*mcp.Tool
 	pins     map[string]string // PinOf each of tools
@@ -581,12 +583,13 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		},
 	})
 	var session *mcp.ClientSession
+	var relay *relayConn
 	var cmd *exec.Cmd
 	var err error
 	if s.spec.URL != "" {
-		session, err = s.reach(ctx, client)
+		session, err = s.reach(ctx, client) // no relay: see relayTransport
 	} else {
-		session, cmd, err = s.start(ctx, client)
+		session, relay, cmd, err = s.start(ctx, client)
 	}
 	if err != nil {
 		return nil, err
@@ -601,25 +604,25 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		// a changed one are refused, and a reload re-checks the pins.
 		go s.changed()
 	}
-	s.session, s.cmd = session, cmd
+	s.session, s.relay, s.cmd = session, relay, cmd
 	return session, nil
 }
 
 // start starts a stdio server and opens a session with it.
-func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *exec.Cmd, error) {
+func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *relayConn, *exec.Cmd, error) {
 	env, err := s.environ()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := CheckServer(&s.spec); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	argv := s.spec.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	if s.sb != nil {
 		if cmd, err = sandbox.Command(s.sb, s.spec.Cwd, argv, env, func(name string) bool { _, ok := s.spec.Env[name]; return ok }); err != nil {
-			return nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap and allow user namespaces, or set sandbox: mode: \"off\"", err)
+			return nil, nil, nil, fmt.Errorf("the server runs in a bubblewrap sandbox and none can be made here (%v); install bubblewrap and allow user namespaces, or set sandbox: mode: \"off\"", err)
 		}
 		defer sandbox.Release(cmd)
 	}
@@ -627,15 +630,16 @@ func (s *upstream) start(ctx context.Context, client *mcp.Client) (*mcp.ClientSe
 	// Its own process group, killed with it; and gone when the gateway is.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = logWriter{s.u.Log, s.spec.Server}
-	session, err := client.Connect(ctx, &stdioTransport{cmd: cmd, terminate: time.Second}, nil)
+	transport := &relayTransport{t: &stdioTransport{cmd: cmd, terminate: time.Second}}
+	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		if cmd.Process != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 		sandbox.Finish(cmd)
-		return nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), unanswered(ctx, err), s.spec.Server)
+		return nil, nil, nil, fmt.Errorf("the MCP server %s (%s) cannot be started: %v; check servers.%s.command", s.spec.Server, strings.Join(s.spec.Command, " "), unanswered(ctx, err), s.spec.Server)
 	}
-	return session, cmd, nil
+	return session, transport.conn, cmd, nil
 }
 
 // passedEnv are the gateway's variables every stdio server sees, as a
@@ -852,7 +856,7 @@ func (s *upstream) drop(session *mcp.ClientSession) {
 		s.mu.Unlock()
 		return
 	}
-	s.session = nil
+	s.session, s.relay = nil, nil
 	cmd := s.cmd
 	s.mu.Unlock()
 	session.Close()
@@ -866,7 +870,7 @@ func (s *upstream) stop() {
 	s.mu.Lock()
 	s.retired = true
 	session, cmd := s.session, s.cmd
-	s.session = nil
+	s.session, s.relay = nil, nil
 	s.mu.Unlock()
 	if session != nil {
 		session.Close()
@@ -918,7 +922,7 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		ctx = context.WithValue(ctx, credentialKey{}, cred)
 		tell(ctx, cred.who)
 	}
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: in})
+	r, err := t.s.call(ctx, session, t.name, in)
 	if err != nil {
 		if ctx.Err() == nil {
 			t.s.drop(session) // crashed or broke the protocol: a new session next time
@@ -928,15 +932,6 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		}
 		return tools.Failure(err, "The MCP server %s failed the call of %s (%v); it is restarted for the next call. The call may have done part of its work.", t.s.spec.Server, t.name, err)
 	}
-	var texts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			texts = append(texts, tc.Text)
-		} else if b, err := json.Marshal(c); err == nil {
-			texts = append(texts, string(b))
-		}
-	}
-	r := tools.Result{Text: strings.Join(texts, "\n"), IsError: res.IsError, Structured: res.StructuredContent}
 	if r.Structured != nil {
 		b, _ := json.Marshal(r.Structured)
 		if len(b) > MaxResult {
@@ -947,6 +942,30 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 		}
 	}
 	return capResult(r, t.s.spec.Server+"__"+t.name)
+}
+
+// call calls the tool on the session: through the relay on its
+// connection (stdio), else through the SDK's client (streamable HTTP, or
+// when u.sdkCalls says so).
+func (s *upstream) call(ctx context.Context, session *mcp.ClientSession, name string, in tools.Input) (tools.Result, error) {
+	s.mu.Lock()
+	relay := s.relay
+	if s.session != session || s.u.sdkCalls {
+		relay = nil
+	}
+	s.mu.Unlock()
+	if relay != nil {
+		raw, err := relay.call(ctx, name, in)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		return readResult(raw)
+	}
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: in})
+	if err != nil {
+		return tools.Result{}, err
+	}
+	return fromSDK(res), nil
 }
 
 // capResult cuts a result's text at MaxResult bytes (on a rune boundary),
