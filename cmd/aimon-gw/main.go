@@ -199,7 +199,9 @@ func decisionLog(c *cli.Context) (*decisionlog.File, error) {
 	if path == "" {
 		return nil, nil
 	}
-	l, err := decisionlog.Open(path, decisionlog.Options{Sync: c.Bool("decision-log-sync")})
+	content := c.Bool("decision-log-content")
+	detail := decisionlog.Detail{Calls: content || c.Bool("decision-log-calls"), Content: content}
+	l, err := decisionlog.Open(path, decisionlog.Options{Sync: c.Bool("decision-log-sync"), Detail: detail})
 	if err != nil {
 		return nil, cli.Exit("aimon-gw: "+err.Error()+"; give --decision-log a file the gateway can append to.", exitUsage)
 	}
@@ -212,6 +214,8 @@ func decisionLogFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "decision-log", Usage: "append each call's decision to this file as a JSON line before its tool runs, and its result after; a call whose record cannot be written does not run"},
 		&cli.BoolFlag{Name: "decision-log-sync", Usage: "flush each decision-log record to the disk before going on, so that it survives a power loss"},
+		&cli.BoolFlag{Name: "decision-log-calls", Usage: "record each call's canonical input and session, and each result's labels and sha256, so that aimon-gw replay can re-decide the log under another policy (never a result's content)"},
+		&cli.BoolFlag{Name: "decision-log-content", Usage: "with --decision-log-calls, record the results' texts and the user's words too, so that replay re-decides where arguments came from; they may hold secrets the agent read"},
 	}
 }
 

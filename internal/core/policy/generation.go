@@ -103,6 +103,9 @@ type Plan struct {
 	// Session is the labels results give a session and the flows that
 	// decide by them (rule P18); nil when the policy has none.
 	Session *Sessions `json:",omitempty"`
+	// Provenance is where the policy requires arguments' values to come
+	// from (rule P18), by tool, then field.
+	Provenance []*Provenance `json:",omitempty"`
 	// Warnings are problems that did not stop the load (rule P12); vet reports them.
 	Warnings []Diagnostic
 	// Dirs are directories outside the policy's that it reads (markdown

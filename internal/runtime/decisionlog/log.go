@@ -40,7 +40,22 @@ const (
 	// Approval is a person's decision on an asked call, made out of band
 	// (the approval page): Approver approved it (Allowed) or denied it.
 	Approval = "approval"
+	// User is the user's own words as a session got them (rule P18): a
+	// digest, and Text only with Detail.Content.
+	User = "user"
 )
+
+// Version is the version of a record that carries its call (Detail): what
+// aimon-gw replay reads. A later version is refused, not misread.
+const Version = 1
+
+// Detail is what a log records beyond the decisions, for aimon-gw replay
+// (rule P18): each call's canonical input and session, each result's
+// labels and digest (Calls), and the texts of results and of the user's
+// words themselves (Content), which may hold what the agent read.
+type Detail struct {
+	Calls, Content bool
+}
 
 // A Record is one decided call, or (Phase Result) what it returned.
 type Record struct {
@@ -75,6 +90,20 @@ type Record struct {
 	// (its subject and audience, never the token), for a server reached
 	// with each caller's identity.
 	Delegated string `json:"delegated,omitempty"`
+	// With Detail.Calls: V is Version; Session names the session the call
+	// was made in and Workdir its working directory; Input is the
+	// canonical call a decision was made on; a Result's Labels are those
+	// its result gave the session, and TextSHA256 and TextBytes what it
+	// returned (or a User record's words); Text is that text itself, with
+	// Detail.Content only.
+	V          int            `json:"v,omitempty"`
+	Session    string         `json:"session,omitempty"`
+	Workdir    string         `json:"workdir,omitempty"`
+	Input      map[string]any `json:"input,omitempty"`
+	Labels     []string       `json:"labels,omitempty"`
+	TextSHA256 string         `json:"text_sha256,omitempty"`
+	TextBytes  int            `json:"text_bytes,omitempty"`
+	Text       *string        `json:"text,omitempty"`
 }
 
 // result is the fields a Result record carries: the decision is in the
@@ -92,6 +121,12 @@ type result struct {
 	ResultError bool      `json:"result_error"`
 	Reason      string    `json:"reason,omitempty"`
 	Delegated   string    `json:"delegated,omitempty"`
+	V           int       `json:"v,omitempty"`
+	Session     string    `json:"session,omitempty"`
+	Labels      []string  `json:"labels,omitempty"`
+	TextSHA256  string    `json:"text_sha256,omitempty"`
+	TextBytes   int       `json:"text_bytes,omitempty"`
+	Text        *string   `json:"text,omitempty"`
 }
 
 func (r Record) marshal() ([]byte, error) {
@@ -100,7 +135,8 @@ func (r Record) marshal() ([]byte, error) {
 	}
 	return json.Marshal(result{Time: r.Time, Phase: r.Phase, CallID: r.CallID, Tool: r.Tool, Surface: r.Surface,
 		Principal: r.Principal, Revision: r.Revision, Generation: r.Generation, DurationMS: r.DurationMS,
-		ResultError: r.ResultError != nil && *r.ResultError, Reason: r.Reason, Delegated: r.Delegated})
+		ResultError: r.ResultError != nil && *r.ResultError, Reason: r.Reason, Delegated: r.Delegated,
+		V: r.V, Session: r.Session, Labels: r.Labels, TextSHA256: r.TextSHA256, TextBytes: r.TextBytes, Text: r.Text})
 }
 
 // key matches a Result to its Running record.
@@ -117,6 +153,8 @@ type Options struct {
 	// (--decision-log-sync): a record then survives a power loss, not only
 	// the process's death.
 	Sync bool
+	// Detail is what the records carry for replay; none by default.
+	Detail Detail
 }
 
 // ErrClosed is a write after Close: the gateway is stopping.
@@ -131,6 +169,7 @@ type File struct {
 	sync    bool
 	closed  bool
 	running map[key]Record
+	detail  Detail
 }
 
 // Open opens (creating) the file to append to.
@@ -139,8 +178,11 @@ func Open(path string, o Options) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the decision log %s: %w", path, err)
 	}
-	return &File{f: f, path: path, sync: o.Sync, running: map[key]Record{}}, nil
+	return &File{f: f, path: path, sync: o.Sync, running: map[key]Record{}, detail: o.Detail}, nil
 }
+
+// Detail is what the records carry for replay.
+func (l *File) Detail() Detail { return l.detail }
 
 // Path is the file's absolute path: no tool may write it (rule R8).
 func (l *File) Path() string {

@@ -37,6 +37,10 @@ type prepared struct {
 	// at is when the call's decision began, when that was read (the
 	// limits' clock, rule P19); zero otherwise.
 	at time.Time
+	// labels and text are what its result gave the session and returned,
+	// for the decision log's Result record (rule P18).
+	labels []string
+	text   *string
 }
 
 func (p *prepared) settle(d rule.Decision) { p.settled = &d }
@@ -150,7 +154,8 @@ func (g *Gateway) decide(p prepared) rule.Decision {
 	}
 	// Permission (rules P2–P11).
 	d := p.eff.DecideAsWritten(p.Name, in, written(p.tool, p.input), g.opts.Workdir)
-	d = g.flows(p, in, d) // what the session has read (rule P18)
+	d = g.flows(p, in, d)      // what the session has read (rule P18)
+	d = g.provenance(p, in, d) // where its arguments came from (rule P18)
 	if d.Allowed || d.Ask {
 		d = g.reach(p, in, g.secret(p, in, guard(p.tool, in, g.leading(p, in, g.landing(p, in, d)))))
 	}
@@ -281,9 +286,10 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
 	if d.Allowed && !r.IsError {
-		g.labelResult(p, d) // rule P18
+		p.labels = g.labelResult(p, d, r.Content) // rule P18
 	}
 	if d.Allowed && g.opts.Decisions != nil {
+		p.text = &r.Content
 		if who := delegated.Load(); who != nil {
 			p.delegated = *who
 		}
@@ -333,6 +339,9 @@ func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, 
 	}
 	if in := subjectOf(p, d); in != nil {
 		rec.Subject = in[p.tool.Subject.Field]
+	}
+	if dt := g.detail(); dt.Calls {
+		g.replayable(&rec, dt, p, d)
 	}
 	return g.opts.Decisions.Log(rec)
 }

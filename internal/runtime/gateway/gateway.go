@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -185,7 +186,20 @@ const (
 	chatForm                 // a Chat Completions assistant message
 	responseForm             // a Responses object
 	functionForm             // a Responses function_call item
+	userForm                 // a user message: the user's own words
 )
+
+// userText is the text of a user message: its content as a string, or
+// its text blocks.
+func userText(req *request) []string {
+	out := slices.Clone(req.texts)
+	for _, b := range req.Content {
+		if b.Type == "text" && b.Text != "" {
+			out = append(out, b.Text)
+		}
+	}
+	return slices.DeleteFunc(out, func(s string) bool { return s == "" })
+}
 
 // lineCalls is the one reading of a line's calls, for serve and check
 // alike, appended to buf; err is the sentence that answers a line that
@@ -196,9 +210,15 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 		// "message" is the type of a Messages API response, which is an
 		// assistant message passed through as it came.
 		return nil, 0, fmt.Errorf("the line has both \"role\" (a message) and \"type\" %q (a single item); send one of the forms, not both", req.Type)
+	case req.Role == "user" && !req.hasToolCalls:
+		// The user's own words (rule P18): what arguments may come from.
+		if len(userText(req)) == 0 {
+			return nil, 0, errors.New("a user message needs its text: content as a string, or text blocks ({\"type\":\"text\",\"text\":\"...\"})")
+		}
+		return nil, userForm, nil
 	case req.Role != "" || req.hasContent || req.hasToolCalls:
 		if req.Role != "assistant" {
-			return nil, 0, fmt.Errorf("a message line must have role \"assistant\", not %q: send the model's response as it came", req.Role)
+			return nil, 0, fmt.Errorf("a message line must have role \"assistant\" (the model's response, as it came) or \"user\" (the user's own words), not %q", req.Role)
 		}
 		if req.hasToolCalls {
 			// A Chat Completions message (form 4): one batch of its tool_calls.
@@ -264,6 +284,9 @@ func (g *Gateway) handle(ctx context.Context, line []byte, text string, dst []by
 	if err != nil {
 		return errorReply("%s.", err)
 	}
+	if f == userForm {
+		return g.userLine(&req)
+	}
 	if f != notCalls && g.opts.Trace != nil {
 		tool := calls[0].Name
 		if len(calls) > 1 {
@@ -319,7 +342,7 @@ func ReadCalls(line []byte) ([]Call, []string, error) {
 		return nil, nil, err
 	}
 	calls, f, err := lineCalls(req, nil)
-	if err == nil && f == notCalls {
+	if err == nil && (f == notCalls || f == userForm) {
 		err = fmt.Errorf("the line is %q, which carries no call; send a tool call", req.Type)
 	}
 	if err != nil {

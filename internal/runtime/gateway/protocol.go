@@ -20,6 +20,8 @@ type request struct {
 	callFields
 	Role    string
 	Content []block
+	// texts is a message's content given as text.
+	texts []string
 	// list_tools (form 3).
 	Format string
 	Strict bool
@@ -42,7 +44,11 @@ type request struct {
 	hasContent, hasToolCalls bool
 }
 
-type block struct{ callFields }
+// block is a content block: a call, or text (Text, of a user message).
+type block struct {
+	callFields
+	Text string
+}
 
 // callFields are the members of a call that a tool_use line and a content
 // block share: its input as sent, as the gate read it in the line's pass,

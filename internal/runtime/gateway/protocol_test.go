@@ -235,7 +235,8 @@ func TestR2MessagesAPIResponse(t *testing.T) {
 		{"a response that calls no tool",
 			`{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn"}`,
 			`no tool_use block`},
-		{"a user message", `{"type":"message","role":"user","content":[]}`, `must have role \"assistant\"`},
+		{"a system message", `{"type":"message","role":"system","content":[]}`, `must have role \"assistant\"`},
+		{"a user message without text", `{"type":"message","role":"user","content":[]}`, `a user message needs its text`},
 		{"a lone call's type beside a role", `{"type":"tool_use","role":"assistant","id":"t","name":"Echo","input":{}}`, `both \"role\"`},
 	} {
 		t.Run(tc.note, func(t *testing.T) {

@@ -318,7 +318,10 @@ func (lr *lineReader) content(r *request) error {
 	switch lr.d.PeekKind() {
 	case '"':
 		r.Content = []block{}
-		return lr.skip()
+		var text string
+		err := lr.str(&text, "content")
+		r.texts = append(r.texts, text)
+		return err
 	case 'n':
 		r.Content = nil
 		return lr.skip()
@@ -334,6 +337,9 @@ func (lr *lineReader) content(r *request) error {
 		return lr.objectAt(place{"content block", i, ""}, func(name string) error {
 			if ok, err := lr.callMember(&b.callFields, name); ok {
 				return err
+			}
+			if name == "text" {
+				return lr.str(&b.Text, name)
 			}
 			return lr.skip()
 		})

@@ -99,12 +99,14 @@ func (h Held) with(labels []string, from Source) Held {
 
 // NewSession is a session kept in this process's memory, for as long as
 // the process or connection that owns it.
-func NewSession() Session { return &session{} }
+func NewSession() Session { return &session{id: newSessionID()} }
 
 // session is a Session in memory.
 type session struct {
-	mu  sync.Mutex
-	set Held // replaced whole
+	mu   sync.Mutex
+	set  Held   // replaced whole
+	id   string // its name in the decision log
+	seen *seen  // what arguments may come from (provenance.go)
 }
 
 func (s *session) Held(context.Context) (Held, error) {
@@ -185,21 +187,39 @@ func (g *Gateway) sessionOf(p prepared) Session {
 }
 
 // labelResult gives the session the labels that the result of an allowed
-// call that succeeded carries (rule P18).
-func (g *Gateway) labelResult(p prepared, d rule.Decision) {
+// call that succeeded carries (rule P18), and keeps its text when the
+// policy requires arguments to come from somewhere; it returns the labels.
+func (g *Gateway) labelResult(p prepared, d rule.Decision, text string) []string {
 	s := g.sessionOf(p)
-	if s == nil || p.tool == nil || p.cur.Session == nil {
-		return
+	if s == nil || p.tool == nil {
+		return nil
 	}
-	labels := p.cur.LabelsOf(p.tool, d.Input, g.opts.Workdir)
-	if len(labels) == 0 {
-		return
-	}
-	if err := s.Gain(context.Background(), labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, d.Input)}); err != nil {
+	labels, err := g.observe(context.Background(), s, p, d.Input, text)
+	if err != nil {
 		g.log.Warn("the session's labels cannot be kept", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID, "cause", err)
-		return
+	}
+	return labels
+}
+
+// observe is the result text of the call p, decided on the canonical in,
+// seen by its session s: the labels it gives, and its text.
+func (g *Gateway) observe(ctx context.Context, s Session, p prepared, in tools.Input, text string) ([]string, error) {
+	if p.cur.Session == nil && len(p.cur.Provenance) == 0 {
+		return nil, nil
+	}
+	labels := p.cur.LabelsOf(p.tool, in, g.opts.Workdir)
+	from := Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, in)}
+	if sn := seenIn(s); sn != nil && len(p.cur.Provenance) > 0 {
+		sn.note(from, labels, text)
+	}
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	if err := s.Gain(ctx, labels, from); err != nil {
+		return labels, err
 	}
 	g.log.Info("session labelled", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID)
+	return labels, nil
 }
 
 // flows decides the deny and ask entries that the session's labels bring
@@ -268,7 +288,7 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	cur := g.enter()
 	defer cur.Exit()
 	chain, err := g.LineChain(surface)
-	if err != nil || cur.Session == nil {
+	if err != nil || cur.Session == nil && len(cur.Provenance) == 0 {
 		return nil, nil
 	}
 	eff, err := cur.Effective(chain)
@@ -281,11 +301,7 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	if why != "" {
 		return nil, nil
 	}
-	labels := cur.LabelsOf(p.tool, in, g.opts.Workdir)
-	if len(labels) == 0 {
-		return nil, nil
-	}
-	return labels, s.Gain(ctx, labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, in)})
+	return g.observe(ctx, s, p, in, result)
 }
 
 // subjectIn is the call's subject as decided (a path, a URL), "" for none.

@@ -1,0 +1,78 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestP18ProvenanceCompiles: provenance reads a list of sources or
+// {from, values}, by tool and field, sorted; a restored plan keeps it, so a
+// cached decision checks what a loaded one does.
+func TestP18ProvenanceCompiles(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Echo: schema.#Echo, Bash: schema.#Bash}
+provenance: {
+	Bash: command: ["user", "trusted"]
+	Echo: message: {from: ["user", "policy"], values: ["ops@example.com"]}
+}
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := g.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := Restore(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]*Generation{"loaded": g, "restored": restored} {
+		echo := g.ProvenanceOf("Echo")
+		if len(echo) != 1 || echo[0].Field != "message" || !echo[0].Vouches("ops@example.com") || echo[0].Vouches("bob@example.com") || !echo[0].Allows(FromUser) || echo[0].Allows(FromTrusted) {
+			t.Errorf("%s: Echo's provenance is %+v", name, echo)
+		}
+		if fetch := g.ProvenanceOf("Bash"); len(fetch) != 1 || !fetch[0].Allows(FromTrusted) || fetch[0].Vouches("x") {
+			t.Errorf("%s: Bash's provenance is %+v", name, fetch)
+		}
+		if g.ProvenanceOf("Read") != nil {
+			t.Errorf("%s: a tool provenance does not name has some", name)
+		}
+	}
+}
+
+// TestP18ProvenanceBadInput: a provenance of a tool the policy does not
+// define, of a field its input has not, with no source, with the policy's
+// source and no value, or an unknown source: errors at their places.
+func TestP18ProvenanceBadInput(t *testing.T) {
+	_, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Echo: schema.#Echo, Read: schema.#Read}
+provenance: {
+	Ecko: message: ["user"]
+	Echo: mesage: ["user"]
+	Read: file_path: []
+	Echo: message: ["policy"]
+}
+`}))
+	if err == nil {
+		t.Fatal("the policy loaded")
+	}
+	text := err.Error()
+	for _, w := range []string{
+		`policy.cue:8:2: provenance names the tool "Ecko", which the policy does not define, so it would check nothing; did you mean "Echo"?`,
+		`policy.cue:9:8: provenance of Echo names the field "mesage", which its input does not have, so it would check nothing; its fields are message`,
+		`provenance of Read.file_path names no source, so no value could pass`,
+		`provenance of Echo.message names the source "policy" but lists no value`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("the load error lacks %q; got:\n%s", w, text)
+		}
+	}
+	_, err = Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: Echo: schema.#Echo
+provenance: Echo: message: ["the user"]
+`}))
+	if err == nil || !strings.Contains(err.Error(), "policy.cue:") {
+		t.Errorf("an unknown source: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+)
+
+// newSessionID names a session in the decision log: random, so that the
+// sessions of processes sharing a log stay apart.
+func newSessionID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// SessionID names the session the gateway serves in its decision log; ""
+// when it serves none.
+func (g *Gateway) SessionID() string { return sessionName(g.opts.Session) }
+
+// sessionName is s's name in the decision log.
+func sessionName(s Session) string {
+	switch s := s.(type) {
+	case *session:
+		return s.id
+	case *stored:
+		return s.id
+	}
+	return ""
+}
+
+// detail is what the decision log records beyond the decisions.
+func (g *Gateway) detail() decisionlog.Detail {
+	if d, ok := g.opts.Decisions.(interface{ Detail() decisionlog.Detail }); ok {
+		return d.Detail()
+	}
+	return decisionlog.Detail{}
+}
+
+// replayable adds to rec what aimon-gw replay needs (rule P18): the
+// session, the canonical call a decision was made on, a result's labels
+// and digest, and with dt.Content its text.
+func (g *Gateway) replayable(rec *decisionlog.Record, dt decisionlog.Detail, p prepared, d rule.Decision) {
+	rec.V, rec.Session, rec.Workdir = decisionlog.Version, sessionName(g.sessionOf(p)), g.opts.Workdir
+	if rec.Phase != decisionlog.Result {
+		if rec.Input = d.Input; rec.Input == nil {
+			rec.Input = p.input
+		}
+		return
+	}
+	rec.Labels = p.labels
+	if p.text != nil {
+		digestText(rec, *p.text, dt.Content)
+	}
+}
+
+// digestText puts text's digest, and with content text itself, in rec.
+func digestText(rec *decisionlog.Record, text string, content bool) {
+	sum := sha256.Sum256([]byte(text))
+	rec.TextSHA256, rec.TextBytes = "sha256:"+hex.EncodeToString(sum[:]), len(text)
+	if content {
+		rec.Text = &text
+	}
+}
+
+// recordUser records the user's words a user line gave the session.
+func (g *Gateway) recordUser(texts []string) {
+	dt := g.detail()
+	if !dt.Calls {
+		return
+	}
+	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.User, V: decisionlog.Version, Session: g.SessionID(), Workdir: g.opts.Workdir, Revision: g.Current().Revision, Generation: g.Current().Number}
+	digestText(&rec, strings.Join(texts, "\n"), dt.Content)
+	g.unrecorded(g.opts.Decisions.Log(rec))
+}
