@@ -21,6 +21,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/internal/runtime/ticket"
 )
 
@@ -34,6 +35,9 @@ type hookParams struct {
 	Decisions   gateway.DecisionLog
 	// Cache is the directory of compiled loads; "off" for none.
 	Cache string
+	// State is where the policy's limits are counted (--state): "" for
+	// the user's state directory, or redis://… for a fleet's.
+	State string
 	Log   *slog.Logger
 }
 
@@ -69,6 +73,7 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "policy", Usage: "policy directory (default: the embedded default policy)"},
 				loadTimeoutFlag(), logLevelFlag(), cacheFlag("calls"),
+				&cli.StringFlag{Name: "state", Usage: "where the policy's limits are counted across hook calls: redis://HOST:PORT (or rediss://) to share the counts with a fleet (default: the user's state directory, which no tool may read or write)"},
 			}, decisionLogFlags()...),
 			Action: func(c *cli.Context) error {
 				log, err := logger(c)
@@ -82,7 +87,7 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				if dlog != nil {
 					defer dlog.Close()
 				}
-				return hook(hookParams{Runtime: rt.name, Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog), Cache: c.String("cache"), Log: log})
+				return hook(hookParams{Runtime: rt.name, Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Stdin: stdin, Stdout: stdout, Decisions: dlogOrNil(dlog), Cache: c.String("cache"), State: c.String("state"), Log: log})
 			},
 		})
 	}
@@ -138,6 +143,29 @@ func sealTicket() func(ticket.Binding) (string, error) {
 	}
 }
 
+// hookLimits is where a command hook counts the policy's limits (rule
+// P19): each call is a process of its own, so not in memory, but in the
+// user's state directory (dir), locked between processes and concealed
+// from every tool, or in the fleet's Redis (spec). A directory of the
+// user's choosing is refused: the sandbox of the commands the hook lets
+// run conceals only the state directory, and a command that could write
+// the counts could spend them back.
+func hookLimits(spec, dir string) (state.Limiter, func(), error) {
+	if spec != "" && !strings.HasPrefix(spec, "redis://") && !strings.HasPrefix(spec, "rediss://") {
+		return nil, nil, fmt.Errorf("--state %q is not a redis:// or rediss:// URL; the hook counts limits in Redis, or without --state in the user's state directory %s", spec, dir)
+	}
+	if spec == "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("the state directory %s, where the policy's limits are counted, cannot be made: %v", dir, err)
+		}
+	}
+	st, err := state.Open(spec, dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the policy's limits cannot be counted: %v", err)
+	}
+	return st.(state.Limiter), func() { st.Close() }, nil
+}
+
 // hook answers one hook input of p.Runtime. Any failure of the gateway
 // itself exits 2 with one sentence on standard error, which each runtime
 // takes as a block: it never fails open, and never exits 1 (which Claude
@@ -159,8 +187,9 @@ func hook(p hookParams) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	// No tool reads the key that seals exec's tickets (rule R8).
-	ticket.Conceal()
+	// No tool reads the key that seals exec's tickets, nor the limits'
+	// counts kept beside it (rule R8).
+	stateDir := ticket.Conceal()
 	if dir := os.Getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(dir) {
 		in.Project = dir
 	}
@@ -177,9 +206,18 @@ func hook(p hookParams) error {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
+	opts := gateway.Options{Logger: discard, Decisions: p.Decisions}
+	if len(gen.Limits) > 0 {
+		lim, closeLim, err := hookLimits(p.State, stateDir)
+		if err != nil {
+			return fail("%v, so the call is blocked.", err)
+		}
+		defer closeLim()
+		opts.Limits = lim
+	}
 	// An allowed command runs through this binary's exec, in the policy's
 	// sandbox; without its own path the hook cannot wrap it.
-	answer := hookRuntimes[i].decide(gen, in, gateway.Options{Logger: discard, Decisions: p.Decisions}, hookWrap(p.Policy, p.Cache, p.Decisions))
+	answer := hookRuntimes[i].decide(gen, in, opts, hookWrap(p.Policy, p.Cache, p.Decisions))
 	out, err := json.Marshal(answer)
 	if err != nil {
 		return fail("cannot encode the decision: %v.", err)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -326,5 +327,120 @@ func TestP19OneRoundTripPerLimitedCall(t *testing.T) {
 	}
 	if strings.Join(sent, ",") != "evalsha+1" {
 		t.Errorf("a limited call must cost one EVALSHA and nothing else, sent: %q", sent)
+	}
+}
+
+// hookLimitPolicy limits Write to a burst of 3 (then one an hour) under a
+// name of the test run's own: a command hook keeps its counts in the
+// user's state directory, which outlives the test.
+func hookLimitPolicy(t *testing.T) (dir, wd, limit string) {
+	t.Helper()
+	limit = fmt.Sprintf("hook-writes-%d", time.Now().UnixNano())
+	wd, _ = filepath.EvalSymlinks(t.TempDir())
+	return moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Write: schema.#Write
+agent: "allowed-tools": ["Write(%s/out/**)"]
+limits: %q: {tool: "Write", rate: "1/h", burst: 3}
+`, wd, limit)), wd, limit
+}
+
+// hookWrite asks aimon-gw hook claude-code (a process of its own, with
+// args added) about a Write of file; it returns the decision and its
+// reason, or the exit code and standard error of a hook that failed.
+func hookWrite(t *testing.T, policy, wd, file string, args ...string) (decision, reason string, code int) {
+	t.Helper()
+	in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": map[string]any{"file_path": file, "content": "x"}})
+	h := exec.Command(gatewayBinary(t), append([]string{"hook", "claude-code", "--policy", policy, "--cache", "off"}, args...)...)
+	h.Stdin = strings.NewReader(string(in))
+	var stderr strings.Builder
+	h.Stderr = &stderr
+	out, err := h.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return "", stderr.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Out struct {
+			Decision string `json:"permissionDecision"`
+			Reason   string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal(out, &ans); err != nil {
+		t.Fatalf("the hook's answer: %v: %s", err, out)
+	}
+	return ans.Out.Decision, ans.Out.Reason, 0
+}
+
+// TestP19CommandHookCountsLimits: aimon-gw hook claude-code, a process a
+// call, counts a limit across its processes in the user's state
+// directory: two Writes the list refuses spend nothing; of eight hooks
+// at once on a limit's burst of 3, exactly three allow and five deny with
+// Claude Code's reason naming the limit and the time to retry; with
+// --state redis:// the count is Redis's (four calls, the fourth denied;
+// emptied, the burst is back), and with Redis stopped the limited call
+// is denied with a sentence saying its count cannot be checked. A --state
+// that is no Redis URL is an error, never a call allowed.
+func TestP19CommandHookCountsLimits(t *testing.T) {
+	t.Parallel()
+	policy, wd, limit := hookLimitPolicy(t)
+	for i := range 2 {
+		if d, r, code := hookWrite(t, policy, wd, filepath.Join(wd, fmt.Sprint("outside", i))); d != "deny" || strings.Contains(r, "limit") {
+			t.Fatalf("a Write outside ./out must be denied by the list: %s %q (exit %d)", d, r, code)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string][]string{}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			d, r, code := hookWrite(t, policy, wd, filepath.Join(wd, "out", fmt.Sprint(i)))
+			if code != 0 {
+				t.Errorf("hook %d exited %d: %s", i, code, r)
+			}
+			mu.Lock()
+			got[d] = append(got[d], r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(got["allow"]) != 3 || len(got["deny"]) != 5 {
+		t.Fatalf("eight hooks on a burst of 3 (the list's refusals spending nothing): %d allowed, %d denied; want 3 and 5: %v", len(got["allow"]), len(got["deny"]), got)
+	}
+	for _, r := range got["deny"] {
+		for _, want := range []string{fmt.Sprintf(`Write was not run: the limit %q (1 calls per hour with a burst of 3, per caller)`, limit), "retry after 3600 seconds (at "} {
+			if !strings.Contains(r, want) {
+				t.Errorf("a Write past the burst: %q, want %q", r, want)
+			}
+		}
+	}
+
+	addr, stopRedis := startRedis(t)
+	red := []string{"--state", "redis://" + addr}
+	for i := range 3 {
+		if d, r, code := hookWrite(t, policy, wd, filepath.Join(wd, "out", "r"), red...); d != "allow" {
+			t.Fatalf("hooked Write %d of the burst in Redis: %s %q (exit %d)", i+1, d, r, code)
+		}
+	}
+	if d, r, _ := hookWrite(t, policy, wd, filepath.Join(wd, "out", "r"), red...); d != "deny" || !strings.Contains(r, "retry after 3600 seconds") {
+		t.Errorf("the 4th hooked Write counted in Redis: %s %q", d, r)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, r, _ := hookWrite(t, policy, wd, filepath.Join(wd, "out", "r"), red...); d != "allow" {
+		t.Errorf("with Redis emptied, the count must be back (it was Redis's): %s %q", d, r)
+	}
+	stopRedis()
+	if d, r, _ := hookWrite(t, policy, wd, filepath.Join(wd, "out", "r"), red...); d != "deny" || !strings.Contains(r, "its count cannot be checked") {
+		t.Errorf("with Redis stopped: %s %q; want a deny saying the count cannot be checked", d, r)
+	}
+	if d, r, code := hookWrite(t, policy, wd, filepath.Join(wd, "out", "r"), "--state", t.TempDir()); code != 2 || d != "" || !strings.Contains(r, "is not a redis:// or rediss:// URL") {
+		t.Errorf("--state DIR: exit %d, %s %q; want exit 2 saying it is no Redis URL", code, d, r)
 	}
 }

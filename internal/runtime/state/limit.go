@@ -83,16 +83,8 @@ func (m *Memory) TakeAt(at time.Time, cells []Cell) (int, time.Duration, error) 
 		if k == nil {
 			continue // a cell never taken refuses nothing
 		}
-		if c.Interval > 0 {
-			if w := max(k.tat, now) - int64(c.Interval)*(c.Burst-1) - now; w > wait {
-				refused, wait = i, w
-			}
-		}
-		if c.Quota > 0 {
-			idx := now / int64(c.Window)
-			if w := (idx+1)*int64(c.Window) - now; k.index == idx && k.n >= c.Quota && w > wait {
-				refused, wait = i, w
-			}
+		if w := k.wait(now, c); w > wait {
+			refused, wait = i, w
 		}
 	}
 	if refused >= 0 {
@@ -105,21 +97,42 @@ func (m *Memory) TakeAt(at time.Time, cells []Cell) (int, time.Duration, error) 
 			k = &kept{}
 			m.cells[cellKey{c.Limit, c.Caller}] = k
 		}
-		if c.Interval > 0 {
-			k.tat = max(k.tat, now) + int64(c.Interval)
-		}
-		if c.Quota > 0 {
-			if idx := now / int64(c.Window); k.index != idx || k.end == 0 {
-				k.index, k.n, k.end = idx, 0, (idx+1)*int64(c.Window)
-			}
-			k.n++
-		}
+		k.spend(now, c)
 	}
 	if m.takes++; m.takes >= 4096 {
 		m.sweep(now)
 	}
 	m.mu.Unlock()
 	return -1, 0, nil
+}
+
+// wait is how long (ns) the cell c, in the state k, refuses a call at
+// now: 0 or less when it takes it.
+func (k *kept) wait(now int64, c Cell) int64 {
+	var wait int64
+	if c.Interval > 0 {
+		wait = max(k.tat, now) - int64(c.Interval)*(c.Burst-1) - now
+	}
+	if c.Quota > 0 {
+		idx := now / int64(c.Window)
+		if w := (idx+1)*int64(c.Window) - now; k.index == idx && k.n >= c.Quota && w > wait {
+			wait = w
+		}
+	}
+	return wait
+}
+
+// spend takes a call at now from the cell c in the state k.
+func (k *kept) spend(now int64, c Cell) {
+	if c.Interval > 0 {
+		k.tat = max(k.tat, now) + int64(c.Interval)
+	}
+	if c.Quota > 0 {
+		if idx := now / int64(c.Window); k.index != idx || k.end == 0 {
+			k.index, k.n, k.end = idx, 0, (idx+1)*int64(c.Window)
+		}
+		k.n++
+	}
 }
 
 // sweep forgets the cells that hold nothing any more: a theoretical

@@ -56,20 +56,27 @@ func (l *local) write(dir string, value []byte, until time.Time) (string, error)
 	if len(value) > MaxRecordBytes {
 		return "", fmt.Errorf("a record of %d bytes is more than %s keeps (%d)", len(value), l, MaxRecordBytes)
 	}
+	return l.writeAside(dir, "a record", []byte(strconv.FormatInt(until.Unix(), 10)+"\n"), value)
+}
+
+// writeAside writes parts, whole, to a new temporary file of dir, and
+// names it; what says what it holds, for the sentence of a failure.
+func (l *local) writeAside(dir, what string, parts ...[]byte) (string, error) {
 	f, err := os.CreateTemp(dir, ".new-*")
 	if err != nil {
-		return "", fmt.Errorf("%s cannot write a record: %w", l, err)
+		return "", fmt.Errorf("%s cannot write %s: %w", l, what, err)
 	}
-	_, err = f.WriteString(strconv.FormatInt(until.Unix(), 10) + "\n")
-	if err == nil {
-		_, err = f.Write(value)
+	for _, p := range parts {
+		if err == nil {
+			_, err = f.Write(p)
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return "", fmt.Errorf("%s cannot write a record: %w", l, err)
+		return "", fmt.Errorf("%s cannot write %s: %w", l, what, err)
 	}
 	return f.Name(), nil
 }

@@ -82,6 +82,8 @@ func key(id string) string {
 // a file per id needs no lock at all.)
 type local struct {
 	dir string
+	// now is the limits' clock; nil for time.Now.
+	now func() time.Time
 
 	mu    sync.Mutex
 	swept time.Time
