@@ -2,8 +2,12 @@
 // second and p50/p99 latency of an Echo call through HAProxy to one and
 // to three replicas of `aimon-gw mcp --listen`, beside the go-sdk's own
 // streamable-HTTP server with the same tool behind the same HAProxy, in
-// one run, as ratios; and the HTTP hook's p50 beside the command hook's
-// (a process per decision). Every server runs on this machine's loopback.
+// one run, as ratios; the same replicas with a limit on Echo counted in
+// Redis (issue 45: what the one round trip of a limited call adds to p50
+// and p99); and the HTTP hook's p50 beside the command hook's (a process
+// per decision), with and without a limit counted in the user's state
+// directory. Every server runs on this machine's loopback; redis-server
+// is started by the bench.
 //
 // Usage: go run ./bench/http [-calls N] [-workers N] (bench/http/run.sh)
 package main
@@ -42,6 +46,15 @@ tools: {Echo: schema.#Echo, Read: schema.#Read}
 validation: "enforce"
 agent: "allowed-tools": ["Echo", "Read(%s/**)"]
 principals: bench: {subject: "bench", surface: ["agent"]}
+`
+
+// limits never refuse a call of the bench (a burst far above its calls):
+// what is measured is the count's check.
+const limits = `
+limits: {
+	"bench-echo": {tool: "Echo", rate: "100000/s", burst: 1000000000}
+	"bench-read": {tool: "Read", rate: "100000/s", burst: 1000000000}
+}
 `
 
 func main() {
@@ -85,11 +98,19 @@ func main() {
 	if err != nil {
 		log.Fatal("haproxy is needed (the Debian package haproxy)")
 	}
+	redisServer, err := exec.LookPath("redis-server")
+	if err != nil {
+		log.Fatal("redis-server is needed (the Debian package redis-server)")
+	}
 	wd := filepath.Join(tmp, "work")
 	check(os.MkdirAll(filepath.Join(tmp, "policy", "cue.mod"), 0o755))
 	check(os.MkdirAll(wd, 0o755))
 	check(os.WriteFile(filepath.Join(tmp, "policy", "cue.mod", "module.cue"), []byte("module: \"example.com/bench@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644))
 	check(os.WriteFile(filepath.Join(tmp, "policy", "policy.cue"), fmt.Appendf(nil, policy, wd), 0o644))
+	limited := filepath.Join(tmp, "limited")
+	check(os.MkdirAll(filepath.Join(limited, "cue.mod"), 0o755))
+	check(os.WriteFile(filepath.Join(limited, "cue.mod", "module.cue"), []byte("module: \"example.com/bench@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644))
+	check(os.WriteFile(filepath.Join(limited, "policy.cue"), fmt.Appendf(fmt.Appendf(nil, policy, wd), "%s", limits), 0o644))
 	check(os.WriteFile(filepath.Join(wd, "notes.txt"), []byte("bench\n"), 0o644))
 	sum := sha256.Sum256([]byte(token))
 	tokens := filepath.Join(tmp, "tokens")
@@ -105,10 +126,21 @@ func main() {
 			"--workdir", wd, "--tokens", tokens, "--log-level", "error")
 		replicas = append(replicas, a)
 	}
+	// Three more under the limits, their counts in one Redis.
+	redisAddr := addr()
+	start(answers(redisAddr), redisServer, "--bind", "127.0.0.1", "--port", redisAddr[strings.LastIndex(redisAddr, ":")+1:], "--save", "", "--appendonly", "no", "--dir", tmp)
+	var limitedReplicas []string
+	for range 3 {
+		a := addr()
+		start(healthy("http://"+a+"/readyz", 200), gw, "mcp", "--listen", a, "--policy", limited,
+			"--workdir", wd, "--tokens", tokens, "--log-level", "error", "--state", "redis://"+redisAddr)
+		limitedReplicas = append(limitedReplicas, a)
+	}
 	// One HAProxy frontend per setup, each round-robin over its servers.
-	fronts := map[string]string{"sdk": addr(), "gw1": addr(), "gw3": addr()}
+	fronts := map[string]string{"sdk": addr(), "gw1": addr(), "gw3": addr(), "gw1r": addr(), "gw3r": addr()}
 	cfg := filepath.Join(tmp, "haproxy.cfg")
-	check(os.WriteFile(cfg, []byte(haproxyConfig(fronts, map[string][]string{"sdk": {base}, "gw1": replicas[:1], "gw3": replicas})), 0o644))
+	check(os.WriteFile(cfg, []byte(haproxyConfig(fronts, map[string][]string{"sdk": {base}, "gw1": replicas[:1], "gw3": replicas,
+		"gw1r": limitedReplicas[:1], "gw3r": limitedReplicas})), 0o644))
 	start(healthy("http://"+fronts["gw3"]+"/readyz", 200), haproxy, "-db", "-f", cfg)
 
 	fmt.Printf("Echo over streamable HTTP through HAProxy: %d calls per setup from %d concurrent sessions of the Go SDK's client, in %d interleaved rounds after %d warm-up calls\n", *calls, *workers, *rounds, *calls/10)
@@ -116,6 +148,8 @@ func main() {
 		{"sdk", fronts["sdk"], "the go-sdk's own server (no policy)"},
 		{"gw1", fronts["gw1"], "aimon-gw, 1 replica"},
 		{"gw3", fronts["gw3"], "aimon-gw, 3 replicas"},
+		{"gw1r", fronts["gw1r"], "aimon-gw, 1 replica, a limit in Redis"},
+		{"gw3r", fronts["gw3r"], "aimon-gw, 3 replicas, a limit in Redis"},
 	}
 	// Interleaved rounds, so that the other load of the machine falls on
 	// every setup alike.
@@ -140,6 +174,11 @@ func main() {
 	}
 	g1, g3 := results["gw1"], results["gw3"]
 	fmt.Printf("three replicas against one: x%.2f calls/s (2 cores bound the machine: the replicas, HAProxy and the clients share them)\n", g3.rate/g1.rate)
+	for _, n := range []string{"1", "3"} {
+		plain, red := results["gw"+n], results["gw"+n+"r"]
+		fmt.Printf("a limit in Redis (one script a call), %s replica(s): p50 %+.3fms, p99 %+.3fms, x%.2f calls/s\n", n,
+			float64((red.p50-plain.p50).Microseconds())/1000, float64((red.p99-plain.p99).Microseconds())/1000, red.rate/plain.rate)
+	}
 
 	// The hook: Claude Code's PreToolUse input, over HTTP to a resident
 	// replica and to a process per decision.
@@ -148,6 +187,12 @@ func main() {
 	cmdHook := hookCommand(gw, filepath.Join(tmp, "policy"), input, *hooks)
 	fmt.Printf("Claude Code's PreToolUse hook, p50: HTTP %s (%d calls to a resident replica), command %s (%d processes, hook claude-code); x%.1f\n",
 		ms(httpHook), *hooks*10, ms(cmdHook), *hooks, float64(cmdHook)/float64(httpHook))
+	// The command hook under a limit counts it in the user's state
+	// directory (a lock and a file a call), or in Redis with --state.
+	limitedHook := hookCommand(gw, limited, input, *hooks)
+	redisHook := hookCommand(gw, limited, input, *hooks, "--state", "redis://"+redisAddr)
+	fmt.Printf("the command hook under a limit, p50: counted in the state directory %s (x%.2f), in Redis %s (x%.2f)\n",
+		ms(limitedHook), float64(limitedHook)/float64(cmdHook), ms(redisHook), float64(redisHook)/float64(cmdHook))
 }
 
 type stats struct {
@@ -230,11 +275,11 @@ func hookHTTP(url, input string, n int) time.Duration {
 	return lat[n/2]
 }
 
-// hookCommand is the p50 of n runs of aimon-gw hook claude-code.
-func hookCommand(gw, policy, input string, n int) time.Duration {
+// hookCommand is the p50 of n runs of aimon-gw hook claude-code, with args.
+func hookCommand(gw, policy, input string, n int, args ...string) time.Duration {
 	lat := make([]time.Duration, n)
 	for i := range lat {
-		cmd := exec.Command(gw, "hook", "claude-code", "--policy", policy)
+		cmd := exec.Command(gw, append([]string{"hook", "claude-code", "--policy", policy}, args...)...)
 		cmd.Stdin = strings.NewReader(input)
 		t0 := time.Now()
 		out, err := cmd.Output()
@@ -267,7 +312,7 @@ func serveBaseline(addr string) {
 func haproxyConfig(fronts map[string]string, backends map[string][]string) string {
 	var b strings.Builder
 	b.WriteString("global\n\tmaxconn 4000\ndefaults\n\tmode http\n\ttimeout connect 1s\n\ttimeout client 30s\n\ttimeout server 30s\n")
-	for _, name := range []string{"sdk", "gw1", "gw3"} {
+	for _, name := range []string{"sdk", "gw1", "gw3", "gw1r", "gw3r"} {
 		fmt.Fprintf(&b, "frontend %s\n\tbind %s\n\tdefault_backend %s_servers\nbackend %s_servers\n\tbalance roundrobin\n", name, fronts[name], name, name)
 		for i, a := range backends[name] {
 			fmt.Fprintf(&b, "\tserver s%d %s\n", i+1, a)
@@ -285,6 +330,22 @@ func healthy(url string, codes ...int) func() bool {
 		}
 		resp.Body.Close()
 		return slices.Contains(codes, resp.StatusCode)
+	}
+}
+
+// answers is a readiness check: a TCP server answers PING with +PONG.
+func answers(addr string) func() bool {
+	return func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		fmt.Fprint(c, "PING\r\n")
+		buf := make([]byte, 7)
+		n, _ := io.ReadFull(c, buf)
+		return string(buf[:n]) == "+PONG\r\n"
 	}
 }
 
