@@ -158,6 +158,11 @@ func hookLimits(spec, dir string) (state.Limiter, func(), error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, nil, fmt.Errorf("the state directory %s, where the policy's limits are counted, cannot be made: %v", dir, err)
 		}
+		// One another user made (in /var/tmp, for nobody) could have its
+		// counts spent back by them.
+		if err := ticket.OwnDir(dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	st, err := state.Open(spec, dir)
 	if err != nil {

@@ -129,7 +129,7 @@ func newSealer(dir string) (*Sealer, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the state directory %s cannot be made: %v", dir, err)
 	}
-	if err := ownDir(dir); err != nil {
+	if err := OwnDir(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, KeyName)
@@ -145,9 +145,9 @@ func newSealer(dir string) (*Sealer, error) {
 	return &Sealer{key: key, now: time.Now}, nil
 }
 
-// ownDir checks that dir is a directory of this user's alone, not a link:
+// OwnDir checks that dir is a directory of this user's alone, not a link:
 // one another user made (in /var/tmp) could be read or replaced by them.
-func ownDir(dir string) error {
+func OwnDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("the state directory %s cannot be read: %v", dir, err)
@@ -231,7 +231,7 @@ func newChecker(dir string) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ownDir(dir); err != nil {
+	if err := OwnDir(dir); err != nil {
 		return nil, err
 	}
 	st, err := state.Open("", dir)
