@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -88,5 +90,55 @@ func TestR6StdioServerEnvironmentIsCleared(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestR5SecretsFromAKubernetesSecretMount: --secrets laid out as the
+// kubelet mounts a Secret per name (each key a link through ..data to a
+// timestamped directory, swapped whole on an update) gives a caller its
+// own secret, or its group's, and the new value once the Secret changes;
+// a caller with neither gets a sentence naming what is missing.
+func TestR5SecretsFromAKubernetesSecretMount(t *testing.T) {
+	dir := t.TempDir()
+	mount := filepath.Join(dir, "vault")
+	update := func(stamp string, files map[string]string) {
+		t.Helper()
+		ts := filepath.Join(mount, stamp)
+		if err := os.MkdirAll(ts, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range files {
+			if err := os.WriteFile(filepath.Join(ts, name), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Symlink(filepath.Join("..data", name), filepath.Join(mount, name)) // made once, as the kubelet does
+		}
+		// The kubelet's atomic swap: a new link renamed over ..data.
+		if err := os.Symlink(stamp, filepath.Join(mount, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(mount, "..data_tmp"), filepath.Join(mount, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update("..2026_12_03_10_00_00.000000001", map[string]string{"user.alice": "alice-1\n", "group.reviewers": "reviewers-1"})
+	u := &Upstreams{Secrets: dir}
+	for _, tc := range []struct {
+		c          policy.Claims
+		want, from string
+	}{
+		{policy.Claims{Subject: "alice"}, "alice-1", "user.alice"},
+		{policy.Claims{Subject: "rita", Groups: []string{"staff", "reviewers"}}, "reviewers-1", "group.reviewers"},
+	} {
+		if v, from, err := u.secretFor("vault", &tc.c); err != nil || v != tc.want || from != tc.from {
+			t.Errorf("%s: %q from %q, %v; want %q from %q", tc.c, v, from, err, tc.want, tc.from)
+		}
+	}
+	update("..2026_12_03_11_00_00.000000002", map[string]string{"user.alice": "alice-2", "group.reviewers": "reviewers-2"})
+	if v, _, err := u.secretFor("vault", &policy.Claims{Subject: "alice"}); err != nil || v != "alice-2" {
+		t.Errorf("after the Secret changed: %q, %v; want alice-2", v, err)
+	}
+	if _, _, err := u.secretFor("vault", &policy.Claims{Subject: "bob", Groups: []string{"staff"}}); err == nil || !strings.Contains(err.Error(), "no secret vault in "+dir+" for user.bob or its groups") {
+		t.Errorf("bob, with none: %v", err)
 	}
 }
