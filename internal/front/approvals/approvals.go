@@ -313,7 +313,7 @@ func (s *Service) Resume(ctx context.Context, st string, c mcpfront.OutOfBandCal
 // sentence saying where, and to send the same call again.
 func (s *Service) pendingResult(c mcpfront.OutOfBandCall, p *pending) *mcp.CallToolResult {
 	msg := fmt.Sprintf("%s is waiting for an approver's decision (%s) at %s, until %s.", p.Tool, who(p.Approvers), s.link(p.ID), p.Expires.Format(time.RFC3339))
-	if !c.Legacy && urlElicitation(c.Request.Session) {
+	if !c.Legacy && urlElicitation(c.Capabilities) {
 		return &mcp.CallToolResult{
 			InputRequests: mcp.InputRequestMap{"approval": &mcp.ElicitParams{Mode: "url", URL: s.link(p.ID), ElicitationID: p.ID,
 				Message: p.Reason + " " + msg + " Answer once the approver has decided."}},
@@ -336,12 +336,8 @@ func refused(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
-func urlElicitation(session *mcp.ServerSession) bool {
-	if session == nil {
-		return false
-	}
-	p := session.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil
+func urlElicitation(c *mcp.ClientCapabilities) bool {
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
 }
 
 // who names the approvers in a sentence.

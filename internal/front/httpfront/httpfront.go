@@ -1,6 +1,8 @@
 // Package httpfront serves the gateway over HTTP: MCP over streamable
-// HTTP with the go-sdk's own handler, stateless so that any replica can
-// answer any request, and Claude Code's HTTP hook, both for callers the
+// HTTP, stateless so that any replica can answer any request, with the
+// go-sdk's own handler (a tools/call it would take as sent is answered by
+// the chain's server directly, direct.go), and Claude Code's HTTP hook,
+// both for callers the
 // policy's principals map to a surface chain, each request with a bearer
 // token (an OAuth 2.1 resource server, RFC 9728 metadata); beside them
 // /healthz and /readyz, and what the caller adds (Handlers, Middleware).
@@ -98,6 +100,9 @@ type Options struct {
 	// OnReady is told the gateway once a policy is in force (metrics
 	// follow it from then on); reloads swap generations inside it.
 	OnReady func(*gateway.Gateway)
+	// viaSDK hands every request to the SDK's handler, tools/call too:
+	// the other side of the tests that compare the two paths.
+	viaSDK bool
 }
 
 // Serve serves until ctx is done, then stops taking requests and lets the
@@ -430,6 +435,9 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 				// it, as over stdio.
 				carrier, done := f.calls.start(r.Context(), c.claims.String(), m.ID)
 				defer done()
+				if !f.o.viaSDK && f.direct(carrier, w, r, c, m) {
+					return
+				}
 				ctx = mcpfront.WithCarrier(ctx, carrier)
 			case "notifications/cancelled":
 				var p struct {

@@ -42,6 +42,9 @@ type Frame struct {
 	Method string          // "" for a response
 	ID     json.RawMessage // as sent; nil for a notification
 	Params json.RawMessage
+	// RequestID is a request's id as the SDK reads it; invalid for a
+	// notification.
+	RequestID jsonrpc.ID
 }
 
 // ReadFrame is the one reading of an MCP frame that every transport uses
@@ -55,7 +58,7 @@ func ReadFrame(data []byte) (Frame, []byte) {
 	}
 	f := Frame{ID: env.id}
 	if req, ok := env.msg.(*jsonrpc.Request); ok {
-		f.Method, f.Params = req.Method, req.Params
+		f.Method, f.Params, f.RequestID = req.Method, req.Params, req.ID
 	}
 	return f, nil
 }

@@ -5,6 +5,7 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,6 +109,9 @@ type toolSet struct {
 
 	mu     sync.Mutex
 	listed map[string]bool
+	// headed are the listed tools whose input schema binds a parameter
+	// to an HTTP header (x-mcp-header), which the SDK checks.
+	headed map[string]bool
 }
 
 func (m *toolSet) isListed(name string) bool {
@@ -157,10 +161,10 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 // person's answer and that state runs only if the person approved. A
 // client that declares no elicitation cannot be asked: the call is refused
 // with a sentence.
-func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest, p Peer) (*mcp.CallToolResult, error) {
 	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
 	ctx = withToken(ctx, req)
-	oob := OutOfBandCall{Request: req, Chain: m.chain, Legacy: statelessHTTP(req.Session),
+	oob := OutOfBandCall{Request: req, Chain: m.chain, Legacy: p.stateless(), Capabilities: p.Capabilities,
 		Run: func(token string) gateway.CallResult { return m.call(ctx, gw, principal, name, args, token) }}
 	if state := req.Params.RequestState; state != "" && m.oob != nil {
 		if res, err, ok := m.oob.Resume(ctx, state, oob); ok {
@@ -189,10 +193,10 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 		}
 	}
 	reason, _, _ := strings.Cut(r.Text, " A person must approve it")
-	if statelessHTTP(req.Session) {
-		return reply(gateway.CallResult{IsError: true, Text: reason + " This call came over stateless HTTP under MCP protocol " + req.Session.InitializeParams().ProtocolVersion + ", where every request is a session of its own: the gateway cannot send the client an elicitation in the middle of the call, so no person can be asked, whatever the client declared, and the call is refused; approve it over stdio (aimon-gw mcp), through a client of protocol 2026-07-28 or later, or change the policy."})
+	if p.stateless() {
+		return reply(gateway.CallResult{IsError: true, Text: reason + " This call came over stateless HTTP under MCP protocol " + p.ProtocolVersion + ", where every request is a session of its own: the gateway cannot send the client an elicitation in the middle of the call, so no person can be asked, whatever the client declared, and the call is refused; approve it over stdio (aimon-gw mcp), through a client of protocol 2026-07-28 or later, or change the policy."})
 	}
-	if !canElicit(req.Session) {
+	if p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return reply(gateway.CallResult{IsError: true, Text: reason + " This MCP client declares no elicitation, so no person can be asked, and the call is refused; approve it through a client that can ask, or change the policy."})
 	}
 	return &mcp.CallToolResult{
@@ -205,16 +209,39 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 	}, nil
 }
 
-// statelessHTTP reports whether session is one request of stateless HTTP
-// under a protocol before 2026-07-28: the SDK makes up its initialize
-// parameters (a version, no client), since the client's initialize was
-// another request.
-func statelessHTTP(session *mcp.ServerSession) bool {
+// Peer is what the session of a call says of its client: the protocol
+// version and the capabilities it declared. Over stateless HTTP before
+// 2026-07-28 a request is a session of its own and declares none.
+type Peer struct {
+	ProtocolVersion string
+	Capabilities    *mcp.ClientCapabilities
+	// Stateless is a request of stateless HTTP: before 2026-07-28 its
+	// client's initialize was another request.
+	Stateless bool
+}
+
+// stateless reports whether the call is one request of stateless HTTP
+// under a protocol before 2026-07-28, whose client can be sent no input
+// request.
+func (p Peer) stateless() bool { return p.Stateless && p.ProtocolVersion < newProtocol }
+
+// newProtocol is the first MCP version whose requests each carry their
+// client's version and capabilities (SEP-2575).
+const newProtocol = "2026-07-28"
+
+// peerOf is what session says of its client. Over stateless HTTP before
+// 2026-07-28 the SDK makes up its initialize parameters (a version, no
+// client, no capabilities), since the client's initialize was another
+// request.
+func peerOf(session *mcp.ServerSession) Peer {
 	if session == nil {
-		return false
+		return Peer{}
 	}
 	p := session.InitializeParams()
-	return p != nil && p.ClientInfo == nil && p.Capabilities == nil
+	if p == nil {
+		return Peer{}
+	}
+	return Peer{ProtocolVersion: p.ProtocolVersion, Capabilities: p.Capabilities, Stateless: p.ClientInfo == nil && p.Capabilities == nil}
 }
 
 // OutOfBand has the asked calls of HTTP callers approved by the people
@@ -238,6 +265,9 @@ type OutOfBandCall struct {
 	// Legacy is a stateless request of a protocol before 2026-07-28: the
 	// client can be sent no input request.
 	Legacy bool
+	// Capabilities are what the client declared; nil when it declared
+	// none.
+	Capabilities *mcp.ClientCapabilities
 	// Asked is the ask's result (Ask only).
 	Asked gateway.CallResult
 	// Run runs the call again with the approval token given.
@@ -342,15 +372,6 @@ func principalOf(req *mcp.CallToolRequest) string {
 // approveKey names the one input request of an ask.
 const approveKey = "approve"
 
-// canElicit reports whether the client of session declared elicitation.
-func canElicit(session *mcp.ServerSession) bool {
-	if session == nil {
-		return false
-	}
-	p := session.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil
-}
-
 // LimitedCode is the JSON-RPC error of a call a limit refused (rule P19),
 // as ToolHive answers it: its data says when to retry.
 const LimitedCode = -32029
@@ -395,8 +416,11 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := map[string]bool{}
+	now, headed := map[string]bool{}, map[string]bool{}
 	for _, d := range defs {
+		if bytes.Contains(d.InputSchema, []byte("x-mcp-header")) {
+			headed[d.Name] = true
+		}
 		tool, err := d.MCP()
 		if err != nil {
 			m.log.Error("mcp: leaving a tool out", "tool", d.Name, "error", err)
@@ -405,7 +429,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 		name := d.Name
 		now[name] = true
 		m.server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return m.handle(ctx, gw, req)
+			return m.handle(ctx, gw, req, peerOf(req.Session))
 		})
 	}
 	var gone []string
@@ -417,7 +441,7 @@ func (m *toolSet) sync(gw *gateway.Gateway) {
 	if len(gone) > 0 {
 		m.server.RemoveTools(gone...)
 	}
-	m.listed = now
+	m.listed, m.headed = now, headed
 }
 
 // codeNotServing is the JSON-RPC error (in the range left to servers) of a

@@ -1,0 +1,53 @@
+package mcpfront
+
+import (
+	"context"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrNotDirect is CallTool's error for a call it leaves to the SDK's
+// request path: at 2026-07-28, a tool whose input schema binds a
+// parameter to an HTTP header, which the SDK's transport checks against
+// the request's.
+var ErrNotDirect = errors.New("the call is left to the SDK's request path")
+
+// CallTool answers a tools/call of chain that the HTTP front read itself,
+// as chain's server answers it through the SDK (the same handler, the
+// unlisted tools' sentence, the result completed as the SDK's callTool
+// completes it), without a session made for the one request: over
+// stateless HTTP the SDK makes one per POST, which cost as much as the
+// rest of the call (issue 49). The server of chain is made once and
+// follows the generation in force (sync), as for the SDK's path. listed
+// says whether the tool's handler answered, whose result the SDK's
+// session completes at 2026-07-28 with its resultType; a tool the chain
+// does not list is answered before, as the SDK's middleware answers it.
+func (s *Surfaces) CallTool(ctx context.Context, chain []string, req *mcp.CallToolRequest, p Peer) (res *mcp.CallToolResult, listed bool, err error) {
+	ts, err := s.toolSet(chain)
+	if err != nil {
+		return nil, false, err
+	}
+	gw := ts.gw.Load()
+	ts.mu.Lock()
+	listed, headed := ts.listed[req.Params.Name], ts.headed[req.Params.Name]
+	ts.mu.Unlock()
+	if headed && p.ProtocolVersion >= newProtocol {
+		return nil, false, ErrNotDirect
+	}
+	if !listed {
+		return toResult(ts.call(withToken(ctx, req), gw, principalOf(req), req.Params.Name, req.Params.Arguments)), false, nil
+	}
+	res, err = ts.handle(ctx, gw, req, p)
+	if err != nil || res == nil {
+		return res, true, err
+	}
+	if res.InputRequests != nil && len(res.Content) > 0 {
+		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+	}
+	if res.Content == nil && res.InputRequests == nil {
+		res.Content = []mcp.Content{} // as the SDK: never "null"
+	}
+	return res, true, nil
+}
