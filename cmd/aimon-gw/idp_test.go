@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -108,5 +109,51 @@ principals: alice: {subject: "alice", scopes: ["gw:call"], surface: ["agent"]}
 		if status, _, body := g.post("/mcp", with(scope), call); status != 403 || !strings.Contains(body, "its token lacks gw:call") || strings.Contains(body, `"ran"`) {
 			t.Errorf("scope %q: %d %s", scope, status, body)
 		}
+	}
+}
+
+// TestR5IdentitySurvivesOIDCProvider: the same with a real issuer,
+// oidc-provider (npm). mcp --listen started before the issuer listens
+// stays up and not ready, /readyz naming the issuer, and serves once it
+// comes up; the issuer started again with a new key (a rotation, the old
+// key gone from its JWKS) has a token of the old key refused within
+// --jwks-refresh and one of the new key served; the gateway never exits.
+func TestR5IdentitySurvivesOIDCProvider(t *testing.T) {
+	t.Parallel()
+	npm := npmDir(t, "oidc-provider")
+	const aud = "http://gw.test/mcp"
+	clients := []idpClient{{ID: "alice", Secret: "alice-secret-0123456789abcdef"}}
+	port := freePort(t)
+	issuer := fmt.Sprintf("http://127.0.0.1:%d", port)
+	g := listenHTTP(t, http.DefaultClient, "--policy", moduleDir(t, httpPolicy), "--workdir", t.TempDir(),
+		"--issuer", issuer, "--resource", aud, "--jwks-refresh", "300ms")
+	waitUntil(t, "the unreachable issuer named in /readyz", func() bool {
+		resp, err := http.Get(g.base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 503 && strings.Contains(string(b), "cannot discover the issuer "+issuer)
+	})
+	ip := startIdPAt(t, npm, port, clients)
+	ip.wait()
+	g.waitReady()
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Echo","arguments":{"message":"ran"}}}`
+	old := ip.token(t, "alice", clients[0].Secret, aud)
+	if status, _, body := g.post("/mcp", old, call); status != 200 || !strings.Contains(body, "ran") {
+		t.Fatalf("the call once the issuer answers: %d %s", status, body)
+	}
+	ip.stop()
+	ip = startIdPAt(t, npm, port, clients)
+	ip.wait()
+	waitUntil(t, "the old key's token refused", func() bool { status, _, _ := g.post("/mcp", old, call); return status == 401 })
+	if status, _, body := g.post("/mcp", ip.token(t, "alice", clients[0].Secret, aud), call); status != 200 || !strings.Contains(body, "ran") {
+		t.Errorf("a token of the new key: %d %s", status, body)
+	}
+	select {
+	case <-g.exited:
+		t.Fatalf("the gateway exited: %s", g.logs())
+	default:
 	}
 }

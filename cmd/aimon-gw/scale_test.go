@@ -78,6 +78,14 @@ func process(t *testing.T, ready string, name string, args ...string) {
 // so that the test can do other work while the helper starts.
 func startProcess(t *testing.T, ready string, name string, args ...string) (wait func()) {
 	t.Helper()
+	wait, _ = spawn(t, ready, name, args...)
+	return wait
+}
+
+// spawn is startProcess that also returns how to stop the helper before
+// the test ends (SIGTERM, then SIGKILL after 5 s).
+func spawn(t *testing.T, ready string, name string, args ...string) (wait, stop func()) {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	var out lockedBuffer
 	pr, pw := io.Pipe()
@@ -87,15 +95,19 @@ func startProcess(t *testing.T, ready string, name string, args ...string) (wait
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); pw.Close(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	t.Cleanup(stop)
 	seen := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -107,7 +119,7 @@ func startProcess(t *testing.T, ready string, name string, args ...string) (wait
 			}
 		}
 	}()
-	return func() {
+	wait = func() {
 		t.Helper()
 		select {
 		case <-seen:
@@ -117,6 +129,7 @@ func startProcess(t *testing.T, ready string, name string, args ...string) (wait
 			t.Fatalf("%s was not ready within a minute:\n%s", filepath.Base(name), out.String())
 		}
 	}
+	return wait, stop
 }
 
 type lockedBuffer struct {
@@ -137,10 +150,12 @@ func (l *lockedBuffer) String() string {
 }
 
 // idp is oidc-provider (npm) issuing JWT access tokens by client
-// credentials, and by RFC 8693 token exchange (testdata/scale/idp.mjs).
+// credentials, and by RFC 8693 token exchange (testdata/scale/idp.mjs),
+// with a new key of its own each time it starts.
 type idp struct {
 	issuer string
 	wait   func() // until it serves
+	stop   func()
 }
 
 // idpClient is one client of the identity provider; GrantTypes defaults
@@ -163,11 +178,16 @@ func startIdP(t *testing.T, npm string, clients map[string]string) *idp {
 
 func startIdPClients(t *testing.T, npm string, clients []idpClient) *idp {
 	t.Helper()
+	return startIdPAt(t, npm, freePort(t), clients)
+}
+
+// startIdPAt starts the identity provider on port.
+func startIdPAt(t *testing.T, npm string, port int, clients []idpClient) *idp {
+	t.Helper()
 	js, _ := json.Marshal(clients)
-	port := freePort(t)
 	script, _ := filepath.Abs("testdata/scale/idp.mjs")
-	wait := startProcess(t, "listening", needCommand(t, "node", "nodejs"), script, npm, fmt.Sprint(port), string(js))
-	return &idp{issuer: fmt.Sprintf("http://127.0.0.1:%d", port), wait: wait}
+	wait, stop := spawn(t, "listening", needCommand(t, "node", "nodejs"), script, npm, fmt.Sprint(port), string(js))
+	return &idp{issuer: fmt.Sprintf("http://127.0.0.1:%d", port), wait: wait, stop: stop}
 }
 
 // token is an access token for client, for the resource (its audience).

@@ -7,8 +7,9 @@
 // (grant_types defaults to client credentials; scope, if given, bounds the
 // scopes the client may ask). GET /test/exchanges
 // answers how many token exchanges it granted. It prints "listening"
-// once it serves, and runs until killed.
-import { generateKeyPairSync } from 'node:crypto';
+// once it serves, and runs until killed. Each start makes a new signing
+// key, under a new key id.
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 
@@ -46,7 +47,8 @@ const provider = new Provider(issuer, {
     token_endpoint_auth_method: grant_types.includes(TOKEN_EXCHANGE) ? 'client_secret_basic' : 'client_secret_post',
   })),
   scopes: ['openid', 'offline_access', 'mcp', DELEGATE],
-  jwks: { keys: [{ ...key, kid: 'test-idp', alg: 'RS256', use: 'sig' }] },
+  // A key id of this start's own: a provider started again has rotated its key.
+  jwks: { keys: [{ ...key, kid: `test-idp-${randomUUID()}`, alg: 'RS256', use: 'sig' }] },
   // An exchanged token says who acts for its subject (RFC 8693 section 4.1).
   extraTokenClaims: (ctx, token) => (token.gty === 'token-exchange' ? { act: { sub: token.clientId } } : undefined),
   features: {
@@ -113,4 +115,4 @@ provider.use(async (ctx, next) => {
 });
 
 const server = provider.listen(Number(port), '127.0.0.1', () => console.log('listening'));
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGTERM', () => { server.close(() => process.exit(0)); server.closeAllConnections(); });
