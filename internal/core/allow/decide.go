@@ -33,6 +33,16 @@ type Effective struct {
 	// entries are Entries by tool, gathered once.
 	gathered sync.Once
 	entries  map[string][]string
+	// whole is what the deny and ask entries say of a tool before its
+	// input is read, gathered once: every call asks.
+	wholeOnce sync.Once
+	whole     wholes
+}
+
+// wholes are, by tool, the name-only deny and ask entries and the
+// programs the sandbox knows by their files (ExecNames).
+type wholes struct {
+	denied, asked, exec map[string][]string
 }
 
 // toolRule is what the chain says about one tool.

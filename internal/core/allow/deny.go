@@ -36,15 +36,55 @@ func (e *Effective) deniedWhole(tool string) []string {
 	if e == nil {
 		return nil
 	}
-	var out []string
-	for _, lv := range e.deny[tool] {
-		for _, in := range lv.infos {
-			if !in.HasPattern {
-				out = append(out, in.Raw)
+	return e.wholes().denied[tool]
+}
+
+// wholes gathers, once, the name-only deny and ask entries of every tool
+// and the command names its deny and ask entries start with. The slices
+// are clipped: a caller that appends to one copies it.
+func (e *Effective) wholes() *wholes {
+	e.wholeOnce.Do(func() {
+		w := wholes{denied: map[string][]string{}, asked: map[string][]string{}, exec: map[string][]string{}}
+		nameOnly := func(lvs []*toolEntries) []string {
+			var out []string
+			for _, lv := range lvs {
+				for _, in := range lv.infos {
+					if !in.HasPattern {
+						out = append(out, in.Raw)
+					}
+				}
 			}
+			return slices.Clip(out)
 		}
-	}
-	return out
+		for tool, lvs := range e.deny {
+			if by := nameOnly(lvs); by != nil {
+				w.denied[tool] = by
+			}
+			w.exec[tool] = nil
+		}
+		for tool, lvs := range e.ask {
+			if by := nameOnly(lvs); by != nil {
+				w.asked[tool] = by
+			}
+			w.exec[tool] = nil
+		}
+		for tool := range w.exec {
+			var names []string
+			for _, lvs := range [][]*toolEntries{e.deny[tool], e.ask[tool]} {
+				for _, lv := range lvs {
+					for _, in := range lv.infos {
+						if w := in.cmd.words; len(w) > 0 && !strings.ContainsAny(w[0], "*?[") {
+							names = append(names, w[0])
+						}
+					}
+				}
+			}
+			slices.Sort(names)
+			w.exec[tool] = slices.Clip(slices.Compact(names))
+		}
+		e.whole = w
+	})
+	return &e.whole
 }
 
 // denies decides the deny entries of a call, and what ask entries cannot
@@ -65,10 +105,12 @@ func (e *Effective) denies(tool string, in map[string]any, written any, workdir 
 		}
 	}
 	m := e.matcherOf(tool, in, written, workdir)
-	if judging := e.judging(tool); m.why != "" && len(judging) > 0 {
-		shown, text := named(judging, ", ")
-		return Decision{Rule: rule.P5, Entries: shown,
-			Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, text)}, true
+	if m.why != "" { // listing the entries costs a walk of them all
+		if judging := e.judging(tool); len(judging) > 0 {
+			shown, text := named(judging, ", ")
+			return Decision{Rule: rule.P5, Entries: shown,
+				Reason: fmt.Sprintf("%s is not allowed: %s, and on this surface %s is limited by %s. Call it with a subject those entries can judge.", tool, m.why, tool, text)}, true
+		}
 	}
 	if by := m.matching(e.deny[tool]); len(by) > 0 {
 		shown, text := named(by, " and ")
@@ -96,14 +138,7 @@ func (e *Effective) judging(tool string) []string {
 // askedWhole reports whether a name-only ask entry asks for every call of
 // tool.
 func (e *Effective) askedWhole(tool string) bool {
-	for _, lv := range e.ask[tool] {
-		for _, in := range lv.infos {
-			if !in.HasPattern {
-				return true
-			}
-		}
-	}
-	return false
+	return len(e.wholes().asked[tool]) > 0
 }
 
 // asks turns an allowed call that an ask entry admits into one that needs
@@ -113,15 +148,8 @@ func (e *Effective) asks(tool string, in map[string]any, written any, workdir st
 		return d
 	}
 	lvs := e.ask[tool]
-	var by []string
+	by := e.wholes().asked[tool]
 	what := ""
-	for _, lv := range lvs {
-		for _, in := range lv.infos {
-			if !in.HasPattern {
-				by = append(by, in.Raw)
-			}
-		}
-	}
 	if by == nil {
 		m := e.matcherOf(tool, in, written, workdir)
 		what = " " + m.what

@@ -2,7 +2,6 @@ package allow
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"aimon.dev/gw/internal/core/rule"
@@ -37,14 +36,7 @@ func (e *Effective) ExecDecide(tool string, words []string, workdir string) Deci
 		shown, text := named(by, " and ")
 		return Decision{Rule: rule.P16, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, what, text)}
 	}
-	var by []string
-	for _, lv := range e.ask[tool] {
-		for _, in := range lv.infos {
-			if !in.HasPattern {
-				by = append(by, in.Raw)
-			}
-		}
-	}
+	by := e.wholes().asked[tool]
 	if by == nil {
 		by = c.matching(e.ask[tool])
 	}
@@ -61,18 +53,7 @@ func (e *Effective) ExecNames(tool string) []string {
 	if e == nil {
 		return nil
 	}
-	var out []string
-	for _, lvs := range [][]*toolEntries{e.deny[tool], e.ask[tool]} {
-		for _, lv := range lvs {
-			for _, in := range lv.infos {
-				if w := in.cmd.words; len(w) > 0 && !strings.ContainsAny(w[0], "*?[") {
-					out = append(out, w[0])
-				}
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return e.wholes().exec[tool] // gathered once; the caller must not change it
 }
 
 // SimpleCommands are the word lists a command line may run as the shell

@@ -43,9 +43,14 @@ type toolEntries struct {
 	valid     bool     // some pattern can be used
 	kind      Kind
 	byKey     map[string][]int // entry indexes by first word or literal directory
-	rest      []int            // entries with a matcher that no key narrows
-	rules     []int            // entries whose pattern the tool's own rule reads
-	npatterns int              // entries with a pattern, usable or not
+	// A command's entries again, by first word: those of one word, and
+	// the others by their first two (git push), so that a command whose
+	// first word many entries share is read against those it may run.
+	oneWord   map[string][]int
+	twoWords  map[[2]string][]int
+	rest      []int // entries with a matcher that no key narrows
+	rules     []int // entries whose pattern the tool's own rule reads
+	npatterns int   // entries with a pattern, usable or not
 
 	nearOnce sync.Once  // near is built by the first refusal that needs it
 	near     *nearIndex // the patterns in sorted order (closest)
@@ -77,6 +82,7 @@ func (te *toolEntries) index(k Kind) {
 			te.infos[i].cmd, ok = c, true
 			if len(c.words) > 0 {
 				key = c.words[0] // as deny's readings split it
+				te.indexWords(in.Pattern, c.words, i)
 			}
 		case Path:
 			key, ok = LiteralDir(in.Pattern), true
@@ -92,8 +98,43 @@ func (te *toolEntries) index(k Kind) {
 	}
 }
 
-// commandCandidates appends the indexes of the command entries whose
-// first word words may start with: all when its first word is wild.
+// fewEntries is how many entries of one first word are read without the
+// index by two words; a test reads them all.
+var fewEntries = 8
+
+// indexWords files command entry i, of pattern and its words, by its
+// first two words, or by its first alone when it has one or is spelt with
+// other spaces than one between words (its matcher reads the spelling).
+func (te *toolEntries) indexWords(pattern string, words []string, i int) {
+	if te.oneWord == nil {
+		te.oneWord, te.twoWords = map[string][]int{}, map[[2]string][]int{}
+	}
+	prefix, _ := strings.CutSuffix(pattern, ":*")
+	if len(words) == 1 || prefix != strings.Join(words, " ") {
+		te.oneWord[words[0]] = append(te.oneWord[words[0]], i)
+		return
+	}
+	k := [2]string{words[0], words[1]}
+	te.twoWords[k] = append(te.twoWords[k], i)
+}
+
+// byWords appends, in the order of the list, the command entries of
+// first word first that a command may match whose second word is one of
+// seconds: those of one word, and those of two or more whose second is.
+func (te *toolEntries) byWords(first string, seconds []string, out []int) []int {
+	n := len(out)
+	out = append(out, te.oneWord[first]...)
+	for _, s := range seconds {
+		out = append(out, te.twoWords[[2]string{first, s}]...)
+	}
+	slices.Sort(out[n:])
+	return out[:n+len(slices.Compact(out[n:]))]
+}
+
+// commandCandidates appends, in the order of the list, the indexes of the
+// command entries that words may run (mayRun, mayRunAfterOptions): those
+// of their first word, all when it is wild. An entry of two words or more
+// needs its second among the later words, unless one of them is wild.
 func (te *toolEntries) commandCandidates(words []shellWord, out []int) []int {
 	switch {
 	case len(words) == 0:
@@ -104,7 +145,22 @@ func (te *toolEntries) commandCandidates(words []shellWord, out []int) []int {
 		}
 		return out
 	}
-	return append(out, te.byKey[words[0].text]...)
+	first := words[0].text
+	all := te.byKey[first]
+	if len(all) <= fewEntries {
+		return append(out, all...)
+	}
+	for _, w := range words[1:] {
+		if w.wild || w.any {
+			return append(out, all...)
+		}
+	}
+	var few [16]string
+	seconds := few[:0]
+	for _, w := range words[1:] {
+		seconds = append(seconds, w.text)
+	}
+	return te.byWords(first, seconds, out)
 }
 
 // firstWord is a command up to its first space: a pattern's first word is
@@ -122,7 +178,15 @@ func (te *toolEntries) candidates(subj string, out []int) []int {
 	n := len(out)
 	switch te.kind {
 	case Command:
-		out = append(out, te.byKey[firstWord(subj)]...)
+		// A pattern's words match the command's as spelt (exactly,
+		// wordPrefix): its second word is the command's second.
+		first, rest, _ := strings.Cut(subj, " ")
+		if all := te.byKey[first]; len(all) <= fewEntries {
+			out = append(out, all...)
+		} else {
+			second := [1]string{firstWord(rest)}
+			out = te.byWords(first, second[:], out)
+		}
 	case Path:
 		// Every directory the subject lies in, itself included (under).
 		out = append(out, te.byKey["/"]...)
