@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"aimon.dev/gw/internal/exec/sandbox/trace"
 	"aimon.dev/gw/tools"
@@ -32,12 +35,7 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string) error {
 		return err
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "trace-control"), os.NewFile(uintptr(pair[1]), "trace-control")
-	spec := trace.Spec{Decided: decided}
-	for _, n := range j.Names {
-		if p, ok := execProgram(n); ok {
-			spec.Programs = append(spec.Programs, p)
-		}
-	}
+	spec := trace.Spec{Decided: decided, Programs: programs(j.Names)}
 	b, _ := json.Marshal(spec)
 	if _, err := ours.Write(append(b, '\n')); err != nil {
 		ours.Close()
@@ -59,27 +57,164 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string) error {
 	return nil
 }
 
+// programs are the files names resolve to on PATH, by what they are.
+// Every sandboxed call of a tool names the same programs, mostly not
+// installed: where each is found is kept while PATH and its directories
+// are as they were (a directory's change time moves with every entry
+// added, removed or renamed in it), and each file's digest while the
+// file is as it was (device, inode, size, modification and change time:
+// the change time moves with any write, and no caller can set it back).
+func programs(names []string) []trace.Program {
+	var out []trace.Program
+	found := lookups()
+	for _, n := range names {
+		if p, ok := execProgram(n, found); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pathState is PATH and the state of each of its directories.
+type pathState struct {
+	path string
+	dirs []unix.Stat_t
+}
+
+// same reports whether no directory of PATH changed its entries.
+func (a pathState) same(b pathState) bool {
+	if a.path != b.path || len(a.dirs) != len(b.dirs) {
+		return false
+	}
+	for i, d := range a.dirs {
+		e := b.dirs[i]
+		if d.Dev != e.Dev || d.Ino != e.Ino || d.Mtim != e.Mtim || d.Ctim != e.Ctim {
+			return false
+		}
+	}
+	return true
+}
+
+// found is where names were found on PATH in one state of it.
+type found struct {
+	state pathState
+	mu    sync.Mutex
+	paths map[string]string // "" where not found
+}
+
+var lastFound atomic.Pointer[found]
+
+// lookups is where names are found on PATH as it is now.
+func lookups() *found {
+	st := pathState{path: os.Getenv("PATH")}
+	for _, dir := range filepath.SplitList(st.path) {
+		var s unix.Stat_t
+		unix.Stat(dir, &s) // a missing directory: zero, until it appears
+		st.dirs = append(st.dirs, s)
+	}
+	if f := lastFound.Load(); f != nil && f.state.same(st) {
+		return f
+	}
+	f := &found{state: st, paths: map[string]string{}}
+	if settled(st.dirs...) {
+		lastFound.Store(f)
+	}
+	return f
+}
+
+// settled reports whether each file last changed long enough ago that a
+// change now moves its change time: the kernel's file times are coarse
+// (a clock tick), so a change within the tick of the one seen could leave
+// the times as they were.
+func settled(sts ...unix.Stat_t) bool {
+	recent := time.Now().Add(-settle).UnixNano()
+	for _, st := range sts {
+		if st.Ctim.Nano() > recent || st.Mtim.Nano() > recent {
+			return false
+		}
+	}
+	return true
+}
+
+// lookPath is exec.LookPath of name, kept for the state of PATH.
+func (f *found) lookPath(name string) string {
+	f.mu.Lock()
+	p, ok := f.paths[name]
+	f.mu.Unlock()
+	if !ok {
+		p, _ = exec.LookPath(name)
+		f.mu.Lock()
+		if len(f.paths) < maxDigests {
+			f.paths[name] = p
+		}
+		f.mu.Unlock()
+	}
+	return p
+}
+
 // execProgram is the file name resolves to on PATH, by what it is.
-func execProgram(name string) (trace.Program, bool) {
-	p, err := exec.LookPath(name)
-	if err != nil {
+func execProgram(name string, on *found) (trace.Program, bool) {
+	p := on.lookPath(name)
+	if p == "" {
 		return trace.Program{}, false
 	}
 	var st unix.Stat_t
-	if unix.Stat(p, &st) != nil {
+	if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return trace.Program{}, false
+	}
+	k := programKey{p, st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}
+	prog := trace.Program{Name: name, Dev: st.Dev, Ino: st.Ino, Size: st.Size}
+	if d, ok := digests.Load(k); ok {
+		prog.SHA256 = d.(string)
+		return prog, true
 	}
 	f, err := os.Open(p)
 	if err != nil {
 		return trace.Program{}, false
 	}
 	defer f.Close()
+	var now unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &now) != nil {
+		return trace.Program{}, false
+	}
+	if at := (programKey{p, now.Dev, now.Ino, now.Size, now.Mtim, now.Ctim}); at != k {
+		// Replaced or written since: known by what is read now, not kept.
+		k, prog.Dev, prog.Ino, prog.Size = programKey{}, now.Dev, now.Ino, now.Size
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return trace.Program{}, false
 	}
-	return trace.Program{Name: name, Dev: st.Dev, Ino: st.Ino, Size: st.Size, SHA256: hex.EncodeToString(h.Sum(nil))}, true
+	prog.SHA256 = hex.EncodeToString(h.Sum(nil))
+	if k == (programKey{}) || !settled(now) {
+		return prog, true
+	}
+	if digestCount.Add(1) > maxDigests { // programs upgraded again and again
+		digests.Clear()
+		digestCount.Store(0)
+	}
+	digests.Store(k, prog.SHA256)
+	return prog, true
 }
+
+// programKey is a program file as it is now.
+type programKey struct {
+	path         string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+const maxDigests = 4096
+
+// settle is how long ago a file must have changed for what is known of
+// it to be kept (settled); tests shorten it.
+var settle = time.Second
+
+var (
+	digests     sync.Map // programKey → hex SHA-256
+	digestCount atomic.Int64
+)
 
 // serveTrace answers the tracer's questions until the command ends.
 func serveTrace(c *os.File, j *tools.ExecJudge) {
