@@ -44,6 +44,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		execCommand(stdin, stdout, stderr),
 		importCommand(stdout, stderr),
 		testCommand(stdout),
+		replayCommand(stdout),
 		initCommand(stdout),
 		pinCommand(stdout),
 		completionCommand(stdout),

@@ -59,8 +59,12 @@ func seenIn(s Session) *seen {
 // NoteUser keeps the user's own words as a source of arguments' values in
 // the gateway's session (rule P18); false when it keeps none, or keeps no
 // more text.
-func (g *Gateway) NoteUser(text string) bool {
-	sn := seenIn(g.opts.Session)
+func (g *Gateway) NoteUser(text string) bool { return NoteUser(g.opts.Session, text) }
+
+// NoteUser keeps the user's own words in s (rule P18), for a front end
+// that gives each caller, or each recorded session, its own.
+func NoteUser(s Session, text string) bool {
+	sn := seenIn(s)
 	return sn != nil && sn.user.Add(text, sn.user.Len())
 }
 
