@@ -76,6 +76,18 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		defer release()
 		gen, o.Protected = at, false
 	}
+	if gen.Session != nil {
+		// What the session has read outlives the call (rule P18), kept
+		// where aimon-gw hook keeps it.
+		store, err := ticket.Sessions()
+		if err != nil {
+			store = cchook.Unreachable(err)
+		}
+		o.Session = cchook.Session(gen, store, runtime, "", in)
+	}
+	if in.HookEventName == cchook.PostToolUse {
+		return cchook.Post(gen, in, o)
+	}
 	out, err := json.Marshal(rt.decide(gen, in, o, g.wrap()))
 	if err != nil {
 		return nil, fmt.Errorf("the decision cannot be encoded: %w", err)

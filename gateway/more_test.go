@@ -70,6 +70,7 @@ func TestR7HookAnswersAsTheCLI(t *testing.T) {
 		hook("mcp__github__list", `{}`),
 		hook("NoSuchTool", `{}`),
 		`{"hook_event_name":"PostToolUse","tool_name":"Read"}`,
+		`{"hook_event_name":"Stop","tool_name":"Read"}`,
 		`not json`,
 	} {
 		cmd := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off")

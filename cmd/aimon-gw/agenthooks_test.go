@@ -78,7 +78,7 @@ func TestR7CodexHookAnswersAsCodexEnforces(t *testing.T) {
 			t.Errorf("%s: an answer Codex does not enforce, so runs the tool on: %s", tc.name, out)
 		}
 	}
-	for name, bad := range map[string]string{"not JSON": `{"tool_name":`, "another event": `{"hook_event_name":"PostToolUse","tool_name":"Bash","cwd":"` + wd + `"}`, "no cwd": `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch allowed"}}`} {
+	for name, bad := range map[string]string{"not JSON": `{"tool_name":`, "another event": `{"hook_event_name":"SessionStart","tool_name":"Bash","cwd":"` + wd + `"}`, "no cwd": `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch allowed"}}`} {
 		out, stderr, code := runHook(t, "codex", dir, bad)
 		if code != 2 || out != "" || stderr == "" {
 			t.Errorf("%s: a bad input must exit 2 with a sentence on standard error (Codex blocks on that alone): exit %d, %q %q", name, code, out, stderr)
@@ -117,7 +117,7 @@ func TestR7GeminiHookAnswersAsGeminiReads(t *testing.T) {
 			t.Errorf("%s: exit %d, %q (stderr %q), want %s %q", tc.name, code, out, stderr, tc.decision, tc.says)
 		}
 	}
-	for name, bad := range map[string]string{"not JSON": `[`, "another event": `{"hook_event_name":"AfterTool","tool_name":"read_file","cwd":"` + wd + `"}`, "relative cwd": `{"hook_event_name":"BeforeTool","tool_name":"read_file","cwd":"w","tool_input":{}}`} {
+	for name, bad := range map[string]string{"not JSON": `[`, "another event": `{"hook_event_name":"BeforeModel","tool_name":"read_file","cwd":"` + wd + `"}`, "relative cwd": `{"hook_event_name":"BeforeTool","tool_name":"read_file","cwd":"w","tool_input":{}}`} {
 		out, stderr, code := runHook(t, "gemini-cli", dir, bad)
 		if code != 2 || out != "" || stderr == "" {
 			t.Errorf("%s: a bad input must exit 2 with a sentence on standard error (Gemini blocks on that alone): exit %d, %q %q", name, code, out, stderr)

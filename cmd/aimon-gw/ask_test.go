@@ -130,12 +130,19 @@ func TestP15HookAndCheckAsk(t *testing.T) {
 	if err == nil || v["allowed"] != false || v["ask"] != true || v["rule"] != "P14" || !strings.Contains(fmt.Sprint(v["entry_at"]), "policy.cue:8:") {
 		t.Errorf("check on an ask must name the ask-tools entry where it is written (policy.cue, line 8): %v %s", err, out)
 	}
-	// Another hook event than PreToolUse is refused, naming it.
+	// Another hook event than PreToolUse and PostToolUse (whose results
+	// label a session, rule P18: {} under a policy without labels) is
+	// refused, naming it.
 	post := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off")
 	post.Stdin = strings.NewReader(`{"cwd":"` + wd + `","hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{"file_path":"open"},"tool_response":{}}`)
-	out, err = post.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "PostToolUse") {
-		t.Errorf("a PostToolUse input must be refused with exit 2, naming the event: %v %s", err, out)
+	if out, err = post.Output(); err != nil || strings.TrimSpace(string(out)) != "{}" {
+		t.Errorf("a PostToolUse input under a policy without labels must be answered {}: %v %s", err, out)
+	}
+	stop := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off")
+	stop.Stdin = strings.NewReader(`{"cwd":"` + wd + `","hook_event_name":"Stop","tool_name":"Read","tool_input":{"file_path":"open"}}`)
+	out, err = stop.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "the Stop event") {
+		t.Errorf("a Stop input must be refused with exit 2, naming the event: %v %s", err, out)
 	}
 }
 

@@ -20,6 +20,8 @@ type claudeRun struct {
 	project, home string
 	policy        string
 	server        *claudecode.Server
+	// post makes the hook Claude Code's PostToolUse hook too (rule P18).
+	post bool
 }
 
 func newClaudeRun(t *testing.T, policy string) *claudeRun {
@@ -43,7 +45,7 @@ func (r *claudeRun) run(key string, scripts ...claudecode.Script) string {
 	defer cancel()
 	hook := shellQuote(gatewayBinary(r.t)) + " hook claude-code --policy " + shellQuote(r.policy)
 	out, err := claudecode.Run{Claude: claudecode.Find(r.t, "../../.ci/npm/node_modules/.bin/claude"), Hook: hook,
-		Project: r.project, Home: r.home, Prompt: key}.Start(ctx, r.server)
+		Project: r.project, Home: r.home, Prompt: key, PostToolUse: r.post}.Start(ctx, r.server)
 	if err != nil {
 		r.t.Fatalf("claude -p: %v\n%s", err, out)
 	}

@@ -143,20 +143,21 @@ func sealTicket() func(ticket.Binding) (string, error) {
 	}
 }
 
-// hookLimits is where a command hook counts the policy's limits (rule
-// P19): each call is a process of its own, so not in memory, but in the
-// user's state directory (dir), locked between processes and concealed
-// from every tool, or in the fleet's Redis (spec). A directory of the
-// user's choosing is refused: the sandbox of the commands the hook lets
-// run conceals only the state directory, and a command that could write
-// the counts could spend them back.
-func hookLimits(spec, dir string) (state.Limiter, func(), error) {
+// hookState is where a command hook keeps what outlives its process: the
+// counts of the policy's limits (rule P19) and what its sessions have read
+// (rule P18). Each call is a process of its own, so not in memory, but in
+// the user's state directory (dir), locked between processes and
+// concealed from every tool, or in the fleet's Redis (spec). A directory
+// of the user's choosing is refused: the sandbox of the commands the hook
+// lets run conceals only the state directory, and a command that could
+// write there could spend the counts back, or reset a session.
+func hookState(spec, dir string) (state.Store, func(), error) {
 	if spec != "" && !strings.HasPrefix(spec, "redis://") && !strings.HasPrefix(spec, "rediss://") {
-		return nil, nil, fmt.Errorf("--state %q is not a redis:// or rediss:// URL; the hook counts limits in Redis, or without --state in the user's state directory %s", spec, dir)
+		return nil, nil, fmt.Errorf("--state %q is not a redis:// or rediss:// URL; the hook keeps its state in Redis, or without --state in the user's state directory %s", spec, dir)
 	}
 	if spec == "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, nil, fmt.Errorf("the state directory %s, where the policy's limits are counted, cannot be made: %v", dir, err)
+			return nil, nil, fmt.Errorf("the state directory %s, where the policy's limits are counted and sessions kept, cannot be made: %v", dir, err)
 		}
 		// One another user made (in /var/tmp, for nobody) could have its
 		// counts spent back by them.
@@ -166,9 +167,9 @@ func hookLimits(spec, dir string) (state.Limiter, func(), error) {
 	}
 	st, err := state.Open(spec, dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the policy's limits cannot be counted: %v", err)
+		return nil, nil, fmt.Errorf("the hook's state cannot be kept: %v", err)
 	}
-	return st.(state.Limiter), func() { st.Close() }, nil
+	return st, func() { st.Close() }, nil
 }
 
 // hook answers one hook input of p.Runtime. Any failure of the gateway
@@ -212,13 +213,30 @@ func hook(p hookParams) error {
 	}
 	defer closeGen()
 	opts := gateway.Options{Logger: discard, Decisions: p.Decisions}
-	if len(gen.Limits) > 0 {
-		lim, closeLim, err := hookLimits(p.State, stateDir)
-		if err != nil {
+	if len(gen.Limits) > 0 || gen.Session != nil {
+		st, closeState, err := hookState(p.State, stateDir)
+		switch {
+		case err != nil && len(gen.Limits) > 0:
 			return fail("%v, so the call is blocked.", err)
+		case err != nil:
+			// Each call a flow binds is refused, saying so (rule P18).
+			opts.Session = cchook.Session(gen, cchook.Unreachable(err), p.Runtime, "", in)
+		default:
+			defer closeState()
+			if len(gen.Limits) > 0 {
+				opts.Limits = st.(state.Limiter)
+			}
+			// What the session has read outlives this process (rule P18).
+			opts.Session = cchook.Session(gen, state.SessionsOf(st), p.Runtime, "", in)
 		}
-		defer closeLim()
-		opts.Limits = lim
+	}
+	if in.HookEventName == cchook.PostToolUse {
+		out, err := cchook.Post(gen, in, opts)
+		if err != nil {
+			return fail("%v.", err)
+		}
+		_, err = fmt.Fprintln(p.Stdout, string(out))
+		return err
 	}
 	// An allowed command runs through this binary's exec, in the policy's
 	// sandbox; without its own path the hook cannot wrap it.

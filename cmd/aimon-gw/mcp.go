@@ -233,7 +233,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	metrics := telemetry.NewMetrics()
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Drain: p.Drain, DrainDelay: p.DrainDelay,
+		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Sessions: gateway.SessionsIn(ro.Gateway.Approvals), Drain: p.Drain, DrainDelay: p.DrainDelay,
 		Degraded: func(ctx context.Context) error {
 			if err := ro.Gateway.Approvals.Ping(ctx); err != nil {
 				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)

@@ -30,12 +30,14 @@ const Runtime = "claude-code"
 // Input is a PreToolUse hook input as Claude Code sends it; fields it adds
 // later are ignored.
 type Input struct {
-	SessionID      string          `json:"session_id"`
-	Cwd            string          `json:"cwd"`
-	HookEventName  string          `json:"hook_event_name"`
-	ToolName       string          `json:"tool_name"`
-	ToolInput      json.RawMessage `json:"tool_input"`
-	ToolUseID      string          `json:"tool_use_id"`
+	SessionID     string          `json:"session_id"`
+	Cwd           string          `json:"cwd"`
+	HookEventName string          `json:"hook_event_name"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	ToolUseID     string          `json:"tool_use_id"`
+	// ToolResponse is a PostToolUse input's result of the call.
+	ToolResponse   json.RawMessage `json:"tool_response"`
 	AgentID        string          `json:"agent_id"`
 	AgentType      string          `json:"agent_type"`
 	PermissionMode string          `json:"permission_mode"`
@@ -153,14 +155,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 			}
 		}
 	}
-	opts.Workdir, opts.Chain = in.Cwd, chain
-	opts.Paths = gateway.PathForm{Home: home, Trim: true}
-	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
-	gw := gateway.New(gen, opts)
-	input := in.ToolInput
-	if len(input) == 0 || string(input) == "null" {
-		input = json.RawMessage("{}")
-	}
+	gw, input := hookGateway(gen, in, chain, home, opts)
 	id := in.ToolUseID
 	if id == "" {
 		id = "hook"
@@ -206,6 +201,21 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		out.HookSpecificOutput.UpdatedInput = updated
 	}
 	return out
+}
+
+// hookGateway is the gateway that decides (or labels by) one hook input,
+// reading it as Claude Code writes it: paths trimmed, ~ the user's home,
+// relative to the input's cwd; tools the policy does not define by its MCP
+// entries or unknownTools. input is the call's input, {} for none.
+func hookGateway(gen *provision.Generation, in Input, chain []string, home string, opts gateway.Options) (*gateway.Gateway, json.RawMessage) {
+	opts.Workdir, opts.Chain = in.Cwd, chain
+	opts.Paths = gateway.PathForm{Home: home, Trim: true}
+	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
+	input := in.ToolInput
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}")
+	}
+	return gateway.New(gen, opts), input
 }
 
 // command is cmd run through aimon-gw exec with the ticket sealed for it
@@ -275,10 +285,11 @@ func unknown(gen *policy.Generation) string {
 	return "deny"
 }
 
-// ReadInput reads a PreToolUse hook input. An error is a sentence saying
-// why the call is blocked: not a PreToolUse input with a tool_name, an
-// input for another event, a cwd that is not an absolute directory. An
-// input without cwd is read: the one decision refuses, and records, it.
+// ReadInput reads a PreToolUse hook input, or a PostToolUse one, whose
+// result labels the session (rule P18). An error is a sentence saying
+// why the call is blocked: not such an input with a tool_name, an input
+// for another event, a cwd that is not an absolute directory. An input
+// without cwd is read: the one decision refuses, and records, it.
 // Names are read exactly, as Claude Code writes them (TOOL_NAME is not
 // tool_name), and a name given twice, at any depth, refuses the input
 // rather than have its last value win.
@@ -290,8 +301,8 @@ func ReadInput(data []byte) (Input, error) {
 	if in.ToolName == "" {
 		return in, errors.New(`the hook input has no "tool_name" (names are read exactly as Claude Code writes them); the call is blocked.`)
 	}
-	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
-		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse; the call is blocked. Configure it under hooks.PreToolUse in settings.json.", in.HookEventName)
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" && in.HookEventName != PostToolUse {
+		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse and PostToolUse; the call is blocked. Configure it under hooks.PreToolUse (and hooks.PostToolUse, whose results label the session) in settings.json.", in.HookEventName)
 	}
 	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
 		return in, fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)

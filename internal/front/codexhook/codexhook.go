@@ -28,14 +28,15 @@ import (
 // Runtime is Codex's name among the hooks.
 const Runtime = "codex"
 
-// ReadInput reads a Codex PreToolUse hook input. An error is a sentence
+// ReadInput reads a Codex PreToolUse hook input, or a PostToolUse one,
+// whose result labels the session (rule P18; Codex sends session_id). An error is a sentence
 // saying why the call is blocked.
 func ReadInput(data []byte) (cchook.Input, error) {
 	var head struct {
 		Event string `json:"hook_event_name"`
 	}
-	if json.Unmarshal(data, &head) == nil && head.Event != "" && head.Event != "PreToolUse" {
-		return cchook.Input{}, fmt.Errorf("the hook input is for Codex's %s event, and aimon-gw hook codex answers only PreToolUse; the call is blocked. Configure it under [[hooks.PreToolUse]] in Codex's config.toml.", head.Event)
+	if json.Unmarshal(data, &head) == nil && head.Event != "" && head.Event != "PreToolUse" && head.Event != cchook.PostToolUse {
+		return cchook.Input{}, fmt.Errorf("the hook input is for Codex's %s event, and aimon-gw hook codex answers only PreToolUse and PostToolUse; the call is blocked. Configure it under [[hooks.PreToolUse]] (and [[hooks.PostToolUse]], whose results label the session) in Codex's config.toml.", head.Event)
 	}
 	in, err := cchook.ReadInput(data)
 	if err != nil {

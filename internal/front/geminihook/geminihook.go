@@ -31,18 +31,25 @@ const Shell = "run_shell_command"
 
 // Input is a BeforeTool hook input as Gemini CLI sends it.
 type Input struct {
-	SessionID  string          `json:"session_id"`
-	Cwd        string          `json:"cwd"`
-	Event      string          `json:"hook_event_name"`
-	ToolName   string          `json:"tool_name"`
-	ToolInput  json.RawMessage `json:"tool_input"`
-	MCPContext *struct {
+	SessionID string          `json:"session_id"`
+	Cwd       string          `json:"cwd"`
+	Event     string          `json:"hook_event_name"`
+	ToolName  string          `json:"tool_name"`
+	ToolInput json.RawMessage `json:"tool_input"`
+	// ToolResponse is an AfterTool input's result of the call.
+	ToolResponse json.RawMessage `json:"tool_response"`
+	MCPContext   *struct {
 		Server string `json:"server_name"`
 		Tool   string `json:"tool_name"`
 	} `json:"mcp_context"`
 }
 
-// ReadInput reads a BeforeTool input as the PreToolUse input it decides.
+// AfterTool is Gemini CLI's event whose input carries a tool's result: it
+// labels the session (rule P18), read as cchook's PostToolUse.
+const AfterTool = "AfterTool"
+
+// ReadInput reads a BeforeTool input as the PreToolUse input it decides,
+// and an AfterTool input as the PostToolUse input that labels the session.
 // An error is a sentence saying why the call is blocked.
 func ReadInput(data []byte) (cchook.Input, error) {
 	var g Input
@@ -52,8 +59,8 @@ func ReadInput(data []byte) (cchook.Input, error) {
 	if g.ToolName == "" {
 		return cchook.Input{}, errors.New(`the hook input has no "tool_name" (names are read exactly as Gemini CLI writes them); the call is blocked.`)
 	}
-	if g.Event != "BeforeTool" {
-		return cchook.Input{}, fmt.Errorf("the hook input is for Gemini CLI's %q event, and aimon-gw hook gemini-cli answers only BeforeTool; the call is blocked. Configure it under hooks.BeforeTool in Gemini CLI's settings.json.", g.Event)
+	if g.Event != "BeforeTool" && g.Event != AfterTool {
+		return cchook.Input{}, fmt.Errorf("the hook input is for Gemini CLI's %q event, and aimon-gw hook gemini-cli answers only BeforeTool and AfterTool; the call is blocked. Configure it under hooks.BeforeTool (and hooks.AfterTool, whose results label the session) in Gemini CLI's settings.json.", g.Event)
 	}
 	if g.Cwd == "" || !filepath.IsAbs(g.Cwd) {
 		return cchook.Input{}, fmt.Errorf("the hook input's cwd %q is not an absolute directory, so the paths of the call cannot be read as Gemini CLI reads them; the call is blocked.", g.Cwd)
@@ -65,6 +72,9 @@ func ReadInput(data []byte) (cchook.Input, error) {
 		name = "mcp__" + c.Server + "__" + c.Tool
 	}
 	in := cchook.Input{SessionID: g.SessionID, Cwd: g.Cwd, HookEventName: "PreToolUse", ToolName: name, ToolInput: g.ToolInput}
+	if g.Event == AfterTool {
+		in.HookEventName, in.ToolResponse = cchook.PostToolUse, g.ToolResponse
+	}
 	// cchook's checks of the cwd (a directory) are the same.
 	b, _ := json.Marshal(in)
 	if _, err := cchook.ReadInput(b); err != nil {

@@ -38,6 +38,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/state"
 )
 
 // Paths of the endpoints.
@@ -69,6 +70,10 @@ type Options struct {
 	// Wrap is how the HTTP hook hands Claude Code an allowed Bash command
 	// (cchook.Wrap); nil answers it unwrapped.
 	Wrap *cchook.Wrap
+	// Sessions keep the HTTP hook's sessions, each caller's apart (rule
+	// P18): the fleet's state store, so that any replica continues one.
+	// Nil refuses every call a flow binds, saying so.
+	Sessions state.Sessions
 	// Handlers are served beside the gateway's, unauthenticated, by
 	// http.ServeMux pattern ("/metrics"): what a deployment adds.
 	Handlers map[string]http.Handler
@@ -542,6 +547,9 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 		out = cchook.Blocked(fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
 	case rerr != nil:
 		out = cchook.Blocked(sentence(rerr))
+	case in.HookEventName == cchook.PostToolUse:
+		f.postHook(w, in, c)
+		return
 	default:
 		out = f.decideHook(in, c)
 	}
@@ -564,6 +572,35 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	// The hook's gateway lives for one decision: its logs would only say
 	// again which policy is in force.
 	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true,
-		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims}
+		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims, Session: f.hookSession(cur, in, c)}
 	return cchook.DecideWrapped(cur, in, opts, f.o.Wrap)
+}
+
+// hookSession is the session of an HTTP hook input, the caller's own: a
+// session id another caller sends names another session (rule P18).
+func (f *front) hookSession(cur *provision.Generation, in cchook.Input, c caller) gateway.Session {
+	store := f.o.Sessions
+	if store == nil {
+		store = cchook.Unreachable(errors.New("this gateway keeps no sessions"))
+	}
+	return cchook.Session(cur, store, cchook.Runtime, c.claims.Subject, in)
+}
+
+// postHook labels the session of a PostToolUse input by its result (rule
+// P18); a label that cannot be kept is answered 200 with Claude Code's
+// block, whose reason the model reads, since any other answer it ignores.
+func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
+	var cur *provision.Generation
+	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
+	}
+	defer cur.Exit()
+	opts := gateway.Options{Logger: discard, Protected: true, Session: f.hookSession(cur, in, c)}
+	if cur.Relative() && in.Cwd != f.o.Reload.Gateway.Workdir {
+		opts.Session = nil // its ./ patterns are not this cwd's: decideHook refuses the calls
+	}
+	out, err := cchook.Post(cur, in, opts)
+	if err != nil {
+		out, _ = json.Marshal(map[string]string{"decision": "block", "reason": sentence(err)})
+	}
+	w.Write(append(out, '\n'))
 }

@@ -41,6 +41,12 @@ type Source struct {
 
 // by says which earlier call gave the label, for a refusal's sentence.
 func (s Source) by() string {
+	switch {
+	case s.ID == "" && s.Subject != "":
+		return fmt.Sprintf("%s of %s", s.Tool, s.Subject)
+	case s.ID == "":
+		return s.Tool
+	}
 	if s.Subject != "" {
 		return fmt.Sprintf("%s of %s (call %s)", s.Tool, s.Subject, s.ID)
 	}
@@ -312,4 +318,16 @@ func subjectIn(p prepared, in map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// SessionsIn is where a fleet keeps its sessions (rule P18): a's state
+// store, which every replica that shares it reads, or this process's
+// memory when it has none.
+func SessionsIn(a *Approvals) state.Sessions {
+	if a != nil && a.store != nil {
+		if s := state.SessionsOf(a.store); s != nil {
+			return s
+		}
+	}
+	return state.MemorySessions()
 }

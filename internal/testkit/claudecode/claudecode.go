@@ -213,7 +213,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 type Run struct {
 	// Claude is the CLI; Hook the command line of the PreToolUse hook,
 	// written into the project's .claude/settings.json.
-	Claude, Hook  string
+	Claude, Hook string
+	// PostToolUse makes Hook Claude Code's PostToolUse hook as well, whose
+	// inputs carry the results that label a session.
+	PostToolUse   bool
 	Project, Home string
 	Prompt        string
 	// Env is added to the run's environment.
@@ -232,8 +235,12 @@ func (r Run) Start(ctx context.Context, s *Server) (string, error) {
 		settings = map[string]any{}
 	}
 	if r.Hook != "" {
-		settings["hooks"] = map[string]any{"PreToolUse": []any{map[string]any{
-			"matcher": "*", "hooks": []any{map[string]any{"type": "command", "command": r.Hook, "timeout": 60}}}}}
+		hook := []any{map[string]any{"matcher": "*", "hooks": []any{map[string]any{"type": "command", "command": r.Hook, "timeout": 60}}}}
+		hooks := map[string]any{"PreToolUse": hook}
+		if r.PostToolUse {
+			hooks["PostToolUse"] = hook
+		}
+		settings["hooks"] = hooks
 	}
 	if err := writeJSON(filepath.Join(r.Project, ".claude", "settings.json"), settings); err != nil {
 		return "", err

@@ -1,0 +1,111 @@
+package cchook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/state"
+)
+
+// PostToolUse is the hook event whose input carries a tool's result: the
+// hook labels the session by it (rule P18), and decides nothing.
+const PostToolUse = "PostToolUse"
+
+// Session is the session of a hook input (rule P18): the runtime's own
+// session id (Claude Code's session_id, which its subagents share, so a
+// subagent's reading labels its caller's session), kept in store under
+// the runtime's name and scope (the HTTP hook's caller; "" for the command
+// hook, whose store is the user's own), so that the labels outlive the
+// process of one call. Nil when the policy has no sessions. An input
+// without a session id gets a session that cannot be read: a call a flow
+// binds is refused, never decided as if nothing had been read.
+func Session(gen *provision.Generation, store state.Sessions, runtime, scope string, in Input) gateway.Session {
+	if gen.Session == nil {
+		return nil
+	}
+	if in.SessionID == "" {
+		return gateway.StoredSession(noSession(runtime), "")
+	}
+	if store == nil {
+		store = Unreachable(errors.New("the hook has no state store to keep the session's labels in"))
+	}
+	return gateway.StoredSession(store, runtime+"\x00"+scope+"\x00"+in.SessionID)
+}
+
+// noSession is the store of a hook input that names no session.
+func noSession(runtime string) state.Sessions {
+	return Unreachable(fmt.Errorf("the hook input names no session_id, so what the session has read is not known; run the hook from %s, which sends one", runtime))
+}
+
+// Unreachable is a store of sessions that answers err: the hook's, when
+// its state directory cannot be opened.
+func Unreachable(err error) state.Sessions { return unreachable{err} }
+
+type unreachable struct{ err error }
+
+func (u unreachable) AddLabel(context.Context, string, string, []byte, time.Time) error { return u.err }
+func (u unreachable) Labels(context.Context, string) (map[string][]byte, error)         { return nil, u.err }
+
+// Label gives the session of a PostToolUse input the labels that its
+// call's result gives (rule P18), reading the call as the PreToolUse hook
+// did (paths as Claude Code writes them, in its cwd, on its chain). An
+// error is a sentence: the label could not be kept.
+func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string, error) {
+	if opts.Session == nil {
+		return nil, nil
+	}
+	home, _ := os.UserHomeDir()
+	chain := Chain(gen.Generation, in)
+	gw, input := hookGateway(gen, in, chain, home, opts)
+	labels, err := gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: input}, string(in.ToolResponse))
+	if inner := unwrapped(input); err == nil && string(inner) != string(input) {
+		// Both readings label: a command made to look wrapped gets the
+		// labels of all it says.
+		var more []string
+		more, err = gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: inner}, string(in.ToolResponse))
+		labels = append(labels, more...)
+	}
+	if err != nil {
+		return labels, fmt.Errorf("the result of %s (call %s) labels the session %s, and the label cannot be kept (%v); later calls that a flow binds may be decided as if it had not been read", in.ToolName, in.ToolUseID, strings.Join(labels, ", "), strings.TrimSuffix(err.Error(), "."))
+	}
+	return labels, nil
+}
+
+// unwrapped is a Bash input whose command the hook wrapped in aimon-gw
+// exec (Wrap.command) with its command as decided: the runtime may report
+// the input it ran, and the labels are of what was asked too.
+func unwrapped(input json.RawMessage) json.RawMessage {
+	var call map[string]any
+	if json.Unmarshal(input, &call) != nil {
+		return input
+	}
+	cmd, _ := call["command"].(string)
+	i := strings.LastIndex(cmd, " '--' '")
+	if i < 0 || !strings.Contains(cmd[:i], " 'exec' ") || !strings.HasSuffix(cmd, "'") {
+		return input
+	}
+	inner := cmd[i+len(" '--' '") : len(cmd)-1]
+	if strings.Contains(strings.ReplaceAll(inner, `'\''`, ""), "'") {
+		return input // not one quoted word
+	}
+	call["command"] = strings.ReplaceAll(inner, `'\''`, "'")
+	out, _ := json.Marshal(call)
+	return out
+}
+
+// Post answers a PostToolUse input: its result labels the session (rule
+// P18), and the answer ({}) asks the runtime for nothing. An error is a
+// sentence; the hook exits 2 with it, which the runtime shows the model.
+func Post(gen *provision.Generation, in Input, opts gateway.Options) (json.RawMessage, error) {
+	if _, err := Label(gen, in, opts); err != nil {
+		return nil, err
+	}
+	return json.RawMessage("{}"), nil
+}
