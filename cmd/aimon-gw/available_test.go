@@ -100,7 +100,11 @@ func TestR4ServerDownWithholdsItsToolsNotTheGateway(t *testing.T) {
 	if r := s.send(toolLine("e", "Echo", map[string]any{"message": "hi"})); r["is_error"] != false {
 		t.Fatalf("the built-in beside servers that are down: %v", r)
 	}
-	st := s.send(`{"type":"status"}`)
+	// The servers are waited for beside the built-in (rule R10): the
+	// status names them as not answered yet until each has failed.
+	st := s.waitStatus(func(st map[string]any) bool {
+		return !strings.Contains(fmt.Sprint(st["unavailable"]), "not answered yet")
+	})
 	if got := unavailableServers(st); got != "gone,web" {
 		t.Fatalf("the status line names %q as unavailable, want gone,web: %v", got, st)
 	}

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -299,6 +301,189 @@ agent: "allowed-tools": ["Echo", "mute__x"]
 	if !strings.Contains(text(replies[1]), "did not answer within 1s") {
 		t.Errorf("the silent server's tool: %v", replies[1])
 	}
+}
+
+// waitedPolicy is Echo beside two MCP servers whose first answer the
+// gateway waits for: slow, the test's file server, which starts only once
+// release is called (its wrapper reads a FIFO first), and records each call
+// it receives in calls; and mute, which never answers (bound 3s).
+func waitedPolicy(t *testing.T) (dir string, release func(), calls string) {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	fifo, calls := filepath.Join(tmp, "go"), filepath.Join(tmp, "calls")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir = moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Echo: schema.#Echo
+validation: "enforce"
+servers: slow: {command: ["/bin/sh", "-c", "read go < %s && exec %s"], expose: ["read_file"], pin: false, timeout: "30s", env: AIMON_TEST_CALLS: %q}
+servers: mute: {command: [%q, "60.25"], expose: ["x"], pin: false, timeout: "3s"}
+agent: "allowed-tools": ["Echo", "slow__read_file", "mute__x"]
+principals: alice: {subject: "alice", surface: ["agent"]}
+`, fifo, fsServer(t), calls, sleep))
+	release = sync.OnceFunc(func() {
+		// Opening the FIFO waits for its reader, the server's wrapper,
+		// which the gateway started at load.
+		opened := make(chan error, 1)
+		go func() {
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteString("go\n")
+				f.Close()
+			}
+			opened <- err
+		}()
+		select {
+		case err := <-opened:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the gateway never started the slow server")
+		}
+	})
+	return dir, release, calls
+}
+
+// TestR10BuiltinsAnswerWhileAServerIsWaitedFor: the first load waits for
+// no MCP server. In serve, mcp over stdio and mcp --listen, Echo answers
+// while the slow server provably has not answered (it cannot: the test has
+// not let it start), and the status names it as not answered yet; a call
+// of its tool sent then waits for it and is decided on the schema it
+// declares, so a bad input is refused by the gate and never reaches it,
+// and a good one runs; a listing has its tools; the silent server's tool
+// is refused once its bound ran out, saying so.
+func TestR10BuiltinsAnswerWhileAServerIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	args := []string{"--cache", "off", "--load-timeout", "60s"}
+	f := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(f, []byte("hello"), 0o644)
+	reached := func(t *testing.T, calls string) string { // the calls, not the listings
+		b, _ := os.ReadFile(calls)
+		var got []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "read_file ") {
+				got = append(got, l)
+			}
+		}
+		return strings.Join(got, "\n")
+	}
+	t.Run("serve", func(t *testing.T) {
+		t.Parallel()
+		dir, release, calls := waitedPolicy(t)
+		s, stop := serveBinary(t, nil, append([]string{"--policy", dir, "--workdir", dir}, args...)...)
+		defer stop()
+		if r := s.send(toolLine("e", "Echo", map[string]any{"message": "hi"})); r["is_error"] != false || text(r) != "hi" {
+			t.Fatalf("Echo while the servers are waited for: %v", r)
+		}
+		st := s.send(`{"type":"status"}`)
+		if why := fmt.Sprint(st["unavailable"]); !strings.Contains(why, "slow") || !strings.Contains(why, "it has not answered yet; the gateway waits up to 30s") {
+			t.Errorf("the status while slow is waited for: %v", st)
+		}
+		// Sent before slow can answer; answered once it has.
+		if _, err := io.WriteString(s.in, toolLine("b", "slow__read_file", map[string]any{"path": 5})+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		line, err := s.out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bad map[string]any
+		json.Unmarshal([]byte(line), &bad)
+		if bad["is_error"] != true || !strings.Contains(text(bad), "Parameter 'path' must be a string") {
+			t.Errorf("a bad input of the waited-for tool: %v", bad)
+		}
+		if got := reached(t, calls); got != "" {
+			t.Errorf("the bad input reached the server: %q", got)
+		}
+		if r := s.send(toolLine("g", "slow__read_file", map[string]any{"path": f})); r["is_error"] != false || text(r) != "hello" {
+			t.Errorf("the slow server's tool once it answered: %v", r)
+		}
+		if r := s.send(toolLine("m", "mute__x", map[string]any{})); r["is_error"] != true || !strings.Contains(text(r), "did not answer within 3s") {
+			t.Errorf("the silent server's tool: %v", r)
+		}
+		if list := fmt.Sprint(s.send(`{"type":"list_tools"}`)); !strings.Contains(list, "slow__read_file") || strings.Contains(list, "mute__x") {
+			t.Errorf("list_tools: %s", list)
+		}
+		if st := s.send(`{"type":"status"}`); unavailableServers(st) != "mute" || st["generation"] != 1.0 {
+			t.Errorf("the status once both servers are done with: %v", st)
+		}
+		if got := reached(t, calls); got != "read_file "+f {
+			t.Errorf("the server received %q", got)
+		}
+	})
+	// mcpSteps is the rest of the test for an MCP session that answered
+	// Echo before slow could answer.
+	mcpSteps := func(t *testing.T, s *mcp.ClientSession, release func(), calls string) {
+		ctx := context.Background()
+		type res struct {
+			r   *mcp.CallToolResult
+			err error
+		}
+		badc := make(chan res, 1)
+		go func() {
+			r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow__read_file", Arguments: map[string]any{"path": 5}})
+			badc <- res{r, err}
+		}()
+		names := make(chan string, 1)
+		go func() { names <- toolNames(t, s) }()
+		release()
+		if bad := <-badc; bad.err != nil || !bad.r.IsError || !strings.Contains(resultText(bad.r), "Parameter 'path' must be a string") {
+			t.Errorf("a bad input of the waited-for tool: %v %v", bad.err, bad.r)
+		}
+		if got := <-names; got != "Echo,slow__read_file" {
+			t.Errorf("a listing sent while slow was waited for: %s", got)
+		}
+		if got := reached(t, calls); got != "" {
+			t.Errorf("the bad input reached the server: %q", got)
+		}
+		r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow__read_file", Arguments: map[string]any{"path": f}})
+		if err != nil || r.IsError || resultText(r) != "hello" {
+			t.Errorf("the slow server's tool once it answered: %v %v", err, r)
+		}
+		r, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "mute__x", Arguments: map[string]any{}})
+		if err != nil || !r.IsError || !strings.Contains(resultText(r), "did not answer within 3s") {
+			t.Errorf("the silent server's tool: %v %v", err, r)
+		}
+	}
+	echo := func(t *testing.T, s *mcp.ClientSession) {
+		r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "Echo", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || r.IsError || resultText(r) != "hi" {
+			t.Fatalf("Echo while the servers are waited for: %v %v", err, r)
+		}
+	}
+	t.Run("mcp", func(t *testing.T) {
+		t.Parallel()
+		dir, release, calls := waitedPolicy(t)
+		cmd := exec.Command(gatewayBinary(t), append([]string{"mcp", "--policy", dir, "--workdir", dir}, args...)...)
+		s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		defer release() // so that nothing waits on the FIFO after a failure
+		echo(t, s)
+		mcpSteps(t, s, release, calls)
+	})
+	t.Run("listen", func(t *testing.T) {
+		t.Parallel()
+		dir, release, calls := waitedPolicy(t)
+		defer release()
+		g := startHTTP(t, http.DefaultClient, append([]string{"--policy", dir, "--workdir", dir, "--tokens", tokensFile(t, staticTokens)}, args...)...)
+		defer g.stop()
+		s := g.session("tok-alice", "", nil)
+		echo(t, s)
+		mcpSteps(t, s, release, calls)
+	})
 }
 
 // TestR10BadDrain: a drain that is not a positive duration is a usage

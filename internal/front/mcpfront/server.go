@@ -112,6 +112,15 @@ type toolSet struct {
 	// headed are the listed tools whose input schema binds a parameter
 	// to an HTTP header (x-mcp-header), which the SDK checks.
 	headed map[string]bool
+	gen    *provision.Generation // whose tools are listed
+}
+
+// behind reports whether the generation in force is not the one whose
+// tools the server lists.
+func (m *toolSet) behind(gw *gateway.Gateway) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen != gw.Current()
 }
 
 func (m *toolSet) isListed(name string) bool {
@@ -127,6 +136,16 @@ func (m *toolSet) isListed(name string) bool {
 func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if _, ok := req.(*mcp.ListToolsRequest); ok {
+				// A listing waits for the MCP servers the first
+				// generation still waits for, each within its bound, so
+				// that a client that lists once sees their tools; calls
+				// of the others are answered meanwhile (rule R10).
+				gw.Await(ctx)
+				if m.behind(gw) {
+					m.sync(gw) // the swap's own sync may not have run yet
+				}
+			}
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
 				return toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
 			}
@@ -141,7 +160,6 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}") // MCP lets a call without parameters omit them
 	}
-	input = dropClientParameters(gw.Current(), name, input)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
@@ -150,6 +168,8 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 		// 2026-07-28 protocol): the front end says when it ends.
 		defer context.AfterFunc(carrier, cancel)()
 	}
+	gw.Await(ctx, name) // its parameters are the server's, once it answered
+	input = dropClientParameters(gw.Current(), name, input)
 	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
 	return gw.CallApproved(ctx, m.chain, c)
 }
@@ -410,12 +430,15 @@ func (m *toolSet) dropped(params json.RawMessage) {
 
 func (m *toolSet) sync(gw *gateway.Gateway) {
 	m.gw.Store(gw)
+	// Listed under the lock: a listing's sync and a swap's end with the
+	// tools of the newer generation.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen = gw.Current()
 	defs, err := gw.Tools(m.chain)
 	if err != nil {
 		m.log.Warn("mcp: the surface has no tools under this policy", "error", err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	now, headed := map[string]bool{}, map[string]bool{}
 	for _, d := range defs {
 		if bytes.Contains(d.InputSchema, []byte("x-mcp-header")) {

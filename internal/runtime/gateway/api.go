@@ -109,6 +109,7 @@ func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) Call
 	if chain == nil {
 		chain = g.opts.Chain
 	}
+	g.Await(ctx, c.Name)
 	cur := g.enter()
 	defer cur.Exit()
 	ctx, end := g.step(ctx, StepCall, c.Name)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,7 @@ type Gateway struct {
 	files *tools.FileSet
 	pool  *pool // rule K3: one for the gateway, sized by the generation in force
 	cur   atomic.Pointer[provision.Generation]
+	swaps sync.Mutex // held by Swap, Advance and Close
 }
 
 // New returns a gateway serving gen, which it owns from then on: a Swap
@@ -114,6 +116,8 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 // retires the generation it replaces: that one releases what it alone held
 // once its calls in flight have finished (rule R3).
 func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
+	g.swaps.Lock()
+	defer g.swaps.Unlock()
 	var n int64 = 1
 	old := g.cur.Load()
 	if old != nil {
@@ -137,6 +141,79 @@ func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "tools", len(gen.Tools))
 	}
 	return gen
+}
+
+// Advance puts next, the generation that completes prev once one more of
+// its MCP servers answered (provision.ProvisionNow), in force in prev's
+// place, under prev's number: the same policy, one server's tools more.
+// It reports false, and retires next, when prev is no longer in force (a
+// reload replaced it, or the gateway closed).
+func (g *Gateway) Advance(prev, next *provision.Generation) bool {
+	g.swaps.Lock()
+	defer g.swaps.Unlock()
+	if g.cur.Load() != prev || prev.Retired() {
+		next.Retire()
+		return false
+	}
+	next.Number, next.LoadedAt, next.Commit = prev.Number, prev.LoadedAt, prev.Commit
+	g.cur.Store(next)
+	prev.Retire()
+	g.log.Info("an MCP server answered or ran out of its bound: its tools are in force, or withheld saying why", "generation", next.Number, "waiting", next.Waits(""), "unavailable", len(next.Unavailable))
+	return true
+}
+
+// Await holds a call of one of names while the generation in force waits
+// for the first answer of that tool's MCP server (provision.Generation.Waits),
+// or with no name a listing while it waits for any: until the server has
+// answered or run out of its bound, or ctx ends. A call is then decided in
+// the generation that follows, on the tool as its server declares it (or
+// refused saying why), never on the open input it is withheld with
+// meanwhile (rules R4, R10). It reports whether it waited.
+func (g *Gateway) Await(ctx context.Context, names ...string) bool {
+	waited := false
+	for {
+		cur := g.cur.Load()
+		if !waits(cur, names) {
+			return waited
+		}
+		select {
+		case <-cur.Superseded():
+			if g.cur.Load() == cur {
+				return waited // closed
+			}
+			waited = true
+		case <-ctx.Done():
+			return waited
+		}
+	}
+}
+
+// awaitLine is Await for a line: a listing waits for every server, a
+// line of calls for the servers of the tools it calls.
+func (g *Gateway) awaitLine(ctx context.Context, req *request, calls []call) {
+	if req.Type == "list_tools" {
+		g.Await(ctx)
+		return
+	}
+	names := make([]string, len(calls))
+	for i, c := range calls {
+		names[i] = c.Name
+	}
+	if len(names) > 0 {
+		g.Await(ctx, names...)
+	}
+}
+
+func waits(cur *provision.Generation, names []string) bool {
+	if len(names) == 0 {
+		return cur.Waits("")
+	}
+	for _, n := range names {
+		if n != "" && cur.Waits(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // Current returns the generation in force.
@@ -164,7 +241,11 @@ func (g *Gateway) enter() *provision.Generation {
 
 // Close retires the generation in force; it releases what it holds once
 // the calls in flight have finished.
-func (g *Gateway) Close() { g.cur.Load().Retire() }
+func (g *Gateway) Close() {
+	g.swaps.Lock()
+	defer g.swaps.Unlock()
+	g.cur.Load().Retire()
+}
 
 // env is the context of a call in this session (rule C5).
 func (g *Gateway) env(id string, chain []string) *tools.Env {
@@ -298,6 +379,9 @@ func (g *Gateway) handle(ctx context.Context, line []byte, text string, dst []by
 	}
 	for i := range calls {
 		calls[i].approvals = req.Approvals
+	}
+	if g.cur.Load().Waits("") {
+		g.awaitLine(ctx, &req, calls)
 	}
 	cur := g.enter()
 	defer cur.Exit()

@@ -35,7 +35,9 @@ type Options struct {
 	// Gateway configures the gateway; its Workdir is also the one path
 	// patterns resolve against, and its Logger receives every log.
 	Gateway gateway.Options
-	// OnSwap runs after each reload that put a new generation in force.
+	// OnSwap runs after each reload that put a new generation in force,
+	// and after each MCP server of the first generation answered (see
+	// provision.ProvisionNow); the two may run at once.
 	OnSwap func(*gateway.Gateway)
 	// Debounce is the watcher's (watch.Options.Debounce); 0 for its default.
 	Debounce time.Duration
@@ -264,8 +266,14 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	// as at load. Set before the first load, whose servers may be down.
 	// The policy itself is loaded again only if its files changed.
 	r.up.OnChange(func(string) { w.Reprovision() })
-	first, err := reg.Provision(ctx, w.Initial())
+	ctx, r.cancel = context.WithCancel(ctx)
+	// The first generation waits for no MCP server: the other tools answer
+	// at once, and each server's tools go in force as it answers (rule
+	// R10). A reload waits for them instead, the generation in force
+	// serving meanwhile.
+	first, err := reg.ProvisionNow(ctx, w.Initial())
 	if err != nil {
+		r.cancel()
 		w.Close()
 		r.host.Close()
 		r.up.Close()
@@ -280,10 +288,18 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		return st.LastError, st.LastErrorAt
 	}
 	r.gw = gateway.New(first, o.Gateway)
-	ctx, r.cancel = context.WithCancel(ctx)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		prev := first
+		for next := range first.Updates() {
+			if r.gw.Advance(prev, next) && o.OnSwap != nil {
+				o.OnSwap(r.gw)
+			}
+			prev = next
+		}
+	})
 	wg.Go(func() { w.Run(ctx) })
 	wg.Go(func() {
 		defer signal.Stop(hup)
