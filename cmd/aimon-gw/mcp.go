@@ -56,6 +56,9 @@ type mcpParams struct {
 	ApprovalWebhook, ApprovalsURL string
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
+	// sdkCalls leaves every tools/call to the SDK's server (tests, and a
+	// benchmark's anchor).
+	sdkCalls bool
 }
 
 // httpFlags are mcp's flags for serving over HTTP.
@@ -169,7 +172,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	ro.Gateway.Session = gateway.NewSession() // the connection is the session (rule P18)
 	err = mcpfront.Serve(ctx, mcpfront.Options{Reload: ro,
-		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(),
+		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(), SDKCalls: p.sdkCalls,
 	})
 	var exit cli.ExitCoder
 	switch {

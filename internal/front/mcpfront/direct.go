@@ -29,17 +29,23 @@ func (s *Surfaces) CallTool(ctx context.Context, chain []string, req *mcp.CallTo
 	if err != nil {
 		return nil, false, err
 	}
-	gw := ts.gw.Load()
 	ts.mu.Lock()
-	listed, headed := ts.listed[req.Params.Name], ts.headed[req.Params.Name]
+	headed := ts.headed[req.Params.Name]
 	ts.mu.Unlock()
 	if headed && p.ProtocolVersion >= newProtocol {
 		return nil, false, ErrNotDirect
 	}
-	if !listed {
-		return toResult(ts.call(withToken(ctx, req), gw, principalOf(req), req.Params.Name, req.Params.Arguments)), false, nil
+	return ts.callTool(ctx, req, p)
+}
+
+// callTool answers a tools/call as m's server answers it through the
+// SDK, on whichever transport read it (CallTool; stdio's guard).
+func (m *toolSet) callTool(ctx context.Context, req *mcp.CallToolRequest, p Peer) (res *mcp.CallToolResult, listed bool, err error) {
+	gw := m.gw.Load()
+	if !m.isListed(req.Params.Name) {
+		return toResult(m.call(withToken(ctx, req), gw, principalOf(req), req.Params.Name, req.Params.Arguments)), false, nil
 	}
-	res, err = ts.handle(ctx, gw, req, p)
+	res, err = m.handle(ctx, gw, req, p)
 	if err != nil || res == nil {
 		return res, true, err
 	}

@@ -36,9 +36,16 @@ type guard struct {
 	// dropped records a tools/call that the client cancelled before any
 	// handler saw it: the SDK answers it with an error, and nothing else
 	// would record it (rule R7).
-	dropped  func(params json.RawMessage)
-	answered chan struct{} // a request left inFlight
-	lastErr  error         // the end of input, met with the last frame (Read's only)
+	dropped func(params json.RawMessage)
+	// direct answers a tools/call itself, instead of the SDK's server;
+	// running cancels each it answers, by key, when the client cancels it.
+	direct   direct
+	running  map[string]context.CancelFunc
+	base     context.Context // the direct calls', cancelled by Close
+	stop     context.CancelFunc
+	answers  sync.WaitGroup // the direct calls not yet answered
+	answered chan struct{}  // a request left inFlight
+	lastErr  error          // the end of input, met with the last frame (Read's only)
 	closed   chan struct{}
 	once     sync.Once
 	frames   chan frame
@@ -50,7 +57,8 @@ type frame struct {
 }
 
 func newGuard(r io.Reader, w io.Writer, max int) *guard {
-	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, calls: map[string]json.RawMessage{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
+	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, calls: map[string]json.RawMessage{}, running: map[string]context.CancelFunc{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
+	g.base, g.stop = context.WithCancel(context.Background())
 	go g.readLoop()
 	return g
 }
@@ -61,7 +69,7 @@ func (g *guard) Connect(context.Context) (mcp.Connection, error) { return g, nil
 func (g *guard) SessionID() string { return "" }
 
 func (g *guard) Close() error {
-	g.once.Do(func() { close(g.closed) })
+	g.once.Do(func() { close(g.closed); g.stop() })
 	return nil
 }
 
@@ -180,7 +188,11 @@ func (g *guard) check(data []byte) jsonrpc.Message {
 		if key, ok := cancelledKey(req.Params); ok {
 			g.cmu.Lock()
 			g.cancelled[key] = true
+			cancel := g.running[key]
 			g.cmu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
 		}
 	}
 	if req.ID.IsValid() {
@@ -198,8 +210,34 @@ func (g *guard) check(data []byte) jsonrpc.Message {
 			g.reply(env.id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request id %s is already in use by a request that has not been answered yet; give each request its own id", env.id))
 			return nil
 		}
+		if req.Method == "tools/call" && g.direct != nil && g.answer(key, req) {
+			return nil
+		}
 	}
 	return env.msg
+}
+
+// answer has direct answer the call req, registered under key so that a
+// cancellation reaches it; false leaves it to the SDK.
+func (g *guard) answer(key string, req *jsonrpc.Request) bool {
+	ctx, cancel := context.WithCancel(g.base)
+	g.cmu.Lock()
+	g.running[key] = cancel
+	g.cmu.Unlock()
+	g.answers.Add(1)
+	answer := func(resp *jsonrpc.Response) {
+		defer g.answers.Done()
+		g.Write(ctx, resp)
+	}
+	if g.direct(ctx, req, answer) {
+		return true
+	}
+	g.answers.Done()
+	g.cmu.Lock()
+	delete(g.running, key)
+	g.cmu.Unlock()
+	cancel()
+	return false
 }
 
 // keyOf spells a request id for the cancelled and in-flight sets as the
@@ -235,8 +273,12 @@ func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
 		key := keyOf(resp.ID.Raw())
 		g.cmu.Lock()
-		cancelled, params, call := g.cancelled[key], g.calls[key], g.calls[key] != nil
+		cancelled, params, call, cancel := g.cancelled[key], g.calls[key], g.calls[key] != nil, g.running[key]
+		delete(g.running, key)
 		g.cmu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
 		if cancelled && call && resp.Error != nil && g.dropped != nil {
 			g.dropped(params)
 		}

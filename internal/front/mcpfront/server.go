@@ -44,6 +44,10 @@ type Options struct {
 	MaxFrameBytes int
 	// Version is the server's version in serverInfo.
 	Version string
+	// SDKCalls leaves every tools/call to the SDK's server, as before the
+	// guard answered them (stdiodirect.go): the other path of the tests that
+	// compare the two, and a benchmark's anchor.
+	SDKCalls bool
 }
 
 // ErrSurface is wrapped by Serve's error when the surface cannot run under
@@ -79,7 +83,7 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return startError{err: err, surface: true}
 	}
-	server := ts.server
+	var session atomic.Pointer[mcp.ServerSession]
 	t := o.Transport
 	if t == nil {
 		max := o.MaxFrameBytes
@@ -88,12 +92,38 @@ func Serve(ctx context.Context, o Options) error {
 		}
 		g := newGuard(o.In, o.Out, max)
 		g.dropped = ts.dropped
+		if !o.SDKCalls {
+			g.direct = ts.directCalls(session.Load)
+		}
+		// No answer is written after Serve returns: the calls it answers
+		// itself end with the session (Close cancels them).
+		defer g.answers.Wait()
 		t = g
 	}
-	if err := server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+	if err := run(ctx, ts.server, t, &session); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil
+}
+
+// run is the SDK's Server.Run, with the session kept for the calls the
+// guard answers.
+func run(ctx context.Context, server *mcp.Server, t mcp.Transport, session *atomic.Pointer[mcp.ServerSession]) error {
+	ss, err := server.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	session.Store(ss)
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-ended
+		return ctx.Err()
+	case err := <-ended:
+		return err
+	}
 }
 
 // toolSet keeps the MCP server's tool list equal to the surface's in the
@@ -105,6 +135,7 @@ type toolSet struct {
 	log    *slog.Logger
 	seq    *atomic.Int64                   // the calls' ids, shared by the surfaces
 	oob    OutOfBand                       // nil: every ask goes to the client
+	impl   *mcp.Implementation             // the server's, for the calls answered without it
 	gw     atomic.Pointer[gateway.Gateway] // the generation's in force, for dropped calls
 
 	mu     sync.Mutex

@@ -79,13 +79,14 @@ func (s *Surfaces) toolSet(chain []string) (*toolSet, error) {
 	if _, err := s.gw.Tools(chain); err != nil {
 		return nil, err
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "aimon-gw", Version: s.version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "aimon-gw", Version: s.version}
+	server := mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: s.log,
 		// Tools only: the gateway sends no log notifications, so it does
 		// not advertise logging.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	ts := &toolSet{ctx: s.ctx, server: server, chain: chain, log: s.log, listed: map[string]bool{}, seq: &s.seq, oob: s.oob}
+	ts := &toolSet{ctx: s.ctx, server: server, impl: impl, chain: chain, log: s.log, listed: map[string]bool{}, seq: &s.seq, oob: s.oob}
 	gw := s.gw
 	// A call of a tool the surface does not list is answered as serve
 	// answers it, over stdio and HTTP alike (rule P9).

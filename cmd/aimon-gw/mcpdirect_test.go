@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"aimon.dev/gw/internal/front/mcpfront"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+)
+
+const relayServerPkg = "aimon.dev/gw/internal/runtime/provision/testdata/relayserver"
+
+// records keeps the decision log's records.
+type records struct {
+	mu  sync.Mutex
+	all []decisionlog.Record
+}
+
+func (r *records) Log(rec decisionlog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, rec)
+	return nil
+}
+
+func (r *records) Err() error { return nil }
+
+// lines are the records as JSON, without what differs from run to run.
+func (r *records) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.all {
+		rec.Time, rec.DurationMS = time.Time{}, 0
+		b, _ := json.Marshal(rec)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// mcpSession runs mcp in this process over pipes, with every tools/call
+// left to the SDK's server or not, and sends it frames one at a time.
+type mcpSession struct {
+	in      io.WriteCloser
+	out     *bufio.Reader
+	done    chan error
+	log     *records
+}
+
+// startMCP serves the policy of dir, whose upstream writes the frames it
+// receives to the file frames.
+func startMCP(t *testing.T, dir, frames string, sdkCalls bool) *mcpSession {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &mcpSession{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1), log: &records{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, Stdin: inR, Stdout: outW, Log: discard, LoadTimeout: time.Minute, Decisions: s.log, sdkCalls: sdkCalls})
+		s.done <- err
+		inR.CloseWithError(fmt.Errorf("mcp has returned: %v", err))
+		outW.Close()
+	}()
+	return s
+}
+
+// send writes frame and returns the answer; a notification has none.
+func (s *mcpSession) send(t *testing.T, frame string) string {
+	t.Helper()
+	if _, err := io.WriteString(s.in, frame+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(frame, `"id"`) {
+		return ""
+	}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer to %s: %v", frame, err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestR7MCPDirectAndSDKAnswerAlike: the same frames, through the front
+// end that answers a tools/call from the frame it read once and through
+// the SDK's server alone, get the same answers byte for byte, reach the
+// upstream as the same frames, and leave the same decision log, under a
+// protocol before 2026-07-28 and under 2026-07-28 (whose requests carry
+// their _meta): upstream tools, unlisted ones, a refused
+// input, missing and null arguments, odd ids and escaped names, and calls
+// the guard leaves to the SDK (a retry's request state, an unknown
+// member, a _meta the SDK refuses).
+func TestR7MCPDirectAndSDKAnswerAlike(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	got := filepath.Join(dir, "frames")
+	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+
+servers: r: {command: [%q], env: AIMON_TEST_FRAMES: %q, expose: ["echo", "two", "image", "structured", "fails", "broken"], pin: false}
+agent: "allowed-tools": ["r__echo", "r__two", "r__image", "r__structured", "r__fails", "r__broken"]
+`, binary(t, relayServerPkg), got))
+	for _, version := range []string{"2025-06-18", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			meta := ""
+			if version >= "2026-07-28" {
+				meta = `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+			}
+			call := func(id, params string) string {
+				return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{` + params + meta + `}}`
+			}
+			frames := []string{
+				`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				call(`1`, `"name":"r__echo","arguments":{"text":"hello <&> \u2028 é"}`),
+				call(`"a"`, `"arguments":{"text":"args first"},"name":"r__echo"`),
+				call(`"\u0033"`, `"name":"r\u005f_two"`),
+				call(`4`, `"name":"r__image","arguments":null`),
+				call(`5`, `"name":"r__structured","arguments":{}`),
+				call(`6`, `"name":"r__fails","arguments":{}`),
+				call(`7`, `"name":"r__broken","arguments":{}`),
+				call(`8`, `"name":"r__echo","arguments":{"text":5}`),
+				call(`9`, `"name":"nope__tool","arguments":{}`),
+				call(`10`, `"name":"Read","arguments":{"file_path":"`+dir+`/f.txt"}`),
+				`{"jsonrpc":"2.0","id":15,"method":"tools/list"}`,
+				call(`11`, `"name":"r__echo","arguments":{"text":"x"},"requestState":"not a token"`),
+				call(`12`, `"name":"r__echo","arguments":{"text":"x"},"extra":1`),
+				`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"r__echo","arguments":{"text":"bad meta"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":5}}}`,
+				call(`14`, `"name":"r__echo","arguments":{"text":"after"}`),
+			}
+			var answers [2][]string
+			var received [2][]string
+			var logs [2][]string
+			var direct [2]int64
+			for i, sdk := range []bool{false, true} {
+				os.Remove(got)
+				s := startMCP(t, dir, got, sdk)
+				before := mcpfront.DirectCalls.Load()
+				for _, f := range frames {
+					answers[i] = append(answers[i], s.send(t, f))
+				}
+				direct[i] = mcpfront.DirectCalls.Load() - before
+				s.in.Close()
+				if err := <-s.done; err != nil {
+					t.Fatal(err)
+				}
+				b, _ := os.ReadFile(got)
+				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					var m map[string]json.RawMessage
+					if json.Unmarshal([]byte(line), &m) == nil && string(m["method"]) == `"tools/call"` {
+						received[i] = append(received[i], string(m["params"]))
+					}
+				}
+				logs[i] = s.log.lines()
+			}
+			for k := range frames {
+				if answers[0][k] != answers[1][k] {
+					t.Errorf("%s\n  direct %s\n     SDK %s", frames[k], answers[0][k], answers[1][k])
+				}
+			}
+			if strings.Join(received[0], "\n") != strings.Join(received[1], "\n") || len(received[0]) < 6 {
+				t.Errorf("the upstream received other calls:\ndirect %s\n   SDK %s", received[0], received[1])
+			}
+			if strings.Join(logs[0], "\n") != strings.Join(logs[1], "\n") {
+				t.Errorf("the decision logs differ:\ndirect %s\n   SDK %s", strings.Join(logs[0], "\n"), strings.Join(logs[1], "\n"))
+			}
+			if direct[0] != 11 || direct[1] != 0 {
+				t.Errorf("the guard answered %d calls itself (the SDK path %d), want 11 (and 0): every plain call", direct[0], direct[1])
+			}
+		})
+	}
+}
