@@ -12,7 +12,11 @@
 #     the same content, ≤ 1.3;
 #   - a refusal under a chain of 1,000-entry lists against 10, ≤ 1.2;
 #   - Read of a 4 KiB file against os.ReadFile, ≤ 1.5;
-#   - Grep against rg and Glob against fd as processes, ≤ 1.0.
+#   - Grep against rg and Glob against fd as processes, ≤ 1.0;
+#   - an upstream Echo call (a go-sdk server over stdio) through mcp, ≤
+#     1.25, and through serve, ≤ 1.12, against a direct go-sdk client call,
+#     beside an SDK-only proxy, a byte relay and mcp with every call left
+#     to the SDK's server (issue 49; wall time, the server a process).
 # bench/scale.sh measures the rows on a policy's load, memory and reload.
 # The serve benchmarks take six times ROUNDS: with fewer, a collection
 # that lands in one input's round moves its median by 0.1.
@@ -35,3 +39,5 @@ go test ./internal/core/allow -run '^$' -bench '^BenchmarkP10RefusalLongLists$' 
 echo "== Read of a 4 KiB file against os.ReadFile (goal 1.5), Grep against rg and Glob against fd (1.0)"
 go test ./internal/exec/builtin -run '^$' -bench '^BenchmarkReadSmall$' -benchtime "$((rounds * 100))x" | pick 'Read'
 go test ./internal/exec/builtin -run '^$' -bench '^Benchmark(GrepVsRipgrep|GlobVsFd)$' -benchtime "$(((rounds + 3) / 4))x" | pick '/(rg|fd)-'
+echo "== an upstream Echo call through mcp (goal 1.25) and serve (1.12) against a direct go-sdk call; anchors: an SDK-only proxy, a byte relay, mcp with the SDK's server answering"
+go test ./cmd/aimon-gw -run '^$' -bench '^BenchmarkUpstreamFrontEnds$' -benchtime "$((rounds * 10))x" | pick '/direct|direct-ns'

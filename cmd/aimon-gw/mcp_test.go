@@ -17,14 +17,14 @@ import (
 
 // mcpClient runs serveMCP in process behind the guard transport, on pipes,
 // and connects the official Go SDK's client to it.
-func mcpClient(t *testing.T, p mcpParams) *mcp.ClientSession {
+func mcpClient(t testing.TB, p mcpParams) *mcp.ClientSession {
 	t.Helper()
 	return mcpClientWith(t, p, nil)
 }
 
 // mcpClientWith is mcpClient with the client's options (its elicitation
 // handler, say).
-func mcpClientWith(t *testing.T, p mcpParams, opts *mcp.ClientOptions) *mcp.ClientSession {
+func mcpClientWith(t testing.TB, p mcpParams, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	inR, inW := io.Pipe()

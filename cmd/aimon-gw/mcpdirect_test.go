@@ -50,10 +50,10 @@ func (r *records) lines() []string {
 // mcpSession runs mcp in this process over pipes, with every tools/call
 // left to the SDK's server or not, and sends it frames one at a time.
 type mcpSession struct {
-	in      io.WriteCloser
-	out     *bufio.Reader
-	done    chan error
-	log     *records
+	in   io.WriteCloser
+	out  *bufio.Reader
+	done chan error
+	log  *records
 }
 
 // startMCP serves the policy of dir, whose upstream writes the frames it

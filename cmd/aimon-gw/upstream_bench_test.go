@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,9 @@ import (
 // server on pipes whose Echo calls the same server through an SDK client
 // and nothing else (no gate, no decision), timed in the same loop;
 // relay/direct is the physical floor of any front end, a client whose
-// frames are copied as bytes to the server's pipes and back (issue 49).
+// frames are copied as bytes to the server's pipes and back, and
+// mcp-sdk/direct is mcp with every tools/call left to the SDK's server
+// (issue 49). Each ratio is the median of the per-round ratios.
 func BenchmarkUpstreamFrontEnds(b *testing.B) {
 	bin := fsServer(b)
 	dir := b.TempDir()
@@ -65,20 +68,10 @@ agent: "allowed-tools": ["fs__echo"]
 		}
 	}
 
-	mInR, mInW := io.Pipe()
-	mOutR, mOutW := io.Pipe()
-	mcpDone := make(chan error, 1)
-	go func() {
-		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, Stdin: mInR, Stdout: mOutW, Log: discard, LoadTimeout: time.Minute})
-		mcpDone <- err
-		mInR.CloseWithError(fmt.Errorf("mcp has returned: %v", err))
-		mOutW.Close()
-	}()
-	viaMCP, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.IOTransport{Reader: mOutR, Writer: mInW}, nil)
-	if err != nil {
-		b.Fatal(err, <-mcpDone)
-	}
-	defer viaMCP.Close()
+	// The second has every tools/call answered by the SDK's server, as
+	// before the guard answered them (issue 49).
+	viaMCP := mcpClient(b, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, LoadTimeout: time.Minute})
+	viaMCPSDK := mcpClient(b, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, LoadTimeout: time.Minute, sdkCalls: true})
 
 	proxied, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin)}, nil)
 	if err != nil {
@@ -116,6 +109,7 @@ agent: "allowed-tools": ["fs__echo"]
 		func() { call(viaMCP, "fs__echo") },
 		func() { call(viaProxy, "echo") },
 		func() { call(viaRelay, "echo") },
+		func() { call(viaMCPSDK, "fs__echo") },
 	}
 	// Warm each path: the servers are started, the first calls made.
 	for range 20 {
@@ -125,27 +119,37 @@ agent: "allowed-tools": ["fs__echo"]
 	}
 	// Each round starts at the next path, so that none is always the one
 	// after another (whose server has just run, whose garbage is fresh).
-	took := make([]time.Duration, len(paths))
+	took := make([][]time.Duration, len(paths))
 	round := 0
 	for b.Loop() {
 		for i := range paths {
 			k := (round + i) % len(paths)
 			t0 := time.Now()
 			paths[k]()
-			took[k] += time.Since(t0)
+			took[k] = append(took[k], time.Since(t0))
 		}
 		round++
 	}
-	d := float64(took[0])
-	b.ReportMetric(d/float64(b.N), "direct-ns/call")
-	b.ReportMetric(float64(took[1])/d, "serve/direct")
-	b.ReportMetric(float64(took[2])/d, "mcp/direct")
-	b.ReportMetric(float64(took[3])/d, "proxy/direct")
-	b.ReportMetric(float64(took[4])/d, "relay/direct")
+	// Medians of the per-round ratios: a shared machine's spikes move a
+	// mean, not a median.
+	ratio := func(k int) float64 {
+		rs := make([]float64, len(took[0]))
+		for i := range rs {
+			rs[i] = float64(took[k][i]) / float64(took[0][i])
+		}
+		slices.Sort(rs)
+		return rs[len(rs)/2]
+	}
+	med := slices.Clone(took[0])
+	slices.Sort(med)
+	b.ReportMetric(float64(med[len(med)/2]), "direct-ns/call")
+	b.ReportMetric(ratio(1), "serve/direct")
+	b.ReportMetric(ratio(2), "mcp/direct")
+	b.ReportMetric(ratio(3), "proxy/direct")
+	b.ReportMetric(ratio(4), "relay/direct")
+	b.ReportMetric(ratio(5), "mcp-sdk/direct")
 	inW.Close()
-	mInW.Close()
 }
-
 // byteRelay is a client session with the server bin through a relay that
 // copies bytes between the client's pipes and the server's, and reads
 // nothing: the floor of a front end between the two.
