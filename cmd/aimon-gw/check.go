@@ -17,6 +17,7 @@ import (
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/front/replay"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
 )
@@ -29,6 +30,9 @@ type checkParams struct {
 	// Principal is the caller, as mcp --listen knows it (a subject, or
 	// claims as JSON): the calls run on the chain the policy maps it to.
 	Principal string
+	// Session is a file of the session's earlier lines (rule P18): the
+	// user's words, calls and their results; "" for none.
+	Session string
 	// LoadTimeout bounds the policy load, and Ctx ends it (SIGTERM); nil
 	// for never.
 	LoadTimeout time.Duration
@@ -42,14 +46,15 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Name:      "check",
 		Usage:     "say whether a call would be allowed, and why, without running it",
 		ArgsUsage: "CALL (a tool_use block as JSON, or - to read it from standard input)",
-		Flags:     append(policyFlags(), principalFlag()),
+		Flags: append(policyFlags(), principalFlag(),
+			&cli.StringFlag{Name: "session", Usage: "decide in the session this file of earlier lines saw: the user's words, calls and their results (tool_result blocks), in the line protocol"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("aimon-gw check takes one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read it from standard input.", exitUsage)
 			}
 			return check(checkParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
-				Call: c.Args().First(), Principal: c.String("principal"), LoadTimeout: c.Duration("load-timeout"), Ctx: c.Context, Stdin: stdin, Stdout: stdout,
+				Call: c.Args().First(), Principal: c.String("principal"), Session: c.String("session"), LoadTimeout: c.Duration("load-timeout"), Ctx: c.Context, Stdin: stdin, Stdout: stdout,
 			})
 		},
 	}
@@ -122,6 +127,12 @@ func check(p checkParams) error {
 		}
 	}
 	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}) // an ask is reported as it is
+	var session gateway.Session
+	if p.Session != "" {
+		if session, err = readSession(orBackground(p.Ctx), gw, p.Session); err != nil {
+			return err
+		}
+	}
 	refused := false
 	single := p.Call != "-" && len(parsed) == 1
 	for _, c := range parsed {
@@ -135,6 +146,7 @@ func check(p checkParams) error {
 		if c.ID == "" {
 			c.ID = "check"
 		}
+		c.Call.Session = session
 		chain, v := gw.Decide(c.surface, c.Call)
 		refused = refused || !v.Allowed
 		if err := printVerdict(p.Stdout, c.Name, chain, v, single); err != nil {
@@ -196,4 +208,18 @@ func principalChain(gen *policy.Generation, spec string, process []string) ([]st
 		return nil, cli.Exit(fmt.Sprintf("aimon-gw: %s runs on %s, which does not begin with --surface %s.", claims, strings.Join(chain, ","), strings.Join(process, ",")), exitFinding)
 	}
 	return chain, nil
+}
+
+// readSession is the session the file of earlier lines saw (--session).
+func readSession(ctx context.Context, gw *gateway.Gateway, path string) (gateway.Session, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("aimon-gw check: --session: %v; give a file of the session's earlier lines.", err), exitUsage)
+	}
+	defer f.Close()
+	s, err := replay.ReadSession(ctx, gw, f, path)
+	if err != nil {
+		return nil, cli.Exit("aimon-gw check: --session "+err.Error()+".", exitUsage)
+	}
+	return s, nil
 }

@@ -581,6 +581,7 @@ func (c *compiler) tests(g *Generation, v cue.Value) {
 				c.warn(c.pos(sv, 0), "test", "test %q runs on %s, a surface the policy does not declare; declared are %s.", t.Name, ref, joinNames(g.SurfaceRefs()))
 			}
 		}
+		t.Session = c.testSession(g, t.Name, tv.LookupPath(cue.ParsePath("session"))) // provenance.go
 		if t.Reason != "" {
 			if _, err := regexp.Compile(t.Reason); err != nil {
 				c.warn(c.pos(tv.LookupPath(cue.ParsePath("reason")), 0), "test", "test %q: reason is not a valid regular expression: %v.", t.Name, err)

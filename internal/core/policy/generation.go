@@ -342,6 +342,21 @@ type Test struct {
 	Ask       bool // the call must need approval (rule P14)
 	Rule      rule.ID
 	Reason    string // a regular expression the sentence must match
+	// Session is what the case's session saw before its call (rule P18),
+	// in order; none for a call decided alone.
+	Session []Step `json:",omitempty"`
+}
+
+// A Step is what a test's session saw before its call (rule P18): the
+// user's words (User), or a call and the result it returned (Result), or
+// a call that failed (Error), whose result labels nothing.
+type Step struct {
+	Pos    Position
+	User   string          `json:",omitempty"`
+	Tool   string          `json:",omitempty"`
+	Input  json.RawMessage `json:",omitempty"`
+	Result string          `json:",omitempty"`
+	Error  bool            `json:",omitempty"`
 }
 
 // SandboxSpec is a tool's sandbox block as the policy wrote it.

@@ -142,3 +142,44 @@ func inputFields(t *Tool) []string {
 	slices.Sort(out)
 	return out
 }
+
+// testSession reads a test's session: each step the user's words, or a
+// call of a tool the policy defines with its result; what cannot be used
+// is a warning at its place, as the rest of a test's problems are.
+func (c *compiler) testSession(g *Generation, name string, v cue.Value) []Step {
+	iter, err := v.List()
+	if err != nil {
+		return nil
+	}
+	var out []Step
+	for i := 1; iter.Next(); i++ {
+		sv := iter.Value()
+		st := Step{Pos: c.pos(sv, 0), User: str(sv.LookupPath(cue.ParsePath("user"))), Tool: str(sv.LookupPath(cue.ParsePath("tool"))),
+			Result: str(sv.LookupPath(cue.ParsePath("result"))), Error: boolean(sv.LookupPath(cue.ParsePath("error")))}
+		switch {
+		case (st.User == "") == (st.Tool == ""):
+			c.warn(st.Pos, rule.P18, "test %q: step %d of its session must give either user (the user's words) or tool and input (a call and its result), not both or neither.", name, i)
+			continue
+		case st.Tool != "":
+			if _, ok := g.Tools[st.Tool]; !ok {
+				msg := fmt.Sprintf("test %q: step %d of its session calls %s, a tool the policy does not define", name, i, st.Tool)
+				if near := tools.Closest(st.Tool, g.Names()); near != "" {
+					msg += fmt.Sprintf("; did you mean %q?", near)
+				} else {
+					msg += "; " + theTools(g.Names())
+				}
+				c.warn(st.Pos, rule.P18, "%s", msg)
+				continue
+			}
+			in := sv.LookupPath(cue.ParsePath("input"))
+			data, err := in.MarshalJSON()
+			if !in.Exists() || err != nil {
+				c.warn(st.Pos, rule.P18, "test %q: step %d of its session needs its call's input as concrete JSON.", name, i)
+				continue
+			}
+			st.Input = data
+		}
+		out = append(out, st)
+	}
+	return out
+}

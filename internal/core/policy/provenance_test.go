@@ -76,3 +76,40 @@ provenance: Echo: message: ["the user"]
 		t.Errorf("an unknown source: %v", err)
 	}
 }
+
+// TestP18TestSessionBadInput: a test's session step that gives both the
+// user's words and a call, neither, a tool the policy does not define, or
+// no input: a warning at its place, as the rest of a test's problems are.
+func TestP18TestSessionBadInput(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: Echo: schema.#Echo
+tests: t: {tool: "Echo", input: message: "x", allowed: true, session: [
+	{user: "hi", tool: "Echo", input: message: "x"},
+	{result: "x"},
+	{tool: "Ecko", input: message: "x"},
+	{tool: "Echo"},
+	{user: "fine"},
+]}
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, w := range g.Warnings {
+		text = append(text, w.String())
+	}
+	all := strings.Join(text, "\n")
+	for _, w := range []string{
+		`policy.cue:8:2: test "t": step 1 of its session must give either user (the user's words) or tool and input`,
+		`policy.cue:9:2: test "t": step 2 of its session must give either`,
+		`policy.cue:10:2: test "t": step 3 of its session calls Ecko, a tool the policy does not define; did you mean "Echo"?`,
+		`policy.cue:11:2: test "t": step 4 of its session needs its call's input as concrete JSON.`,
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("the warnings lack %q; got:\n%s", w, all)
+		}
+	}
+	if len(g.Tests) != 1 || len(g.Tests[0].Session) != 1 || g.Tests[0].Session[0].User != "fine" {
+		t.Errorf("the test's session: %+v", g.Tests)
+	}
+}

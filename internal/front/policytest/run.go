@@ -113,6 +113,8 @@ func decide(gw *gateway.Gateway, t policy.Test) Result {
 		r.Got = rule.Refused(rule.P10, err.Error()+".")
 	case err != nil:
 		r.Got = rule.Refused(rule.R5, err.Error())
+	case len(t.Session) > 0:
+		r.Got = decideInSession(gw, surface, t)
 	default:
 		r.Got = gw.Check(surface, "test", t.Tool, t.Input)
 	}
@@ -156,4 +158,26 @@ func principal(gen *policy.Generation, c policy.Claims, surface []string) ([]str
 		return nil, fmt.Errorf("The case's surface %s does not begin with its principal's chain %s, which a call may only extend.", strings.Join(surface, ","), strings.Join(chain, ","))
 	}
 	return surface, nil
+}
+
+// decideInSession decides the case's call in a session of its own that saw
+// its steps first (rule P18): the user's words, and each call's result,
+// labelled as the policy's labels say (a call that failed labels nothing).
+func decideInSession(gw *gateway.Gateway, surface []string, t policy.Test) rule.Decision {
+	s := gateway.NewSession()
+	for i, st := range t.Session {
+		if st.User != "" {
+			gateway.NoteUser(s, st.User)
+			continue
+		}
+		if st.Error {
+			continue
+		}
+		c := gateway.Call{ID: fmt.Sprintf("step%d", i+1), Name: st.Tool, Input: st.Input, Session: s}
+		if _, err := gw.Label(context.Background(), surface, c, st.Result); err != nil {
+			return rule.Refused(rule.P18, fmt.Sprintf("step %d of the session could not label it: %v.", i+1, err))
+		}
+	}
+	_, d := gw.Decide(surface, gateway.Call{ID: "test", Name: t.Tool, Input: t.Input, Session: s})
+	return d
 }
