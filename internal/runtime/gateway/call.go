@@ -448,17 +448,20 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 	case d.Rule == rule.P14:
 		key = allow.DeniedTools
 	}
-	var out []string
+	if len(d.Entries) == 0 {
+		return nil
+	}
+	out, refs := make([]string, 0, len(d.Entries)), rooted(chain)
 	for _, e := range d.Entries {
-		for _, ref := range rooted(chain) {
+		for _, ref := range refs {
 			if s := cur.Surfaces[ref]; s != nil {
-				pos, ok := cur.Place(s, e, key)
+				at, ok := cur.PlaceText(s, e, key)
 				if !ok {
 					// Decided on the entry with its ./ resolved; written with it.
-					pos, ok = cur.Place(s, asWritten(e, workdir), key)
+					at, ok = cur.PlaceText(s, asWritten(e, workdir), key)
 				}
 				if ok {
-					out = append(out, pos.String())
+					out = append(out, at)
 					break
 				}
 			}

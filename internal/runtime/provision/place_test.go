@@ -38,6 +38,9 @@ func TestP10PlaceIsTheSurfaces(t *testing.T) {
 			if got != want || ok != wok {
 				t.Errorf("Place(%s, %s) = %v %v; the surface's scan %v %v", tc.entry, tc.key, got, ok, want, wok)
 			}
+			if text, ok := g.PlaceText(s, tc.entry, tc.key); ok != wok || ok && text != want.String() {
+				t.Errorf("PlaceText(%s, %s) = %q %v; the surface's scan %q %v", tc.entry, tc.key, text, ok, want.String(), wok)
+			}
 		})
 	}
 }
