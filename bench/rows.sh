@@ -17,6 +17,18 @@
 #     1.25, and through serve, ≤ 1.12, against a direct go-sdk client call,
 #     beside an SDK-only proxy, a byte relay and mcp with every call left
 #     to the SDK's server (issue 49; wall time, the server a process).
+# The other rows of issue 49 follow, each beside its anchor in one run:
+#   - a tools/call through mcp --listen against the go-sdk's stateful
+#     streamable server for one session, wall and processor time, ≤ 1.0;
+#   - aimon-gw's one decision, gate included, against Cedar-go deciding
+#     the same 10-entry policy without a gate, ≤ 1.0, and at 1,000 entries
+#     (bench/cedar, a module of its own);
+#   - exec to the tool list of 1,000 tools loaded afresh (--cache off),
+#     ≤ 300 ms, beside 10 tools; an editor's save of a 500-tool policy to
+#     in force in a running serve, ≤ 250 ms, beside 2 tools;
+#   - Grep against rg, wall and processor time, ≤ 1.0 (above);
+#   - serve's Echo against the stdlib floor (bench/serve.sh), wall and
+#     processor time, ≤ 1.5.
 # bench/scale.sh measures the rows on a policy's load, memory and reload.
 # The serve benchmarks take six times ROUNDS: with fewer, a collection
 # that lands in one input's round moves its median by 0.1.
@@ -41,3 +53,12 @@ go test ./internal/exec/builtin -run '^$' -bench '^BenchmarkReadSmall$' -benchti
 go test ./internal/exec/builtin -run '^$' -bench '^Benchmark(GrepVsRipgrep|GlobVsFd)$' -benchtime "$(((rounds + 3) / 4))x" | pick '/(rg|fd)-'
 echo "== an upstream Echo call through mcp (goal 1.25) and serve (1.12) against a direct go-sdk call; anchors: an SDK-only proxy, a byte relay, mcp with the SDK's server answering"
 go test ./cmd/aimon-gw -run '^$' -bench '^BenchmarkUpstreamFrontEnds$' -benchtime "$((rounds * 10))x" | pick '/direct|direct-ns'
+echo "== issue 49: mcp --listen's tools/call against the go-sdk's stateful server, one session (goal 1.0)"
+go test ./internal/front/httpfront -run '^$' -bench '^BenchmarkListenCall$' -benchtime "${rounds}x" | pick '^x:'
+echo "== issue 49: one decision with the gate against Cedar-go without one, 10 and 1,000 entries (goal 1.0)"
+(cd bench/cedar && go test -run '^$' -bench '^BenchmarkDecisionVsCedar$' -benchtime "$(((rounds + 1) / 2))x") | pick '^x:|1000/10|µs'
+echo "== issue 49: exec to the list of 1,000 tools, --cache off (goal 300 ms); a 500-tool edit to in force, as a process (goal 250 ms)"
+go test ./bench/scale -run '^$' -bench '^BenchmarkStartProcess$' -benchtime "$(((rounds + 1) / 2))x" | pick 'ms'
+go test ./bench/scale -run '^$' -bench '^BenchmarkReloadProcess$' -benchtime "$(((rounds + 1) / 2))x" | pick 'ms|500/2'
+echo "== issue 49: serve's Echo against the stdlib floor, wall and processor time (goal 1.5)"
+bench/serve.sh $((rounds * 2500)) 3
