@@ -712,11 +712,13 @@ func TestP15HTTPAsksThePerson(t *testing.T) {
 // TestR5HTTPProcessChainIsACeiling: under --surface agent,subagent:reviewer
 // a caller the policy maps to the agent is refused (403), one mapped to the
 // reviewer is served; and the HTTP hook denies an input whose chain is
-// above its caller's.
+// above its caller's, with the sentence serve gives a line, and records
+// it.
 func TestR5HTTPProcessChainIsACeiling(t *testing.T) {
 	t.Parallel()
 	dir, wd := moduleDir(t, httpPolicy), t.TempDir()
-	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--surface", "agent,subagent:reviewer", "--tokens", tokensFile(t, staticTokens))
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--surface", "agent,subagent:reviewer", "--tokens", tokensFile(t, staticTokens), "--decision-log", dlog)
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	if status, _, body := g.post("/mcp", "tok-alice", list); status != 403 || !strings.Contains(body, "does not begin with this gateway's chain [agent, subagent:reviewer]") {
 		t.Errorf("alice, on the agent: %d %q", status, body)
@@ -724,9 +726,28 @@ func TestR5HTTPProcessChainIsACeiling(t *testing.T) {
 	if got := toolNames(t, g.session("tok-rita", "", nil)); got != "Read" {
 		t.Errorf("rita's tools: %s", got)
 	}
-	input := `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"` + wd + `/a"}}`
-	if status, _, body := g.post("/hooks/claude-code", "tok-rita", input); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "does not begin with it") {
+	input := `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"` + wd + `/a"},"tool_use_id":"up"}`
+	if status, _, body := g.post("/hooks/claude-code", "tok-rita", input); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "does not begin with this gateway's chain [agent, subagent:reviewer]") {
 		t.Errorf("the hook, an input on the agent from a reviewer: %d %s", status, body)
+	}
+	// Nothing moves for it either: a leading cd is refused with the call.
+	cd := `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd /"},"tool_use_id":"cd"}`
+	if status, _, body := g.post("/hooks/claude-code", "tok-rita", cd); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "does not begin with this gateway's chain") {
+		t.Errorf("the hook, a cd on the agent from a reviewer: %d %s", status, body)
+	}
+	// An input whose cwd is not the directory the policy's ./ patterns
+	// were resolved against cannot be decided as Claude Code means it.
+	other := t.TempDir()
+	elsewhere := `{"cwd":"` + other + `","hook_event_name":"PreToolUse","agent_type":"reviewer","tool_name":"Read","tool_input":{"file_path":"` + other + `/a"},"tool_use_id":"elsewhere"}`
+	if status, _, body := g.post("/hooks/claude-code", "tok-rita", elsewhere); status != 200 || !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "and the input's cwd is "+other) {
+		t.Errorf("the hook, an input in another directory: %d %s", status, body)
+	}
+	g.stop()
+	// Refused by the one decision, so recorded as every refusal is.
+	recs := readRecords(t, dlog)
+	if len(recs) != 3 || recs[0]["call_id"] != "up" || recs[0]["rule"] != "R5" || recs[0]["principal"] != "rita" || recs[1]["call_id"] != "cd" || recs[1]["allowed"] != false ||
+		recs[2]["call_id"] != "elsewhere" || recs[2]["rule"] != "R7" {
+		t.Errorf("the decision log: %v", recs)
 	}
 }
 

@@ -45,6 +45,9 @@ type Input struct {
 	// it reads (CLAUDE_PROJECT_DIR, which it gives its hooks); Cwd when
 	// not given.
 	Project string `json:"-"`
+	// Unread is why the front end cannot decide the input as the runtime
+	// means it: the one decision refuses, and records, it (rule R7).
+	Unread string `json:"-"`
 }
 
 // Output is the hook's answer.
@@ -134,7 +137,10 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	// A leading cd moves Claude Code's shell, outside the sandbox; what
 	// follows it is decided, and runs, in the directory it moves to.
 	cdDir, cdFrom := "", in.Cwd
-	if wrap != nil && wrap.Shell == "" && in.ToolName == wrap.shell() && in.Cwd != "" {
+	// Nothing moves for an input the decision below refuses unread or
+	// above the caller's chain.
+	within := opts.Chain == nil || gateway.Extends(opts.Chain, chain)
+	if wrap != nil && wrap.Shell == "" && in.ToolName == wrap.shell() && in.Cwd != "" && in.Unread == "" && within {
 		var call map[string]any
 		if json.Unmarshal(in.ToolInput, &call) == nil {
 			cmd, _ := call["command"].(string)
@@ -160,8 +166,8 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	if id == "" {
 		id = "hook"
 	}
-	c := gateway.Call{ID: id, Name: in.ToolName, Input: input}
-	if in.Cwd == "" {
+	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread}
+	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
 	_, d := gw.Decide(chain, c)
@@ -208,7 +214,12 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 // relative to the input's cwd; tools the policy does not define by its MCP
 // entries or unknownTools. input is the call's input, {} for none.
 func hookGateway(gen *provision.Generation, in Input, chain []string, home string, opts gateway.Options) (*gateway.Gateway, json.RawMessage) {
-	opts.Workdir, opts.Chain = in.Cwd, chain
+	// A chain the caller gave is a ceiling the input's must begin with,
+	// as a line's (rule R5); else the input's own is the gateway's.
+	opts.Workdir = in.Cwd
+	if opts.Chain == nil {
+		opts.Chain = chain
+	}
 	opts.Paths = gateway.PathForm{Home: home, Trim: true}
 	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
 	input := in.ToolInput

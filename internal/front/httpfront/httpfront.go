@@ -562,17 +562,15 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 		// Retired by a reload a moment ago: the next is in force.
 	}
 	defer cur.Exit()
-	if chain := cchook.Chain(cur.Generation, in); len(chain) < len(c.chain) || !slices.Equal(chain[:len(c.chain)], c.chain) {
-		return cchook.Blocked(fmt.Sprintf("%s runs on %s, and this input's chain %s does not begin with it; the call is blocked.", c.claims, strings.Join(c.chain, ","), strings.Join(chain, ",")))
-	}
 	wd := f.o.Reload.Gateway.Workdir
 	if in.Cwd != wd && cur.Relative() {
-		return cchook.Blocked(fmt.Sprintf("The policy has ./ patterns, which this gateway resolved against its working directory %s, and the input's cwd is %s; the call is blocked. Write absolute patterns, or use the command hook.", wd, in.Cwd))
+		in.Unread = fmt.Sprintf("The policy has ./ patterns, which this gateway resolved against its working directory %s, and the input's cwd is %s; the call is blocked. Write absolute patterns, or use the command hook.", wd, in.Cwd)
 	}
 	// The hook's gateway lives for one decision: its logs would only say
-	// again which policy is in force.
+	// again which policy is in force. The caller's chain is the ceiling
+	// of the input's, refused and recorded by the one decision (R5).
 	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true,
-		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims, Session: f.hookSession(cur, in, c)}
+		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims, Session: f.hookSession(cur, in, c), Chain: c.chain}
 	return cchook.DecideWrapped(cur, in, opts, f.o.Wrap)
 }
 

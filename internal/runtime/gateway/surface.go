@@ -41,10 +41,17 @@ func (g *Gateway) LineChain(surface []string) ([]string, error) {
 		return nil, fmt.Errorf("The line's surface chain has %d references (%d bytes); at most %d references and %d bytes are accepted. Send the chain of the run that made the call.", len(surface), size, MaxChainRefs, MaxChainBytes)
 	}
 	line := rooted(surface)
-	if len(line) < len(g.opts.Chain) || !slices.Equal(line[:len(g.opts.Chain)], g.opts.Chain) {
-		return nil, fmt.Errorf("The line's surface chain %s does not begin with this gateway's chain %s, which a line may only extend; send a chain that starts with it, or none.", show(line), show(g.opts.Chain))
+	if !Extends(g.opts.Chain, surface) {
+		return nil, fmt.Errorf("The call's surface chain %s does not begin with this gateway's chain %s, which a call may only extend; send a chain that starts with it, or none.", show(line), show(g.opts.Chain))
 	}
 	return line, nil
+}
+
+// Extends reports whether chain, rooted as a line's, begins with ceiling:
+// whether a gateway of chain ceiling decides it, or refuses it (R5).
+func Extends(ceiling, chain []string) bool {
+	line := rooted(chain)
+	return len(line) >= len(ceiling) && slices.Equal(line[:len(ceiling)], ceiling)
 }
 
 func show(chain []string) string { return "[" + strings.Join(chain, ", ") + "]" }
