@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -12,6 +13,10 @@ import (
 
 type importParams struct {
 	File string
+	// Files are the runtime's files to import (codex, gemini-cli), and
+	// Project the workspace they are read for.
+	Files   []string
+	Project string
 	// Lossy writes the policy even when a rule could not be kept exactly
 	// (each is then stricter than in Claude Code).
 	Lossy          bool
@@ -33,7 +38,7 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 				}
 				return importClaudeCode(importParams{File: c.Args().First(), Lossy: c.Bool("lossy"), Stdout: stdout, Stderr: stderr})
 			},
-		}},
+		}, importCodexCommand(stdout, stderr), importGeminiCommand(stdout, stderr)},
 	}
 }
 
@@ -49,15 +54,21 @@ func importClaudeCode(p importParams) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
 	}
-	if len(im.Lossy) > 0 && !p.Lossy {
-		for _, l := range im.Lossy {
-			fmt.Fprintln(p.Stderr, "aimon-gw import claude-code: "+l+".")
+	return p.write("claude-code", "Claude Code", im.Source, im.Notes, im.Lossy)
+}
+
+// write prints an imported policy, or, when a rule could not be kept
+// exactly and --lossy was not given, each such rule and no policy.
+func (p importParams) write(name, runtime, source string, notes, lossy []string) error {
+	if len(lossy) > 0 && !p.Lossy {
+		for _, l := range lossy {
+			fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+strings.TrimSuffix(l, ".")+".")
 		}
-		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in Claude Code.", len(im.Lossy)), exitFinding)
+		return cli.Exit(fmt.Sprintf("aimon-gw import %s: %d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s.", name, len(lossy), runtime), exitFinding)
 	}
-	fmt.Fprint(p.Stdout, im.Source)
-	for _, n := range im.Notes {
-		fmt.Fprintln(p.Stderr, "aimon-gw import claude-code: "+n)
+	fmt.Fprint(p.Stdout, source)
+	for _, n := range notes {
+		fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+n)
 	}
 	return nil
 }

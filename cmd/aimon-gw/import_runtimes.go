@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"aimon.dev/gw/internal/front/codeximport"
+	"aimon.dev/gw/internal/front/geminiimport"
+	"aimon.dev/gw/internal/front/importkit"
+)
+
+var lossyFlag = &cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}
+
+// importRuntime is the import subcommand of a runtime whose rules lie in
+// several files: each argument a file, or a directory read as the
+// runtime reads it.
+func importRuntime(name, runtime, usage, args, example string, stdout, stderr io.Writer,
+	files func(string) ([]string, error), imp func(files []string, project string) (*importkit.Imported, error)) *cli.Command {
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage,
+		ArgsUsage: args,
+		Flags: []cli.Flag{lossyFlag,
+			&cli.StringFlag{Name: "project", Usage: "the project the agent works in (default: the current directory)"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.Exit(fmt.Sprintf("aimon-gw import %s takes the files to import: %s.", name, example), exitUsage)
+			}
+			p := importParams{Lossy: c.Bool("lossy"), Project: c.String("project"), Stdout: stdout, Stderr: stderr}
+			if p.Project == "" {
+				p.Project, _ = os.Getwd()
+			}
+			abs, err := filepath.Abs(p.Project)
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("aimon-gw import %s: --project %s: %v.", name, p.Project, err), exitUsage)
+			}
+			p.Project = abs
+			for _, a := range c.Args().Slice() {
+				fs, err := files(a)
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("aimon-gw import %s: %v.", name, err), exitUsage)
+				}
+				p.Files = append(p.Files, fs...)
+			}
+			im, err := imp(p.Files, p.Project)
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("aimon-gw import %s: %v.", name, err), exitUsage)
+			}
+			return p.write(name, runtime, im.Source, im.Notes, im.Lossy)
+		},
+	}
+}
+
+func importCodexCommand(stdout, stderr io.Writer) *cli.Command {
+	return importRuntime("codex", "Codex", "a policy from Codex's execpolicy rules and config.toml",
+		"[--project DIR] CODEX_HOME | FILE.rules... [config.toml]", "aimon-gw import codex ~/.codex > policy.cue",
+		stdout, stderr, codeximport.Files, codeximport.Import)
+}
+
+func importGeminiCommand(stdout, stderr io.Writer) *cli.Command {
+	return importRuntime("gemini-cli", "Gemini CLI", "a policy from Gemini CLI's policy files and settings.json",
+		"[--project DIR] ~/.gemini | FILE.toml... [settings.json]", "aimon-gw import gemini-cli ~/.gemini > policy.cue",
+		stdout, stderr, geminiimport.Files, geminiimport.Import)
+}
