@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,18 +90,7 @@ func ranProbes(t *testing.T, root string, settings map[string]any, hook string) 
 	for i, p := range importProbes {
 		res := srv.Result(claudecode.ID("MAIN", i, 0))
 		results = append(results, p.name+": "+res)
-		var happened bool
-		switch {
-		case strings.HasPrefix(p.marker, "!"):
-			_, err := os.Stat(filepath.Join(root, p.marker[1:]))
-			happened = err != nil
-		case strings.Contains(p.marker, "/"):
-			_, err := os.Stat(filepath.Join(root, p.marker))
-			happened = err == nil
-		default:
-			happened = strings.Contains(res, p.marker)
-		}
-		if happened {
+		if probeRan(root, p.marker, res) {
 			ran = append(ran, p.name)
 		}
 	}
@@ -158,16 +146,7 @@ func TestP14ClaudeCodeImportIsFaithful(t *testing.T) {
 			}
 			policy := moduleDir(t, string(src))
 			got, hookResults := ranProbes(t, hooked, nil, shellQuote(gatewayBinary(t))+" hook claude-code --policy "+shellQuote(policy))
-			for _, p := range got {
-				if !slices.Contains(want, p) {
-					t.Errorf("%s: ran under the imported policy, not under Claude Code's own rules", p)
-				}
-			}
-			for _, p := range want {
-				if !slices.Contains(got, p) {
-					t.Errorf("%s: ran under Claude Code's own rules, not under the imported policy", p)
-				}
-			}
+			wantSameRuns(t, "Claude Code", want, got)
 			if t.Failed() {
 				t.Logf("own rules ran %q\nthe imported policy ran %q\n%s\nown results:\n%s\nhook results:\n%s", want, got, src,
 					strings.Join(ownResults, "\n"), strings.Join(hookResults, "\n"))

@@ -156,7 +156,7 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 			return nil, fmt.Errorf("%s is neither a Gemini CLI policy file (.toml) nor its settings.json", f)
 		}
 	}
-	b := &importkit.Builder{Runtime: "gemini-cli", Schema: "geminicli", Files: files, Shell: Shell, Tools: "geminicli.#Tools", Unknown: "ask"}
+	b := &importkit.Builder{Runtime: "gemini-cli", Schema: "geminicli", Files: files, Shell: Shell, Tools: "geminicli.#Tools", Unknown: "deny"}
 	rules = append(rules, settingsRules(b, set, filepath.Base(setFile))...)
 	for _, t := range readOnly {
 		rules = append(rules, rule{pos: "Gemini CLI's default policy read-only.toml", tool: t, decision: "allow", priority: defaultTier + 0.05, everywhere: true})
@@ -169,10 +169,10 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 		im.translate(i)
 	}
 	im.narrowMCP(set)
-	b.UnknownNote = map[string]string{
-		"ask":  "A tool this policy does not mention is left to Gemini CLI's own prompt (gemini -p refuses it), as Gemini asks for a tool no rule names.",
-		"deny": "A tool this policy does not mention is refused.",
-	}[b.Unknown]
+	// An ask from the hook leaves gemini -p waiting for an answer that
+	// never comes, so a tool no rule names is refused, as any call no
+	// rule allows is.
+	b.UnknownNote = "A tool this policy does not mention is refused (Gemini CLI asks for one no rule names; gemini -p refuses it)."
 	b.Put(importkit.Allow, "", b.Note("Gemini CLI asks before a call no rule allows (gemini -p refuses it); here such a call is refused."))
 	return b.Result(), nil
 }
@@ -734,7 +734,7 @@ func (im *importer) unknown(r rule, k importkit.Kind, note *string) {
 			*note = b.Lose("%s names tools geminicli.#Tools does not declare; they are left to unknownTools, set to \"deny\", which refuses every tool the policy does not mention", r)
 		}
 	case k == importkit.Ask:
-		*note += " " + b.Note("A tool the policy does not name is left to unknownTools %q.", b.Unknown)
+		*note = b.Lose("%s asks for tools the policy cannot name (a tool geminicli.#Tools does not declare, or an MCP server no rule or setting names); unknownTools refuses them", r)
 	default:
 		*note = b.Lose("%s allows tools the policy cannot name (a tool geminicli.#Tools does not declare, or an MCP server no rule or setting names); unknownTools answers them, never allowing them", r)
 	}
