@@ -202,6 +202,7 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 	gw.Await(ctx, name) // its parameters are the server's, once it answered
 	input = dropClientParameters(gw.Current(), name, input)
 	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
+	c.Session, _ = ctx.Value(sessionKey{}).(gateway.Session)
 	return gw.CallApproved(ctx, m.chain, c)
 }
 
@@ -212,7 +213,30 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 // person's answer and that state runs only if the person approved. A
 // client that declares no elicitation cannot be asked: the call is refused
 // with a sentence.
+//
+// Over HTTP a policy's sessions (rule P18) are sealed handles: the call's
+// _meta names its session's (gateway.SessionMeta), or none to begin one,
+// and its result carries the handle to send back; a handle the gateway
+// did not seal, or sealed for another caller, is refused with a sentence.
 func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest, p Peer) (*mcp.CallToolResult, error) {
+	sent, _ := req.Params.Meta[gateway.SessionMeta].(string)
+	sess, handle, err := gw.OpenSession(principalOf(req), sent)
+	if err != nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+	}
+	res, err := m.handleCall(context.WithValue(ctx, sessionKey{}, sess), gw, req, p)
+	if res != nil && handle != "" {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[gateway.SessionMeta] = handle
+	}
+	return res, err
+}
+
+type sessionKey struct{}
+
+func (m *toolSet) handleCall(ctx context.Context, gw *gateway.Gateway, req *mcp.CallToolRequest, p Peer) (*mcp.CallToolResult, error) {
 	name, args, principal := req.Params.Name, req.Params.Arguments, principalOf(req)
 	ctx = withToken(ctx, req)
 	oob := OutOfBandCall{Request: req, Chain: m.chain, Legacy: p.stateless(), Capabilities: p.Capabilities,

@@ -164,8 +164,11 @@ func (a *Approvals) Seal(tool string, in tools.Input, chain []string, revision s
 	return p + "." + a.mac(p), exp
 }
 
-func (a *Approvals) mac(payload string) string {
-	m := hmac.New(sha256.New, a.key)
+func (a *Approvals) mac(payload string) string { return mac(a.key, payload) }
+
+// mac is the HMAC-SHA256 of payload under key, as a token spells it.
+func mac(key []byte, payload string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

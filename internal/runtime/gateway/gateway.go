@@ -91,7 +91,8 @@ type Gateway struct {
 	files *tools.FileSet
 	pool  *pool // rule K3: one for the gateway, sized by the generation in force
 	cur   atomic.Pointer[provision.Generation]
-	swaps sync.Mutex // held by Swap, Advance and Close
+	swaps sync.Mutex     // held by Swap, Advance and Close
+	seal  sealedSessions // the HTTP callers' sessions (rule P18)
 }
 
 // New returns a gateway serving gen, which it owns from then on: a Swap

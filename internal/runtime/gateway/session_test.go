@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,5 +180,52 @@ agent: when: untrusted: "denied-tools": ["Echo"]
 	}
 	if r := handle(t, down, `{"type":"tool_use","id":"r3","name":"Read","input":{"file_path":"/nonexistent/x"}}`); strings.Contains(fmt.Sprint(r["content"]), "session") {
 		t.Errorf("a call no flow binds depended on the store: %v", r)
+	}
+}
+
+// TestP18SealedHandles: a gateway that callers share opens the handles it
+// sealed for the same principal only; a handle that is not one, one whose
+// payload is not a handle, one past SessionTTL and one for another caller
+// are refused with a sentence; a policy without labels, and a gateway with
+// a session of its own, give none.
+func TestP18SealedHandles(t *testing.T) {
+	const body = `
+tools: {Echo: schema.#Echo, Read: schema.#Read}
+labels: untrusted: tools: ["Read"]
+agent: when: untrusted: "denied-tools": ["Echo"]
+`
+	g, _ := newGateway(t, body, nil)
+	a, err := NewApprovals(nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.opts.Approvals = a
+	s, h, err := g.OpenSession("alice", "")
+	if s == nil || h == "" || err != nil {
+		t.Fatalf("a new session: %v %q %v", s, h, err)
+	}
+	if _, again, err := g.OpenSession("alice", h); again != h || err != nil {
+		t.Errorf("alice's own handle: %q %v", again, err)
+	}
+	key := a.Derive("sealed sessions")
+	old, _ := json.Marshal(sealedHandle{Principal: sessionDigest("alice"), Nonce: "n", Issued: time.Now().Add(-SessionTTL - time.Hour).Unix()})
+	oldP := base64.RawURLEncoding.EncodeToString(old)
+	notJSON := base64.RawURLEncoding.EncodeToString([]byte("[1]"))
+	for handle, says := range map[string]string{
+		"garbage":                         "was not sealed by this gateway",
+		notJSON + "." + mac(key, notJSON): "cannot be read",
+		oldP + "." + mac(key, oldP):       "longer ago than a session lasts",
+	} {
+		if s, _, err := g.OpenSession("alice", handle); s != nil || err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v, want %q", handle, err, says)
+		}
+	}
+	if _, _, err := g.OpenSession("bob", h); err == nil || !strings.Contains(err.Error(), "sealed for another caller than bob") {
+		t.Errorf("alice's handle sent by bob: %v", err)
+	}
+	plain, _ := newGateway(t, "tools: Echo: schema.#Echo\nagent: \"allowed-tools\": [\"Echo\"]\n", nil)
+	plain.opts.Approvals = a
+	if s, h, err := plain.OpenSession("alice", ""); s != nil || h != "" || err != nil {
+		t.Errorf("a policy without labels gave a session: %v %q %v", s, h, err)
 	}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/runtime/gateway"
+)
+
+// TestP18SealedSessionAcrossHTTPReplicas: two mcp --listen replicas share
+// the approval key and a real Redis. Alice's read of a page outside the
+// working tree on one replica gives her a sealed session handle in the
+// result's _meta; her Write sent to the other replica with that handle is
+// refused with the sentence naming the read, and nothing is written. The
+// same Write with no handle (a session of its own, which read nothing)
+// lands. Rita sending Alice's handle, a handle with its seal altered, and
+// Alice's handle sent to a replica of another key are refused with a
+// sentence each, and write nothing.
+func TestP18SealedSessionAcrossHTTPReplicas(t *testing.T) {
+	addr, _ := startRedis(t)
+	dir, wd, page := p18Setup(t)
+	writeFile(t, filepath.Join(dir, "principals.cue"), "package policy\n\nprincipals: {alice: {subject: \"alice\", surface: [\"agent\"]}, rita: {subject: \"rita\", surface: [\"agent\"]}}\n")
+	args := []string{"--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--state", "redis://" + addr}
+	key := append([]string{"--approval-key", approvalKey(t)}, args...)
+	other := filepath.Join(t.TempDir(), "other.key")
+	os.WriteFile(other, []byte(strings.Repeat("m", 32)), 0o600)
+	r1, r2 := startHTTP(t, http.DefaultClient, key...), startHTTP(t, http.DefaultClient, key...)
+	r3 := startHTTP(t, http.DefaultClient, append([]string{"--approval-key", other}, args...)...)
+	ctx := context.Background()
+	call := func(s *mcp.ClientSession, handle, tool string, in map[string]any) (*mcp.CallToolResult, string) {
+		t.Helper()
+		p := &mcp.CallToolParams{Name: tool, Arguments: in}
+		if handle != "" {
+			p.Meta = mcp.Meta{gateway.SessionMeta: handle}
+		}
+		res, err := s.CallTool(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		h, _ := res.Meta[gateway.SessionMeta].(string)
+		return res, h
+	}
+	write := func(name string) map[string]any {
+		return map[string]any{"file_path": filepath.Join(wd, name), "content": "x"}
+	}
+
+	alice1, alice2, rita2 := r1.session("tok-alice", "", nil), r2.session("tok-alice", "", nil), r2.session("tok-rita", "", nil)
+	res, handle := call(alice1, "", "Read", map[string]any{"file_path": page})
+	if res.IsError || handle == "" {
+		t.Fatalf("the read gave no handle: %q %v", resultText(res), res.Meta)
+	}
+	res, again := call(alice2, handle, "Write", write("tainted"))
+	if !res.IsError || !strings.Contains(resultText(res), "The result of Read of "+page+" (call mcp_1) labelled the session untrusted") || exists(filepath.Join(wd, "tainted")) {
+		t.Errorf("the write in the tainted session, on the other replica: %q", resultText(res))
+	}
+	if again != handle {
+		t.Errorf("the session's handle changed: %q, was %q", again, handle)
+	}
+	if res, fresh := call(alice2, "", "Write", write("fresh")); res.IsError || !exists(filepath.Join(wd, "fresh")) || fresh == "" || fresh == handle {
+		t.Errorf("the write in a new session: %q (handle %q)", resultText(res), fresh)
+	}
+	forged := handle[:len(handle)-2] + "AA"
+	if forged == handle {
+		forged = handle[:len(handle)-2] + "BB"
+	}
+	for _, c := range []struct {
+		name   string
+		s      *mcp.ClientSession
+		handle string
+		says   string
+	}{
+		{"another caller", rita2, handle, "was sealed for another caller than rita"},
+		{"an altered seal", alice2, forged, "was not sealed by this gateway"},
+		{"another key", r3.session("tok-alice", "", nil), handle, "was not sealed by this gateway"},
+	} {
+		res, _ := call(c.s, c.handle, "Write", write("forged"))
+		if !res.IsError || !strings.Contains(resultText(res), c.says) || exists(filepath.Join(wd, "forged")) {
+			t.Errorf("%s: %q, want %q", c.name, resultText(res), c.says)
+		}
+	}
+}
