@@ -274,24 +274,26 @@ func TestR10SearchesSkipFIFOsDevicesAndSockets(t *testing.T) {
 	exits(t, cmd, 20*time.Second)
 }
 
+// echoBeside is a policy of Echo and lines, in which %[1]q is the path of
+// sleep: a server that starts and never answers.
+func echoBeside(t *testing.T, lines string) string {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return moduleDir(t, "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\n"+fmt.Sprintf(lines, sleep))
+}
+
 // TestR10ASilentServerWithholdsOnlyItsTools: a server that starts and
 // never answers is waited for within its timeout, not 30 s: its tools are
 // withheld, saying how long it was given, and the built-ins answer.
 func TestR10ASilentServerWithholdsOnlyItsTools(t *testing.T) {
 	t.Parallel()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := moduleDir(t, fmt.Sprintf(`package policy
-
-import "aimon.dev/gw/schema"
-
-tools: Echo: schema.#Echo
-servers: mute: {command: [%q, "60.25"], expose: ["x"], pin: false, timeout: "1s"}
-servers: wide: {command: [%q, "60.5"], expose: "*", pin: false}
+	dir := echoBeside(t, `servers: mute: {command: [%[1]q, "60.25"], expose: ["x"], pin: false, timeout: "1s"}
+servers: wide: {command: [%[1]q, "60.5"], expose: "*", pin: false}
 agent: "allowed-tools": ["Echo", "mute__x"]
-`, sleep, sleep))
+`)
 	replies := runServe(t, []string{"--policy", dir, "--cache", "off", "--load-timeout", "2s"}, nil,
 		`{"type":"tool_use","id":"echo","name":"Echo","input":{"message":"hi"}}`,
 		`{"type":"tool_use","id":"mute","name":"mute__x","input":{}}`)
@@ -484,6 +486,35 @@ func TestR10BuiltinsAnswerWhileAServerIsWaitedFor(t *testing.T) {
 		echo(t, s)
 		mcpSteps(t, s, release, calls)
 	})
+}
+
+// TestR10RetryOfASilentServerIsBounded: the gateway tries a server that
+// did not answer again in the background, and each try waits for it
+// within its timeout too, not a fixed 30 s: the retry says so.
+func TestR10RetryOfASilentServerIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := echoBeside(t, `servers: mute: {command: [%[1]q, "60.75"], expose: ["x"], pin: false, timeout: "1s"}
+agent: "allowed-tools": ["Echo", "mute__x"]
+`)
+	cmd := exec.Command(gatewayBinary(t), "--log-level", "debug", "serve", "--policy", dir, "--cache", "off")
+	in, _ := cmd.StdinPipe()
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	const retried = "an upstream server is still unavailable"
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), retried); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server was never tried again:\n%s", stderr.String())
+		}
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, retried) && !strings.Contains(l, "did not answer within 1s") {
+			t.Errorf("a retry of the silent server: %s", l)
+		}
+	}
 }
 
 // TestR10BadDrain: a drain that is not a positive duration is a usage

@@ -106,6 +106,9 @@ type upstream struct {
 	spec policy.Upstream
 	sb   *tools.Sandbox
 	refs int
+	// wait bounds a start or listing of the server that no call waits
+	// for (a retry, a relist): its timeout, else --load-timeout (R10).
+	wait time.Duration
 
 	mu       sync.Mutex
 	session  *mcp.ClientSession
@@ -247,7 +250,11 @@ type waitKey struct{}
 
 // waiting is ctx bounded by u.wait(t), which it carries for unanswered.
 func (u *Upstreams) waiting(ctx context.Context, t *policy.Tool) (context.Context, context.CancelFunc) {
-	d := u.wait(t)
+	return bounded(ctx, u.wait(t))
+}
+
+// bounded is ctx bounded by d, which it carries for unanswered.
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithValue(ctx, waitKey{}, d), d)
 }
 
@@ -453,7 +460,7 @@ func (u *Upstreams) retry(s *upstream, err error) {
 	if u.stop == nil {
 		u.stop = make(chan struct{})
 	}
-	key, spec, sb, stop := s.key, s.spec, s.sb, u.stop
+	key, spec, sb, wait, stop := s.key, s.spec, s.sb, s.wait, u.stop
 	go func() {
 		for delay := RetryMin; ; delay = min(2*delay, RetryMax) {
 			select {
@@ -461,8 +468,8 @@ func (u *Upstreams) retry(s *upstream, err error) {
 			case <-stop:
 				return
 			}
-			probe := &upstream{u: u, key: key, spec: spec, sb: sb}
-			ctx, cancel := context.WithTimeout(context.Background(), DescribeTimeout)
+			probe := &upstream{u: u, key: key, spec: spec, sb: sb, wait: wait}
+			ctx, cancel := bounded(context.Background(), wait)
 			_, err := probe.connect(ctx)
 			cancel()
 			probe.stop()
@@ -545,7 +552,7 @@ func (u *Upstreams) lease(t *policy.Tool) (*upstream, error) {
 	key := string(b)
 	s := u.servers[key]
 	if s == nil {
-		s = &upstream{u: u, key: key, spec: spec, sb: sb}
+		s = &upstream{u: u, key: key, spec: spec, sb: sb, wait: u.wait(t)}
 		u.servers[key] = s
 	}
 	s.refs++
@@ -789,7 +796,7 @@ func (s *upstream) relist() {
 	if session == nil {
 		return // a new session lists the tools when it opens
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), DescribeTimeout)
+	ctx, cancel := bounded(context.Background(), s.wait)
 	defer cancel()
 	list, err := session.ListTools(ctx, nil)
 	s.mu.Lock()
