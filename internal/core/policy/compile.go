@@ -158,8 +158,8 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	for _, ref := range g.SurfaceRefs() {
 		c.checkList(g, g.Surfaces[ref])
 	}
+	c.provenance(g, v) // provenance.go (rule P18), which sessions reads
 	c.sessions(g, v)   // labels.go (rule P18)
-	c.provenance(g, v) // provenance.go (rule P18)
 	c.compileLists(g)
 	c.principals(g, v.LookupPath(cue.ParsePath("principals")))
 	c.limits(g, v.LookupPath(cue.ParsePath("limits")))

@@ -140,9 +140,12 @@ func (c *compiler) sessions(g *Generation, v cue.Value) {
 			s.Flows = append(s.Flows, f)
 		}
 	}
+	// A label decides provenance too when a result that gave no label is
+	// a trusted source (provenance.go).
+	trustedSource := slices.ContainsFunc(g.Provenance, func(p *Provenance) bool { return p.Allows(FromTrusted) })
 	for _, l := range s.Labels {
-		if !used[l.Name] {
-			c.warn(l.Pos, rule.P18, "label %s is used by no surface's when, so it decides nothing; add a flow such as agent: when: %s: {\"denied-tools\": [...]}, or remove the label.", l.Name, l.Name)
+		if !used[l.Name] && !trustedSource {
+			c.warn(l.Pos, rule.P18, "label %s is used by no surface's when, nor by a provenance that trusts unlabelled results, so it decides nothing; add a flow such as agent: when: %s: {\"denied-tools\": [...]}, or remove the label.", l.Name, l.Name)
 		}
 	}
 	if len(s.Labels) == 0 && len(s.Flows) == 0 {

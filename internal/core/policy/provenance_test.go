@@ -113,3 +113,35 @@ tests: t: {tool: "Echo", input: message: "x", allowed: true, session: [
 		t.Errorf("the test's session: %+v", g.Tests)
 	}
 }
+
+// TestP18VetFlowsAndLabels: vet warns of a flow's entry that names a tool
+// its surface cannot use (not allowed along the chain, or denied whole
+// already), at the entry; an entry on a tool the surface allows is not
+// reported; a label that no flow uses is not reported while a provenance
+// trusts unlabelled results, since the label then decides what is trusted.
+func TestP18VetFlowsAndLabels(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read, Write: schema.#Write, Echo: schema.#Echo}
+labels: {untrusted: entries: ["Read"], web: tools: ["Echo"]}
+agent: {"allowed-tools": ["Read", "Echo"], when: untrusted: {"denied-tools": ["Write"], "ask-tools": ["Echo"]}}
+subagents: reviewer: {"denied-tools": ["Echo"], when: untrusted: "ask-tools": ["Echo", "Read"]}
+provenance: Echo: message: ["user", "trusted"]
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := vetText(g)
+	for _, w := range []string{
+		`policy.cue:8:79: agent when untrusted denied-tools entry "Write" names Write, which agent cannot use`,
+		`policy.cue:9:80: subagent:reviewer when untrusted ask-tools entry "Echo" names Echo, which subagent:reviewer cannot use`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("vet lacks %q; got:\n%s", w, text)
+		}
+	}
+	for _, not := range []string{`entry "Read" names Read`, `ask-tools entry "Echo" names Echo, which agent`, "label web is used by no"} {
+		if strings.Contains(text, not) {
+			t.Errorf("vet says %q; got:\n%s", not, text)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds = append(ds, unknownServerTools(g)...)
 	ds = append(ds, digestOnlyPins(g)...)
 	ds = append(ds, execOutsideWritable(g)...)
+	ds = append(ds, unusedFlowEntries(g)...) // flowvet.go (rule P18)
 	for _, ref := range g.SurfaceRefs() {
 		s := g.Surfaces[ref]
 		if ref == "agent" || !s.Declared || len(s.Entries) == 0 {
