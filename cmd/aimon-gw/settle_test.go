@@ -13,9 +13,9 @@ import (
 )
 
 // TestR3TwoFileEditGoesInForceWhole: an edit of two files renamed into
-// place 200 ms apart, whose half-way state would allow Glob, puts no
-// in-between policy in force: serve waits for the tree to settle
-// (--settle), and Glob is refused before, during and after the edit.
+// place 200 ms apart under CPU load, whose half-way state would allow
+// Glob, puts no in-between policy in force: serve waits for the tree to
+// settle (--settle), and Glob is refused before, during and after the edit.
 func TestR3TwoFileEditGoesInForceWhole(t *testing.T) {
 	t.Parallel()
 	dir := moduleDir(t, reloadHeader+`_x: string
@@ -33,6 +33,10 @@ agent: "allowed-tools": ["Echo", if _x != _y {"Glob"}]
 		t.Fatal(err)
 	}
 	defer func() { in.Close(); cmd.Wait() }()
+	stop := make(chan struct{})
+	defer close(stop)
+	cpuLoad(stop)
+	edited := make(chan struct{})
 	sc := bufio.NewScanner(out)
 	call := func(i int) map[string]any {
 		fmt.Fprintf(in, `{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.cue"}}`+"\n", i)
@@ -43,18 +47,26 @@ agent: "allowed-tools": ["Echo", if _x != _y {"Glob"}]
 		json.Unmarshal(sc.Bytes(), &r)
 		return r
 	}
+calls:
 	for i := 0; ; i++ {
-		switch i {
-		case 4:
+		if i == 4 {
+			// The renames' own clock, not the calls': 200 ms apart.
 			writeFile(t, filepath.Join(dir, "a.cue"), "package policy\n\n_x: \"2\"\n")
-		case 8:
-			writeFile(t, filepath.Join(dir, "b.cue"), "package policy\n\n_y: \"2\"\n")
+			time.AfterFunc(200*time.Millisecond, func() {
+				os.WriteFile(filepath.Join(dir, "b.tmp~"), []byte("package policy\n\n_y: \"2\"\n"), 0o644)
+				os.Rename(filepath.Join(dir, "b.tmp~"), filepath.Join(dir, "b.cue"))
+				close(edited)
+			})
 		}
 		if r := call(i); r["is_error"] != true {
 			t.Fatalf("call %d: Glob allowed: an in-between policy was in force: %v\n%s", i, r, stderr.String())
 		}
-		if strings.Contains(stderr.String(), "generation=2") && i > 8 {
-			break
+		select {
+		case <-edited:
+			if strings.Contains(stderr.String(), "generation=2") {
+				break calls
+			}
+		default:
 		}
 		if i > 1000 {
 			t.Fatalf("the edit never went in force:\n%s", stderr.String())
@@ -130,17 +142,7 @@ agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs
 	defer func() { in.Close(); cmd.Wait() }()
 	stop := make(chan struct{})
 	defer close(stop)
-	for range 2 { // CPU load beside the checkout
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-			}
-		}()
-	}
+	cpuLoad(stop) // beside the checkout
 	sc := bufio.NewScanner(out)
 	for i := 0; ; i++ {
 		if i == 4 {
@@ -169,5 +171,21 @@ agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs
 	}
 	if strings.Contains(stderr.String(), "generation=3") {
 		t.Errorf("the checkout went in force in more than one step:\n%s", stderr.String())
+	}
+}
+
+// cpuLoad keeps two goroutines busy until stop is closed: the load an
+// edit meets beside a build or a test run.
+func cpuLoad(stop <-chan struct{}) {
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
 	}
 }
