@@ -26,7 +26,7 @@ type importParams struct {
 func importCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "import",
-		Usage: "turn an agent runtime's permissions into a policy: aimon-gw import claude-code SETTINGS.json > policy.cue",
+		Usage: "turn an agent runtime's permissions into a policy: aimon-gw import claude-code|codex|gemini-cli FILE... > policy.cue",
 		Subcommands: []*cli.Command{{
 			Name:      "claude-code",
 			Usage:     "a policy from a Claude Code settings file's permissions",

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/front/importkit"
 )
 
 // Settings is the part of a Claude Code settings file the importer reads.
@@ -26,11 +27,7 @@ type Settings struct {
 // An Imported policy is the CUE source of a policy, the notes on what was
 // translated, one sentence each, and the rules it could not express
 // exactly (Lossy), each then made stricter, never looser.
-type Imported struct {
-	Source string
-	Notes  []string
-	Lossy  []string
-}
+type Imported = importkit.Imported
 
 // kind is which of Claude Code's lists a rule is in.
 type kind int
@@ -84,19 +81,10 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("%s is not a Claude Code settings file (JSON): %v", file, err)
 	}
-	im := &Imported{}
-	note := func(format string, args ...any) string {
-		n := fmt.Sprintf(format, args...)
-		im.Notes = append(im.Notes, n)
-		return n
-	}
-	type line struct{ entry, comment string }
-	lists := map[kind][]line{}
-	put := func(k kind, e, c string) {
-		if !slices.ContainsFunc(lists[k], func(l line) bool { return l.entry == e }) {
-			lists[k] = append(lists[k], line{e, c})
-		}
-	}
+	b := &importkit.Builder{Runtime: "claude-code", Schema: "claudecode", Files: []string{file}, Tools: "claudecode.#Tools", Kind: kindOf}
+	var kept []string // the rules not kept exactly
+	note := b.Note
+	put := func(k kind, e, c string) { b.Put(importkit.Kind(k), e, c) }
 	mode := modeOf(s.Permissions.DefaultMode, file, home)
 	unknown := mode.unknown
 	add := func(k kind, raw string) {
@@ -117,7 +105,7 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 			entries, why, lossy = nil, fmt.Sprintf("defaultMode %q edits nothing, whatever allows it", mode.name), false
 		}
 		if lossy {
-			im.Lossy = append(im.Lossy, fmt.Sprintf("%s rule %s: %s", k, strconv.Quote(raw), why))
+			kept = append(kept, fmt.Sprintf("%s rule %s: %s", k, strconv.Quote(raw), why))
 		}
 		for i, e := range entries {
 			c := ""
@@ -127,7 +115,7 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 			put(k, e, c)
 		}
 		if len(entries) == 0 {
-			lists[k] = append(lists[k], line{"", note("%s rule %s is left out: %s", k, strconv.Quote(raw), why)})
+			put(k, "", note("%s rule %s is left out: %s", k, strconv.Quote(raw), why))
 		}
 	}
 	for _, r := range s.Permissions.Deny {
@@ -239,78 +227,26 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 			note("Claude Code asks before it writes into %s too, which do not exist here: import again once one does (an ask entry of a directory that does not exist would make the sandbox bind its working directory read-only).", strings.Join(absent, ", "))
 		}
 	}
-	// An allow entry that a deny entry covers whole never allows
-	// anything: left out, as vet would report it.
-	var denies []allow.Entry
-	for _, l := range lists[denyRule] {
-		if e, err := allow.ParseEntry(l.entry); err == nil {
-			denies = append(denies, e)
-		}
-	}
-	coveredBy := func(entry string) string {
-		a, err := allow.ParseEntry(entry)
-		if err != nil {
-			return ""
-		}
-		for _, d := range denies {
-			if allow.Covers(kindOf(a.Tool), d, a) {
-				return d.Raw
-			}
-		}
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "// Imported from %s by aimon-gw import claude-code; review it, then vet it.\npackage policy\n\nimport \"aimon.dev/gw/schema/claudecode\"\n\ntools: claudecode.#Tools\n", filepath.Base(file))
-	if !mode.unlimited && slices.ContainsFunc(lists[allowRule], func(l line) bool { return strings.HasPrefix(l.entry, "Bash") }) {
+	var pre strings.Builder
+	if !mode.unlimited && slices.ContainsFunc(b.Entries(importkit.Allow), func(e string) bool { return strings.HasPrefix(e, "Bash") }) {
 		// Claude Code runs an allowed command as the user; here it runs in
 		// the sandbox, which lets it write in the working directories.
 		quoted := make([]string, len(raw))
 		for i, d := range raw {
 			quoted[i] = strconv.Quote(d)
 		}
-		fmt.Fprintf(&b, "\n// %s\ntools: Bash: sandbox: write: [%s]\n", note("Claude Code runs an allowed command as the user; here it runs in the sandbox, where it writes only in the working directories (%s) and where the edit entries allow.", strings.Join(raw, ", ")), strings.Join(quoted, ", "))
+		fmt.Fprintf(&pre, "\n// %s\ntools: Bash: sandbox: write: [%s]\n", note("Claude Code runs an allowed command as the user; here it runs in the sandbox, where it writes only in the working directories (%s) and where the edit entries allow.", strings.Join(raw, ", ")), strings.Join(quoted, ", "))
 	}
 	if mode.note != "" {
-		fmt.Fprintf(&b, "\n// %s\n", note("defaultMode %q: %s", mode.name, mode.note))
+		fmt.Fprintf(&pre, "\n// %s\n", note("defaultMode %q: %s", mode.name, mode.note))
 	}
-	for _, k := range []kind{allowRule, askRule, denyRule} {
-		key := [...]string{"allowed-tools", "ask-tools", "denied-tools"}[k]
-		if k != allowRule && len(lists[k]) == 0 || k == allowRule && mode.unlimited {
-			continue
-		}
-		fmt.Fprintf(&b, "\nagent: %q: [\n", key)
-		// A name-only entry allows every call of its tool; beside it a
-		// pattern entry of the tool would narrow it (P6), so it is left out.
-		whole := map[string]bool{}
-		for _, l := range lists[k] {
-			if l.entry != "" && !strings.Contains(l.entry, "(") {
-				whole[l.entry] = true
-			}
-		}
-		for _, l := range lists[k] {
-			by := ""
-			if k == allowRule {
-				by = coveredBy(l.entry)
-			}
-			name, _, patterned := strings.Cut(l.entry, "(")
-			switch {
-			case l.entry == "":
-				fmt.Fprintf(&b, "\t// %s\n", l.comment)
-			case by != "":
-				fmt.Fprintf(&b, "\t// %s\n", note("%s is left out: the deny entry %s denies every call it allows.", strconv.Quote(l.entry), strconv.Quote(by)))
-			case k == allowRule && patterned && whole[name]:
-				fmt.Fprintf(&b, "\t// %s\n", note("%s is left out: %q allows every call of %s.", strconv.Quote(l.entry), name, name))
-			case l.comment != "":
-				fmt.Fprintf(&b, "\t%s, // %s\n", strconv.Quote(l.entry), l.comment)
-			default:
-				fmt.Fprintf(&b, "\t%s,\n", strconv.Quote(l.entry))
-			}
-		}
-		b.WriteString("]\n")
-	}
-	fmt.Fprintf(&b, "\n// A tool this policy does not mention is %s.\nclaudeCode: unknownTools: %q\n",
-		map[string]string{"ask": "left to Claude Code's own prompt", "deny": "refused"}[unknown], unknown)
-	im.Source = b.String()
+	// An allow entry that a deny entry covers whole is left out, as vet
+	// would report it; with bypassPermissions there is no allowed-tools.
+	b.Preamble, b.OmitAllow = pre.String(), mode.unlimited
+	b.Unknown = unknown
+	b.UnknownNote = "A tool this policy does not mention is " + map[string]string{"ask": "left to Claude Code's own prompt", "deny": "refused"}[unknown] + "."
+	im := b.Result()
+	im.Lossy = kept
 	return im, nil
 }
 

@@ -123,7 +123,7 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 			return nil, fmt.Errorf("%s is neither a Codex rules file (.rules) nor its config.toml", f)
 		}
 	}
-	b := &importkit.Builder{Runtime: "codex", Schema: "codex", Files: files, Shell: Shell, Unknown: "deny",
+	b := &importkit.Builder{Runtime: "codex", Schema: "codex", Files: files, Shell: Shell, AskAdmitted: true, Unknown: "deny",
 		UnknownNote: "A tool this policy does not mention is refused (Codex runs its other tools, view_image, web_search and the like, without rules)."}
 	where := "Codex's defaults (no config.toml)"
 	if cfgFile != "" {

@@ -156,7 +156,7 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 			return nil, fmt.Errorf("%s is neither a Gemini CLI policy file (.toml) nor its settings.json", f)
 		}
 	}
-	b := &importkit.Builder{Runtime: "gemini-cli", Schema: "geminicli", Files: files, Shell: Shell, Tools: "geminicli.#Tools", Unknown: "deny"}
+	b := &importkit.Builder{Runtime: "gemini-cli", Schema: "geminicli", Files: files, Shell: Shell, AskAdmitted: true, Tools: "geminicli.#Tools", Unknown: "deny"}
 	rules = append(rules, settingsRules(b, set, filepath.Base(setFile))...)
 	for _, t := range readOnly {
 		rules = append(rules, rule{pos: "Gemini CLI's default policy read-only.toml", tool: t, decision: "allow", priority: defaultTier + 0.05, everywhere: true})

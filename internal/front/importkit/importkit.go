@@ -46,8 +46,16 @@ type Builder struct {
 	Files []string
 	// Tools is the value of tools (codex.#Tools & {…}), ToolsNote its comment.
 	Tools, ToolsNote string
-	// Shell is the runtime's shell tool, whose patterns are commands.
+	// Preamble is CUE written after tools, before the lists.
+	Preamble string
+	// Shell is the runtime's shell tool, whose patterns are commands;
+	// Kind, when set, is the kind of each tool's patterns instead.
 	Shell string
+	Kind  func(tool string) allow.Kind
+	// AskAdmitted lists each ask entry in allowed-tools too, so that the
+	// call is asked rather than refused; OmitAllow writes no
+	// allowed-tools (a policy that lifts the lists).
+	AskAdmitted, OmitAllow bool
 	// Unknown is claudeCode: unknownTools, the answer to a tool the policy
 	// does not mention; UnknownNote says why.
 	Unknown, UnknownNote string
@@ -119,6 +127,9 @@ func (b *Builder) Result() *Imported {
 	// the runtime asks for is admitted, then asked.
 	first := true
 	for _, e := range b.Entries(Ask) {
+		if !b.AskAdmitted {
+			break
+		}
 		if b.Has(Allow, e) {
 			continue
 		}
@@ -135,7 +146,10 @@ func (b *Builder) Result() *Imported {
 		}
 	}
 	kind := func(tool string) allow.Kind {
-		if tool == b.Shell {
+		switch {
+		case b.Kind != nil:
+			return b.Kind(tool)
+		case tool == b.Shell:
 			return allow.Command
 		}
 		return allow.None
@@ -162,14 +176,14 @@ func (b *Builder) Result() *Imported {
 	if b.ToolsNote != "" {
 		fmt.Fprintf(&s, "// %s\n", b.ToolsNote)
 	}
-	fmt.Fprintf(&s, "tools: %s\n", b.Tools)
+	fmt.Fprintf(&s, "tools: %s\n%s", b.Tools, b.Preamble)
 	for _, k := range []Kind{Allow, Ask, Deny} {
 		key := [...]string{"allowed-tools", "ask-tools", "denied-tools"}[k]
-		if k != Allow && len(b.lists[k]) == 0 {
+		if k != Allow && len(b.lists[k]) == 0 || k == Allow && b.OmitAllow {
 			continue
 		}
 		fmt.Fprintf(&s, "\nagent: %q: [\n", key)
-		// A name-only entry admits every call of its tool; beside it a
+		// A name-only entry allows every call of its tool; beside it a
 		// pattern entry of the tool would narrow it (rule P6).
 		whole := map[string]bool{}
 		for _, l := range b.lists[k] {
@@ -188,8 +202,8 @@ func (b *Builder) Result() *Imported {
 				fmt.Fprintf(&s, "\t// %s\n", l.comment)
 			case by != "":
 				fmt.Fprintf(&s, "\t// %s\n", b.Note("%s is left out: the deny entry %s denies every call it allows.", strconv.Quote(l.entry), strconv.Quote(by)))
-			case patterned && whole[name]:
-				fmt.Fprintf(&s, "\t// %s\n", b.Note("%s is left out: %q %s every call of %s.", strconv.Quote(l.entry), name, [...]string{"allows", "asks for", "denies"}[k], name))
+			case k == Allow && patterned && whole[name]:
+				fmt.Fprintf(&s, "\t// %s\n", b.Note("%s is left out: %q allows every call of %s.", strconv.Quote(l.entry), name, name))
 			case l.comment != "":
 				fmt.Fprintf(&s, "\t%s, // %s\n", strconv.Quote(l.entry), l.comment)
 			default:
