@@ -303,7 +303,7 @@ func openInput(t *policy.Tool) []byte {
 func withheld(t *policy.Tool, why string) Binding {
 	return Binding{
 		Tool: tools.Func(func(context.Context, *tools.Env, tools.Input) tools.Result {
-			return tools.Errorf("%s is withheld: its MCP server %s is unavailable (%s). The tool was not executed.", t.Name, t.Upstream.Server, why)
+			return tools.Errorf("%s is withheld: its MCP server %s is unavailable (%s). The tool was not executed.", t.Name, t.Upstream.Server, strings.TrimSuffix(why, "."))
 		}),
 		Declared: &policy.Declared{InputSchema: openInput(t), Concurrency: "sequential", Interrupt: "cooperative", Unavailable: why},
 	}
