@@ -44,10 +44,6 @@ func (s *session) seenOf() *seen {
 	return s.seen
 }
 
-// A stored session keeps what it reads in memory, for the process: the
-// texts stay out of the state store.
-func (s *stored) seenOf() *seen { return s.mem.seenOf() }
-
 // seenIn is what s has read, nil for a session that keeps no text.
 func seenIn(s Session) *seen {
 	if x, ok := s.(interface{ seenOf() *seen }); ok {
@@ -100,10 +96,11 @@ func (g *Gateway) provenance(p prepared, in tools.Input, d rule.Decision) rule.D
 	if len(reqs) == 0 {
 		return d
 	}
-	sn := seenIn(g.sessionOf(p))
+	s := g.sessionOf(p)
+	sn := seenIn(s)
 	for _, req := range reqs {
 		for _, v := range leaves(in[req.Field], nil) {
-			if why := g.unsourced(sn, req, v); why != "" {
+			if why := unsourced(s, sn, req, v); why != "" {
 				return rule.Refused(rule.P18, fmt.Sprintf("%s was not run: the value %q of its %s must come from %s (the policy's provenance of %s.%s), and %s. Use a value as the user gave it, or ask the user for it; a value read in a result of the session is not the user's.", p.Name, v, req.Field, sources(req.From), p.Name, req.Field, why))
 			}
 		}
@@ -112,14 +109,18 @@ func (g *Gateway) provenance(p prepared, in tools.Input, d rule.Decision) rule.D
 }
 
 // unsourced is "" when v comes from a source req allows, else where v
-// was found instead.
-func (g *Gateway) unsourced(sn *seen, req *policy.Provenance, v string) string {
+// was found instead; sn is what the session s has read, nil when it keeps
+// none of it.
+func unsourced(s Session, sn *seen, req *policy.Provenance, v string) string {
 	n := provenance.Normal(v)
 	if n == "" || req.Vouches(n) {
 		return ""
 	}
-	if sn == nil {
+	switch {
+	case s == nil:
 		return "this front end keeps no session, so no value comes from the user's words or a result"
+	case sn == nil:
+		return "this session keeps its labels but not what it read (a session that spans processes: a hook's, an HTTP caller's), so no value comes from the user's words or a result"
 	}
 	if req.Allows(policy.FromUser) {
 		if _, ok := sn.user.FindNormal(n); ok {

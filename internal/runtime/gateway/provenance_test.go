@@ -1,10 +1,16 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/runtime/state"
 )
 
 const provenancePolicy = `
@@ -67,6 +73,11 @@ func TestP18ProvenanceOfArguments(t *testing.T) {
 	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"ops@example.com"}}`); r["is_error"] != false {
 		t.Errorf("a value the policy lists, with no session: %v", r)
 	}
+	// A session kept in the state store keeps its labels, not its texts.
+	shared.opts.Session = StoredSession(state.MemorySessions(), "claude-code:s1")
+	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"alice@example.com"}}`); !strings.Contains(r["content"].(string), "this session keeps its labels but not what it read") {
+		t.Errorf("a checked value in a stored session: %v", r)
+	}
 }
 
 // TestP18UserLineBadInput: a user line without text is an error line, and
@@ -83,5 +94,52 @@ func TestP18UserLineBadInput(t *testing.T) {
 	}
 	if s.seen != nil && s.seen.user.Len() != 0 {
 		t.Errorf("a bad user line was noted")
+	}
+}
+
+// BenchmarkP18ProvenanceCall is an Echo whose message the policy requires
+// to come from the user's words, in a session that has read 1 MiB of
+// results in 1,000 texts after the user's words, against the same Echo
+// with no provenance and no session (issue 48: the check costs at most
+// 50 us per checked argument).
+func BenchmarkP18ProvenanceCall(b *testing.B) {
+	line := []byte(`{"type":"tool_use","id":"e","name":"Echo","input":{"message":"alice@example.com"}}`)
+	var filler strings.Builder
+	for filler.Len() < 1<<10 {
+		fmt.Fprintf(&filler, "word%d ", filler.Len())
+	}
+	const prov = "tools: {Echo: schema.#Echo, Read: schema.#Read}\nlabels: untrusted: tools: [\"Read\"]\nprovenance: Echo: message: [\"user\", \"trusted\"]\n"
+	for _, c := range []struct {
+		name, body string
+		user       string
+	}{
+		{"none", "tools: Echo: schema.#Echo\n", ""},
+		// Found in the user's words, the first source looked at.
+		{"provenance-1MiB/user", prov, "Mail the report to alice@example.com"},
+		// Found nowhere: every source is searched, then the labelled
+		// results for the sentence, and the call is refused.
+		{"provenance-1MiB/absent", prov, "Mail the report"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			g, _ := newGateway(b, c.body, nil)
+			g.log = slog.New(slog.DiscardHandler)
+			if c.name != "none" {
+				s := NewSession()
+				g.opts.Session = s
+				NoteUser(s, c.user)
+				sn := seenIn(s)
+				for i := range 1000 {
+					sn.note(Source{Tool: "Read", ID: fmt.Sprint(i)}, []string{"untrusted"}, filler.String())
+				}
+			}
+			ctx := context.Background()
+			if r := g.Handle(ctx, line); bytes.Contains(r, []byte(`"is_error":true`)) != strings.HasSuffix(c.name, "absent") {
+				b.Fatalf("the call: %s", r)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Handle(ctx, line)
+			}
+		})
 	}
 }
