@@ -40,6 +40,9 @@ var declared = []string{"run_shell_command", "read_file", "write_file", "replace
 // the policy can name: allowed at priority 50 of the default tier.
 var readOnly = []string{"glob", "grep_search", "list_directory", "read_file", "google_web_search"}
 
+// legacy are the tools' old names Gemini's rules still match them by.
+var legacy = map[string]string{"search_file_content": "grep_search"}
+
 // The tiers Gemini CLI 0.61 adds to a rule's priority/1000.
 const (
 	defaultTier = 1
@@ -265,6 +268,9 @@ func parse(file string, data []byte, tier int) ([]rule, error) {
 			}
 			t := r
 			t.tool = n
+			if canonical, ok := legacy[n]; ok {
+				t.tool = canonical // Gemini matches a rule of a tool's old name on the tool
+			}
 			if raw.McpName != "" {
 				t.tool = mcpName(raw.McpName, n)
 			}
