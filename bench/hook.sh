@@ -7,15 +7,27 @@
 # encode a line) and Claude Code's HTTP hook (a POST to mcp --listen), in
 # interleaved rounds (bench/procs), as medians and ratios to version, with
 # the goals: each command hook at most 1.1x version, the HTTP hook's p50
-# at most 1 ms.
-# Usage: bench/hook.sh [RUNS]
+# at most 1 ms. With BASE (a git revision), the binary built from it runs
+# the same rows, prefixed base-, in the same rounds (a change's before and
+# after in one run), with a cache of its own (--cache); with NEW (another
+# revision) too, the rows without a prefix are of NEW, not of the work tree.
+# Usage: bench/hook.sh [RUNS [BASE [NEW]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
+base=${2:-}
+new=${3:-}
 tmp=$(mktemp -d)
-server=
-trap '[ -z "$server" ] || kill "$server" 2>/dev/null; wait; rm -rf "$tmp"' EXIT
-go build -o "$tmp/aimon-gw" ./cmd/aimon-gw
+servers=()
+trap 'for s in "${servers[@]}"; do kill "$s" 2>/dev/null; done; wait; rm -rf "$tmp"' EXIT
+# build REV BIN builds the gateway of a revision.
+build() {
+	mkdir "$tmp/src-$1"
+	git archive "$1" | tar -x -C "$tmp/src-$1"
+	(cd "$tmp/src-$1" && go build -o "$2" ./cmd/aimon-gw)
+}
+if [ -n "$new" ]; then build "$new" "$tmp/aimon-gw"; else go build -o "$tmp/aimon-gw" ./cmd/aimon-gw; fi
+[ -z "$base" ] || build "$base" "$tmp/aimon-gw-base"
 go build -o "$tmp/floor" ./bench/floor
 go build -o "$tmp/procs" ./bench/procs
 export XDG_CACHE_HOME="$tmp/cache"
@@ -77,38 +89,64 @@ same gemini-cli "$agents" "$tmp/gemini.json"
 ls "$XDG_CACHE_HOME/aimon-gw"/*.json > /dev/null
 
 # Claude Code's HTTP hook on a replica of mcp --listen (a free port is
-# looked for among a few).
+# looked for among a few); listen BIN VAR sets VAR to its address.
 export PROCS_BEARER=bench-token
 printf 'sha256:%s bench\n' "$(printf %s "$PROCS_BEARER" | sha256sum | cut -d' ' -f1)" > "$tmp/tokens"
 chmod 600 "$tmp/tokens"
-for try in 1 2 3 4 5; do
-	addr=127.0.0.1:$((20000 + RANDOM % 20000))
-	"$tmp/aimon-gw" mcp --listen "$addr" --policy "$agents" --workdir "$tmp" --tokens "$tmp/tokens" --log-level error &
-	server=$!
-	for _ in $(seq 100); do
-		curl -sf "http://$addr/readyz" > /dev/null 2>&1 && break 2
-		kill -0 "$server" 2>/dev/null || break
-		sleep 0.1
+listen() {
+	local at pid
+	for _ in 1 2 3 4 5; do
+		at=127.0.0.1:$((20000 + RANDOM % 20000))
+		"$1" mcp --listen "$at" --policy "$agents" --workdir "$tmp" --tokens "$tmp/tokens" --log-level error > /dev/null &
+		pid=$!
+		for _ in $(seq 100); do
+			if curl -sf "http://$at/readyz" > /dev/null 2>&1; then
+				servers+=("$pid")
+				curl -sf -H "Authorization: Bearer $PROCS_BEARER" --data-binary @"$tmp/hook.json" "http://$at/hooks/claude-code" | grep -q '"allow"' ||
+					{ echo "the HTTP hook of $1 does not allow the call" >&2; exit 1; }
+				printf -v "$2" %s "$at"
+				return
+			fi
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
 	done
-	kill "$server" 2>/dev/null || true
-	wait "$server" 2>/dev/null || true
-	server=
-done
-[ -n "$server" ] || { echo "mcp --listen did not start"; exit 1; }
-curl -sf -H "Authorization: Bearer $PROCS_BEARER" --data-binary @"$tmp/hook.json" "http://$addr/hooks/claude-code" | grep -q '"allow"' ||
-	{ echo "the HTTP hook does not allow the call"; exit 1; }
-
-"$tmp/procs" -n "$runs" -in "$tmp/hook.json" \
-	"version=$tmp/aimon-gw version" \
-	"floor=$tmp/floor" \
-	"hook=$tmp/aimon-gw hook claude-code --policy $team" \
-	"codex<$tmp/codex.json=$tmp/aimon-gw hook codex --policy $agents" \
-	"gemini<$tmp/gemini.json=$tmp/aimon-gw hook gemini-cli --policy $agents" \
-	"hook-fresh=$tmp/aimon-gw hook claude-code --cache off --policy $team" \
-	"check<$tmp/call.json=$tmp/aimon-gw check --policy $team -" \
-	"http-hook=http://$addr/hooks/claude-code" | tee "$tmp/rows"
-awk '$1 ~ /^(hook|codex|gemini)$/ { printf "goal: %-7s at most 1.10x version: %.2fx (%s)\n", $1, $5, $5 + 0 <= 1.10 ? "holds" : "missed" }
-	$1 == "http-hook" { printf "goal: the HTTP hook p50 at most 1 ms: %.2f ms (%s)\n", $3, $3 + 0 <= 1 ? "holds" : "missed" }' "$tmp/rows"
+	echo "mcp --listen of $1 did not start" >&2
+	exit 1
+}
+listen "$tmp/aimon-gw" addr
+rows=(
+	"version=$tmp/aimon-gw version"
+	"floor=$tmp/floor"
+	"hook=$tmp/aimon-gw hook claude-code --policy $team"
+	"codex<$tmp/codex.json=$tmp/aimon-gw hook codex --policy $agents"
+	"gemini<$tmp/gemini.json=$tmp/aimon-gw hook gemini-cli --policy $agents"
+	"hook-fresh=$tmp/aimon-gw hook claude-code --cache off --policy $team"
+	"check<$tmp/call.json=$tmp/aimon-gw check --policy $team -"
+	"http-hook=http://$addr/hooks/claude-code"
+)
+if [ -n "$base" ]; then
+	b=$tmp/aimon-gw-base
+	"$b" hook claude-code --cache "$tmp/cache-base" --policy "$team" < "$tmp/hook.json" > /dev/null
+	"$b" hook codex --cache "$tmp/cache-base" --policy "$agents" < "$tmp/codex.json" > /dev/null
+	listen "$b" baseaddr
+	rows+=(
+		"base-version=$b version"
+		"base-hook=$b hook claude-code --cache $tmp/cache-base --policy $team"
+		"base-codex<$tmp/codex.json=$b hook codex --cache $tmp/cache-base --policy $agents"
+		"base-gemini<$tmp/gemini.json=$b hook gemini-cli --cache $tmp/cache-base --policy $agents"
+		"base-http-hook=http://$baseaddr/hooks/claude-code"
+	)
+fi
+"$tmp/procs" -n "$runs" -in "$tmp/hook.json" "${rows[@]}" | tee "$tmp/rows"
+# Each hook against its own binary's version.
+awk '{ ms[$1] = $3 }
+	END { for (p = 0; p < 2; p++) { pre = p ? "base-" : ""; if (!((pre "version") in ms)) continue
+		for (i = 1; i <= 3; i++) { r = pre substr("hook  codex gemini", i * 6 - 5, 6); sub(/ +$/, "", r)
+			x = ms[r] / ms[pre "version"]; printf "goal: %-12s at most 1.10x version: %.2fx (%s)\n", r, x, x <= 1.10 ? "holds" : "missed" }
+		printf "goal: %-12s p50 at most 1 ms: %.2f ms (%s)\n", pre "http-hook", ms[pre "http-hook"], ms[pre "http-hook"] <= 1 ? "holds" : "missed" } }' "$tmp/rows"
 # What of the binary's own start-up is its packages' initialisation.
 for i in $(seq 20); do GODEBUG=inittrace=1 "$tmp/aimon-gw" version 2>&1 >/dev/null; done |
 	awk '/^init/ { s += $5 } END { printf "package init of the binary: %.2f ms per process (GODEBUG=inittrace, 20 runs)\n", s / 20 }'

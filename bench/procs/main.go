@@ -109,7 +109,7 @@ func main() {
 		if len(c.rss) > 0 {
 			rss += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
 		}
-		fmt.Printf("%-10s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
+		fmt.Printf("%-14s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
 	}
 }
 
