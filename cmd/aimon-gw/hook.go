@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -172,6 +173,27 @@ func hookState(spec, dir string) (state.Store, func(), error) {
 	return st, func() { st.Close() }, nil
 }
 
+// hookHeap bounds the heap of a hook process whose collector waits
+// (pauseGC): a record or an input far larger than any policy's is still
+// collected, at this bound.
+const hookHeap = 256 << 20
+
+// pauseGC holds the collector off until the heap reaches hookHeap and
+// returns what resumes it as it was. A hook answered from its record
+// allocates a few MiB and exits: a collection there (it came in the first
+// millisecond, beside the start-up's heap) cost more time than the rest of
+// the decision did. A fresh load of the policy allocates as much as its
+// CUE takes, so it runs with the collector resumed.
+func pauseGC() (resume func()) {
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(-1)
+	debug.SetMemoryLimit(min(limit, hookHeap))
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
+}
+
 // hook answers one hook input of p.Runtime. Any failure of the gateway
 // itself exits 2 with one sentence on standard error, which each runtime
 // takes as a block: it never fails open, and never exits 1 (which Claude
@@ -207,7 +229,11 @@ func hook(p hookParams) error {
 	if in.Project != "" && strings.HasPrefix(in.Cwd, strings.TrimSuffix(in.Project, "/")+"/") {
 		workdir = in.Project
 	}
-	gen, closeGen, err := reload.OnceCached(context.Background(), loadCache(p.Cache, p.Log), true, p.Policy, workdir, p.LoadTimeout, discard)
+	cache := loadCache(p.Cache, p.Log)
+	if cache != nil {
+		cache.Fresh = pauseGC()
+	}
+	gen, closeGen, err := reload.OnceCached(context.Background(), cache, true, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
 		return fail("the policy does not load, so the call is blocked: %v", err)
 	}

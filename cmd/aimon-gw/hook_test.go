@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,21 @@ func TestHookExitContract(t *testing.T) {
 				t.Errorf("output %s: %v", out, err)
 			}
 		})
+	}
+}
+
+// TestHookCollectorResumesAsItWas: the hook's pause holds the collector
+// off within a bound of memory, and its resume (called before a fresh
+// load) puts back the settings it found, GOGC and GOMEMLIMIT alike.
+func TestHookCollectorResumesAsItWas(t *testing.T) {
+	percent, limit := debug.SetGCPercent(73), debug.SetMemoryLimit(1<<40)
+	defer func() { debug.SetGCPercent(percent); debug.SetMemoryLimit(limit) }()
+	resume := pauseGC()
+	if p, l := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); p != -1 || l != hookHeap {
+		t.Errorf("paused: GOGC %d, memory limit %d; want off, within %d", p, l, hookHeap)
+	}
+	resume()
+	if p, l := debug.SetGCPercent(73), debug.SetMemoryLimit(-1); p != 73 || l != 1<<40 {
+		t.Errorf("resumed: GOGC %d, memory limit %d; want 73 and %d as they were", p, l, int64(1<<40))
 	}
 }

@@ -53,6 +53,9 @@ type Cache struct {
 	Dir string
 	// Log receives why a record was not used; nil for none.
 	Log *slog.Logger
+	// Fresh, when set, is called before a policy is loaded afresh (the
+	// hook resumes its collector for a load).
+	Fresh func()
 }
 
 // DefaultDir is the user's cache directory for aimon-gw
@@ -92,6 +95,9 @@ func (c *Cache) Open(dir string, load Loader, opts ...policy.Option) (g *policy.
 		return g, nil, nil
 	}
 	c.log(m.suspect, "the policy is loaded afresh", "dir", dir, "because", m.why)
+	if c.Fresh != nil {
+		c.Fresh()
+	}
 	g, err = load()
 	if err != nil {
 		return nil, nil, err

@@ -325,3 +325,36 @@ func TestR3CacheOpenRecordsWhenAsked(t *testing.T) {
 		t.Fatalf("a policy that does not load: %v, %v, a record to write %v; want its error alone", g, err, record != nil)
 	}
 }
+
+// TestR3CacheFreshBeforeEachLoad: Fresh is called before every fresh load
+// (the first, one of an edited policy) and never on a hit, so the hook's
+// collector waits only where a record answers.
+func TestR3CacheFreshBeforeEachLoad(t *testing.T) {
+	dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	fresh, loads := 0, 0
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache"), Fresh: func() { fresh++ }}
+	counted := func() (*policy.Generation, error) {
+		if loads++; fresh == 0 {
+			t.Error("a load ran before Fresh was called")
+		}
+		return loader(dir, "/w")()
+	}
+	for _, tc := range []struct {
+		note         string
+		edit         bool
+		hit          bool
+		fresh, loads int
+	}{
+		{"the first call", false, false, 1, 2}, // the load, and the one that checks the record
+		{"a hit", false, true, 1, 2},
+		{"an edited policy", true, false, 2, 4},
+		{"its record", false, true, 2, 4},
+	} {
+		if tc.edit {
+			write(t, filepath.Join(dir, "policy.cue"), head+`agent: "allowed-tools": ["Bash(go:*)"]`+"\n")
+		}
+		if _, hit, err := c.Load(dir, counted, policy.WithWorkdir("/w")); err != nil || hit != tc.hit || fresh != tc.fresh || loads != tc.loads {
+			t.Errorf("%s: hit %v, Fresh called %d times, %d loads (%v); want hit %v, %d, %d", tc.note, hit, fresh, loads, err, tc.hit, tc.fresh, tc.loads)
+		}
+	}
+}
