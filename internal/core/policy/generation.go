@@ -72,9 +72,6 @@ type Plan struct {
 	Dir string
 	// Revision identifies the policy's files: a prefix of the sha256 over them.
 	Revision string
-	// Commit is the git commit checked out where the policy lies, when it
-	// lies in a git work tree (GitCommit), set as it goes in force.
-	Commit string
 	// Tools by name.
 	Tools map[string]*Tool
 	// Surfaces by reference: "agent", "subagent:NAME", "skill:NAME", "command:NAME".

@@ -14,7 +14,7 @@ import (
 )
 
 // planFormat changes whenever the plan's encoding does.
-const planFormat = 5
+const planFormat = 6
 
 // ErrNotSaved says why a generation cannot be saved: some decision of it
 // needs more than its plan holds.

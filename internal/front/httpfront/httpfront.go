@@ -325,8 +325,8 @@ func (f *front) readyz(w http.ResponseWriter, r *http.Request) {
 	default:
 		cur := f.gw.Current()
 		commit := ""
-		if cur.Commit != "" {
-			commit = ", git commit " + cur.Commit
+		if c := cur.Commit(); c != "" {
+			commit = ", git commit " + c
 		}
 		fmt.Fprintf(w, "ready: generation %d, revision %s%s\n", cur.Number, cur.Revision, commit)
 		if f.o.Degraded != nil {

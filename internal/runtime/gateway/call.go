@@ -332,7 +332,7 @@ func (g *Gateway) record(cur *provision.Generation, chain []string, p prepared, 
 	}
 	rec := decisionlog.Record{Time: start.UTC(), Phase: phase, CallID: p.ID, Tool: p.Name, Surface: chain, Allowed: d.Allowed, Ask: d.Ask,
 		Rule: d.Rule, Entries: d.Entries, Violations: d.Violations, Validation: d.Mode,
-		Revision: cur.Revision, Commit: cur.Commit, Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		Revision: cur.Revision, Commit: cur.Commit(), Generation: cur.Number, DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 		ResultError: isErr, Reason: d.Reason, Principal: p.principal, Delegated: p.delegated}
 	if rec.Principal == "" {
 		rec.Principal = g.opts.Principal

@@ -126,7 +126,6 @@ func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 	}
 	if gen.Number == 0 { // numbered once, before any line can see it
 		gen.Number, gen.LoadedAt = n, time.Now()
-		gen.Commit = policy.GitCommit(gen.Dir)
 	}
 	if !g.opts.Protected {
 		protect(gen)
@@ -136,9 +135,12 @@ func (g *Gateway) Swap(gen *provision.Generation) *provision.Generation {
 	if old != nil && old != gen {
 		old.Retire()
 	}
-	if gen.Commit != "" {
-		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "commit", gen.Commit, "tools", len(gen.Tools))
-	} else {
+	switch {
+	case !g.log.Enabled(context.Background(), slog.LevelInfo):
+		// Nothing to say, and no commit to read for it.
+	case gen.Commit() != "":
+		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "commit", gen.Commit(), "tools", len(gen.Tools))
+	default:
 		g.log.Info("policy in force", "generation", gen.Number, "revision", gen.Revision, "tools", len(gen.Tools))
 	}
 	return gen
@@ -156,7 +158,8 @@ func (g *Gateway) Advance(prev, next *provision.Generation) bool {
 		next.Retire()
 		return false
 	}
-	next.Number, next.LoadedAt, next.Commit = prev.Number, prev.LoadedAt, prev.Commit
+	next.Number, next.LoadedAt = prev.Number, prev.LoadedAt
+	next.CommitOf(prev)
 	g.cur.Store(next)
 	prev.Retire()
 	g.log.Info("an MCP server answered or ran out of its bound: its tools are in force, or withheld saying why", "generation", next.Number, "waiting", next.Waits(""), "unavailable", len(next.Unavailable))

@@ -392,7 +392,7 @@ func (g *Gateway) recordProgram(p prepared, command string, words []string, prog
 	}
 	d := p.eff.ExecDecide(p.Name, words, g.opts.Workdir)
 	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.Program, CallID: p.ID, Tool: p.Name, Surface: p.chain,
-		Principal: p.principal, Subject: command, Rule: rule.P16, Entries: d.Entries, Revision: p.cur.Revision, Commit: p.cur.Commit,
+		Principal: p.principal, Subject: command, Rule: rule.P16, Entries: d.Entries, Revision: p.cur.Revision, Commit: p.cur.Commit(),
 		Generation: p.cur.Number, Reason: reason, Program: program, Argv: argv}
 	if rec.Principal == "" {
 		rec.Principal = g.opts.Principal
