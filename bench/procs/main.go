@@ -1,7 +1,11 @@
 // Command procs times whole processes: each named command runs -n times,
 // interleaved round by round, with a file on standard input (-in, or its
 // own after <), and procs prints each one's median and its ratio to the
-// first, the median time from exec to its first line of output (a
+// first, the median of its ratios to its anchor (the first command, or
+// the one -anchor NAME=ANCHOR names) round by round, of wall and of
+// processor time (on a shared machine the load moves within seconds, and
+// a round's commands run within one another's), the median time from exec
+// to its first line of output (a
 // server's first answer, such as its tool list), and the medians of its
 // processor time and its peak resident memory (bench/hook.sh,
 // bench/scale.sh). A command that is a URL is not a process: each round
@@ -29,6 +33,15 @@ import (
 func main() {
 	n := flag.Int("n", 50, "runs of each command")
 	in := flag.String("in", "", "file given to every run on standard input")
+	anchors := map[string]string{}
+	flag.Func("anchor", "NAME=ANCHOR: the command NAME's ratios round by round are to ANCHOR's (default: the first command's)", func(s string) error {
+		name, anchor, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("%q is not NAME=ANCHOR", s)
+		}
+		anchors[name] = anchor
+		return nil
+	})
 	flag.Parse()
 	read := func(p string) []byte {
 		data, err := os.ReadFile(p)
@@ -99,18 +112,37 @@ func main() {
 			}
 		}
 	}
+	byName := map[string]*cmd{}
+	for _, c := range cmds {
+		byName[c.name] = c
+	}
 	base := median(cmds[0].runs)
 	for _, c := range cmds {
 		m := median(c.runs)
-		rss := fmt.Sprintf("   first line %8.2f ms", float64(median(c.first))/1e6)
-		if len(c.cpu) > 0 {
-			rss += fmt.Sprintf("   cpu %8.2f ms", float64(median(c.cpu))/1e6)
+		a := cmds[0]
+		if name, ok := anchors[c.name]; ok && byName[name] != nil {
+			a = byName[name]
 		}
+		rest := fmt.Sprintf("   round %6.2f× %-12s", perRound(c.runs, a.runs), a.name)
+		if len(c.cpu) > 0 && len(a.cpu) > 0 {
+			rest += fmt.Sprintf("   cpu %8.2f ms %6.2f×", float64(median(c.cpu))/1e6, perRound(c.cpu, a.cpu))
+		}
+		rest += fmt.Sprintf("   first line %8.2f ms", float64(median(c.first))/1e6)
 		if len(c.rss) > 0 {
-			rss += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
+			rest += fmt.Sprintf("   peak RSS %6.1f MiB", float64(median(c.rss))/1024)
 		}
-		fmt.Printf("%-14s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rss)
+		fmt.Printf("%-14s median %8.2f ms   %6.2f× %s%s\n", c.name, float64(m)/1e6, float64(m)/float64(base), cmds[0].name, rest)
 	}
+}
+
+// perRound is the median of the ratios of xs to as, round by round.
+func perRound(xs, as []time.Duration) float64 {
+	r := make([]float64, len(xs))
+	for i := range xs {
+		r[i] = float64(xs[i]) / float64(as[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
 }
 
 // post POSTs input to url and returns how long the answer took to its
