@@ -40,14 +40,16 @@ type pathSet struct {
 	what  map[string]string // for a sentence; the first given wins
 }
 
-func (s *pathSet) add(what string, paths []string) {
+// add adds paths (those that are absolute), each as given, cleaned, and
+// as r resolves it, and returns what it added.
+func (s *pathSet) add(what string, paths []string, r resolver) []string {
 	var add []string
 	for _, p := range paths {
 		if p == "" || !filepath.IsAbs(p) {
 			continue
 		}
 		add = append(add, filepath.Clean(p))
-		if real := resolved(p); real != "" {
+		if real := r.resolve(p); real != "" {
 			add = append(add, real)
 		}
 	}
@@ -64,6 +66,7 @@ func (s *pathSet) add(what string, paths []string) {
 	s.paths = append(s.paths, add...)
 	slices.Sort(s.paths)
 	s.paths = slices.Compact(s.paths)
+	return add
 }
 
 // existing lists the paths that exist, resolved.
@@ -119,25 +122,20 @@ func ProtectDir(what, dir string) {
 
 // Protect adds paths to what no tool may write; what says what they are,
 // for the sentence that refuses a write ("the gateway's decision log").
-func Protect(what string, paths ...string) { protected.add(what, paths) }
+func Protect(what string, paths ...string) { protected.add(what, paths, resolver{}) }
 
 // ProtectGate adds paths that make an agent runtime call the gateway (its
 // settings and hooks) to what no tool may write (rule R9): a write there
 // would switch the gate off.
 func ProtectGate(what string, paths ...string) {
-	protected.add(what, paths)
+	added := protected.add(what, paths, resolver{})
 	protected.mu.Lock()
 	defer protected.mu.Unlock()
 	if protected.gate == nil {
 		protected.gate = map[string]bool{}
 	}
-	for _, p := range paths {
-		if p != "" && filepath.IsAbs(p) {
-			protected.gate[filepath.Clean(p)] = true
-			if real := resolved(p); real != "" {
-				protected.gate[real] = true
-			}
-		}
+	for _, p := range added {
+		protected.gate[p] = true
 	}
 }
 
@@ -278,8 +276,9 @@ func Conceal(paths ...string) {
 			abs = append(abs, a)
 		}
 	}
-	Protect("a secret of the gateway's", abs...)
-	concealed.add("a secret of the gateway's", abs)
+	r := resolver{}
+	protected.add("a secret of the gateway's", abs, r)
+	concealed.add("a secret of the gateway's", abs, r)
 }
 
 // Concealed lists the concealed paths that exist, resolved.

@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestR8ResolverLeadsWhereEvalSymlinksDoes: one batch's resolver, which
+// remembers the directories it went through, resolves every path where
+// filepath.EvalSymlinks does, through links to directories and files,
+// absolute and relative, a link among the directories it has already
+// resolved, a dangling link, a loop, a file in a directory's place, a
+// missing path and a .. after a link; and a batch made after a link is
+// swapped follows it where it leads then.
+func TestR8ResolverLeadsWhereEvalSymlinksDoes(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	for _, d := range []string{"real/sub", "other/sub"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"real/sub/f", "real/file", "other/sub/f"} {
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{
+		"abs":           filepath.Join(root, "real"),
+		"rel":           "real/sub",
+		"real/sub/up":   "../file",
+		"real/sub/lf":   "f",
+		"dangling":      "nowhere",
+		"loop":          "loop2",
+		"loop2":         "loop",
+		"real/sub/back": filepath.Join(root, "abs", "sub"),
+	} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := []string{"real", "real/sub/f", "abs", "abs/sub/f", "abs/sub/lf", "rel/f", "rel/up", "real/sub/back/f",
+		"abs/sub/back/back/lf", "dangling", "loop", "loop/x", "real/file/x", "real/missing", "missing/x", "abs/sub/../file", "rel/../other"}
+	check := func(r resolver) {
+		t.Helper()
+		for _, p := range append(paths, paths...) { // the second time from what r remembers
+			p = root + "/" + p // as written: a .. stays
+			want, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				want = ""
+			}
+			if got := r.resolve(p); got != want {
+				t.Errorf("%s resolves to %q, want %q as EvalSymlinks", p, got, want)
+			}
+		}
+	}
+	check(resolver{})
+	if err := os.Remove(filepath.Join(root, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "other"), filepath.Join(root, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	check(resolver{})
+}
