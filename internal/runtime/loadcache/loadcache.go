@@ -347,9 +347,13 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 	for p, s := range sums {
 		m.Files[p] = hex.EncodeToString(s[:])
 	}
+	var buf []byte
 	for _, in := range inputs {
 		if _, ok := m.Files[in]; !ok {
-			sum, why := hashFile(in)
+			if buf == nil {
+				buf = make([]byte, 32<<10) // one for every file: the hook's heap is not collected
+			}
+			sum, why := hashFile(in, buf)
 			if why != "" {
 				return m, why
 			}
@@ -375,7 +379,7 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 // hashFile hashes a regular file. Anything else (a FIFO put in a file's
 // place) is a reason for a fresh load, which reports it; it is never
 // opened in a way that could wait (rule C2: a hook must not hang).
-func hashFile(p string) (string, string) {
+func hashFile(p string, buf []byte) (string, string) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", "cannot read " + p
@@ -385,7 +389,7 @@ func hashFile(p string) (string, string) {
 		return "", p + " is not a regular file"
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, maxManifest+1)); err != nil {
+	if _, err := io.CopyBuffer(h, io.LimitReader(f, maxManifest+1), buf); err != nil {
 		return "", "cannot read " + p
 	}
 	return hex.EncodeToString(h.Sum(nil)), ""

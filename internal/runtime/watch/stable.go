@@ -40,6 +40,7 @@ func Sums(dir string, extra []string, budget int64) (sums map[string][32]byte, b
 func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 	sums = map[string][32]byte{}
 	var read int64
+	buf := make([]byte, 32<<10) // one for every file: the hook's heap is not collected
 	add := func(p string) {
 		if busy != "" {
 			return
@@ -65,7 +66,7 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 			return
 		}
 		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
+		if _, err := io.CopyBuffer(h, onlyReader{f}, buf); err != nil {
 			busy = "cannot read " + p
 			return
 		}
@@ -111,6 +112,10 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 	}
 	return sums, busy
 }
+
+// onlyReader hides a file's WriteTo, which would copy through a buffer of
+// its own (io.CopyBuffer uses a WriterTo before the buffer it is given).
+type onlyReader struct{ io.Reader }
 
 // openForWriting returns one of the files that some process holds open for
 // writing, "" for none. It reads /proc (Linux); where that cannot be read
