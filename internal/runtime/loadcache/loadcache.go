@@ -182,14 +182,27 @@ func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, m
 	case r.Dir != dir:
 		return nil, suspect("the record is of another policy")
 	}
+	// The plan is decoded while the policy's files are read and hashed
+	// (on a second core, when one is free), and used only once they match
+	// the manifest.
+	type restored struct {
+		g   *policy.Generation
+		err error
+	}
+	decoded := make(chan restored, 1)
+	go func() {
+		g, err := policy.Restore(saved, opts...)
+		decoded <- restored{g, err}
+	}()
 	now, why := manifestOf(dir, r.Dirs, r.Inputs)
+	res := <-decoded
 	if why != "" {
 		return nil, normal(why)
 	}
 	if !now.equal(r.Manifest) {
 		return nil, normal("the policy's files changed since the record was written")
 	}
-	g, err := policy.Restore(saved, opts...)
+	g, err := res.g, res.err
 	if err != nil {
 		return nil, suspect(err.Error())
 	}
