@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,13 +99,35 @@ func (b Binding) claims() claims {
 // home does not exist (nobody), /var/tmp/aimon-gw-UID.
 func Dir() string {
 	uid := os.Geteuid()
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
-		if fi, err := os.Stat(u.HomeDir); err == nil && fi.IsDir() {
-			return filepath.Join(u.HomeDir, ".local", "state", "aimon-gw")
+	if home := passwdHome(uid); filepath.IsAbs(home) {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			return filepath.Join(home, ".local", "state", "aimon-gw")
 		}
 	}
 	return fmt.Sprintf("/var/tmp/aimon-gw-%d", uid)
 }
+
+// passwdHome is the home the password database gives uid ("" for none),
+// looked up once a process: the hook conceals the state directory, then
+// seals a ticket with the key in it, and each lookup reads and parses
+// nsswitch.conf and the whole database.
+func passwdHome(uid int) string {
+	homes.Lock()
+	defer homes.Unlock()
+	home, ok := homes.byUID[uid]
+	if !ok {
+		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			home = u.HomeDir
+		}
+		homes.byUID[uid] = home
+	}
+	return home
+}
+
+var homes = struct {
+	sync.Mutex
+	byUID map[int]string
+}{byUID: map[int]string{}}
 
 // Conceal hides the state directory from every sandbox and every file
 // tool of this process (rule R8): a tool that read the key could seal a
