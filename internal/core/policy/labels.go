@@ -43,6 +43,11 @@ type Label struct {
 	// do not give the label: a source the policy trusts.
 	Trusted    []string
 	TrustedPos []Position
+	// Content are the shapes of secrets whose match in any result's text
+	// gives the label, whatever tool returned it; with Redact each match
+	// is replaced before the model sees the result (content.go).
+	Content []Shape `json:",omitempty"`
+	Redact  bool    `json:",omitempty"`
 }
 
 // A Flow is what a surface denies and asks for while its session holds a label.
@@ -73,7 +78,9 @@ type sessionLists struct {
 	// searches a Read entry binds, and servers the servers labels name:
 	// a result of another tool gives no label.
 	marks, servers map[string]bool
-	chains         sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
+	// content are the labels' shapes of secrets, compiled (content.go).
+	content []contentShape
+	chains  sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
 }
 
 // sessions reads labels and the surfaces' when (rule P18), reporting what
@@ -89,8 +96,9 @@ func (c *compiler) sessions(g *Generation, v cue.Value) {
 		l.Entries, l.EntryPos = c.stringsAt(lv.LookupPath(cue.ParsePath("entries")))
 		l.Servers, _ = c.stringsAt(lv.LookupPath(cue.ParsePath("servers")))
 		l.Trusted, l.TrustedPos = c.stringsAt(lv.LookupPath(cue.ParsePath("trusted")))
-		if len(l.Tools)+len(l.Entries)+len(l.Servers) == 0 {
-			c.errs = append(c.errs, Diagnostic{Pos: l.Pos, Code: rule.P18, Message: fmt.Sprintf("label %s names no tool, entry or server whose results give it, so it labels nothing; give it tools, entries or servers, or remove it.", l.Name)})
+		c.contentOf(l, lv)
+		if len(l.Tools)+len(l.Entries)+len(l.Servers) == 0 && !lv.LookupPath(cue.ParsePath("content")).Exists() {
+			c.errs = append(c.errs, Diagnostic{Pos: l.Pos, Code: rule.P18, Message: fmt.Sprintf("label %s names no tool, entry, server or content whose results give it, so it labels nothing; give it tools, entries, servers or content, or remove it.", l.Name)})
 		}
 		for i, t := range l.Tools {
 			c.labelNames(g, l, "tools", t, l.ToolPos[i])
@@ -200,7 +208,7 @@ func (c *compiler) stringsAt(v cue.Value) ([]string, []Position) {
 // reported it).
 func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessionLists {
 	subjects, readers := listSubjects(g), readers(g)
-	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}, bound: map[string]bool{}, marks: map[string]bool{}, servers: map[string]bool{}}
+	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}, bound: map[string]bool{}, marks: map[string]bool{}, servers: map[string]bool{}, content: compileContent(s)}
 	fail := func(what string, entries []string, pos []Position, err error) {
 		if !report {
 			return

@@ -104,7 +104,7 @@ agent: when: {
 		`policy.cue:8:39: label untrusted entries entry "Raed" names no tool the policy defines, so it would label nothing; did you mean "Read"?`,
 		`policy.cue:8:23: label untrusted: entry "Read(/tmp/[)" cannot be used: the path pattern is not a valid glob`,
 		`policy.cue:9:17: label web names the server "web", which the policy does not define under servers`,
-		`policy.cue:10:2: label empty names no tool, entry or server whose results give it`,
+		`policy.cue:10:2: label empty names no tool, entry, server or content whose results give it`,
 		`policy.cue:14:21: agent when web ask-tools entry "Bsh(git push:*)" names no tool the policy defines; did you mean "Bash"?`,
 	} {
 		if !strings.Contains(text, w) {

@@ -285,8 +285,15 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	}
 	r := g.execute(ctx, chain, p, d)
 	end(outcome(&d, r.IsError))
+	var held []string
+	if d.Allowed {
+		held = g.content(p, &r) // a secret redacted before the model sees it (rule P18)
+	}
 	if d.Allowed && !r.IsError {
 		p.labels = g.labelResult(p, d, r.Content) // rule P18
+	}
+	if len(held) > 0 {
+		p.labels = append(p.labels, held...)
 	}
 	if d.Allowed && g.opts.Decisions != nil {
 		p.text = &r.Content

@@ -300,14 +300,27 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	eff, err := cur.Effective(chain)
 	p := g.prepare(cur, chain, eff, ceilingOf(cur, chain), err, call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, session: c.Session})
 	s := g.sessionOf(p)
-	if p.tool == nil || p.input == nil || s == nil {
+	if s == nil {
 		return nil, nil
+	}
+	// What the result holds labels whatever tool gave it (a client's own).
+	var held []string
+	if cur.Session != nil {
+		if _, held = cur.Content(result); len(held) > 0 {
+			if err := s.Gain(ctx, held, Source{Tool: c.Name, ID: c.ID}); err != nil {
+				return held, err
+			}
+		}
+	}
+	if p.tool == nil || p.input == nil {
+		return held, nil
 	}
 	in, why := canonical(p.tool, p.input, g.opts.Workdir, g.opts.Paths)
 	if why != "" {
-		return nil, nil
+		return held, nil
 	}
-	return g.observe(ctx, s, p, in, result)
+	labels, err := g.observe(ctx, s, p, in, result)
+	return append(labels, held...), err
 }
 
 // subjectIn is the call's subject as decided (a path, a URL), "" for none.

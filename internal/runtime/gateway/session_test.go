@@ -229,3 +229,64 @@ agent: when: untrusted: "denied-tools": ["Echo"]
 		t.Errorf("a policy without labels gave a session: %v %q %v", s, h, err)
 	}
 }
+
+// TestP18SecretInAResultIsRedactedAndLabels: a Read of a file that holds a
+// private key block returns the file with the block redacted, and labels
+// the session secret, so a later Echo is refused naming the read; a Glob
+// that lists a file named like a GitHub token shows neither its text nor
+// its structured result with the token, and labels too. A gateway without
+// a session redacts all the same.
+func TestP18SecretInAResultIsRedactedAndLabels(t *testing.T) {
+	const body = `
+tools: {Echo: schema.#Echo, Read: schema.#Read, Glob: schema.#Glob}
+labels: secret: {content: ["private-key", "github-token"], redact: true}
+agent: when: secret: "denied-tools": ["Echo"]
+`
+	dir := t.TempDir()
+	const pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAzs3x\n-----END RSA PRIVATE KEY-----\n"
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	file := filepath.Join(dir, "id_rsa")
+	os.WriteFile(file, []byte("before\n"+pem+"after\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, token), nil, 0o600)
+	echo := `{"type":"tool_use","id":"e1","name":"Echo","input":{"message":"hi"}}`
+	for _, session := range []bool{true, false} {
+		g, _ := newGateway(t, body, nil)
+		if session {
+			g.opts.Session = NewSession()
+		}
+		r := handle(t, g, `{"type":"tool_use","id":"r1","name":"Read","input":{"file_path":"`+file+`"}}`)
+		text, _ := r["content"].(string)
+		if r["is_error"] != false || strings.Contains(text, "MIIEowIBAAKCAQEAzs3x") || !strings.Contains(text, "[redacted private-key]") || !strings.Contains(text, "after") {
+			t.Errorf("session %v: the read shows %q", session, text)
+		}
+		r = handle(t, g, echo)
+		if text, _ := r["content"].(string); session != (r["is_error"] == true) || session && !strings.Contains(text, "The result of Read of "+file+" (call r1) labelled the session secret") {
+			t.Errorf("session %v: the echo after the read: %v", session, r)
+		}
+		res := g.Call(context.Background(), nil, "g1", "Glob", json.RawMessage(`{"pattern":"ghp_*","path":"`+dir+`"}`))
+		st, _ := json.Marshal(res.Structured)
+		if res.IsError || strings.Contains(res.Text, token) || strings.Contains(string(st), token) || !strings.Contains(res.Text, "[redacted github-token]") || !strings.Contains(string(st), "[redacted github-token]") {
+			t.Errorf("session %v: the glob shows %q and %s", session, res.Text, st)
+		}
+	}
+}
+
+// TestP18ResultSeenByAHookLabelsByContent: a result the gateway did not
+// run (a hook's PostToolUse) that holds a secret's shape labels the
+// session, whatever tool gave it, one the policy does not define too.
+func TestP18ResultSeenByAHookLabelsByContent(t *testing.T) {
+	g, _ := newGateway(t, `
+tools: {Echo: schema.#Echo}
+labels: secret: content: ["gitlab-token"]
+agent: when: secret: "denied-tools": ["Echo"]
+`, nil)
+	g.opts.Session = NewSession()
+	got, err := g.Label(context.Background(), nil, Call{ID: "t1", Name: "mcp__ci__logs", Input: []byte(`{}`)}, `{"log":"token glpat-0123456789abcdefghij"}`)
+	if err != nil || !slices.Equal(got, []string{"secret"}) {
+		t.Fatalf("the result's labels: %v %v", got, err)
+	}
+	r := handle(t, g, `{"type":"tool_use","id":"e1","name":"Echo","input":{"message":"hi"}}`)
+	if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "The result of mcp__ci__logs (call t1) labelled the session secret") {
+		t.Errorf("the echo after it: %v", r)
+	}
+}
