@@ -56,16 +56,15 @@ type mcpSession struct {
 	log  *records
 }
 
-// startMCP serves the policy of dir, whose upstream writes the frames it
-// receives to the file frames.
-func startMCP(t *testing.T, dir, frames string, sdkCalls bool) *mcpSession {
+// startMCP serves the policy of dir in the working directory wd.
+func startMCP(t *testing.T, dir, wd string, sdkCalls bool) *mcpSession {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &mcpSession{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1), log: &records{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
-		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, Stdin: inR, Stdout: outW, Log: discard, LoadTimeout: time.Minute, Decisions: s.log, sdkCalls: sdkCalls})
+		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: wd, Stdin: inR, Stdout: outW, Log: discard, LoadTimeout: time.Minute, Decisions: s.log, sdkCalls: sdkCalls})
 		s.done <- err
 		inR.CloseWithError(fmt.Errorf("mcp has returned: %v", err))
 		outW.Close()
@@ -74,6 +73,8 @@ func startMCP(t *testing.T, dir, frames string, sdkCalls bool) *mcpSession {
 }
 
 // send writes frame and returns the answer; a notification has none.
+// The server's notifications (tools/list_changed after a load) are
+// skipped: they come when they come.
 func (s *mcpSession) send(t *testing.T, frame string) string {
 	t.Helper()
 	if _, err := io.WriteString(s.in, frame+"\n"); err != nil {
@@ -82,11 +83,29 @@ func (s *mcpSession) send(t *testing.T, frame string) string {
 	if !strings.Contains(frame, `"id"`) {
 		return ""
 	}
-	line, err := s.out.ReadString('\n')
-	if err != nil {
-		t.Fatalf("no answer to %s: %v", frame, err)
+	for {
+		line, err := s.out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer to %s: %v", frame, err)
+		}
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.ID != nil {
+			return strings.TrimSpace(line)
+		}
 	}
-	return strings.TrimSpace(line)
+}
+
+// end closes the session's input and waits for mcp to return, reading
+// what it still writes.
+func (s *mcpSession) end(t *testing.T) {
+	t.Helper()
+	go io.Copy(io.Discard, s.out)
+	s.in.Close()
+	if err := <-s.done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestR7MCPDirectAndSDKAnswerAlike: the same frames, through the front
@@ -141,16 +160,13 @@ agent: "allowed-tools": ["r__echo", "r__two", "r__image", "r__structured", "r__f
 			var direct [2]int64
 			for i, sdk := range []bool{false, true} {
 				os.Remove(got)
-				s := startMCP(t, dir, got, sdk)
+				s := startMCP(t, dir, dir, sdk)
 				before := mcpfront.DirectCalls.Load()
 				for _, f := range frames {
 					answers[i] = append(answers[i], s.send(t, f))
 				}
 				direct[i] = mcpfront.DirectCalls.Load() - before
-				s.in.Close()
-				if err := <-s.done; err != nil {
-					t.Fatal(err)
-				}
+				s.end(t)
 				b, _ := os.ReadFile(got)
 				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 					var m map[string]json.RawMessage
@@ -175,5 +191,48 @@ agent: "allowed-tools": ["r__echo", "r__two", "r__image", "r__structured", "r__f
 				t.Errorf("the guard answered %d calls itself (the SDK path %d), want 11 (and 0): every plain call", direct[0], direct[1])
 			}
 		})
+	}
+}
+
+// TestP15MCPDirectElicitsApproval: an asked call of a client before
+// 2026-07-28 that the guard answers itself is elicited as the SDK's
+// multi-round-trip middleware elicits it, and runs once the person
+// approves; the elicitation and the answers are the SDK path's, byte for
+// byte, and a decline runs nothing.
+func TestP15MCPDirectElicitsApproval(t *testing.T) {
+	dir, wd := askSetup(t)
+	for _, c := range []struct {
+		answer, want string
+	}{
+		{`{"action":"accept","content":{"approve":true}}`, "the secret"},
+		{`{"action":"decline"}`, "did not approve it (decline)"},
+	} {
+		var frames [2][]string
+		for i, sdk := range []bool{false, true} {
+			s := startMCP(t, dir, wd, sdk)
+			s.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`)
+			s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			before := mcpfront.DirectCalls.Load()
+			ask := s.send(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Read","arguments":{"file_path":"secret/a"}}}`)
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(ask), &req) != nil || req.Method != "elicitation/create" {
+				t.Fatalf("sdk %v: the asked call was answered %s, want an elicitation", sdk, ask)
+			}
+			answer := s.send(t, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":`+c.answer+`}`)
+			if !strings.Contains(answer, c.want) || !strings.Contains(answer, `"id":1`) {
+				t.Errorf("sdk %v: after %s: %s, want %q", sdk, c.answer, answer, c.want)
+			}
+			if took := mcpfront.DirectCalls.Load() - before; took != map[bool]int64{false: 1, true: 0}[sdk] {
+				t.Errorf("sdk %v: the guard answered %d calls itself", sdk, took)
+			}
+			frames[i] = []string{ask, answer}
+			s.end(t)
+		}
+		if frames[0][0] != frames[1][0] || frames[0][1] != frames[1][1] {
+			t.Errorf("the paths differ:\ndirect %q\n   SDK %q", frames[0], frames[1])
+		}
 	}
 }
