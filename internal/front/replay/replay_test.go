@@ -109,3 +109,20 @@ func BenchmarkP18Replay100k(b *testing.B) {
 	b.ReportMetric(float64(calls), "calls/op")
 	b.ReportMetric((cputime.Process()-c0).Seconds()/float64(b.N), "cpu-s/op")
 }
+
+// FuzzP18ReplayLog: whatever a log holds, replay answers with a report or
+// a sentence that names where it stopped, and never panics (rule R2).
+func FuzzP18ReplayLog(f *testing.F) {
+	page := map[string]any{"file_path": "/tmp/page.html"}
+	f.Add(rec("a", "running", "r1", "Read", page, true, false) + rec("a", "result", "r1", "Read", nil, true, false))
+	f.Add(`{"v":2,"phase":"running"}` + "\n")
+	f.Add(`{"v":1,"phase":"result","call_id":"x","text":"t"}` + "\n" + `{"v":1,"phase":"user","text":"hi"}`)
+	f.Add("not json\n")
+	dir := policyDir(f, strict)
+	f.Fuzz(func(t *testing.T, log string) {
+		rep, err := Run(context.Background(), strings.NewReader(log), Options{Policy: dir, LoadTimeout: time.Minute, Name: "log"})
+		if err == nil && rep == nil || err != nil && !strings.HasPrefix(err.Error(), "log") && !strings.HasPrefix(err.Error(), "none of the") {
+			t.Fatalf("report %v, error %v", rep, err)
+		}
+	})
+}
