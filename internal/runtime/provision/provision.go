@@ -520,6 +520,12 @@ func (l *loading) build() (*Generation, error) {
 			return nil, err
 		}
 	}
+	if gen == l.base {
+		// Its own: the gateway numbers it and names its commit, while the
+		// servers still waited for expand the loaded one.
+		c := *gen
+		gen = &c
+	}
 	g.Generation = gen
 	dir := gen.Dir
 	g.commit = sync.OnceValue(func() string { return policy.GitCommit(dir) })
