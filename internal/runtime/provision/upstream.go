@@ -29,7 +29,8 @@ import (
 )
 
 // Upstreams is the kind of tools of upstream MCP servers (stdio), reached
-// with the official Go SDK's client. A server's process is shared by every
+// with the official Go SDK's client (a stdio server's calls through the
+// relay on its connection, relay.go). A server's process is shared by every
 // tool and generation that leases it, restarted after a crash for later
 // calls, and stopped when its last lease is released or the gateway stops
 // (rule R4).
