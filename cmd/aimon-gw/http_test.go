@@ -32,7 +32,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/authntest"
 	"aimon.dev/gw/internal/testkit/mcptest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/authntest"
 )
 
 // TestR5IdentitySurvivesItsProvider: through the binary, an issuer that

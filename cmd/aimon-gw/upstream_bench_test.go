@@ -150,6 +150,7 @@ agent: "allowed-tools": ["fs__echo"]
 	b.ReportMetric(ratio(5), "mcp-sdk/direct")
 	inW.Close()
 }
+
 // byteRelay is a client session with the server bin through a relay that
 // copies bytes between the client's pipes and the server's, and reads
 // nothing: the floor of a front end between the two.

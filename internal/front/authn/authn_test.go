@@ -17,7 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/authntest"
 )
 
 // TestR5JWTsAreCheckedWhole: a token is taken only when an asymmetric key

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/authntest"
 )
 
 // waitFor polls cond for up to 10 s.

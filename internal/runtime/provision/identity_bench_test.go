@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/front/authn/authntest"
+	"aimon.dev/gw/internal/testkit/authntest"
 	"aimon.dev/gw/tools"
 )
 
