@@ -268,6 +268,10 @@ func (g *Generation) Waits(name string) bool {
 // Superseded is closed once g is retired: another generation is in force.
 func (g *Generation) Superseded() <-chan struct{} { return g.superseded }
 
+// compiling is held while a loaded policy is expanded or completed: the
+// first load's servers answer while a reload may complete the same one.
+var compiling sync.Mutex
+
 // loading is one load's binding: what is bound so far, shared by the
 // generations built from it (one for Provision, one per server answered
 // for ProvisionNow), and released once the last of them is.
@@ -371,9 +375,9 @@ func (l *loading) bindServer(ctx context.Context, server string) bound {
 			res.down = &Unavailable{Server: server, Reason: sentence(err)}
 		} else {
 			defer release() // the binds below hold their own leases
-			l.mu.Lock()     // one compile of the policy at a time
+			compiling.Lock()
 			exp, err := l.base.Expand(map[string][]string{server: names})
-			l.mu.Unlock()
+			compiling.Unlock()
 			if err != nil {
 				res.err = err
 				return res
@@ -480,6 +484,8 @@ func (l *loading) log() *slog.Logger {
 func (l *loading) build() (*Generation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	compiling.Lock()
+	defer compiling.Unlock()
 	gen := l.base
 	if len(l.listed) > 0 {
 		var err error
