@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -335,7 +336,7 @@ func TestR7TracingFromTheEnvironment(t *testing.T) {
 
 // An upstream server that is down has its tools withheld (rule R4), and
 // /metrics says which: 1 for a server that answered at the last load, 0
-// for one that did not.
+// for one that did not or has not yet.
 func TestR4MetricsShowUpstreamHealth(t *testing.T) {
 	echo := mcptest.NewEcho(t, "s3cret")
 	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
@@ -357,7 +358,15 @@ agent: "allowed-tools": ["Echo", "gone__read_file", "web__echo"]
 	}
 	t.Cleanup(rt.Close)
 	m.Follow(rt.Gateway)
+	// The first load waits for no server (rule R10): web's tools go in
+	// force when it answers, gone's are withheld when it fails to start.
 	fams := scrape(t, m.Handler())
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if v, ok := value(fams, "aimon_gw_upstream_up", map[string]string{"server": "web"}); ok && v == 1 {
+			break
+		}
+		fams = scrape(t, m.Handler())
+	}
 	for _, c := range []struct {
 		note, server string
 		want         float64
