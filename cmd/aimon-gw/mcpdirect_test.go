@@ -236,3 +236,72 @@ func TestP15MCPDirectElicitsApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestR2MCPCancelledUpstreamCallReachesTheServer: a client's cancellation
+// of an upstream call through mcp, on either path, reaches the upstream
+// server as a cancellation of the call it received, under that call's id;
+// the cancelled call is not answered, decided once, and the session goes
+// on.
+func TestR2MCPCancelledUpstreamCallReachesTheServer(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	got := filepath.Join(dir, "frames")
+	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+
+servers: r: {command: [%q], env: AIMON_TEST_FRAMES: %q, expose: ["slow"], pin: false}
+agent: "allowed-tools": ["r__slow"]
+`, binary(t, relayServerPkg), got))
+	upstream := func(method string) []map[string]json.RawMessage {
+		b, _ := os.ReadFile(got)
+		var out []map[string]json.RawMessage
+		for _, line := range strings.Split(string(b), "\n") {
+			var m map[string]json.RawMessage
+			if json.Unmarshal([]byte(line), &m) == nil && string(m["method"]) == `"`+method+`"` {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not happen within 30s", what)
+			}
+		}
+	}
+	for _, sdk := range []bool{false, true} {
+		os.Remove(got)
+		s := startMCP(t, dir, dir, sdk)
+		s.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		// Not send: the call gets no answer.
+		io.WriteString(s.in, `{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"r__slow","arguments":{}}}`+"\n")
+		var id json.RawMessage
+		eventually("the call's reaching the upstream", func() bool {
+			if cs := upstream("tools/call"); len(cs) > 0 {
+				id = cs[0]["id"]
+			}
+			return id != nil
+		})
+		s.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"test"}}`)
+		eventually("the upstream's being told of the cancellation", func() bool {
+			for _, c := range upstream("notifications/cancelled") {
+				var p struct {
+					RequestID json.RawMessage `json:"requestId"`
+				}
+				if json.Unmarshal(c["params"], &p) == nil && string(p.RequestID) == string(id) {
+					return true
+				}
+			}
+			return false
+		})
+		if answer := s.send(t, `{"jsonrpc":"2.0","id":"ping","method":"ping"}`); !strings.Contains(answer, `"id":"ping"`) {
+			t.Errorf("sdk %v: the first answer after the cancellation is %s; the cancelled call must get none", sdk, answer)
+		}
+		s.end(t)
+		if n := strings.Count(strings.Join(s.log.lines(), "\n"), `"phase":"running","call_id":"mcp_1","tool":"r__slow"`); n != 1 {
+			t.Errorf("sdk %v: the cancelled call was decided %d times, want once:\n%s", sdk, n, strings.Join(s.log.lines(), "\n"))
+		}
+	}
+}
