@@ -114,11 +114,11 @@ func (e *Effective) denies(tool string, in map[string]any, written any, workdir 
 	}
 	if by := m.matching(e.deny[tool]); len(by) > 0 {
 		shown, text := named(by, " and ")
-		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, m.what, text)}, true
+		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, m.describe(), text)}, true
 	}
 	if m.chained && len(e.deny[tool]) > 0 {
 		shown, text := named(patterned(e.deny[tool]), ", ")
-		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.what, text)}, true
+		return Decision{Rule: rule.P14, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface: a command with ; | & ` $ > < ( ), a newline, a carriage return or a NUL byte could run what %s denies; run one simple command at a time.", tool, m.describe(), text)}, true
 	}
 	return Decision{}, false
 }
@@ -152,7 +152,7 @@ func (e *Effective) asks(tool string, in map[string]any, written any, workdir st
 	what := ""
 	if by == nil {
 		m := e.matcherOf(tool, in, written, workdir)
-		what = " " + m.what
+		what = " " + m.describe()
 		if by = m.matching(lvs); by == nil && m.chained {
 			by = patterned(lvs) // a chained command: a person reads it whole
 		}
@@ -207,8 +207,11 @@ func patterned(lvs []*toolEntries) []string {
 // callSubject is what deny and ask entries are matched against: the
 // subject as the allow lists read it, or the tool's own rule's answers.
 type callSubject struct {
-	subj     string        // for a tool with a subject kind
-	what     string        // the subject for sentences, such as command "ls"
+	subj     string // for a tool with a subject kind
+	what     string // the subject for sentences, such as command "ls"; see describe
+	kind     Kind   // with written and spelt, what describe says when what is ""
+	written  any
+	spelt    string
 	why      string        // why there is no subject, when patterns need one
 	chained  bool          // a command with metacharacters (P3)
 	quoted   bool          // a command whose words as the shell passes them differ from its fields
@@ -216,6 +219,14 @@ type callSubject struct {
 	rule     Ruler
 	in       map[string]any
 	workdir  string
+}
+
+// describe is the subject for sentences, such as command "ls".
+func (c callSubject) describe() string {
+	if c.what != "" {
+		return c.what
+	}
+	return fmt.Sprintf("%s %s", c.kind, quoteSubject(c.written, c.spelt))
 }
 
 func (e *Effective) matcherOf(tool string, in map[string]any, written any, workdir string) callSubject {
@@ -239,7 +250,8 @@ func (e *Effective) matcherOf(tool string, in map[string]any, written any, workd
 	if written != nil {
 		raw = written
 	}
-	c.what = fmt.Sprintf("%s %s", sub.Kind, quoteSubject(raw, subj))
+	// Its sentence is made only when one is said: most calls are allowed.
+	c.what, c.kind, c.written, c.spelt = "", sub.Kind, raw, subj
 	if sub.Kind == Command {
 		// Deny and ask read a command as a person would: spaces and
 		// tabs between words do not hide it.

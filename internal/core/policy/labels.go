@@ -334,11 +334,11 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 }
 
 // Flows is the effective flow of every label of labels along chain at
-// once, accumulated; key names the set of labels (they are sorted, and a
-// session keeps key beside them, so that a call builds none). Nil when no
-// surface of the chain has a flow on them.
+// once, accumulated; key names the set of labels: "\x00" and the sorted
+// labels joined by "\x00" (a session keeps key beside them, so that a call
+// builds none). Nil when no surface of the chain has a flow on them.
 func (g *Generation) Flows(chain, labels []string, key string) *allow.Effective {
-	return g.flowOf(chain, labels, "\x00"+key)
+	return g.flowOf(chain, labels, key)
 }
 
 // FlowBinds reports whether some flow's entry binds tool: whether a call

@@ -100,7 +100,8 @@ func (h Held) with(labels []string, from Source) Held {
 	for i, l := range next {
 		names[i] = l.label
 	}
-	return Held{labels: next, names: names, key: strings.Join(names, "\x00")}
+	// The key as the policy's cache of flows names a set (Flows).
+	return Held{labels: next, names: names, key: "\x00" + strings.Join(names, "\x00")}
 }
 
 // NewSession is a session kept in this process's memory, for as long as

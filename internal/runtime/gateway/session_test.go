@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"aimon.dev/gw/internal/runtime/state"
+	"aimon.dev/gw/internal/testkit/cputime"
 )
 
 // TestP18LabelsComeFromResultsAndStick: a call's result labels the session
@@ -80,37 +82,40 @@ tools: Write: schema.#Write
 	}
 }
 
-// BenchmarkP18SessionCall is a call in a session that holds 10 labels,
-// each with a flow, against the same call with no session state (issue
-// 48: at most 1.2x): an Echo, which no flow binds, and a Read of a small
-// file, which every flow's Read entry judges (and admits). The labels'
-// results are not kept, so 1,000 earlier results cost what one does.
+// BenchmarkP18SessionCall is a call in a session that holds 10 labels
+// from 1,000 earlier results, each label with a flow, against the same
+// call with no session state (issue 48: at most 1.2x): an Echo, which no
+// flow binds, and a Read of a small file, which every flow's Read entry
+// judges (and admits). The labels' results are not kept, so 1,000 earlier
+// results cost what one does. read/10-labels-stored is the hook's: the
+// session read from the local state store, as a new process reads it.
 func BenchmarkP18SessionCall(b *testing.B) {
-	var body strings.Builder
-	body.WriteString("tools: {Echo: schema.#Echo, Read: schema.#Read}\n")
-	for i := range 10 {
-		fmt.Fprintf(&body, "labels: l%d: entries: [\"Read(/tmp/%d/**)\"]\n", i, i)
-		fmt.Fprintf(&body, "agent: when: l%d: \"denied-tools\": [\"Read(/srv/%d/**)\"]\n", i, i)
-	}
-	file := filepath.Join(b.TempDir(), "a.txt")
-	os.WriteFile(file, []byte("hello\n"), 0o644)
+	body, file := sessionBench(b)
 	lines := map[string][]byte{
 		"echo": []byte(`{"type":"tool_use","id":"e","name":"Echo","input":{"message":"hi"}}`),
 		"read": []byte(`{"type":"tool_use","id":"r","name":"Read","input":{"file_path":"` + file + `"}}`),
 	}
+	store, err := state.Open(b.TempDir(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
-		held bool
-	}{{"echo/none", false}, {"echo/10-labels", true}, {"read/none", false}, {"read/10-labels", true}} {
+		held string // "", "memory" or "stored": a hook's, read from the local store on each call
+	}{{"echo/none", ""}, {"echo/10-labels", "memory"}, {"read/none", ""}, {"read/10-labels", "memory"}, {"read/10-labels-stored", "stored"}} {
 		held, line := c.held, lines[strings.Split(c.name, "/")[0]]
 		b.Run(c.name, func(b *testing.B) {
-			g, _ := newGateway(b, body.String(), nil)
+			g, _ := newGateway(b, body, nil)
 			g.log = slog.New(slog.DiscardHandler)
-			if held {
-				g.opts.Session = NewSession()
+			s := NewSession()
+			if held == "stored" {
+				s = StoredSession(state.SessionsOf(store), "bench")
+			}
+			if held != "" {
 				for i := range 1000 {
-					g.opts.Session.Gain(context.Background(), []string{fmt.Sprintf("l%d", i%10)}, Source{Tool: "Read", ID: fmt.Sprint(i), Subject: "/tmp/x"})
+					s.Gain(context.Background(), []string{fmt.Sprintf("l%d", i%10)}, Source{Tool: "Read", ID: fmt.Sprint(i), Subject: "/tmp/x"})
 				}
+				g.opts.Session = s
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -118,6 +123,9 @@ func BenchmarkP18SessionCall(b *testing.B) {
 				b.Fatalf("the call failed: %s", r)
 			}
 			for b.Loop() {
+				if held == "stored" {
+					g.opts.Session = StoredSession(state.SessionsOf(store), "bench") // a new process's
+				}
 				g.Handle(ctx, line)
 			}
 		})
@@ -289,4 +297,70 @@ agent: when: secret: "denied-tools": ["Echo"]
 	if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "The result of mcp__ci__logs (call t1) labelled the session secret") {
 		t.Errorf("the echo after it: %v", r)
 	}
+}
+
+// BenchmarkP18SessionRatio is BenchmarkP18SessionCall's ratio measured
+// on a shared machine: rounds of 50 calls in a session of 10 labels from
+// 1,000 earlier results and 50 with no session state, taken in turn, the
+// median of the rounds' ratios of processor time (cputime) and of wall
+// time; for an Echo no flow binds and a Read every flow judges.
+func BenchmarkP18SessionRatio(b *testing.B) {
+	body, file := sessionBench(b)
+	for _, c := range []struct{ name, line string }{
+		{"echo", `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"hi"}}`},
+		{"read", `{"type":"tool_use","id":"r","name":"Read","input":{"file_path":"` + file + `"}}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			none, _ := newGateway(b, body, nil)
+			held, _ := newGateway(b, body, nil)
+			none.log, held.log = slog.New(slog.DiscardHandler), slog.New(slog.DiscardHandler)
+			held.opts.Session = NewSession()
+			for i := range 1000 {
+				held.opts.Session.Gain(context.Background(), []string{fmt.Sprintf("l%d", i%10)}, Source{Tool: "Read", ID: fmt.Sprint(i), Subject: "/tmp/x"})
+			}
+			ctx, line := context.Background(), []byte(c.line)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			round := func(g *Gateway) (time.Duration, time.Duration) {
+				c0, t0 := cputime.Thread(), time.Now()
+				for range 50 {
+					g.Handle(ctx, line)
+				}
+				return cputime.Thread() - c0, time.Since(t0)
+			}
+			var cpu, wall []float64
+			for i := 0; b.Loop(); i++ {
+				first, second := held, none
+				if i%2 == 1 {
+					first, second = none, held
+				}
+				c1, w1 := round(first)
+				c2, w2 := round(second)
+				if i%2 == 1 {
+					c1, c2, w1, w2 = c2, c1, w2, w1
+				}
+				if c1 > 0 && c2 > 0 {
+					cpu = append(cpu, float64(c1)/float64(c2))
+				}
+				wall = append(wall, float64(w1)/float64(w2))
+			}
+			b.ReportMetric(cputime.Median(cpu), "session/none-cpu")
+			b.ReportMetric(cputime.Median(wall), "session/none-wall")
+		})
+	}
+}
+
+// sessionBench is the policy of the session benchmarks: 10 labels, each
+// given by a Read under /tmp/N and with a flow that denies a Read under
+// /srv/N; and a small file to read.
+func sessionBench(b *testing.B) (body, file string) {
+	var sb strings.Builder
+	sb.WriteString("tools: {Echo: schema.#Echo, Read: schema.#Read}\n")
+	for i := range 10 {
+		fmt.Fprintf(&sb, "labels: l%d: entries: [\"Read(/tmp/%d/**)\"]\n", i, i)
+		fmt.Fprintf(&sb, "agent: when: l%d: \"denied-tools\": [\"Read(/srv/%d/**)\"]\n", i, i)
+	}
+	file = filepath.Join(b.TempDir(), "a.txt")
+	os.WriteFile(file, []byte("hello\n"), 0o644)
+	return sb.String(), file
 }

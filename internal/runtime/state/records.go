@@ -150,7 +150,11 @@ func (l *local) read(name string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("%s cannot read a record: %w", l, err)
 	}
 	defer f.Close()
-	b := make([]byte, MaxRecordBytes+32)
+	size := int64(MaxRecordBytes + 32)
+	if fi, err := f.Stat(); err == nil && fi.Size() < size {
+		size = fi.Size() + 1 // a session's label is small: read what it holds
+	}
+	b := make([]byte, size)
 	n, _ := io.ReadFull(f, b)
 	head, value, ok := strings.Cut(string(b[:n]), "\n")
 	until, err := strconv.ParseInt(head, 10, 64)
