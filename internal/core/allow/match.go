@@ -43,6 +43,9 @@ type toolEntries struct {
 	valid     bool     // some pattern can be used
 	kind      Kind
 	byKey     map[string][]int // entry indexes by first word or literal directory
+	// minDir and maxDir bound the lengths of the literal directories
+	// other than "/": a subject's shorter or longer prefixes are none.
+	minDir, maxDir int
 	// A command's entries again, by first word: those of one word, and
 	// the others by their first two (git push), so that a command whose
 	// first word many entries share is read against those it may run.
@@ -95,6 +98,12 @@ func (te *toolEntries) index(k Kind) {
 			te.byKey = map[string][]int{}
 		}
 		te.byKey[key] = append(te.byKey[key], i)
+		if k == Path && key != "/" {
+			if te.minDir == 0 || len(key) < te.minDir {
+				te.minDir = len(key)
+			}
+			te.maxDir = max(te.maxDir, len(key))
+		}
 	}
 }
 
@@ -190,7 +199,7 @@ func (te *toolEntries) candidates(subj string, out []int) []int {
 	case Path:
 		// Every directory the subject lies in, itself included (under).
 		out = append(out, te.byKey["/"]...)
-		for i := 2; i <= len(subj); i++ {
+		for i := max(2, te.minDir); i <= min(len(subj), te.maxDir); i++ {
 			if i == len(subj) || subj[i] == '/' {
 				out = append(out, te.byKey[subj[:i]]...)
 			}
