@@ -21,7 +21,9 @@ import (
 // same Write with no handle (a session of its own, which read nothing)
 // lands. Rita sending Alice's handle, a handle with its seal altered, and
 // Alice's handle sent to a replica of another key are refused with a
-// sentence each, and write nothing.
+// sentence each, and write nothing. Through the HTTP hook, Alice's
+// PostToolUse on one replica makes her Write in that session denied on the
+// other, and Rita's session of the same id is her own.
 func TestP18SealedSessionAcrossHTTPReplicas(t *testing.T) {
 	addr, _ := startRedis(t)
 	dir, wd, page := p18Setup(t)
@@ -83,5 +85,20 @@ func TestP18SealedSessionAcrossHTTPReplicas(t *testing.T) {
 		if !res.IsError || !strings.Contains(resultText(res), c.says) || exists(filepath.Join(wd, "forged")) {
 			t.Errorf("%s: %q, want %q", c.name, resultText(res), c.says)
 		}
+	}
+
+	// The HTTP hook: Alice's PostToolUse on one replica labels her session
+	// of that id, which the other replica decides by; Rita's session of the
+	// same id is hers, and has read nothing.
+	sid := sessionID(t)
+	if status, _, body := r1.post("/hooks/claude-code", "tok-alice", hookInput("PostToolUse", sid, wd, "Read", map[string]any{"file_path": page})); status != 200 || strings.TrimSpace(body) != "{}" {
+		t.Fatalf("the HTTP hook's PostToolUse: %d %s", status, body)
+	}
+	pre := hookInput("PreToolUse", sid, wd, "Write", write("hooked"))
+	if _, _, body := r2.post("/hooks/claude-code", "tok-alice", pre); !strings.Contains(body, `"permissionDecision":"deny"`) || !strings.Contains(body, "labelled the session untrusted") {
+		t.Errorf("alice's write in her tainted hook session, on the other replica: %s", body)
+	}
+	if _, _, body := r2.post("/hooks/claude-code", "tok-rita", pre); !strings.Contains(body, `"permissionDecision":"allow"`) {
+		t.Errorf("rita's write in her session of the same id: %s", body)
 	}
 }
