@@ -22,7 +22,9 @@ import (
 // (mcp/testdata/conformance/server/*.txtar): each archive is a policy
 // (files under policy/; a cue.mod is written when it has none), the flags
 // of aimon-gw mcp (-- args --, one a line), the client's frames (-- client
-// --, one frame a line, sent as written, so that a frame may be malformed)
+// --, one frame a line, sent as written, so that a frame may be malformed;
+// a line that begins with # is a note, and "# in flight" says that the
+// next frame is a call still running when the frames after it are sent)
 // and the frames the server must answer (-- server --, JSON values in
 // order). It starts aimon-gw mcp over stdio and compares every frame the
 // server writes, ids, results and errors, with the expected ones; what
@@ -33,10 +35,11 @@ import (
 // After each client frame the runner sends a ping of its own and reads
 // until that ping's answer, so that a notification (no answer) or a
 // malformed frame (one error) is placed without a timer. The server
-// answers tools/call concurrently, so a call's answer may come after a
-// later frame's: the frames are put in the order of the client frame they
-// answer, a frame with an id by the latest client frame with that id sent
-// before it came, one with id null by the frame it came after.
+// answers tools/call concurrently, so the runner also reads until a
+// tools/call's own answer (unless it is in flight), and the frames are put
+// in the order of the client frame they answer: a frame with an id by the
+// latest client frame with that id sent before it came, one with id null
+// by the frame it came after.
 func TestR2MCPConformance(t *testing.T) {
 	t.Parallel()
 	paths, err := filepath.Glob(filepath.Join("testdata", "conformance", "*.txtar"))
@@ -63,6 +66,7 @@ func runConformance(t *testing.T, bin, path string) {
 	work := t.TempDir()
 	policy := filepath.Join(work, "policy")
 	var args, client []string
+	var inFlight map[int]bool
 	var want []byte
 	haveMod := false
 	for _, f := range arch.Files {
@@ -70,7 +74,7 @@ func runConformance(t *testing.T, bin, path string) {
 		case f.Name == "args":
 			args = nonEmptyLines(f.Data)
 		case f.Name == "client":
-			client = nonEmptyLines(f.Data)
+			client, inFlight = clientFrames(f.Data)
 		case f.Name == "server":
 			want = f.Data
 		case strings.HasPrefix(f.Name, "policy/"):
@@ -118,10 +122,6 @@ func runConformance(t *testing.T, bin, path string) {
 		}
 	}
 
-	type answer struct {
-		frame []byte
-		of    int // the client frame it answers
-	}
 	var got []answer
 	// place files a server frame read while client frame w was the last sent.
 	place := func(f []byte, w int) {
@@ -141,13 +141,15 @@ func runConformance(t *testing.T, bin, path string) {
 		fmt.Fprintln(in, frame)
 		sync := fmt.Sprintf(`{"jsonrpc":"2.0","id":"%s-%d","method":"ping"}`, syncID, i)
 		fmt.Fprintln(in, sync)
-		for {
+		from := len(got)
+		for synced := false; !synced || (!inFlight[i] && isCall(frame) && !answered(got[from:], i)); {
 			f, ok := next()
 			if !ok {
 				t.Fatalf("%s: the session ended after client frame %d (%.80s); stderr: %s", path, i+1, frame, stderr.Bytes())
 			}
 			if bytes.Contains(f, []byte(`"`+syncID+`-`)) {
-				break
+				synced = true
+				continue
 			}
 			place(f, i)
 		}
@@ -233,6 +235,56 @@ func normaliseFrame(t *testing.T, frame []byte, work string) string {
 	json.Unmarshal([]byte(s), &w)
 	b, _ = json.MarshalIndent(w, "", "\t")
 	return string(b)
+}
+
+// answer is a server frame and the client frame it answers.
+type answer struct {
+	frame []byte
+	of    int
+}
+
+// answered says whether one of the frames answers client frame i.
+func answered(frames []answer, i int) bool {
+	for _, a := range frames {
+		if a.of == i {
+			return true
+		}
+	}
+	return false
+}
+
+// isCall says whether a client frame is a tools/call with an id the server
+// answers under (a string or an integer), which the server may answer
+// after the frames sent behind it.
+func isCall(frame string) bool {
+	var m struct{ Method string }
+	if json.Unmarshal([]byte(frame), &m) != nil || m.Method != "tools/call" {
+		return false
+	}
+	id := frameID(frame)
+	var n int64
+	var str string
+	return json.Unmarshal(id, &n) == nil || json.Unmarshal(id, &str) == nil
+}
+
+// clientFrames are the frames of a client section, and which of them are
+// in flight.
+func clientFrames(data []byte) ([]string, map[int]bool) {
+	var frames []string
+	inFlight := map[int]bool{}
+	next := false
+	for _, l := range nonEmptyLines(data) {
+		if strings.HasPrefix(l, "#") {
+			next = next || strings.TrimSpace(strings.TrimPrefix(l, "#")) == "in flight"
+			continue
+		}
+		if next {
+			inFlight[len(frames)] = true
+			next = false
+		}
+		frames = append(frames, l)
+	}
+	return frames, inFlight
 }
 
 // frameID is a client frame's id as written, nil when the frame has none
