@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -103,8 +104,14 @@ func (s *mcpSession) end(t *testing.T) {
 	t.Helper()
 	go io.Copy(io.Discard, s.out)
 	s.in.Close()
-	if err := <-s.done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("mcp did not return a minute after its input ended:\n%s", buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -138,6 +145,10 @@ agent: "allowed-tools": ["r__echo", "r__two", "r__image", "r__structured", "r__f
 			frames := []string{
 				`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 				`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				// A listing waits for the upstream (the first load does
+				// not): every call after is decided on its listed tools,
+				// as both paths answer a call the same way only then.
+				`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`,
 				call(`1`, `"name":"r__echo","arguments":{"text":"hello <&> \u2028 é"}`),
 				call(`"a"`, `"arguments":{"text":"args first"},"name":"r__echo"`),
 				call(`"\u0033"`, `"name":"r\u005f_two"`),
