@@ -146,10 +146,31 @@ func withGlobalFlags(cmds []*cli.Command, path string) {
 			return nil
 		}
 		cmd.OnUsageError = usageError(name)
+		if !leaf && cmd.Action == nil {
+			cmd.Action = noSubcommand(name, cmd.Subcommands)
+		}
 		// --help serves a command without subcommands; a "help"
 		// subcommand would only crowd completions and the man page.
 		cmd.HideHelpCommand = cmd.HideHelpCommand || leaf
 		withGlobalFlags(cmd.Subcommands, name)
+	}
+}
+
+// noSubcommand is the action of a command that only has subcommands (hook,
+// import), run when none of them is named: a usage error that names them,
+// where the command-line library printed the command's help and exited 0
+// without one, and named the top-level commands for an unknown one.
+func noSubcommand(name string, subs []*cli.Command) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		var names []string
+		for _, sub := range subs {
+			names = append(names, sub.Name)
+		}
+		list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+		if c.NArg() == 0 {
+			return cli.Exit(fmt.Sprintf("%s needs one of %s: %s %s (see %s --help).", name, list, name, names[0], name), exitUsage)
+		}
+		return cli.Exit(fmt.Sprintf("%s: there is no %q; give one of %s (see %s --help).", name, c.Args().First(), list, name), exitUsage)
 	}
 }
 
