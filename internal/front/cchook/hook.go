@@ -222,11 +222,10 @@ func hookGateway(gen *provision.Generation, in Input, chain []string, home strin
 	}
 	opts.Paths = gateway.PathForm{Home: home, Trim: true}
 	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
-	input := in.ToolInput
-	if len(input) == 0 || string(input) == "null" {
-		input = json.RawMessage("{}")
-	}
-	return gateway.New(gen, opts), input
+	// An input without tool_input, or with null, is refused as serve
+	// refuses a call without input (rule R7): Claude Code always sends
+	// an object, {} for a tool without parameters.
+	return gateway.New(gen, opts), in.ToolInput
 }
 
 // command is cmd run through aimon-gw exec with the ticket sealed for it

@@ -129,6 +129,11 @@ func readEnvelope(data []byte) (envelope, *problem) {
 	if !id.IsValid() {
 		return envelope{}, &problem{id: rawID, code: jsonrpc.CodeInvalidRequest, message: invalid}
 	}
+	if members["result"] == nil && members["error"] == nil {
+		// Neither a request nor a response: answered, not dropped as a
+		// response to no request.
+		return envelope{}, &problem{id: rawID, code: jsonrpc.CodeInvalidRequest, message: invalid}
+	}
 	resp := &jsonrpc.Response{ID: id, Result: members["result"]}
 	if raw := members["error"]; raw != nil && string(raw) != "null" {
 		// A response of the client (to an elicitation) that is an error:
