@@ -40,17 +40,32 @@ type pathSet struct {
 	what  map[string]string // for a sentence; the first given wins
 }
 
+// A Named is a path and what it is, for the sentence that refuses a
+// write there.
+type Named struct{ What, Path string }
+
 // add adds paths (those that are absolute), each as given, cleaned, and
 // as r resolves it, and returns what it added.
 func (s *pathSet) add(what string, paths []string, r resolver) []string {
-	var add []string
-	for _, p := range paths {
-		if p == "" || !filepath.IsAbs(p) {
+	ps := make([]Named, len(paths))
+	for i, p := range paths {
+		ps[i] = Named{what, p}
+	}
+	return s.addNamed(ps, r)
+}
+
+// addNamed is add of paths each with what it is. The set is sorted again
+// only when it grew: a resident gateway protects the same files for each
+// hook call it answers.
+func (s *pathSet) addNamed(ps []Named, r resolver) []string {
+	var add []Named
+	for _, p := range ps {
+		if p.Path == "" || !filepath.IsAbs(p.Path) {
 			continue
 		}
-		add = append(add, filepath.Clean(p))
-		if real := r.resolve(p); real != "" {
-			add = append(add, real)
+		add = append(add, Named{p.What, filepath.Clean(p.Path)})
+		if real := r.resolve(p.Path); real != "" {
+			add = append(add, Named{p.What, real})
 		}
 	}
 	s.mu.Lock()
@@ -58,15 +73,21 @@ func (s *pathSet) add(what string, paths []string, r resolver) []string {
 	if s.what == nil {
 		s.what = map[string]string{}
 	}
-	for _, p := range add {
-		if _, ok := s.what[p]; !ok {
-			s.what[p] = what
+	grew := false
+	added := make([]string, len(add))
+	for i, p := range add {
+		added[i] = p.Path
+		if _, ok := s.what[p.Path]; !ok {
+			s.what[p.Path] = p.What
+			s.paths = append(s.paths, p.Path)
+			grew = true
 		}
 	}
-	s.paths = append(s.paths, add...)
-	slices.Sort(s.paths)
-	s.paths = slices.Compact(s.paths)
-	return add
+	if grew {
+		slices.Sort(s.paths)
+		s.paths = slices.Compact(s.paths)
+	}
+	return added
 }
 
 // existing lists the paths that exist, resolved.
@@ -117,7 +138,9 @@ func ProtectDir(what, dir string) {
 	Protect(what, dir)
 	protected.mu.Lock()
 	defer protected.mu.Unlock()
-	protected.dirs = append(protected.dirs, filepath.Clean(dir))
+	if d := filepath.Clean(dir); !slices.Contains(protected.dirs, d) {
+		protected.dirs = append(protected.dirs, d)
+	}
 }
 
 // Protect adds paths to what no tool may write; what says what they are,
@@ -128,7 +151,18 @@ func Protect(what string, paths ...string) { protected.add(what, paths, resolver
 // settings and hooks) to what no tool may write (rule R9): a write there
 // would switch the gate off.
 func ProtectGate(what string, paths ...string) {
-	added := protected.add(what, paths, resolver{})
+	ps := make([]Named, len(paths))
+	for i, p := range paths {
+		ps[i] = Named{what, p}
+	}
+	ProtectGates(ps)
+}
+
+// ProtectGates is ProtectGate of many paths, each with what it is, in one
+// batch: a runtime's settings and hooks lie in a few directories, which
+// one resolver follows once.
+func ProtectGates(ps []Named) {
+	added := protected.addNamed(ps, resolver{})
 	protected.mu.Lock()
 	defer protected.mu.Unlock()
 	if protected.gate == nil {

@@ -63,3 +63,30 @@ func TestR8ResolverLeadsWhereEvalSymlinksDoes(t *testing.T) {
 	}
 	check(resolver{})
 }
+
+// TestR9ProtectingAgainAddsNothing: a resident gateway protects the same
+// runtime files for every hook call: doing so again leaves the protected
+// set and the directories to create as they were, each write there still
+// refused with what the first call said it is.
+func TestR9ProtectingAgainAddsNothing(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	settings := filepath.Join(root, ".claude", "settings.json")
+	gates := []Named{{"Claude Code's settings", settings}, {"Claude Code's hooks", filepath.Join(root, ".claude", "hooks")}, {"another name", settings}}
+	ProtectGates(gates)
+	ProtectDir("the project's .claude", filepath.Join(root, ".claude"))
+	protected.mu.RLock()
+	paths, dirs := len(protected.paths), len(protected.dirs)
+	protected.mu.RUnlock()
+	for range 3 {
+		ProtectGates(gates)
+		ProtectDir("the project's .claude", filepath.Join(root, ".claude"))
+	}
+	protected.mu.RLock()
+	if len(protected.paths) != paths || len(protected.dirs) != dirs {
+		t.Errorf("protecting again grew the set from %d paths and %d directories to %d and %d", paths, dirs, len(protected.paths), len(protected.dirs))
+	}
+	protected.mu.RUnlock()
+	if g := Guarding(settings); !g.Gate || g.What != "Claude Code's settings" || g.Refusal() == "" {
+		t.Errorf("a write of the settings: %+v, want refused as Claude Code's settings (rule R9)", g)
+	}
+}

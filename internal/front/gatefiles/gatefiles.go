@@ -63,15 +63,17 @@ func Protect(runtime string, w Where) error {
 		_, err := Of(runtime, w)
 		return err
 	}
+	var gates []sandbox.Named
 	for _, name := range Runtimes() {
 		files, _ := Of(name, w)
 		for _, f := range files {
 			if f.Dir && name == runtime {
 				sandbox.ProtectDir(f.What, f.Path)
 			}
-			sandbox.ProtectGate(f.What, f.Path)
+			gates = append(gates, sandbox.Named{What: f.What, Path: f.Path})
 		}
 	}
+	sandbox.ProtectGates(gates)
 	return nil
 }
 
