@@ -253,6 +253,17 @@ func settleFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "settle", Value: time.Second, Usage: "how long the policy's files must be unchanged before an edit is loaded, so that a change of several files goes in force whole"}
 }
 
+// maxLineFlag is --max-line-bytes, the longest line or frame read; one
+// that is not positive would refuse every line, and is a usage error.
+func maxLineFlag(usage string) cli.Flag {
+	return &cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: usage, Action: func(c *cli.Context, n int) error {
+		if n < 1 {
+			return cli.Exit(fmt.Sprintf("aimon-gw %s: --max-line-bytes %d is not a positive number of bytes; give one such as 16777216 (the default, 16 MiB).", c.Command.Name, n), exitUsage)
+		}
+		return nil
+	}}
+}
+
 // drain is --drain, refused when it is not positive.
 func drain(c *cli.Context, name string) (time.Duration, error) {
 	d := c.Duration(name)

@@ -88,7 +88,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Usage:     "serve the policy's tools to an MCP client over standard input and output",
 		ArgsUsage: " ",
 		Flags: append(append(append(policyFlags(),
-			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest JSON-RPC frame accepted"},
+			maxLineFlag("longest JSON-RPC frame accepted"),
 			cacheFlag("starts"), drainFlag(), settleFlag(),
 		), decisionLogFlags()...), httpFlags()...),
 		Action: func(c *cli.Context) error {

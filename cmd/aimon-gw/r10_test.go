@@ -528,3 +528,17 @@ func TestR10BadDrain(t *testing.T) {
 		}
 	}
 }
+
+// TestR2BadMaxLineBytes: a line limit that is not positive, which would
+// refuse every line, is a usage error with a sentence, for serve and mcp.
+func TestR2BadMaxLineBytes(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"serve", "--max-line-bytes", "0"}, {"serve", "--max-line-bytes", "-1"}, {"mcp", "--max-line-bytes", "0"}} {
+		cmd := exec.Command(gatewayBinary(t), args...)
+		cmd.Stdin = strings.NewReader(`{"type":"status"}` + "\n")
+		out, err := cmd.CombinedOutput()
+		if code := exitCode(err); code != exitUsage || !strings.Contains(string(out), "--max-line-bytes "+args[2]+" is not a positive number of bytes") {
+			t.Errorf("%v: exit %d: %s", args, code, out)
+		}
+	}
+}

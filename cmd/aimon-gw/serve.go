@@ -49,7 +49,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		Usage:     "answer tool calls from standard input on standard output",
 		ArgsUsage: " ",
 		Flags: append(append(policyFlags(),
-			&cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: "longest input line accepted"},
+			maxLineFlag("longest input line accepted"),
 			approvalKeyFlag(), approvalTTLFlag(), stateFlag(), cacheFlag("starts"), drainFlag(), settleFlag(),
 		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {

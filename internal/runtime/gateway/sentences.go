@@ -29,7 +29,7 @@ func unknownTool(name string, names []string) string {
 }
 
 func noInput(tool string) string {
-	return notExecuted(fmt.Sprintf("The call to '%s' has no input; send \"input\": a JSON object of parameters.", tool))
+	return notExecuted(fmt.Sprintf("The call to '%s' has no input; send its parameters as a JSON object (a tool_use block's \"input\", an OpenAI call's \"arguments\").", tool))
 }
 
 func badInput(tool string, err error) string {
@@ -37,7 +37,7 @@ func badInput(tool string, err error) string {
 }
 
 func noID() string {
-	return notExecuted("The tool_use block has no id; give every call a unique id.")
+	return notExecuted("The call has no id; give every call a unique id (a tool_use block's \"id\", an OpenAI call's \"id\" or \"call_id\").")
 }
 
 func duplicateID(id string) string {
