@@ -119,7 +119,21 @@ func serveFront(tb testing.TB, pol string, opts ...func(*Options)) (string, *gat
 	tb.Cleanup(func() { cancel(); <-done })
 	select {
 	case g := <-ready:
-		return "http://" + ln.Addr().String(), g, dir
+		// OnReady is told the gateway just before the front serves it.
+		base := "http://" + ln.Addr().String()
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(end) {
+				tb.Fatalf("/readyz never answered 200: %v", err)
+			}
+		}
+		return base, g, dir
 	case err := <-done:
 		tb.Fatalf("Serve: %v", err)
 	}
