@@ -29,16 +29,15 @@ type Settings struct {
 // exactly (Lossy), each then made stricter, never looser.
 type Imported = importkit.Imported
 
-// kind is which of Claude Code's lists a rule is in.
-type kind int
+// kind is which of Claude Code's lists a rule is in: the list its entry
+// goes to.
+type kind = importkit.Kind
 
 const (
-	allowRule kind = iota
-	askRule
-	denyRule
+	allowRule = importkit.Allow
+	askRule   = importkit.Ask
+	denyRule  = importkit.Deny
 )
-
-func (k kind) String() string { return [...]string{"allow", "ask", "deny"}[k] }
 
 // family is the tools a Claude Code rule of a tool applies to: Read rules
 // also govern Grep and Glob, Edit rules every tool that edits files, and
@@ -84,7 +83,7 @@ func Import(data []byte, file, project, home string) (*Imported, error) {
 	b := &importkit.Builder{Runtime: "claude-code", Schema: "claudecode", Files: []string{file}, Tools: "claudecode.#Tools", Kind: kindOf}
 	var kept []string // the rules not kept exactly
 	note := b.Note
-	put := func(k kind, e, c string) { b.Put(importkit.Kind(k), e, c) }
+	put := func(k kind, e, c string) { b.Put(k, e, c) }
 	mode := modeOf(s.Permissions.DefaultMode, file, home)
 	unknown := mode.unknown
 	add := func(k kind, raw string) {
