@@ -178,7 +178,11 @@ func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
 				}
 			}
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
-				return toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
+				res := toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments))
+				if typedFor(call.Session) {
+					res = completed(res)
+				}
+				return res, nil
 			}
 			return next(ctx, method, req)
 		}
@@ -460,6 +464,38 @@ func reply(r gateway.CallResult) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: LimitedCode, Message: r.Text, Data: data}
 	}
 	return toResult(r), nil
+}
+
+// typedFor reports whether the SDK types a tool's result for session
+// (its multi round-trip, 2026-07-28 on): a session that did not
+// initialize is taken at the SDK's latest version, as the SDK takes it.
+func typedFor(session *mcp.ServerSession) bool {
+	if session == nil {
+		return false
+	}
+	p := session.InitializeParams()
+	return p == nil || p.ProtocolVersion >= newProtocol
+}
+
+// completed is res typed "complete", as the SDK's callTool types a listed
+// tool's result for a client of 2026-07-28: a call of a tool not listed
+// (a server still connecting, an unknown name) is answered before the
+// SDK's callTool, and was answered without a resultType. The SDK keeps
+// the type unexported and sets it from JSON only.
+func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
+	b, err := res.MarshalJSON()
+	if err != nil || len(b) < 2 || bytes.Contains(b, []byte(`"resultType"`)) {
+		return res
+	}
+	typed := append(b[:len(b)-1:len(b)-1], `,"resultType":"complete"}`...)
+	if len(b) == 2 {
+		typed = []byte(`{"resultType":"complete"}`)
+	}
+	var out mcp.CallToolResult
+	if out.UnmarshalJSON(typed) != nil {
+		return res
+	}
+	return &out
 }
 
 func toResult(r gateway.CallResult) *mcp.CallToolResult {
