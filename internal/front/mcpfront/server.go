@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -205,10 +206,13 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 	}
 	gw.Await(ctx, name) // its parameters are the server's, once it answered
 	input = dropClientParameters(gw.Current(), name, input)
-	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
+	c := gateway.Call{ID: m.nextID(), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
 	c.Session, _ = ctx.Value(sessionKey{}).(gateway.Session)
 	return gw.CallApproved(ctx, m.chain, c)
 }
+
+// nextID is the id of the session's next call, for the decision log.
+func (m *toolSet) nextID() string { return "mcp_" + strconv.FormatInt(m.seq.Add(1), 10) }
 
 // handle answers a tools/call. A call that needs a person's approval (rule
 // P15) is answered with an input request (MCP's multi round-trip, which
@@ -226,7 +230,11 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 	sent, _ := req.Params.Meta[gateway.SessionMeta].(string)
 	sess, handle, err := gw.OpenSession(principalOf(req), sent)
 	if err != nil {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		// Decided as any call is, so that the decision log records the
+		// refusal once, with its rule.
+		d := rule.Refused(rule.P18, err.Error())
+		_, d = gw.DecideContext(ctx, m.chain, gateway.Call{ID: m.nextID(), Name: req.Params.Name, Input: req.Params.Arguments, Principal: principalOf(req), Caller: callerOf(ctx), Refusal: &d})
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: d.Reason}}}, nil
 	}
 	res, err := m.handleCall(context.WithValue(ctx, sessionKey{}, sess), gw, req, p)
 	if res != nil && handle != "" {
