@@ -22,10 +22,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// traceArgs is how many arguments the tracer takes before the command's:
+// the binary, trace.Arg, FD, JOIN, GROUP, PATH and "--".
+const traceArgs = 7
+
 // withTrace makes cmd start under the tracer (package trace), which asks
 // j about each program the command starts (rule P16). decided are the
-// execs after cmd's own that start the command: already decided.
-func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string) error {
+// execs after cmd's own that start the command: already decided. The
+// tracer's thread that starts cmd joins g first, when not nil; Release
+// closes what withTrace opened, Finish removes g.
+func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup) error {
 	exe, err := Launcher()
 	if err != nil {
 		return fmt.Errorf("the gateway's own binary, which watches a sandbox's programs, cannot be found: %w", err)
@@ -44,7 +50,14 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string) error {
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
-	cmd.Args = slices.Concat([]string{exe, trace.Arg, strconv.Itoa(fd), cmd.Path, "--"}, cmd.Args)
+	// After the control socket: the tracer passes its child the
+	// descriptors below that one only.
+	join, group := "-", "-"
+	if g != nil {
+		join, group = strconv.Itoa(fd+1), groupTag+g.dir
+		cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
+	}
+	cmd.Args = slices.Concat([]string{exe, trace.Arg, strconv.Itoa(fd), join, group, cmd.Path, "--"}, cmd.Args)
 	cmd.Path = exe
 	// The tracer is the command's parent instead of the gateway, so bwrap's
 	// --die-with-parent no longer ends it with the gateway: the tracer ends

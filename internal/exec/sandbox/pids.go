@@ -26,10 +26,22 @@ import (
 // nothing. The group is made under the gateway's own pids cgroup (cgroup
 // v1's pids hierarchy, or v2's with pids enabled below it), or under the
 // one PidsCgroupEnv names, and its pids.max set. bwrap joins it before it
-// forks anything: the command is /bin/sh, given the group's cgroup.procs
+// forks anything: the command is /bin/sh, given the group's join file
 // open on a descriptor; it writes 0 there (the writer moves itself, with
 // the opener's credentials checked), closes it and executes bwrap. If the
 // write fails, nothing runs. Finish removes the group when the call ends.
+//
+// The join file is v1's tasks where there is one, else cgroup.procs. A
+// write to cgroup.procs moves a whole thread group, which takes the
+// kernel's global cgroup_threadgroup_rwsem for writing: a percpu rwsem,
+// whose writer waits for an RCU grace period unless another writer came
+// just before (10 to 20 ms here, most of a sandboxed call's start). A
+// write of 0 to tasks moves only the writing thread, which cannot exit or
+// exec under the kernel's hands, so the kernel skips that lock (Linux
+// 5.13's "cgroup: optimize single thread migration"); the writer is the
+// single-threaded sh or the tracer's one thread that starts bwrap
+// (package trace), so that thread is the whole of what starts the
+// sandbox, and everything it forks is born in the group.
 // Every sandbox binds /sys and the hierarchy read-only, so that no command
 // moves itself out or raises pids.max, root or not.
 
@@ -201,10 +213,13 @@ func hasWord(s, sep, w string) bool {
 	return false
 }
 
-// pidsGroup is one sandbox's pids cgroup, its cgroup.procs open to write.
+// pidsGroup is one sandbox's pids cgroup, its join file (tasks in v1,
+// else cgroup.procs) open to write; thread when that is tasks, which
+// moves only the thread that writes.
 type pidsGroup struct {
-	dir   string
-	procs *os.File
+	dir    string
+	procs  *os.File
+	thread bool
 }
 
 var groupSeq atomic.Int64
@@ -232,12 +247,16 @@ func newPidsGroup(parent string, max int) (*pidsGroup, error) {
 		removeGroup(dir)
 		return nil, fmt.Errorf("%s is not a pids cgroup the gateway may bound (%v)", parent, err)
 	}
-	procs, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	procs, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+	thread := err == nil
+	if err != nil { // v2, or a v1 group delegated without its tasks
+		procs, err = os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	}
 	if err != nil {
 		removeGroup(dir)
 		return nil, fmt.Errorf("the pids cgroup %s cannot be joined: %w", dir, err)
 	}
-	return &pidsGroup{dir: dir, procs: procs}, nil
+	return &pidsGroup{dir: dir, procs: procs, thread: thread}, nil
 }
 
 // writeFile writes s to the existing file name (a cgroup's, which cannot
@@ -269,11 +288,29 @@ func withPids(cmd *exec.Cmd, h pidsHome) error {
 	if err != nil {
 		return err
 	}
+	joinBySh(cmd, g)
+	return nil
+}
+
+// tracedPids is a new pids group of the parent's for a traced sandbox
+// whose tracer joins it itself, on the one thread that starts bwrap: one
+// task more than the sandbox's bound, that thread's. nil when the group's
+// join file moves a whole process (cgroup v2): sh joins it then.
+func tracedPids(h pidsHome) (*pidsGroup, error) {
+	g, err := newPidsGroup(h.dir, maxProcesses()+1)
+	if err != nil || g.thread {
+		return g, err
+	}
+	g.procs.Close()
+	return nil, removeGroup(g.dir)
+}
+
+// joinBySh makes cmd, bwrap, start through /bin/sh, which joins g first.
+func joinBySh(cmd *exec.Cmd, g *pidsGroup) {
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
 	cmd.Args = append([]string{"sh", "-c", joinScript(fd), groupTag + g.dir}, cmd.Args...)
 	cmd.Path = "/bin/sh"
-	return nil
 }
 
 // Sweep removes the empty pids groups of this gateway and of gateways no
@@ -307,19 +344,31 @@ func sweep(parent string) {
 // Finish ends what is left of a sandbox cmd ran in and removes its pids
 // group, once cmd has exited; nothing when it had none.
 func Finish(cmd *exec.Cmd) {
-	args := cmd.Args
-	if len(args) > 5 && args[1] == trace.Arg && args[4] == "--" {
-		args = args[5:] // under the tracer: its child is the sh
-	} else if cmd.Path != "/bin/sh" {
+	dir := groupOf(cmd)
+	if dir == "" {
 		return
 	}
-	if len(args) < 4 || !strings.HasPrefix(args[3], groupTag) {
-		return
-	}
-	dir := strings.TrimPrefix(args[3], groupTag)
 	if err := removeGroup(dir); err != nil {
 		slog.Warn("a sandbox's pids cgroup cannot be removed", "cgroup", dir, "cause", err)
 	}
+}
+
+// groupOf is the pids group cmd joins, named in the tracer's arguments
+// or the joining sh's; "" when it joins none.
+func groupOf(cmd *exec.Cmd) string {
+	args := cmd.Args
+	if len(args) > traceArgs && args[1] == trace.Arg && args[traceArgs-1] == "--" {
+		if dir, ok := strings.CutPrefix(args[4], groupTag); ok {
+			return dir // the tracer joins it
+		}
+		args = args[traceArgs:] // its child is the sh, if any
+	} else if cmd.Path != "/bin/sh" {
+		return ""
+	}
+	if len(args) < 4 || !strings.HasPrefix(args[3], groupTag) {
+		return ""
+	}
+	return strings.TrimPrefix(args[3], groupTag)
 }
 
 // removeGroup removes a pids group, killing what is still in it: after

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,15 +35,27 @@ func lowered(t *testing.T, n int) {
 	t.Cleanup(func() { maxProcesses = old })
 }
 
+// allowAll judges a sandbox's programs and lets each run: the tracer
+// starts the sandbox.
+func allowAll() *tools.ExecJudge {
+	return &tools.ExecJudge{Decide: func([]string) (string, bool) { return "", false }}
+}
+
 // TestR8PidsCgroupBoundsACommand: a command that starts more processes
 // than the bound gets fork failures, cannot move itself out of its group
 // or raise its bound even with everything writable, and the group is gone
-// once the call is finished.
+// once the call is finished; joined by sh, and by the tracer itself where
+// the command's programs are judged.
 func TestR8PidsCgroupBoundsACommand(t *testing.T) {
 	need(t)
 	h := needPids(t)
 	lowered(t, 8)
-	sb := &tools.Sandbox{Writable: []string{"/"}}
+	for _, sb := range []*tools.Sandbox{{Writable: []string{"/"}}, {Writable: []string{"/"}, Exec: allowAll()}} {
+		t.Run(fmt.Sprintf("traced=%v", sb.Exec != nil), func(t *testing.T) { boundsACommand(t, h, sb) })
+	}
+}
+
+func boundsACommand(t *testing.T, h pidsHome, sb *tools.Sandbox) {
 	tests := []struct {
 		note, script, want string
 		fail               bool
@@ -51,13 +64,17 @@ func TestR8PidsCgroupBoundsACommand(t *testing.T) {
 		{note: "moving out of the group", script: `echo $$ > ` + h.mount + `/cgroup.procs`, fail: true},
 		{note: "raising the bound", script: `for f in ` + h.dir + `/aimon-gw-*/pids.max; do echo max > $f || exit 1; done`, fail: true},
 		{note: "within the bound", script: `sleep 0 & sleep 0 & wait; echo ok`, want: "ok"},
+		// bwrap, its PID 1 and sh are three of the eight: whoever joins
+		// the group, the command has the same five more.
+		{note: "up to the bound", script: `for i in 1 2 3 4 5; do sleep 0.2 & done; wait; echo ok`, want: "ok"},
+		{note: "one past the bound", script: `for i in 1 2 3 4 5 6; do sleep 0.2 & done; wait; echo all started`, want: "Cannot fork", fail: true},
 	}
 	for _, tt := range tests {
 		cmd, err := Command(sb, "", []string{"sh", "-c", tt.script}, []string{"PATH=/usr/bin:/bin"}, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.note, err)
 		}
-		group := strings.TrimPrefix(cmd.Args[3], groupTag)
+		group := groupOf(cmd)
 		if !strings.HasPrefix(group, h.dir+"/aimon-gw-") {
 			t.Fatalf("%s: the command joins no pids group: %q", tt.note, cmd.Args)
 		}
@@ -121,6 +138,71 @@ func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
 	Finish(cmd)
 	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("the process left in the group was not killed: %v", err)
+	}
+	if _, err := os.Stat(group); !os.IsNotExist(err) {
+		t.Errorf("the group %s is left (%v)", group, err)
+	}
+}
+
+// TestR8TracerJoinsThePidsGroup: where a sandbox's programs are judged
+// and the group's tasks file moves one thread (cgroup v1), the tracer's
+// thread joins the group and starts bwrap itself, with no sh between; a
+// group that cannot be joined runs nothing, saying so; Finish kills what
+// is left in the group and removes it.
+func TestR8TracerJoinsThePidsGroup(t *testing.T) {
+	need(t)
+	h := needPids(t)
+	dir := t.TempDir()
+	sb := &tools.Sandbox{Writable: []string{dir}, Exec: allowAll()}
+	bw, _ := bwrap()
+	cmd, err := Command(sb, dir, []string{"true"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Release(cmd)
+	Finish(cmd)
+	g, err := newPidsGroup(h.dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.procs.Close()
+	removeGroup(g.dir)
+	if !g.thread {
+		t.Skip("the group's join file moves a whole process here (cgroup v2): sh joins it")
+	}
+	if len(cmd.Args) <= traceArgs || cmd.Args[traceArgs] != bw || cmd.Args[traceArgs-2] != bw || groupOf(cmd) == "" {
+		t.Fatalf("the tracer does not join a group and start bwrap itself: %q", cmd.Args)
+	}
+
+	ran := filepath.Join(dir, "ran")
+	cmd, err = Command(sb, dir, []string{"touch", ran}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeGroup(groupOf(cmd))
+	out, err := cmd.CombinedOutput()
+	Release(cmd)
+	if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup") {
+		t.Errorf("a program whose group was gone ran, or the call does not say why (%v): %s", err, out)
+	}
+
+	cmd, err = Command(sb, dir, []string{"sh", "-c", "echo started; exec sleep 100"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := groupOf(cmd)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	Release(cmd)
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("the command did not start: %q %v", line, err)
+	}
+	Finish(cmd)
+	if err := cmd.Wait(); err == nil {
+		t.Errorf("the process left in the group was not killed")
 	}
 	if _, err := os.Stat(group); !os.IsNotExist(err) {
 		t.Errorf("the group %s is left (%v)", group, err)

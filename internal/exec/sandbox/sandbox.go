@@ -76,8 +76,11 @@ func Available() error {
 // Command is the command that runs argv in dir inside sb: bwrap, with an
 // environment of its own that is empty, its options from a memfd, whose
 // first process, the launcher, makes what the command writes not
-// executable and loads the seccomp filter from descriptor 3, started through /bin/sh that joins a pids cgroup
-// first where one can be made (pids.go). The command's environment is drawn from env
+// executable and loads the seccomp filter from descriptor 3. It joins a
+// pids cgroup first where one can be made (pids.go): the tracer joins it
+// itself where its programs are judged (exec.go) and the join file moves
+// one thread (cgroup v1), else /bin/sh does and executes bwrap. The
+// command's environment is drawn from env
 // (os.Environ() when nil); keep names more variables to pass through as
 // they are (a plugin's handshake). Call Release once it has started.
 func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) (*exec.Cmd, error) {
@@ -128,12 +131,21 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		return nil, err
 	}
 	var decided []string
+	var traced *pidsGroup // joined by the tracer itself: no sh
 	if h := pidsParent(); h.err == nil {
-		if err := withPids(cmd, h); err != nil {
-			Release(cmd)
-			return nil, err
+		if sb.Exec != nil {
+			if traced, err = tracedPids(h); err != nil {
+				Release(cmd)
+				return nil, err
+			}
 		}
-		decided = append(decided, filepath.Base(bw))
+		if traced == nil {
+			if err := withPids(cmd, h); err != nil {
+				Release(cmd)
+				return nil, err
+			}
+			decided = append(decided, filepath.Base(bw))
+		}
 	}
 	if sb.Exec != nil {
 		decided = append(decided, launcher)
@@ -142,8 +154,13 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
 			decided = append(decided, filepath.Base(argv[i+1]))
 		}
-		if err := withTrace(cmd, sb.Exec, decided); err != nil {
+		if err := withTrace(cmd, sb.Exec, decided, traced); err != nil {
+			if traced != nil {
+				traced.procs.Close()
+				removeGroup(traced.dir)
+			}
 			Release(cmd)
+			Finish(cmd) // the sh's group
 			return nil, err
 		}
 	}

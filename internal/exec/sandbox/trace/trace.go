@@ -43,7 +43,14 @@ import (
 )
 
 // Arg, as the first argument, makes the binary the tracer:
-// Arg FD PATH -- ARGV..., FD being the socket to the gateway.
+// Arg FD JOIN GROUP PATH -- ARGV..., FD being the socket to the gateway,
+// JOIN a descriptor above it of the pids cgroup GROUP's tasks file (cgroup
+// v1) or "-". The thread that starts PATH writes 0 to JOIN first, which
+// moves that thread alone (package sandbox, pids.go): PATH is born in the
+// group, with no process started to join it; the tracer's other threads
+// stay out (Go starts a thread for a locked one from its template
+// thread, not by cloning the locked one). If the write fails, nothing
+// runs.
 const Arg = "__aimon-gw-sandbox-trace"
 
 // Spec is what the gateway sends first: the programs to know by their
@@ -100,14 +107,21 @@ type tracer struct {
 }
 
 func run(args []string) (int, error) {
-	if len(args) < 3 || args[2] != "--" {
-		return 0, fmt.Errorf("the tracer takes FD PATH -- ARGV, not %q", args)
+	if len(args) < 5 || args[4] != "--" {
+		return 0, fmt.Errorf("the tracer takes FD JOIN GROUP PATH -- ARGV, not %q", args)
 	}
 	fd, err := strconv.Atoi(args[0])
 	if err != nil || fd < 3 {
 		return 0, fmt.Errorf("the tracer's descriptor %q is not a number above 2", args[0])
 	}
 	syscall.CloseOnExec(fd)
+	join := -1
+	if args[1] != "-" {
+		if join, err = strconv.Atoi(args[1]); err != nil || join <= fd {
+			return 0, fmt.Errorf("the tracer's pids cgroup descriptor %q is not a number above %d", args[1], fd)
+		}
+		syscall.CloseOnExec(join)
+	}
 	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[[2]uint64]string{}, answers: map[string]string{}, seen: map[int]bool{}}
 	t.in = bufio.NewReader(t.ctl)
 	line, err := t.in.ReadBytes('\n')
@@ -118,13 +132,20 @@ func run(args []string) (int, error) {
 		return 0, fmt.Errorf("the gateway's programs do not read: %w", err)
 	}
 	// ptrace answers only the thread that is the tracer: the one that
-	// started the child.
+	// started the child, which the child's pids cgroup is of.
 	runtime.LockOSThread()
+	if join >= 0 {
+		_, err := syscall.Write(join, []byte("0"))
+		syscall.Close(join)
+		if err != nil {
+			return 0, fmt.Errorf("the command's pids cgroup %s cannot be joined: %w", strings.TrimPrefix(args[2], "aimon-gw-pids:"), err)
+		}
+	}
 	files := []uintptr{0, 1, 2}
 	for i := 3; i < fd; i++ {
 		files = append(files, uintptr(i))
 	}
-	pid, err := syscall.ForkExec(args[1], args[3:], &syscall.ProcAttr{Env: os.Environ(), Files: files,
+	pid, err := syscall.ForkExec(args[3], args[5:], &syscall.ProcAttr{Env: os.Environ(), Files: files,
 		Sys: &syscall.SysProcAttr{Ptrace: true}})
 	if err != nil {
 		return 0, err
