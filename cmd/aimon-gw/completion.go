@@ -34,6 +34,9 @@ func completionCommand(stdout io.Writer) *cli.Command {
 				_, err := io.WriteString(stdout, strings.ReplaceAll(script, "$PROG", c.App.Name))
 				return err
 			}
+			if c.NArg() == 1 {
+				return cli.Exit(fmt.Sprintf("aimon-gw completion: there is no script for the shell %q; give bash, zsh or fish.", c.Args().First()), exitUsage)
+			}
 			return cli.Exit("aimon-gw completion takes one shell: aimon-gw completion bash|zsh|fish.", exitUsage)
 		},
 	}

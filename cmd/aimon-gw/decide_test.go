@@ -62,7 +62,7 @@ func TestR7CheckReadsAsServeReads(t *testing.T) {
 	t.Parallel()
 	bin := gatewayBinary(t)
 	for _, tc := range []struct{ note, line, says string }{
-		{note: "NAME is not name", line: `{"type":"tool_use","id":"1","NAME":"Read","input":{"file_path":"README.md"}}`, says: "Unknown tool ''"},
+		{note: "NAME is not name", line: `{"type":"tool_use","id":"1","NAME":"Read","input":{"file_path":"README.md"}}`, says: "The call names no tool"},
 		{note: "name given twice", line: `{"type":"tool_use","id":"1","name":"Read","name":"Echo","input":{"file_path":"README.md"}}`, says: "name"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"io"
 	"os"
 	"strings"
@@ -47,7 +49,7 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 func importClaudeCode(p importParams) error {
 	data, err := os.ReadFile(p.File)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
+		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %s; give the path of a Claude Code settings file.", pathProblem(err)), exitUsage)
 	}
 	home, _ := os.UserHomeDir() // tells the user's own settings from a project's
 	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), home)
@@ -71,4 +73,14 @@ func (p importParams) write(name, runtime, source string, notes, lossy []string)
 		fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+n)
 	}
 	return nil
+}
+
+// pathProblem is a file system error without the name of the system call
+// that met it ("open x: no such file"): "cannot read x: no such file".
+func pathProblem(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return err.Error()
 }

@@ -42,7 +42,7 @@ func importRuntime(name, runtime, usage, args, example string, stdout, stderr io
 			for _, a := range c.Args().Slice() {
 				fs, err := files(a)
 				if err != nil {
-					return cli.Exit(fmt.Sprintf("aimon-gw import %s: %v.", name, err), exitUsage)
+					return cli.Exit(fmt.Sprintf("aimon-gw import %s: %s.", name, pathProblem(err)), exitUsage)
 				}
 				p.Files = append(p.Files, fs...)
 			}

@@ -322,8 +322,8 @@ func isLoadError(err error) bool {
 // discard is the logger of commands whose output is their answer.
 var discard = slog.New(slog.DiscardHandler)
 
-// parseChain reads a surface chain: comma-separated references, or a JSON
-// list; the main agent is always its root.
+// parseChain reads a surface chain: comma-separated references; the main
+// agent is always its root.
 func parseChain(s string) ([]string, error) {
 	var refs []string
 	for _, r := range strings.Split(s, ",") {
@@ -347,7 +347,13 @@ func policyFlags() []cli.Flag {
 	}
 }
 
-// loadTimeoutFlag bounds each policy load (rule R5).
+// loadTimeoutFlag bounds each policy load (rule R5); a bound that is not
+// positive would be none, and is a usage error.
 func loadTimeoutFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "load-timeout", Value: 5 * time.Second, Usage: "reject a policy that takes longer than this to load"}
+	return &cli.DurationFlag{Name: "load-timeout", Value: 5 * time.Second, Usage: "reject a policy that takes longer than this to load", Action: func(c *cli.Context, d time.Duration) error {
+		if d <= 0 {
+			return cli.Exit(fmt.Sprintf("aimon-gw %s: --load-timeout %s is not a positive duration; give one such as 5s (the default).", c.Command.Name, d), exitUsage)
+		}
+		return nil
+	}}
 }

@@ -22,7 +22,7 @@ func replayCommand(stdout io.Writer) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw replay takes one decision log: aimon-gw replay LOG --policy DIR.", exitUsage)
+				return cli.Exit("aimon-gw replay takes one decision log: aimon-gw replay --policy DIR LOG.", exitUsage)
 			}
 			if c.String("policy") == "" {
 				return cli.Exit("aimon-gw replay needs the candidate policy: aimon-gw replay --policy DIR LOG.", exitUsage)

@@ -64,6 +64,7 @@ func policyTest(p testParams) error {
 		}
 	}
 	ctx := context.Background()
+	var pol *policy.Policy
 	results, err := func() ([]policy.TestResult, error) {
 		// Its cases are placed by absolute path, and their "./" patterns
 		// resolve in the policy's directory.
@@ -71,14 +72,24 @@ func policyTest(p testParams) error {
 		if err != nil {
 			return nil, err
 		}
-		pol, err := policy.Load(ctx, dir, policy.WithWorkdir(dir), policy.WithTimeout(p.LoadTimeout))
-		if err != nil {
+		if pol, err = policy.Load(ctx, dir, policy.WithWorkdir(dir), policy.WithTimeout(p.LoadTimeout)); err != nil {
 			return nil, err
 		}
 		return pol.Test(ctx, policy.TestOptions{Run: run, Principal: p.Principal})
 	}()
 	if err != nil {
 		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
+	}
+	if len(results) == 0 && run != nil {
+		if all, err := pol.Test(ctx, policy.TestOptions{Principal: p.Principal}); err == nil && len(all) > 0 {
+			return cli.Exit(fmt.Sprintf("aimon-gw test: --run %q matches none of the %d tests of %s; give a pattern that matches a case's name (aimon-gw test -v lists them).", p.Run, len(all), p.Dir), exitUsage)
+		}
+	}
+	// Nothing tested is not a pass: a CI step that ran no case would pass
+	// whatever the policy says.
+	if len(results) == 0 {
+		fmt.Fprintf(p.Stdout, "FAIL: the policy in %s has no tests; write cases in its tests: field, each a call and the verdict it must get (aimon-gw init writes an example).\n", p.Dir)
+		return cli.Exit("", exitFinding)
 	}
 	failed := 0
 	for _, r := range results {

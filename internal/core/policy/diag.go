@@ -213,6 +213,11 @@ func message(errs []errors.Error) string {
 
 var posRE = regexp.MustCompile(`\S+:\d+:\d+: `)
 
+// forFileRE is the file CUE's JSON and YAML decoders name in their message
+// (`invalid JSON for file "/abs/p.json"`), which the diagnostic's position
+// names already.
+var forFileRE = regexp.MustCompile(` for file "[^"]*"`)
+
 // text is an error's message without its path and positions. Some errors
 // (a failed import, a module file without a language version) keep their
 // detail out of Msg, so the full text is used when it says more.
@@ -221,6 +226,7 @@ func text(e errors.Error) string {
 	msg := fmt.Sprintf(format, args...)
 	full := posRE.ReplaceAllString(e.Error(), "")
 	full = strings.TrimPrefix(full, strings.Join(e.Path(), ".")+": ")
+	full, msg = forFileRE.ReplaceAllString(full, ""), forFileRE.ReplaceAllString(msg, "")
 	if strings.Contains(msg, "%!") || len(full) > len(msg) {
 		return full
 	}

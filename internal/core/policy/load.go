@@ -87,9 +87,9 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 	st, err := os.Stat(abs)
 	switch {
 	case err != nil:
-		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory does not exist or cannot be read; pass --policy a directory of .cue files."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy directory does not exist or cannot be read; give the directory that holds the policy's .cue files."}}
 	case !st.IsDir():
-		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy path is not a directory; pass --policy a directory of .cue files."}}
+		return nil, Errors{{Pos: dirPos(dir), Code: "dir", Message: "the policy path is not a directory; give the directory that holds the policy's .cue files."}}
 	}
 	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
 	data := dataFiles(abs)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue"
+
+	"aimon.dev/gw/internal/core/jsonwords"
 )
 
 // A Principal maps the callers whose token carries its claims to the
@@ -188,7 +190,7 @@ func ParseClaims(s string) (Claims, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Claims{}, fmt.Errorf("the principal %s is not claims as JSON (%v); write {\"sub\":\"alice\",\"groups\":[\"docs\"],\"client_id\":\"cli\"}", s, err)
+		return Claims{}, fmt.Errorf("the principal %s is not claims as JSON (%s); write {\"sub\":\"alice\",\"groups\":[\"docs\"],\"client_id\":\"cli\"}", s, jsonwords.Problem(err))
 	}
 	return c, nil
 }

@@ -153,6 +153,9 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 	}
 	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
+			if !wellFormedRef(ref) {
+				return nil, fmt.Errorf("The surface %q is not a surface reference, which is agent, subagent:NAME, skill:NAME or command:NAME; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
+			}
 			return nil, fmt.Errorf("The surface %q is not declared in the policy; declared surfaces are %s.", ref, joinNames(g.SurfaceRefs()))
 		}
 	}
@@ -169,6 +172,14 @@ func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
 		return nil, fmt.Errorf("The run on %s is refused: %w.", strings.Join(chain, " > "), err)
 	}
 	return e, nil
+}
+
+// wellFormedRef reports whether ref has the form of a surface reference
+// (agent, subagent:NAME, skill:NAME, command:NAME), so that a refusal
+// can tell a misspelt kind from a surface the policy lacks.
+func wellFormedRef(ref string) bool {
+	kind, name, ok := strings.Cut(ref, ":")
+	return ref == "agent" || ok && name != "" && (kind == "subagent" || kind == "skill" || kind == "command")
 }
 
 // unknownWorkdir stands for the working directory when a load is given none

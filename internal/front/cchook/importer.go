@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/front/importkit"
 )
 
@@ -78,7 +79,7 @@ var protected = []string{".git", ".vscode", ".idea"}
 func Import(data []byte, file, project, home string) (*Imported, error) {
 	var s Settings
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s is not a Claude Code settings file (JSON): %v", file, err)
+		return nil, fmt.Errorf("%s: not a Claude Code settings file (JSON): %s", jsonwords.Where(file, data, err), jsonwords.Problem(err))
 	}
 	b := &importkit.Builder{Runtime: "claude-code", Schema: "claudecode", Files: []string{file}, Tools: "claudecode.#Tools", Kind: kindOf}
 	var kept []string // the rules not kept exactly

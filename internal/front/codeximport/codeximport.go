@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,9 +116,9 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 				var de *toml.DecodeError
 				if errors.As(err, &de) {
 					row, col := de.Position()
-					return nil, fmt.Errorf("%s:%d:%d is not Codex's config.toml: %s", f, row, col, de.Error())
+					return nil, fmt.Errorf("%s:%d:%d: not Codex's config.toml (TOML): %s", f, row, col, tomlProblem(de, data))
 				}
-				return nil, fmt.Errorf("%s is not Codex's config.toml: %v", f, err)
+				return nil, fmt.Errorf("%s: not Codex's config.toml (TOML): %s", f, strings.TrimPrefix(err.Error(), "toml: "))
 			}
 		default:
 			return nil, fmt.Errorf("%s is neither a Codex rules file (.rules) nor its config.toml", f)
@@ -378,6 +379,36 @@ func (p *policy) translate(b *importkit.Builder, r rule) {
 	}
 }
 
+// tomlTypeRE is go-toml's sentence for a value of the wrong type, which
+// names the Go field and type the file is decoded into.
+var tomlTypeRE = regexp.MustCompile(`^cannot decode TOML (\w+) into .*? of type (.+)$`)
+
+// tomlProblem is what the TOML decoder refused, by the key of the line it
+// stopped at (data's) and in TOML's words rather than Go's.
+func tomlProblem(de *toml.DecodeError, data []byte) string {
+	msg := strings.TrimPrefix(de.Error(), "toml: ")
+	m := tomlTypeRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	want := map[string]string{"string": "a string", "bool": "true or false", "[]string": "an array of strings", "int": "an integer", "int64": "an integer", "float64": "a number"}[m[2]]
+	if want == "" {
+		want = "a table"
+		if strings.HasPrefix(m[2], "[]") {
+			want = "an array"
+		}
+	}
+	row, _ := de.Position()
+	lines := strings.Split(string(data), "\n")
+	key := "the value"
+	if row >= 1 && row <= len(lines) {
+		if k, _, ok := strings.Cut(lines[row-1], "="); ok {
+			key = strings.TrimSpace(k)
+		}
+	}
+	return fmt.Sprintf("%s is a TOML %s where %s belongs", key, m[1], want)
+}
+
 // sandbox writes the shell's sandbox and apply_patch as Codex's
 // sandbox_mode lets commands and patches write without asking.
 func sandbox(b *importkit.Builder, cfg config, where, project string) error {
@@ -386,8 +417,10 @@ func sandbox(b *importkit.Builder, cfg config, where, project string) error {
 		if s, _ := a.(string); s != "" && !slices.Contains([]string{"untrusted", "on-failure", "on-request", "never"}, s) {
 			return fmt.Errorf("%s: approval_policy %q is not one Codex knows (untrusted, on-failure, on-request, never)", where, s)
 		}
-	default:
+	case map[string]any:
 		b.Note("%s: approval_policy as a table is read as asking: a prompt rule's call is refused here either way.", where)
+	default:
+		return fmt.Errorf("%s: approval_policy is %v, which is neither one Codex knows (untrusted, on-failure, on-request, never) nor a table", where, a)
 	}
 	mode := cfg.SandboxMode
 	if mode == "" {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/front/importkit"
 )
 
@@ -153,7 +154,7 @@ func Import(files []string, project string) (*importkit.Imported, error) {
 			}
 			setFile = f
 			if err := json.Unmarshal(data, &set); err != nil {
-				return nil, fmt.Errorf("%s is not Gemini CLI's settings.json (JSON): %v", f, err)
+				return nil, fmt.Errorf("%s: not Gemini CLI's settings.json (JSON): %s", jsonwords.Where(f, data, err), jsonwords.Problem(err))
 			}
 		default:
 			return nil, fmt.Errorf("%s is neither a Gemini CLI policy file (.toml) nor its settings.json", f)

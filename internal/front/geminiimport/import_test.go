@@ -36,7 +36,7 @@ func TestP14GeminiImportBadInput(t *testing.T) {
 		{"both.toml", rule(`toolName = "run_shell_command"` + "\ncommandPrefix = \"x\"\ncommandRegex = \"y\"\ndecision = \"deny\"\npriority = 1"), "cannot both be given"},
 		{"regex.toml", rule(`toolName = "run_shell_command"` + "\ncommandRegex = \"(\"\ndecision = \"deny\"\npriority = 1"), "is not a regular expression"},
 		{"dunder.toml", rule(`toolName = "mcp__s__t"` + "\ndecision = \"deny\"\npriority = 1"), "uses the __ syntax"},
-		{"settings.json", "{", "is not Gemini CLI's settings.json"},
+		{"settings.json", "{", "not Gemini CLI's settings.json"},
 		{"notes.txt", "x", "neither a Gemini CLI policy file"},
 	})
 }

@@ -8,11 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/core/jsonwords"
 )
 
 // guard is the transport in front of the SDK's server: newline-delimited
@@ -295,9 +299,50 @@ func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
 			return nil
 		}
 	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error != nil {
+		plain := *resp
+		plain.Error = plainError(resp.Error)
+		msg = &plain
+	}
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
 	return g.write(b)
+}
+
+// handlingRE is the method the SDK names in its error answer; early its
+// answer to a request before initialize.
+var (
+	handlingRE = regexp.MustCompile(`^handling '([^']*)': `)
+	early      = regexp.MustCompile(`method "([^"]*)" is invalid during session initialization$`)
+)
+
+// plainError is the SDK's error answer in words a client can act on:
+// params the SDK could not decode are told by method and member in
+// JSON's words, not by the Go type they were decoded into; an error with
+// no JSON-RPC code, which the SDK sends as code 0 (no code of
+// JSON-RPC's), gets one: -32600 for a request before initialize or a
+// second initialize, -32603 for any other.
+func plainError(err error) error {
+	var we *jsonrpc.Error
+	wire := errors.As(err, &we)
+	msg := err.Error()
+	var te *json.UnmarshalTypeError
+	switch {
+	case wire && we.Code == jsonrpc.CodeInvalidParams && errors.As(err, &te):
+		method := "the request"
+		if m := handlingRE.FindStringSubmatch(msg); m != nil {
+			method = m[1]
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("the params of %s cannot be read: %s", method, jsonwords.Problem(te))}
+	case !wire && early.MatchString(msg):
+		method := early.FindStringSubmatch(msg)[1]
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("%s came before the session was initialized; send initialize first, then notifications/initialized, then %s", method, method)}
+	case !wire && strings.HasSuffix(msg, `duplicate "initialize" received`):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the session is already initialized; send initialize once, as the session's first request"}
+	case !wire || we.Code == 0:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+	}
+	return err
 }

@@ -21,6 +21,9 @@ func notExecuted(s string) string {
 }
 
 func unknownTool(name string, names []string) string {
+	if name == "" {
+		return fmt.Sprintf("The call names no tool; give the tool's name in its \"name\". Available tools: %s.", strings.Join(names, ", "))
+	}
 	msg := fmt.Sprintf("Unknown tool '%s'.", name)
 	if near := tools.Closest(name, names); near != "" {
 		msg += fmt.Sprintf(" Did you mean '%s'?", near)
