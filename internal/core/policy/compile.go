@@ -41,6 +41,9 @@ type compiler struct {
 	root      cue.Value                 // the policy value being compiled
 	pinsOf    map[string]map[string]Pin // by server, as pins read them
 	reuse     *reuser                   // while loading (reuse.go)
+	decls     map[string]*toolDecl      // where each tool is declared (memo.go)
+	elided    *elision                  // the tools CUE did not evaluate (elide.go)
+	whole     bool                      // every tool evaluated: no elision
 }
 
 func (c *compiler) fail(v cue.Value, code rule.ID, format string, args ...any) {
@@ -96,7 +99,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 			g.Wildcards[server] = t
 		}
 	}
-	decls := toolDecls(c.files)
+	decls := c.decls
 	compiled := map[string]*Tool{} // by declaration (memo.go)
 	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
 	for iter.Next() {
@@ -135,6 +138,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 			}
 		}
 	}
+	c.completeElided(g, compiled)
 	g.Surfaces = map[string]*Surface{}
 	if a := v.LookupPath(cue.ParsePath("agent")); a.Exists() {
 		g.Surfaces["agent"] = c.surface("agent", a)

@@ -525,6 +525,7 @@ func module(root string) string {
 
 // build loads, evaluates and compiles one policy.
 func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error) {
+	whole := *c // as the caller set it up, for a load again with every tool evaluated
 	c.ctx, c.lists = cuecontext.New(), cuecontext.New()
 	def, err := Schema(c.ctx)
 	if err != nil {
@@ -566,8 +567,20 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if errs := externs(inst); len(errs) > 0 {
 		return nil, errs
 	}
+	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
+	c.decls = toolDecls(c.files)
+	if c.opts.reuse {
+		c.reuse = newReuser(c.opts.prev, inst, cfg.ModuleRoot, schemaDir, c.dir)
+	}
+	if !c.whole {
+		// CUE builds the syntax without the tools it need not evaluate
+		// (elide.go); everything else reads the files as parsed.
+		inst.Files, c.elided = c.elide(c.files)
+	}
+	built := c.ctx.BuildInstance(inst)
+	inst.Files = c.files
 	// v.Err would give only the first error; Validate gives them all.
-	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(c.ctx.BuildInstance(inst))
+	v := def.LookupPath(cue.MakePath(cue.Def("Policy"))).Unify(built)
 	var errs Errors
 	if err := v.Validate(); err != nil {
 		// Compile what can be compiled anyway, so that one load reports
@@ -579,11 +592,12 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
 	g := newGeneration(Plan{Dir: c.dir, Revision: revision}, c)
-	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
-	if c.opts.reuse {
-		c.reuse = newReuser(c.opts.prev, inst, cfg.ModuleRoot, schemaDir, c.dir)
-	}
 	c.compile(g, v)
+	if c.elided != nil && (c.elided.failed || len(errs) > 0 || len(c.errs) > 0) {
+		// Each tool says its own problems, at its own place.
+		whole.whole = true
+		return build(cfg, schemaDir, &whole)
+	}
 	if c.reuse != nil {
 		// The next load takes what this one compiled; none holds the last.
 		g.reuse, c.reuse = c.reuse.next, nil

@@ -66,6 +66,7 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
 		return false
 	}
 	siblings := map[string]bool{}
+	rel := relative(file.Filename) // once: it asks for the working directory
 	for _, e := range s.Elts {
 		switch e := e.(type) {
 		case *ast.CommentGroup, *ast.Attribute:
@@ -83,7 +84,13 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
 				d.many = true
 				continue
 			}
-			decls[name] = &toolDecl{key: file.Filename + "\x00" + string(text), pos: position(e.Value.Pos()),
+			var at Position
+			if p := e.Value.Pos(); p.IsValid() && p.Filename() == file.Filename {
+				at = Position{File: rel, Line: p.Line(), Col: p.Column()}
+			} else {
+				at = position(p)
+			}
+			decls[name] = &toolDecl{key: file.Filename + "\x00" + string(text), pos: at,
 				expr: e.Value, file: file, siblings: siblings}
 		default:
 			return false
