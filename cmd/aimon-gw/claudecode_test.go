@@ -20,8 +20,12 @@ type claudeRun struct {
 	project, home string
 	policy        string
 	server        *claudecode.Server
-	// post makes the hook Claude Code's PostToolUse hook too (rule P18).
-	post bool
+	// post makes the hook Claude Code's PostToolUse hook too, and prompt
+	// its UserPromptSubmit hook (rule P18).
+	post, prompt bool
+	// words is the prompt Claude Code is run on, which holds the key of
+	// the script; the key alone when "".
+	words string
 }
 
 func newClaudeRun(t *testing.T, policy string) *claudeRun {
@@ -44,8 +48,12 @@ func (r *claudeRun) run(key string, scripts ...claudecode.Script) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	hook := shellQuote(gatewayBinary(r.t)) + " hook claude-code --policy " + shellQuote(r.policy)
+	prompt := key
+	if r.words != "" {
+		prompt = r.words
+	}
 	out, err := claudecode.Run{Claude: claudecode.Find(r.t, "../../.ci/npm/node_modules/.bin/claude"), Hook: hook,
-		Project: r.project, Home: r.home, Prompt: key, PostToolUse: r.post}.Start(ctx, r.server)
+		Project: r.project, Home: r.home, Prompt: prompt, PostToolUse: r.post, UserPromptSubmit: r.prompt}.Start(ctx, r.server)
 	if err != nil {
 		r.t.Fatalf("claude -p: %v\n%s", err, out)
 	}

@@ -239,7 +239,7 @@ func hook(p hookParams) error {
 	}
 	defer closeGen()
 	opts := gateway.Options{Logger: discard, Decisions: p.Decisions}
-	if len(gen.Limits) > 0 || gen.Session != nil {
+	if len(gen.Limits) > 0 || gen.Session != nil || len(gen.Provenance) > 0 {
 		st, closeState, err := hookState(p.State, stateDir)
 		switch {
 		case err != nil && len(gen.Limits) > 0:
@@ -255,6 +255,11 @@ func hook(p hookParams) error {
 			// What the session has read outlives this process (rule P18).
 			opts.Session = cchook.Session(gen, state.SessionsOf(st), p.Runtime, "", in)
 		}
+	}
+	if in.HookEventName == cchook.UserPromptSubmit {
+		// The prompt is the user's words (rule P18), and proceeds.
+		_, err := fmt.Fprintln(p.Stdout, string(cchook.Prompt(gen, in, opts)))
+		return err
 	}
 	if in.HookEventName == cchook.PostToolUse {
 		out, err := cchook.Post(gen, in, opts)

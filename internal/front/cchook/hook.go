@@ -37,10 +37,12 @@ type Input struct {
 	ToolInput     json.RawMessage `json:"tool_input"`
 	ToolUseID     string          `json:"tool_use_id"`
 	// ToolResponse is a PostToolUse input's result of the call.
-	ToolResponse   json.RawMessage `json:"tool_response"`
-	AgentID        string          `json:"agent_id"`
-	AgentType      string          `json:"agent_type"`
-	PermissionMode string          `json:"permission_mode"`
+	ToolResponse json.RawMessage `json:"tool_response"`
+	// Prompt is a UserPromptSubmit input's prompt: the user's words.
+	Prompt         *string `json:"prompt"`
+	AgentID        string  `json:"agent_id"`
+	AgentType      string  `json:"agent_type"`
+	PermissionMode string  `json:"permission_mode"`
 	// Project is the directory Claude Code was started in, whose settings
 	// it reads (CLAUDE_PROJECT_DIR, which it gives its hooks); Cwd when
 	// not given.
@@ -296,10 +298,12 @@ func unknown(gen *policy.Generation) string {
 }
 
 // ReadInput reads a PreToolUse hook input, or a PostToolUse one, whose
-// result labels the session (rule P18). An error is a sentence saying
-// why the call is blocked: not such an input with a tool_name, an input
-// for another event, a cwd that is not an absolute directory. An input
-// without cwd is read: the one decision refuses, and records, it.
+// result labels the session, or a UserPromptSubmit one, whose prompt is
+// the user's words (rule P18). An error is a sentence saying why the call
+// (or the prompt) is blocked: not such an input with a tool_name (or a
+// prompt), an input for another event, a cwd that is not an absolute
+// directory. An input without cwd is read: the one decision refuses, and
+// records, it.
 // Names are read exactly, as Claude Code writes them (TOOL_NAME is not
 // tool_name), and a name given twice, at any depth, refuses the input
 // rather than have its last value win.
@@ -308,11 +312,14 @@ func ReadInput(data []byte) (Input, error) {
 	if err := jsonv2.Unmarshal(data, &in); err != nil {
 		return in, fmt.Errorf("the hook input is not a PreToolUse input that can be read one way only (%v); the call is blocked.", err)
 	}
-	if in.ToolName == "" {
+	switch {
+	case in.HookEventName == UserPromptSubmit && in.Prompt == nil:
+		return in, errors.New(`the UserPromptSubmit hook input has no "prompt" (names are read exactly as Claude Code writes them), so the user's words cannot be kept; the prompt is blocked. Run the hook from Claude Code, which sends the prompt.`)
+	case in.HookEventName == UserPromptSubmit:
+	case in.ToolName == "":
 		return in, errors.New(`the hook input has no "tool_name" (names are read exactly as Claude Code writes them); the call is blocked.`)
-	}
-	if in.HookEventName != "" && in.HookEventName != "PreToolUse" && in.HookEventName != PostToolUse {
-		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse and PostToolUse; the call is blocked. Configure it under hooks.PreToolUse (and hooks.PostToolUse, whose results label the session) in settings.json.", in.HookEventName)
+	case in.HookEventName != "" && in.HookEventName != "PreToolUse" && in.HookEventName != PostToolUse:
+		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse, PostToolUse and UserPromptSubmit; the call is blocked. Configure it under hooks.PreToolUse (and hooks.PostToolUse, whose results label the session, and hooks.UserPromptSubmit, whose prompts are the user's words) in settings.json.", in.HookEventName)
 	}
 	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
 		return in, fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -23,11 +24,12 @@ const PostToolUse = "PostToolUse"
 // subagent's reading labels its caller's session), kept in store under
 // the runtime's name and scope (the HTTP hook's caller; "" for the command
 // hook, whose store is the user's own), so that the labels outlive the
-// process of one call. Nil when the policy has no sessions. An input
+// process of one call. Nil when the policy has neither sessions nor a
+// provenance of arguments. An input
 // without a session id gets a session that cannot be read: a call a flow
 // binds is refused, never decided as if nothing had been read.
 func Session(gen *provision.Generation, store state.Sessions, runtime, scope string, in Input) gateway.Session {
-	if gen.Session == nil {
+	if gen.Session == nil && len(gen.Provenance) == 0 {
 		return nil
 	}
 	if in.SessionID == "" {
@@ -52,6 +54,8 @@ type unreachable struct{ err error }
 
 func (u unreachable) AddLabel(context.Context, string, string, []byte, time.Time) error { return u.err }
 func (u unreachable) Labels(context.Context, string) (map[string][]byte, error)         { return nil, u.err }
+func (u unreachable) AddWords(context.Context, string, []byte, time.Time) error         { return u.err }
+func (u unreachable) Words(context.Context, string) ([][]byte, error)                   { return nil, u.err }
 
 // Label gives the session of a PostToolUse input the labels that its
 // call's result gives (rule P18), reading the call as the PreToolUse hook
@@ -108,4 +112,47 @@ func Post(gen *provision.Generation, in Input, opts gateway.Options) (json.RawMe
 		return nil, err
 	}
 	return json.RawMessage("{}"), nil
+}
+
+// UserPromptSubmit is the hook event whose input carries the prompt the
+// user submitted: the user's own words, which arguments the policy's
+// provenance names may come from (rule P18).
+const UserPromptSubmit = "UserPromptSubmit"
+
+// MaxPrompt bounds what the hook keeps of one prompt as the user's words.
+const MaxPrompt = state.MaxWords
+
+// taskReport begins the prompt by which Claude Code hands the model a
+// background task's report: what a subagent read, not the user's words.
+const taskReport = "<task-notification>"
+
+// Prompt answers a UserPromptSubmit input: when the policy requires
+// arguments to come from somewhere, its prompt is kept in the session as
+// the user's words (rule P18); the answer lets the prompt proceed. A
+// prompt not kept whole (past MaxPrompt, whose first MaxPrompt bytes are
+// kept; past the session's bound; a store that does not answer) proceeds
+// too, and the answer's systemMessage tells the user what was not kept:
+// a value only it holds is refused later, never let through.
+func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawMessage {
+	text := *in.Prompt
+	if len(gen.Provenance) == 0 || opts.Session == nil || text == "" || strings.HasPrefix(text, taskReport) {
+		return json.RawMessage("{}")
+	}
+	var note string
+	if len(text) > MaxPrompt {
+		cut := MaxPrompt
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		note = fmt.Sprintf("aimon-gw kept the first %d KiB of this prompt's %d KiB as your words; a value the policy requires to come from your words is refused if only the rest holds it: give it in a shorter prompt.", cut>>10, len(text)>>10)
+		text = text[:cut]
+	}
+	if err := gateway.KeepUserWords(context.Background(), opts.Session, text); err != nil {
+		note = fmt.Sprintf("aimon-gw did not keep this prompt as your words (%s); a value the policy requires to come from your words is refused until a prompt is kept.", strings.TrimSuffix(err.Error(), "."))
+	}
+	if note == "" {
+		return json.RawMessage("{}")
+	}
+	out, _ := json.Marshal(map[string]string{"systemMessage": note})
+	return out
 }

@@ -547,7 +547,7 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 		out = cchook.Blocked(fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
 	case rerr != nil:
 		out = cchook.Blocked(sentence(rerr))
-	case in.HookEventName == cchook.PostToolUse:
+	case in.HookEventName == cchook.PostToolUse || in.HookEventName == cchook.UserPromptSubmit:
 		f.postHook(w, in, c)
 		return
 	default:
@@ -587,12 +587,18 @@ func (f *front) hookSession(cur *provision.Generation, in cchook.Input, c caller
 // postHook labels the session of a PostToolUse input by its result (rule
 // P18); a label that cannot be kept is answered 200 with Claude Code's
 // block, whose reason the model reads, since any other answer it ignores.
+// A UserPromptSubmit input's prompt is kept as the caller's words in its
+// session, and proceeds (cchook.Prompt).
 func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
 	var cur *provision.Generation
 	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
 	}
 	defer cur.Exit()
 	opts := gateway.Options{Logger: discard, Protected: true, Session: f.hookSession(cur, in, c)}
+	if in.HookEventName == cchook.UserPromptSubmit {
+		w.Write(append(cchook.Prompt(cur, in, opts), '\n'))
+		return
+	}
 	if cur.Relative() && in.Cwd != f.o.Reload.Gateway.Workdir {
 		opts.Session = nil // its ./ patterns are not this cwd's: decideHook refuses the calls
 	}

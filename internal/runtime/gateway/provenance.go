@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/provenance"
@@ -26,6 +29,27 @@ type seen struct {
 	user, trusted, labelled *provenance.Index
 	mu                      sync.Mutex
 	results                 []seenResult // by the indexes' references
+	// store, for a session that spans processes (StoredSession), keeps
+	// its user's words, read into user at the first search; it keeps
+	// none of the results read (each process would note its own).
+	store     *stored
+	loadOnce  sync.Once
+	loadError error
+}
+
+// users is the index of the user's words, read from the session's store
+// first when it has one; an error says the store does not answer.
+func (sn *seen) users() (*provenance.Index, error) {
+	if sn.store != nil {
+		sn.loadOnce.Do(func() {
+			words, err := sn.store.store.Words(context.Background(), sn.store.id)
+			for _, w := range words {
+				sn.user.Add(string(w), sn.user.Len())
+			}
+			sn.loadError = err
+		})
+	}
+	return sn.user, sn.loadError
 }
 
 // seenResult is the call whose result a text is.
@@ -35,11 +59,15 @@ type seenResult struct {
 }
 
 // seenOf is s's record of what it has read, made on first use.
-func (s *session) seenOf() *seen {
+func (s *session) seenOf() *seen { return s.seenIn(nil) }
+
+// seenIn is s's record of what it has read, made on first use for the
+// session that keeps its user's words in store (nil for none).
+func (s *session) seenIn(store *stored) *seen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seen == nil {
-		s.seen = &seen{user: provenance.New(maxSeenBytes), trusted: provenance.New(maxSeenBytes), labelled: provenance.New(maxSeenBytes)}
+		s.seen = &seen{user: provenance.New(maxSeenBytes), trusted: provenance.New(maxSeenBytes), labelled: provenance.New(maxSeenBytes), store: store}
 	}
 	return s.seen
 }
@@ -67,6 +95,9 @@ func NoteUser(s Session, text string) bool {
 // note keeps the text of a call's result, trusted when it gave the
 // session no label.
 func (sn *seen) note(from Source, labels []string, text string) {
+	if sn.store != nil {
+		return
+	}
 	sn.mu.Lock()
 	ref := len(sn.results)
 	sn.results = append(sn.results, seenResult{from: from, labels: labels})
@@ -120,10 +151,14 @@ func unsourced(s Session, sn *seen, req *policy.Provenance, v string) string {
 	case s == nil:
 		return "this front end keeps no session, so no value comes from the user's words or a result"
 	case sn == nil:
-		return "this session keeps its labels but not what it read (a session that spans processes: a hook's, an HTTP caller's), so no value comes from the user's words or a result"
+		return "this session keeps its labels but not what it read, so no value comes from the user's words or a result"
 	}
 	if req.Allows(policy.FromUser) {
-		if _, ok := sn.user.FindNormal(n); ok {
+		user, err := sn.users()
+		if err != nil {
+			return fmt.Sprintf("the user's words that the session keeps cannot be read (%v); try again once the state store answers", strings.TrimSuffix(err.Error(), "."))
+		}
+		if _, ok := user.FindNormal(n); ok {
 			return ""
 		}
 	}
@@ -145,6 +180,9 @@ func unsourced(s Session, sn *seen, req *policy.Provenance, v string) string {
 	why := "none of them holds it"
 	if sn.user.Full() || sn.trusted.Full() {
 		why += " (the session keeps no more text: past 64 MiB a text is not kept)"
+	}
+	if sn.store != nil {
+		why += " (this session spans processes, a hook's or an HTTP caller's: it keeps the user's words it was given, such as Claude Code's UserPromptSubmit prompts, and none of the results it read)"
 	}
 	return why
 }
@@ -196,6 +234,20 @@ func leaves(v any, out []string) []string {
 		}
 	}
 	return out
+}
+
+// KeepUserWords keeps text as the user's own words in s (rule P18): in
+// its store for a session that spans processes (a hook's
+// UserPromptSubmit prompt), else as NoteUser does. An error is a
+// sentence: the words are not kept.
+func KeepUserWords(ctx context.Context, s Session, text string) error {
+	if st, ok := s.(*stored); ok {
+		return st.store.AddWords(ctx, st.id, []byte(text), time.Now().Add(SessionTTL))
+	}
+	if !NoteUser(s, text) {
+		return errors.New("the session keeps none of the user's words, or no more of them (past 64 MiB a text is not kept)")
+	}
+	return nil
 }
 
 // userLine answers a user line: its words are noted as the user's (rule

@@ -73,10 +73,22 @@ func TestP18ProvenanceOfArguments(t *testing.T) {
 	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"ops@example.com"}}`); r["is_error"] != false {
 		t.Errorf("a value the policy lists, with no session: %v", r)
 	}
-	// A session kept in the state store keeps its labels, not its texts.
-	shared.opts.Session = StoredSession(state.MemorySessions(), "claude-code:s1")
-	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"alice@example.com"}}`); !strings.Contains(r["content"].(string), "this session keeps its labels but not what it read") {
-		t.Errorf("a checked value in a stored session: %v", r)
+	// A session kept in the state store keeps the user's words it was
+	// given there, which a later process reads, and none of its results.
+	store := state.MemorySessions()
+	if err := KeepUserWords(context.Background(), StoredSession(store, "claude-code:s1"), "Mail Alice@Example.com"); err != nil {
+		t.Fatal(err)
+	}
+	shared.opts.Session = StoredSession(store, "claude-code:s1")
+	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"alice@example.com"}}`); r["is_error"] != false {
+		t.Errorf("a value of the user's words kept in the store: %v", r)
+	}
+	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"eve@example.com"}}`); !strings.Contains(r["content"].(string), "none of them holds it (this session spans processes") {
+		t.Errorf("a value the stored session's words do not hold: %v", r)
+	}
+	shared.opts.Session = StoredSession(wordsDown{store}, "claude-code:s1")
+	if r := handle(t, shared, `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"alice@example.com"}}`); !strings.Contains(r["content"].(string), "the user's words that the session keeps cannot be read (the Redis state store at 127.0.0.1:1 cannot be reached); try again") {
+		t.Errorf("a checked value in a stored session whose store does not answer: %v", r)
 	}
 }
 
@@ -142,4 +154,11 @@ func BenchmarkP18ProvenanceCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// wordsDown is a store whose labels answer and whose words do not.
+type wordsDown struct{ state.Sessions }
+
+func (wordsDown) Words(context.Context, string) ([][]byte, error) {
+	return failingSessions{}.Words(context.Background(), "")
 }

@@ -151,6 +151,10 @@ type stored struct {
 	mem  session
 }
 
+// seenOf is what the stored session searches arguments' values in: the
+// user's words its store keeps, read at the first search (seen.users).
+func (s *stored) seenOf() *seen { return s.mem.seenIn(s) }
+
 func (s *stored) Held(ctx context.Context) (Held, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

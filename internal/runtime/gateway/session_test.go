@@ -141,6 +141,12 @@ func (failingSessions) AddLabel(context.Context, string, string, []byte, time.Ti
 func (failingSessions) Labels(context.Context, string) (map[string][]byte, error) {
 	return nil, errors.New("the Redis state store at 127.0.0.1:1 cannot be reached")
 }
+func (failingSessions) AddWords(context.Context, string, []byte, time.Time) error {
+	return errors.New("the Redis state store at 127.0.0.1:1 cannot be reached")
+}
+func (failingSessions) Words(context.Context, string) ([][]byte, error) {
+	return nil, errors.New("the Redis state store at 127.0.0.1:1 cannot be reached")
+}
 
 // TestP18StoredSessionSpansGateways: a session kept in the state store is
 // one across gateways (a hook's process per call): what Label gives it

@@ -216,9 +216,12 @@ type Run struct {
 	Claude, Hook string
 	// PostToolUse makes Hook Claude Code's PostToolUse hook as well, whose
 	// inputs carry the results that label a session.
-	PostToolUse   bool
-	Project, Home string
-	Prompt        string
+	PostToolUse bool
+	// UserPromptSubmit makes Hook Claude Code's UserPromptSubmit hook as
+	// well, whose inputs carry the user's prompt.
+	UserPromptSubmit bool
+	Project, Home    string
+	Prompt           string
 	// Env is added to the run's environment.
 	Env []string
 	// Settings are written into .claude/settings.json beside the hook
@@ -239,6 +242,10 @@ func (r Run) Start(ctx context.Context, s *Server) (string, error) {
 		hooks := map[string]any{"PreToolUse": hook}
 		if r.PostToolUse {
 			hooks["PostToolUse"] = hook
+		}
+		if r.UserPromptSubmit {
+			// An event without tools takes no matcher.
+			hooks["UserPromptSubmit"] = []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": r.Hook, "timeout": 60}}}}
 		}
 		settings["hooks"] = hooks
 	}
