@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,5 +101,64 @@ func TestP18SealedSessionAcrossHTTPReplicas(t *testing.T) {
 	}
 	if _, _, body := r2.post("/hooks/claude-code", "tok-rita", pre); !strings.Contains(body, `"permissionDecision":"allow"`) {
 		t.Errorf("rita's write in her session of the same id: %s", body)
+	}
+}
+
+// TestP18RefusedSessionHandleIsRecordedOnce: through mcp --listen, a
+// Write sent with a session handle whose seal was altered is refused with
+// the sentence saying so, writes nothing, and is in the decision log once:
+// one record of that call, refused by P18 with the same sentence, for
+// Alice; the read that gave the handle is recorded as before.
+func TestP18RefusedSessionHandleIsRecordedOnce(t *testing.T) {
+	t.Parallel()
+	dir, wd, page := p18Setup(t)
+	writeFile(t, filepath.Join(dir, "principals.cue"), "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n")
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--approval-key", approvalKey(t), "--decision-log", dlog)
+	s := g.session("tok-alice", "", nil)
+	ctx := context.Background()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "Read", Arguments: map[string]any{"file_path": page}})
+	handle, _ := res.Meta[gateway.SessionMeta].(string)
+	if err != nil || res.IsError || handle == "" {
+		t.Fatalf("the read: %v %v %v", err, res, handle)
+	}
+	forged := handle[:len(handle)-2] + "AA"
+	if forged == handle {
+		forged = handle[:len(handle)-2] + "BB"
+	}
+	target := filepath.Join(wd, "forged")
+	res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "Write", Arguments: map[string]any{"file_path": target, "content": "x"}, Meta: mcp.Meta{gateway.SessionMeta: forged}})
+	if err != nil || !res.IsError || !strings.Contains(resultText(res), "was not sealed by this gateway") || exists(target) {
+		t.Fatalf("the write with an altered handle: %v %q (written %v)", err, resultText(res), exists(target))
+	}
+	if code := g.stop(); code != 0 {
+		t.Fatalf("exit %d: %s", code, g.logs())
+	}
+	data, err := os.ReadFile(dlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes, reads int
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			Phase, Tool, Rule, Reason, Principal string
+			CallID                               string `json:"call_id"`
+			Allowed                              bool
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch r.Tool {
+		case "Write":
+			writes++
+			if r.Phase != "decided" || r.Allowed || r.Rule != "P18" || r.Reason != resultText(res) || r.Principal != "alice" || r.CallID == "" {
+				t.Errorf("the refused write's record: %s", l)
+			}
+		case "Read":
+			reads++
+		}
+	}
+	if writes != 1 || reads == 0 {
+		t.Errorf("%d records of the refused write (want 1), %d of the read:\n%s", writes, reads, data)
 	}
 }

@@ -50,7 +50,7 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return false
 	}
 	req := &mcp.CallToolRequest{Params: &params, Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header}}
-	res, listed, err := f.surfaces.CallTool(ctx, who.chain, req, peer)
+	res, err := f.surfaces.CallTool(ctx, who.chain, req, peer)
 	if errors.Is(err, mcpfront.ErrNotDirect) {
 		return false
 	}
@@ -71,7 +71,7 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			resp.Error = merr
 		} else {
 			resp.Result = b
-			if listed && peer.ProtocolVersion >= newProtocol {
+			if peer.ProtocolVersion >= newProtocol {
 				resp.Result = withResultType(b, res)
 			}
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -178,7 +179,11 @@ func (m *toolSet) unlisted(gw *gateway.Gateway) mcp.Middleware {
 				}
 			}
 			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !m.isListed(call.Params.Name) {
-				return toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments)), nil
+				res := toResult(m.call(withToken(ctx, call), gw, principalOf(call), call.Params.Name, call.Params.Arguments))
+				if typedFor(call.Session) {
+					res = completed(res)
+				}
+				return res, nil
 			}
 			return next(ctx, method, req)
 		}
@@ -201,10 +206,13 @@ func (m *toolSet) call(ctx context.Context, gw *gateway.Gateway, principal, name
 	}
 	gw.Await(ctx, name) // its parameters are the server's, once it answered
 	input = dropClientParameters(gw.Current(), name, input)
-	c := gateway.Call{ID: "mcp_" + strconv.FormatInt(m.seq.Add(1), 10), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
+	c := gateway.Call{ID: m.nextID(), Name: name, Input: input, Approvals: approvals, Principal: principal, Caller: callerOf(ctx)}
 	c.Session, _ = ctx.Value(sessionKey{}).(gateway.Session)
 	return gw.CallApproved(ctx, m.chain, c)
 }
+
+// nextID is the id of the session's next call, for the decision log.
+func (m *toolSet) nextID() string { return "mcp_" + strconv.FormatInt(m.seq.Add(1), 10) }
 
 // handle answers a tools/call. A call that needs a person's approval (rule
 // P15) is answered with an input request (MCP's multi round-trip, which
@@ -222,7 +230,11 @@ func (m *toolSet) handle(ctx context.Context, gw *gateway.Gateway, req *mcp.Call
 	sent, _ := req.Params.Meta[gateway.SessionMeta].(string)
 	sess, handle, err := gw.OpenSession(principalOf(req), sent)
 	if err != nil {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		// Decided as any call is, so that the decision log records the
+		// refusal once, with its rule.
+		d := rule.Refused(rule.P18, err.Error())
+		_, d = gw.DecideContext(ctx, m.chain, gateway.Call{ID: m.nextID(), Name: req.Params.Name, Input: req.Params.Arguments, Principal: principalOf(req), Caller: callerOf(ctx), Refusal: &d})
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: d.Reason}}}, nil
 	}
 	res, err := m.handleCall(context.WithValue(ctx, sessionKey{}, sess), gw, req, p)
 	if res != nil && handle != "" {
@@ -460,6 +472,38 @@ func reply(r gateway.CallResult) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: LimitedCode, Message: r.Text, Data: data}
 	}
 	return toResult(r), nil
+}
+
+// typedFor reports whether the SDK types a tool's result for session
+// (its multi round-trip, 2026-07-28 on): a session that did not
+// initialize is taken at the SDK's latest version, as the SDK takes it.
+func typedFor(session *mcp.ServerSession) bool {
+	if session == nil {
+		return false
+	}
+	p := session.InitializeParams()
+	return p == nil || p.ProtocolVersion >= newProtocol
+}
+
+// completed is res typed "complete", as the SDK's callTool types a listed
+// tool's result for a client of 2026-07-28: a call of a tool not listed
+// (a server still connecting, an unknown name) is answered before the
+// SDK's callTool, and was answered without a resultType. The SDK keeps
+// the type unexported and sets it from JSON only.
+func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
+	b, err := res.MarshalJSON()
+	if err != nil || len(b) < 2 || bytes.Contains(b, []byte(`"resultType"`)) {
+		return res
+	}
+	typed := append(b[:len(b)-1:len(b)-1], `,"resultType":"complete"}`...)
+	if len(b) == 2 {
+		typed = []byte(`{"resultType":"complete"}`)
+	}
+	var out mcp.CallToolResult
+	if out.UnmarshalJSON(typed) != nil {
+		return res
+	}
+	return &out
 }
 
 func toResult(r gateway.CallResult) *mcp.CallToolResult {

@@ -57,10 +57,13 @@ func (m *toolSet) directCalls(session func() *mcp.ServerSession) direct {
 		}
 		DirectCalls.Add(1)
 		go func() {
-			res, handled, err := m.answer(ctx, ss, name, args)
+			res, err := m.answer(ctx, ss, name, args)
 			resp := &jsonrpc.Response{ID: req.ID, Error: err}
 			if err == nil {
-				typed := handled && res != nil && p.ProtocolVersion >= newProtocol
+				// Typed whether the tool's handler answered or it is
+				// not listed (a server still connecting), as the SDK's
+				// path types both (completed).
+				typed := res != nil && p.ProtocolVersion >= newProtocol
 				if resp.Result, err = marshalResult(res, m.impl, typed, perRequest); err != nil {
 					resp.Error = fmt.Errorf("marshaling the result: %w", err)
 				}
@@ -114,27 +117,26 @@ func (c *metaCache) valid(meta json.RawMessage, version string) bool {
 // answer is what the SDK's server answers a call of name with args
 // (callTool); an ask of a client before 2026-07-28 is turned into an
 // elicitation and the handler run again with its answer, as the SDK's
-// multi-round-trip middleware does. handled: the tool's handler answered
-// (the SDK's callTool, which types a result of 2026-07-28).
-func (m *toolSet) answer(ctx context.Context, ss *mcp.ServerSession, name string, args json.RawMessage) (res *mcp.CallToolResult, handled bool, err error) {
+// multi-round-trip middleware does.
+func (m *toolSet) answer(ctx context.Context, ss *mcp.ServerSession, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	req := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: name, Arguments: args}}
 	p := peerOf(ss)
-	res, handled, err = m.callTool(ctx, req, p)
+	res, err := m.callTool(ctx, req, p)
 	if err != nil || res == nil || res.InputRequests == nil || p.ProtocolVersion >= newProtocol {
-		return res, handled, err
+		return res, err
 	}
 	if len(res.InputRequests) == 0 {
-		return nil, true, errors.New("the server is busy, retry later")
+		return nil, errors.New("the server is busy, retry later")
 	}
 	responses := mcp.InputResponseMap{}
 	for id, ir := range res.InputRequests {
 		ep, ok := ir.(*mcp.ElicitParams)
 		if !ok {
-			return nil, true, fmt.Errorf("multi-round-trip: unknown input request type: %T", ir)
+			return nil, fmt.Errorf("multi-round-trip: unknown input request type: %T", ir)
 		}
 		r, err := ss.Elicit(ctx, ep)
 		if err != nil {
-			return nil, true, fmt.Errorf("multi-round-trip: fulfilling input request %q: %w", id, err)
+			return nil, fmt.Errorf("multi-round-trip: fulfilling input request %q: %w", id, err)
 		}
 		responses[id] = r
 	}

@@ -196,6 +196,10 @@ type Call struct {
 	// meant it (a hook input without a working directory); the call is
 	// refused with that sentence (rule R7).
 	Unread string
+	// Refusal is a refusal the front end made before the decision (a
+	// sealed session handle that fails verification, rule P18): the one
+	// decision refuses with it, and records it with its rule.
+	Refusal *rule.Decision
 	// Approvals are tokens a person gave for this call (rule P15).
 	Approvals []string
 	// Principal is who called, when the front end knows (HTTP): the
@@ -239,6 +243,8 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 		d = rule.Refused(rule.R5, err.Error())
 	case c.Unread != "":
 		d = rule.Refused(rule.R7, c.Unread)
+	case c.Refusal != nil:
+		d = *c.Refusal
 	default:
 		eff, err := cur.Effective(chain)
 		_, end := g.step(ctx, StepDecode, c.Name)
