@@ -29,8 +29,8 @@ const traceArgs = 7
 // withTrace makes cmd start under the tracer (package trace), which asks
 // j about each program the command starts (rule P16). decided are the
 // execs after cmd's own that start the command: already decided. The
-// tracer's thread that starts cmd joins g first, when not nil; Release
-// closes what withTrace opened, Finish removes g.
+// tracer starts cmd in g, when not nil (tracedPids); Release closes what
+// withTrace opened, Finish removes g.
 func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup) error {
 	exe, err := Launcher()
 	if err != nil {

@@ -35,13 +35,15 @@ import (
 // write to cgroup.procs moves a whole thread group, which takes the
 // kernel's global cgroup_threadgroup_rwsem for writing: a percpu rwsem,
 // whose writer waits for an RCU grace period unless another writer came
-// just before (10 to 20 ms here, most of a sandboxed call's start). A
-// write of 0 to tasks moves only the writing thread, which cannot exit or
-// exec under the kernel's hands, so the kernel skips that lock (Linux
-// 5.13's "cgroup: optimize single thread migration"); the writer is the
-// single-threaded sh or the tracer's one thread that starts bwrap
-// (package trace), so that thread is the whole of what starts the
-// sandbox, and everything it forks is born in the group.
+// just before (10 to 20 ms here, v1 and v2 alike, most of a sandboxed
+// call's start). A write of 0 to tasks moves only the writing thread,
+// which cannot exit or exec under the kernel's hands, so the kernel skips
+// that lock (Linux 5.13's "cgroup: optimize single thread migration");
+// the writer is the single-threaded sh or the tracer's one thread that
+// starts bwrap (package trace), so that thread is the whole of what
+// starts the sandbox, and everything it forks is born in the group. In
+// v2 the tracer clones bwrap into the group instead (tracedPids), which
+// moves nothing.
 // Every sandbox binds /sys and the hierarchy read-only, so that no command
 // moves itself out or raises pids.max, root or not.
 
@@ -293,16 +295,37 @@ func withPids(cmd *exec.Cmd, h pidsHome) error {
 }
 
 // tracedPids is a new pids group of the parent's for a traced sandbox
-// whose tracer joins it itself, on the one thread that starts bwrap: one
-// task more than the sandbox's bound, that thread's. nil when the group's
-// join file moves a whole process (cgroup v2): sh joins it then.
+// whose tracer joins it itself as it starts bwrap, with no sh: in cgroup
+// v1 its thread that starts bwrap writes to tasks, and is one task more
+// in the group, so the bound is one higher; in v2 it clones bwrap into
+// the group's directory (clone3's CLONE_INTO_CGROUP: no migration, so
+// not the global lock either), whose descriptor g.procs is then. nil when
+// neither can be done (a v1 group delegated without its tasks): sh joins.
 func tracedPids(h pidsHome) (*pidsGroup, error) {
-	g, err := newPidsGroup(h.dir, maxProcesses()+1)
-	if err != nil || g.thread {
-		return g, err
+	g, err := newPidsGroup(h.dir, maxProcesses())
+	if err != nil {
+		return nil, err
 	}
-	g.procs.Close()
-	return nil, removeGroup(g.dir)
+	_, v2 := os.Stat(filepath.Join(g.dir, "cgroup.controllers"))
+	switch {
+	case g.thread:
+		err = writeFile(filepath.Join(g.dir, "pids.max"), strconv.Itoa(maxProcesses()+1))
+	case v2 == nil:
+		var d *os.File
+		if d, err = os.Open(g.dir); err == nil {
+			g.procs.Close()
+			g.procs = d
+		}
+	default:
+		g.procs.Close()
+		return nil, removeGroup(g.dir)
+	}
+	if err != nil {
+		g.procs.Close()
+		removeGroup(g.dir)
+		return nil, fmt.Errorf("the pids cgroup %s cannot be made ready for the command's tracer to join: %w", g.dir, err)
+	}
+	return g, nil
 }
 
 // joinBySh makes cmd, bwrap, start through /bin/sh, which joins g first.

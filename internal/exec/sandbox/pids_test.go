@@ -209,6 +209,65 @@ func TestR8TracerJoinsThePidsGroup(t *testing.T) {
 	}
 }
 
+// TestR8TracerClonesIntoAV2Group: given a cgroup v2 group's directory,
+// the tracer starts its child in the group (clone3's CLONE_INTO_CGROUP),
+// with no process moved into it; a group that is gone runs nothing,
+// saying so. The group here has no pids controller (this machine's is v1),
+// which the start does not need; the bound is TestR8PidsCgroupBoundsACommand's.
+func TestR8TracerClonesIntoAV2Group(t *testing.T) {
+	mounts, _ := cgroupMounts("/proc/self/mountinfo")
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	own, parent := "", ""
+	for _, line := range strings.Split(string(self), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			own = rest
+		}
+	}
+	for _, m := range mounts {
+		if m.fs == "cgroup2" && own != "" && within(own, m.root) {
+			parent = filepath.Join(m.point, strings.TrimPrefix(own, m.root))
+		}
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("aimon-gw-%d-test", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); parent == "" || err != nil {
+		if os.Getenv("CI") != "" && os.Getuid() == 0 {
+			t.Fatalf("a cgroup v2 group is needed as root and cannot be made here (%q): %v", parent, err)
+		}
+		t.Skipf("no cgroup v2 group can be made here (%q): %v", parent, err)
+	}
+	defer removeGroup(dir)
+	start := func(argv ...string) ([]byte, error) {
+		d, err := os.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if err := withTrace(cmd, allowAll(), nil, &pidsGroup{dir: dir, procs: d}); err != nil {
+			return nil, err
+		}
+		defer Release(cmd)
+		return cmd.CombinedOutput()
+	}
+	out, err := start("/bin/cat", "/proc/self/cgroup")
+	if want := "0::" + filepath.Join(own, filepath.Base(dir)) + "\n"; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("the program is not in %s (%v):\n%s", dir, err, out)
+	}
+	removeGroup(dir)
+	ran := filepath.Join(t.TempDir(), "ran")
+	os.Mkdir(dir, 0o755)
+	d, _ := os.Open(dir)
+	removeGroup(dir)
+	cmd := exec.Command("/usr/bin/touch", ran)
+	if err := withTrace(cmd, allowAll(), nil, &pidsGroup{dir: dir, procs: d}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = cmd.CombinedOutput()
+	Release(cmd)
+	if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup") {
+		t.Errorf("a program whose group was gone ran, or the call does not say why (%v): %s", err, out)
+	}
+}
+
 // TestR8NoPidsGroupWhereNoneCanBeMade: a directory that is not a pids
 // cgroup, or that does not exist, gives no group and leaves nothing; as
 // root that refuses, with a sentence, and not as another user.

@@ -44,13 +44,14 @@ import (
 
 // Arg, as the first argument, makes the binary the tracer:
 // Arg FD JOIN GROUP PATH -- ARGV..., FD being the socket to the gateway,
-// JOIN a descriptor above it of the pids cgroup GROUP's tasks file (cgroup
-// v1) or "-". The thread that starts PATH writes 0 to JOIN first, which
-// moves that thread alone (package sandbox, pids.go): PATH is born in the
-// group, with no process started to join it; the tracer's other threads
-// stay out (Go starts a thread for a locked one from its template
-// thread, not by cloning the locked one). If the write fails, nothing
-// runs.
+// JOIN a descriptor above it of the pids cgroup GROUP, or "-": PATH is
+// born in the group, with no process started to join it (package
+// sandbox, pids.go). JOIN is the group's directory in cgroup v2, which
+// PATH is cloned into (CLONE_INTO_CGROUP), or its tasks file in v1, to
+// which the thread that starts PATH writes 0 first, which moves that
+// thread alone; the tracer's other threads stay out (Go starts a thread
+// for a locked one from its template thread, not by cloning the locked
+// one). If the join fails, nothing runs.
 const Arg = "__aimon-gw-sandbox-trace"
 
 // Spec is what the gateway sends first: the programs to know by their
@@ -134,20 +135,33 @@ func run(args []string) (int, error) {
 	// ptrace answers only the thread that is the tracer: the one that
 	// started the child, which the child's pids cgroup is of.
 	runtime.LockOSThread()
+	group := strings.TrimPrefix(args[2], "aimon-gw-pids:")
+	sys := &syscall.SysProcAttr{Ptrace: true}
 	if join >= 0 {
-		_, err := syscall.Write(join, []byte("0"))
-		syscall.Close(join)
+		var st syscall.Stat_t
+		err := syscall.Fstat(join, &st)
+		if err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			sys.UseCgroupFD, sys.CgroupFD = true, join
+		} else if err == nil {
+			_, err = syscall.Write(join, []byte("0"))
+			syscall.Close(join)
+		}
 		if err != nil {
-			return 0, fmt.Errorf("the command's pids cgroup %s cannot be joined: %w", strings.TrimPrefix(args[2], "aimon-gw-pids:"), err)
+			return 0, fmt.Errorf("the command's pids cgroup %s cannot be joined: %w", group, err)
 		}
 	}
 	files := []uintptr{0, 1, 2}
 	for i := 3; i < fd; i++ {
 		files = append(files, uintptr(i))
 	}
-	pid, err := syscall.ForkExec(args[3], args[5:], &syscall.ProcAttr{Env: os.Environ(), Files: files,
-		Sys: &syscall.SysProcAttr{Ptrace: true}})
+	pid, err := syscall.ForkExec(args[3], args[5:], &syscall.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
+	if sys.UseCgroupFD {
+		syscall.Close(join)
+	}
 	if err != nil {
+		if sys.UseCgroupFD {
+			return 0, fmt.Errorf("the command could not be started in its pids cgroup %s: %w", group, err)
+		}
 		return 0, err
 	}
 	return t.loop(pid)
