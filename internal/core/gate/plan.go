@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"cuelang.org/go/cue"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"aimon.dev/gw/internal/core/jsontok"
 )
 
 // ErrNeedsCUE is returned when a gate whose shape leaves some inputs to
@@ -39,9 +42,13 @@ func (g *Gate) MarshalJSON() ([]byte, error) {
 // whole first and check them once more for each UnmarshalJSON above it
 // (issue 32: most of a restore's time). The gate has no CUE schema
 // (Schema returns the zero value), which its shape never consults.
+//
+// It reads the shape token by token (package jsontok), not through json
+// v2's reflection, whose decoders for the shape's types a hook process
+// would build on each call.
 func (g *Gate) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	var p plan
-	if err := jsonv2.UnmarshalDecode(dec, &p); err != nil {
+	if err := p.decode(dec); err != nil {
 		return err
 	}
 	if p.Root == nil {
@@ -67,7 +74,7 @@ func (n *node) settle(depth int) error {
 	}
 	switch {
 	case depth > maxCompileDepth+2:
-		return errors.New("the schema is nested deeper than a compiled one can be")
+		return errTooDeep
 	case n.CUE:
 		return ErrNeedsCUE
 	}
@@ -100,3 +107,182 @@ func (n *node) settle(depth int) error {
 // NeedsCUE reports whether the gate leaves some inputs to CUE, so that it
 // does not encode (ErrNeedsCUE).
 func (g *Gate) NeedsCUE() bool { return g.root.CUE }
+
+// errTooDeep is a decoded shape deeper than any compiled one.
+var errTooDeep = errors.New("the schema is nested deeper than a compiled one can be")
+
+func (p *plan) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "Limits":
+			return p.Limits.decode(dec)
+		case "Root":
+			return decodeNode(dec, &p.Root, 0)
+		}
+		return jsontok.Unknown("a gate", name)
+	})
+	return err
+}
+
+func (l *Limits) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		var n *int
+		switch name {
+		case "MaxDepth":
+			n = &l.MaxDepth
+		case "MaxKeys":
+			n = &l.MaxKeys
+		case "MaxKeyLen":
+			n = &l.MaxKeyLen
+		case "MaxString":
+			n = &l.MaxString
+		case "MaxItems":
+			n = &l.MaxItems
+		case "MaxValues":
+			n = &l.MaxValues
+		default:
+			return jsontok.Unknown("a gate's limits", name)
+		}
+		return jsontok.Int(dec, n, 64)
+	})
+	return err
+}
+
+// decodeNode reads a node into *np (nil for null), depth below the root;
+// deeper than settle allows is refused before it is read.
+func decodeNode(dec *jsontext.Decoder, np **node, depth int) error {
+	if depth > maxCompileDepth+2 {
+		return errTooDeep
+	}
+	n := new(node)
+	ok, err := jsontok.Object(dec, func(name string) error {
+		var err error
+		switch name {
+		case "Kinds":
+			return jsontok.Uint(dec, &n.Kinds, 8)
+		case "Enum":
+			n.Enum, err = jsontok.Slice(dec, func(s *scalar) error { return s.decode(dec) })
+		case "Fields":
+			n.Fields, err = jsontok.Map(dec, func(f **field) error { return decodeField(dec, f, depth+1) })
+		case "Closed":
+			return jsontok.Bool(dec, &n.Closed)
+		case "Extra":
+			return decodeNode(dec, &n.Extra, depth+1)
+		case "Patterned":
+			return jsontok.Bool(dec, &n.Patterned)
+		case "Allow":
+			n.Allow, err = jsontok.Slice(dec, func(r *allowRule) error { return r.decode(dec) })
+		case "Elem":
+			return decodeNode(dec, &n.Elem, depth+1)
+		case "CUE":
+			return jsontok.Bool(dec, &n.CUE)
+		case "Text":
+			return jsontok.String(dec, &n.Text)
+		case "Checks":
+			n.Checks, err = jsontok.Slice(dec, func(c *check) error { return c.decode(dec) })
+		default:
+			return jsontok.Unknown("a gate's schema", name)
+		}
+		return err
+	})
+	if ok {
+		*np = n
+	}
+	return err
+}
+
+func decodeField(dec *jsontext.Decoder, fp **field, depth int) error {
+	f := new(field)
+	ok, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "Node":
+			return decodeNode(dec, &f.Node, depth)
+		case "Required":
+			return jsontok.Bool(dec, &f.Required)
+		}
+		return jsontok.Unknown("a gate's field", name)
+	})
+	if ok {
+		*fp = f
+	}
+	return err
+}
+
+func (s *scalar) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "K":
+			return jsontok.Uint(dec, &s.K, 8)
+		case "S":
+			return jsontok.String(dec, &s.S)
+		case "B":
+			return jsontok.Bool(dec, &s.B)
+		}
+		return jsontok.Unknown("a gate's enum value", name)
+	})
+	return err
+}
+
+func (c *check) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "Op":
+			return jsontok.Int(dec, &c.Op, 64)
+		case "Num":
+			return c.Num.decode(dec)
+		case "Re":
+			return decodeRegexp(dec, &c.Re)
+		}
+		return jsontok.Unknown("a gate's check", name)
+	})
+	return err
+}
+
+func (n *number) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "Neg":
+			return jsontok.Bool(dec, &n.Neg)
+		case "Digits":
+			return jsontok.String(dec, &n.Digits)
+		case "Exp":
+			return jsontok.Int(dec, &n.Exp, 64)
+		}
+		return jsontok.Unknown("a gate's number", name)
+	})
+	return err
+}
+
+func (r *allowRule) decode(dec *jsontext.Decoder) error {
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "Re":
+			return decodeRegexp(dec, &r.Re)
+		case "Neg":
+			return jsontok.Bool(dec, &r.Neg)
+		case "Text":
+			return jsontok.String(dec, &r.Text)
+		}
+		return jsontok.Unknown("a gate's name pattern", name)
+	})
+	return err
+}
+
+// decodeRegexp reads a regular expression as its source (MarshalText's),
+// compiled as regexp.Regexp.UnmarshalText would; null is none.
+func decodeRegexp(dec *jsontext.Decoder, re **regexp.Regexp) error {
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		return err
+	}
+	var src string
+	if err := jsontok.String(dec, &src); err != nil {
+		return err
+	}
+	r, err := regexp.Compile(src)
+	if err != nil {
+		return err
+	}
+	*re = r
+	return nil
+}

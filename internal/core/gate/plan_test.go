@@ -36,6 +36,10 @@ func TestS4DecodeBadInput(t *testing.T) {
 		{"a match without its regular expression", `{"Root":{"Kinds":16,"Checks":[{"Op":` + jsonOp(cue.RegexMatchOp) + `}]}}`, "does not go with its operator"},
 		{"a bad name pattern", `{"Root":{"Kinds":32,"Allow":[{"Re":"[z-a]"}]}}`, "invalid character class range"},
 		{"a name pattern without its expression", `{"Root":{"Kinds":32,"Allow":[{}]}}`, "no regular expression"},
+		{"a member no schema has", `{"Root":{"Kinds":32,"Feilds":{}}}`, `a gate's schema has no field "Feilds"`},
+		{"kinds beyond a byte", `{"Root":{"Kinds":256}}`, "256 is not an unsigned integer of 8 bits"},
+		{"a limit that is a string", `{"Limits":{"MaxKeys":"many"},"Root":{}}`, "a string where a number belongs"},
+		{"a check's bound that is not an object", `{"Root":{"Kinds":4,"Checks":[{"Op":13,"Num":3}]}}`, "a number where an object belongs"},
 		{"a shape that needs CUE", `{"Root":{"Kinds":32,"CUE":true}}`, "needs CUE"},
 		{"nested deeper than a compiled schema", `{"Root":` + strings.Repeat(`{"Elem":`, 40) + `{}` + strings.Repeat(`}`, 40) + `}`, "deeper"},
 	} {

@@ -224,11 +224,13 @@ func (t *Tool) MarshalJSON() ([]byte, error) {
 // UnmarshalJSONFrom decodes what MarshalJSON wrote, from the plan's
 // stream (json v2; see gate.Gate.UnmarshalJSONFrom).
 func (t *Tool) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	d := toolJSON{toolData: (*toolData)(t)}
-	if err := jsonv2.UnmarshalDecode(dec, &d); err != nil {
+	var d *Tool
+	if err := newPlanReader(dec).tool(&d); err != nil {
 		return err
 	}
-	t.saved = d.JSONSchema
+	if d != nil {
+		*t = *d
+	}
 	return nil
 }
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue/cuecontext"
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"aimon.dev/gw/internal/core/gate"
 )
@@ -74,35 +72,15 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 	return newGeneration(s.Plan, c), nil
 }
 
-// decodePlan decodes what Save wrote with json v2, whose decoder streams
-// the whole plan through the tools' UnmarshalJSONFrom: the same values as
+// decodePlan decodes what Save wrote with json v2's jsontext, streaming
+// the whole plan token by token (planReader): the same values as
 // encoding/json reads (a Save of them writes the same bytes), in a
 // fraction of its time. Tools that a load compiled once (memo.go) share
 // one gate, which the plan writes for each: a gate written as an earlier
 // one is that one, decoded once, as the load shared it.
 func decodePlan(data []byte) (saved, error) {
-	gates := map[string]*gate.Gate{}
-	shared := jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, g **gate.Gate) error {
-		raw, err := dec.ReadValue()
-		switch {
-		case err != nil:
-			return err
-		case raw.Kind() == 'n':
-			*g = nil
-			return nil
-		case gates[string(raw)] != nil:
-			*g = gates[string(raw)]
-			return nil
-		}
-		*g = new(gate.Gate)
-		if err := (*g).UnmarshalJSON(raw); err != nil {
-			return err
-		}
-		gates[string(raw)] = *g
-		return nil
-	}))
-	var s saved
-	if err := jsonv2.Unmarshal(data, &s, planOptions, shared); err != nil {
+	s, err := decodePlanTokens(data)
+	if err != nil {
 		return saved{}, fmt.Errorf("the saved policy cannot be read: %w", err)
 	}
 	return s, nil

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +58,15 @@ func TestR3RestoreBadInput(t *testing.T) {
 		{"a gate without a schema", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read","Gate":{}}}}`, "no schema"},
 		{"a surface under another name", `{"Format":5,"Surfaces":{"agent":{"Ref":"skill:x"}}}`, "under another name"},
 		{"a list outside its entries", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"],"EntryPos":[{}],"Sources":[{"Start":0,"End":5}]}}}`, "outside its entries"},
+		// What the plan's reader (planReader) refuses, each at its place.
+		{"a field no plan has", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Extra":1}`, `a plan has no field "Extra"`},
+		{"a field no tool has", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":"Read","Nmae":"x"}}}`, `at /Tools/Read/Nmae: a tool has no field "Nmae"`},
+		{"a name that is a number", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tools":{"Read":{"Name":1}}}`, "at /Tools/Read/Name: a number where a string belongs"},
+		{"a surface that is a list", `{"Format":5,"Surfaces":{"agent":[]}}`, "an array where an object belongs"},
+		{"a count beyond an int", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Parallel":{"MaxConcurrency":1e99}}`, "1e99 is not an integer"},
+		{"a flag that is a string", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":"yes"}}}`, "a string where a boolean belongs"},
+		{"a member named twice", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Dir":"a","Dir":"b"}`, "duplicate"},
+		{"a test's field of another type", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tests":[{"Name":"t","Surface":"agent"}]}`, "a string where an array belongs"},
 		{"positions that do not match the entries", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for the 1 entries"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
@@ -80,6 +93,28 @@ agent: {"allowed-tools": ["Read(./src/**)", "Bash(git:*)"], "denied-tools": ["Ba
 subagents: r: "allowed-tools": ["Read"]
 `}),
 		"alike": writePolicy(t, map[string]string{"policy.cue": alikePolicy(8)}),
+		// What the plan's reader reads as tokens and what it leaves to json
+		// v2 (planReader), each with values: principals, limits, approvers,
+		// labels and flows, provenance, sandboxes, tests with a principal
+		// and a session.
+		"approvers":  writePolicy(t, map[string]string{"policy.cue": approversPolicy}),
+		"content":    writePolicy(t, map[string]string{"policy.cue": contentPolicy}),
+		"labels":     writePolicy(t, map[string]string{"policy.cue": labelsPolicy}),
+		"principals": writePolicy(t, map[string]string{"policy.cue": principalsPolicy}),
+		"rich": writePolicy(t, map[string]string{"policy.cue": header + limitsTools + `
+tools: {
+	Echo: schema.#Echo
+	Off: schema.#Bash & {sandbox: {mode: "off", network: true}}
+	Hosts: schema.#Bash & {sandbox: network: allow: ["api.github.com"]}
+	Small: schema.#Write & {maxFileBytes: 10}
+}
+limits: push: {who: principal: "contractors", entry: "Bash(git push:*)", rate: "5/10s"}
+tests: {
+	plain: {tool: "Read", input: file_path: "/a", allowed: true}
+	as: {tool: "Read", input: file_path: "/a", allowed: true, principal: {subject: "c", groups: ["contractors"]}}
+	seen: {tool: "Echo", input: message: "x", allowed: false, session: [{user: "hi"}, {tool: "Echo", input: message: "x", result: "x"}]}
+}
+`}),
 	}
 	for note, dir := range dirs {
 		t.Run(note, func(t *testing.T) { planRoundTrip(t, dir) })
@@ -416,4 +451,63 @@ func BenchmarkR3PlanCodec(b *testing.B) {
 // they do ns/op.
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkR3PlanFirstDecode measures what a hook process pays to decode
+// its plan (issues 42, 43): the first decode in a fresh process, in which
+// no decoder of json v2's was built yet (BenchmarkR3PlanCodec decodes in a
+// warm one). Each op runs this test binary afresh, which decodes the team
+// example's plan once (TestR3PlanFirstDecodeChild); first-ns/op is that
+// decode's median time alone, without the process's start (a shared
+// machine's load moves the mean).
+func BenchmarkR3PlanFirstDecode(b *testing.B) {
+	g, err := Load("../../../examples/policies/team")
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan := filepath.Join(b.TempDir(), "plan.json")
+	if err := os.WriteFile(plan, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var first []time.Duration
+	for b.Loop() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestR3PlanFirstDecodeChild$")
+		cmd.Env = append(os.Environ(), firstDecodeEnv+"="+plan)
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		_, ns, ok := strings.Cut(string(out), "first decode ")
+		n, err := strconv.ParseInt(strings.Fields(ns + " x")[0], 10, 64)
+		if !ok || err != nil {
+			b.Fatalf("the child said %q", out)
+		}
+		first = append(first, time.Duration(n))
+	}
+	slices.Sort(first)
+	b.ReportMetric(float64(first[len(first)/2]), "first-p50-ns")
+}
+
+const firstDecodeEnv = "AIMON_GW_FIRST_DECODE"
+
+// TestR3PlanFirstDecodeChild is BenchmarkR3PlanFirstDecode's process: it
+// decodes the plan in $AIMON_GW_FIRST_DECODE once and prints the time.
+func TestR3PlanFirstDecodeChild(t *testing.T) {
+	p := os.Getenv(firstDecodeEnv)
+	if p == "" {
+		t.Skip("the process of BenchmarkR3PlanFirstDecode")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("first decode %d\n", time.Since(start).Nanoseconds())
 }
