@@ -22,6 +22,9 @@ import (
 // sessions, plugins, upstream servers) are read by json v2 as before.
 type planReader struct {
 	dec *jsontext.Decoder
+	// data is what dec reads, when the reader knows it (decodePlan): a
+	// gate is then read once, in the stream, and known by its bytes after.
+	data []byte
 	// gates are the gates read so far by their bytes: tools that a load
 	// compiled once share one gate, which the plan writes for each.
 	gates map[string]*gate.Gate
@@ -39,6 +42,7 @@ func newPlanReader(dec *jsontext.Decoder) *planReader {
 // decodePlanTokens is decodePlan's reading: one plan, then nothing.
 func decodePlanTokens(data []byte) (saved, error) {
 	r := newPlanReader(jsontext.NewDecoder(bytes.NewReader(data)))
+	r.data = data
 	var s saved
 	if err := r.saved(&s); err != nil {
 		// Where in the plan, as a JSON Pointer (/Tools/Read/Name).
@@ -112,6 +116,22 @@ func (r *planReader) saved(s *saved) error {
 
 // gate reads a gate, or the one read before in the same bytes.
 func (r *planReader) gate(g **gate.Gate) error {
+	if r.data != nil && r.dec.PeekKind() == '{' {
+		// Read in the stream, not scanned once for its bytes and again
+		// for the gate; the bytes from the name's end (":{...}") are the
+		// same for the same gate, as Save writes them.
+		start := r.dec.InputOffset()
+		read := new(gate.Gate)
+		if err := read.UnmarshalJSONFrom(r.dec); err != nil {
+			return err
+		}
+		key := string(r.data[start:r.dec.InputOffset()])
+		if r.gates[key] == nil {
+			r.gates[key] = read
+		}
+		*g = r.gates[key]
+		return nil
+	}
 	raw, err := r.dec.ReadValue()
 	switch {
 	case err != nil:
