@@ -12,6 +12,7 @@ package jsontok
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -180,6 +181,19 @@ func scalar(dec *jsontext.Decoder, k jsontext.Kind) (jsontext.Token, error) {
 		err = fmt.Errorf("%s where %s belongs", what(tok.Kind()), what(k))
 	}
 	return tok, err
+}
+
+// End reports whether dec holds nothing after what was read: an error
+// naming what (a plan, a record) was given twice, or dec's own.
+func End(dec *jsontext.Decoder, what string) error {
+	_, err := dec.ReadToken()
+	switch err {
+	case io.EOF:
+		return nil
+	case nil:
+		return fmt.Errorf("more than one %s", what)
+	}
+	return err
 }
 
 // Unknown is the error of a name a type does not have.

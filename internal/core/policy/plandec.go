@@ -3,9 +3,7 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -51,10 +49,7 @@ func decodePlanTokens(data []byte) (saved, error) {
 		}
 		return saved{}, err
 	}
-	if _, err := r.dec.ReadToken(); err != io.EOF {
-		if err == nil {
-			err = errors.New("more than one plan")
-		}
+	if err := jsontok.End(r.dec, "plan"); err != nil {
 		return saved{}, err
 	}
 	return s, nil

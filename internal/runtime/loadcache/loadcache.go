@@ -32,6 +32,9 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"aimon.dev/gw/internal/core/jsontok"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/watch"
 )
@@ -168,8 +171,8 @@ func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, m
 		return nil, suspect("the record's checksum does not match")
 	}
 	head, saved, _ := bytes.Cut(body, []byte("\n"))
-	var r record
-	if err := json.Unmarshal(head, &r); err != nil {
+	r, err := readRecord(head)
+	if err != nil {
 		return nil, suspect("the record cannot be read: " + err.Error())
 	}
 	exe, err := executable()
@@ -182,27 +185,15 @@ func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, m
 	case r.Dir != dir:
 		return nil, suspect("the record is of another policy")
 	}
-	// The plan is decoded while the policy's files are read and hashed
-	// (on a second core, when one is free), and used only once they match
-	// the manifest.
-	type restored struct {
-		g   *policy.Generation
-		err error
-	}
-	decoded := make(chan restored, 1)
-	go func() {
-		g, err := policy.Restore(saved, opts...)
-		decoded <- restored{g, err}
-	}()
+	// The plan is decoded only once the policy's files match the manifest.
 	now, why := manifestOf(dir, r.Dirs, r.Inputs)
-	res := <-decoded
 	if why != "" {
 		return nil, normal(why)
 	}
 	if !now.equal(r.Manifest) {
 		return nil, normal("the policy's files changed since the record was written")
 	}
-	g, err := res.g, res.err
+	g, err := policy.Restore(saved, opts...)
 	if err != nil {
 		return nil, suspect(err.Error())
 	}
@@ -237,14 +228,74 @@ func (c *Cache) read(p string) ([]byte, miss) {
 	if why := privateInfo(p, st, false); why != "" {
 		return nil, suspect(why)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
-	if err != nil {
-		return nil, suspect(err.Error())
-	}
-	if len(data) > maxRecord {
+	if st.Size() > maxRecord {
 		return nil, suspect("the record is too large")
 	}
+	// Read in one buffer of its size (and one byte more, to see the end):
+	// grown from 512 bytes, as io.ReadAll does, its copies were fresh
+	// memory to fault in.
+	data := make([]byte, 0, st.Size()+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, suspect(err.Error())
+		}
+		if len(data) > maxRecord {
+			return nil, suspect("the record is too large")
+		}
+		if len(data) == cap(data) {
+			data = slices.Grow(data, 4<<10) // it grew since the Stat
+		}
+	}
 	return data, miss{}
+}
+
+// readRecord reads a record's head line token by token (package jsontok),
+// as encoding/json would read it into a record: its reflection, as json
+// v2's, builds each type's decoder in every hook process.
+func readRecord(head []byte) (record, error) {
+	var r record
+	dec := jsontext.NewDecoder(bytes.NewReader(head))
+	_, err := jsontok.Object(dec, func(name string) error {
+		var err error
+		switch name {
+		case "Exe":
+			return jsontok.String(dec, &r.Exe)
+		case "Dir":
+			return jsontok.String(dec, &r.Dir)
+		case "Manifest":
+			_, err = jsontok.Object(dec, func(name string) error {
+				var err error
+				switch name {
+				case "Files":
+					r.Manifest.Files, err = jsontok.Map(dec, func(s *string) error { return jsontok.String(dec, s) })
+				case "Dirs":
+					r.Manifest.Dirs, err = jsontok.Map(dec, func(names *[]string) (err error) {
+						*names, err = jsontok.Strings(dec)
+						return err
+					})
+				default:
+					return jsontok.Unknown("a manifest", name)
+				}
+				return err
+			})
+		case "Dirs":
+			r.Dirs, err = jsontok.Strings(dec)
+		case "Inputs":
+			r.Inputs, err = jsontok.Strings(dec)
+		default:
+			return jsontok.Unknown("a record", name)
+		}
+		return err
+	})
+	if err == nil {
+		err = jsontok.End(dec, "record on its line")
+	}
+	return r, err
 }
 
 func private(p string, dir bool) string {

@@ -127,6 +127,21 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 		{"a sealed record holds a plan cut short", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return h, s[:len(s)-2] })
 		}, true, true},
+		// The head is read token by token (readRecord): what encoding/json
+		// would have let by is a suspect record too.
+		{"a sealed record's head has a field no record has", func(t *testing.T, c *Cache, dir string) {
+			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
+				return bytes.Replace(h, []byte(`{"Exe":`), []byte(`{"Trusted":true,"Exe":`), 1), s
+			})
+		}, true, true},
+		{"a sealed record's manifest names a file twice", func(t *testing.T, c *Cache, dir string) {
+			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
+				return bytes.Replace(h, []byte(`"Files":{`), []byte(`"Files":{"/x":"a","/x":"b",`), 1), s
+			})
+		}, true, true},
+		{"a sealed record's head is two", func(t *testing.T, c *Cache, dir string) {
+			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) { return append(h, h...), s })
+		}, true, true},
 		{"another binary wrote the record", func(t *testing.T, c *Cache, dir string) {
 			rewrite(t, c.path(dir), func(h, s []byte) ([]byte, []byte) {
 				return bytes.Replace(h, []byte(`"Exe":"`), []byte(`"Exe":"x`), 1), s
