@@ -71,7 +71,10 @@ func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string,
 	labels, err := gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: input}, string(in.ToolResponse))
 	if inner := unwrapped(input); err == nil && string(inner) != string(input) {
 		// Both readings label: a command made to look wrapped gets the
-		// labels of all it says.
+		// labels of all it says. The decision log records the result
+		// once, above.
+		opts.Decisions = nil
+		gw, _ = hookGateway(gen, in, chain, home, opts)
 		var more []string
 		more, err = gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: inner}, string(in.ToolResponse))
 		labels = append(labels, more...)
@@ -147,7 +150,7 @@ func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawM
 		note = fmt.Sprintf("aimon-gw kept the first %d KiB of this prompt's %d KiB as your words; a value the policy requires to come from your words is refused if only the rest holds it: give it in a shorter prompt.", cut>>10, len(text)>>10)
 		text = text[:cut]
 	}
-	if err := gateway.KeepUserWords(context.Background(), opts.Session, text); err != nil {
+	if err := gateway.New(gen, opts).KeepUserWords(context.Background(), text); err != nil {
 		note = fmt.Sprintf("aimon-gw did not keep this prompt as your words (%s); a value the policy requires to come from your words is refused until a prompt is kept.", strings.TrimSuffix(err.Error(), "."))
 	}
 	if note == "" {

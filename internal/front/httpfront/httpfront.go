@@ -594,7 +594,7 @@ func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
 	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
 	}
 	defer cur.Exit()
-	opts := gateway.Options{Logger: discard, Protected: true, Session: f.hookSession(cur, in, c)}
+	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true, Session: f.hookSession(cur, in, c)}
 	if in.HookEventName == cchook.UserPromptSubmit {
 		w.Write(append(cchook.Prompt(cur, in, opts), '\n'))
 		return

@@ -236,16 +236,21 @@ func leaves(v any, out []string) []string {
 	return out
 }
 
-// KeepUserWords keeps text as the user's own words in s (rule P18): in
-// its store for a session that spans processes (a hook's
-// UserPromptSubmit prompt), else as NoteUser does. An error is a
-// sentence: the words are not kept.
-func KeepUserWords(ctx context.Context, s Session, text string) error {
-	if st, ok := s.(*stored); ok {
-		return st.store.AddWords(ctx, st.id, []byte(text), time.Now().Add(SessionTTL))
-	}
-	if !NoteUser(s, text) {
+// KeepUserWords keeps text as the user's own words in the gateway's
+// session (rule P18): in its store for a session that spans processes (a
+// hook's UserPromptSubmit prompt), else as NoteUser does; the decision
+// log records them as a user line's. An error is a sentence: the words
+// are not kept.
+func (g *Gateway) KeepUserWords(ctx context.Context, text string) error {
+	if st, ok := g.opts.Session.(*stored); ok {
+		if err := st.store.AddWords(ctx, st.id, []byte(text), time.Now().Add(SessionTTL)); err != nil {
+			return err
+		}
+	} else if !g.NoteUser(text) {
 		return errors.New("the session keeps none of the user's words, or no more of them (past 64 MiB a text is not kept)")
+	}
+	if g.opts.Decisions != nil {
+		g.recordUser([]string{text})
 	}
 	return nil
 }

@@ -76,7 +76,8 @@ func TestP18ProvenanceOfArguments(t *testing.T) {
 	// A session kept in the state store keeps the user's words it was
 	// given there, which a later process reads, and none of its results.
 	store := state.MemorySessions()
-	if err := KeepUserWords(context.Background(), StoredSession(store, "claude-code:s1"), "Mail Alice@Example.com"); err != nil {
+	shared.opts.Session = StoredSession(store, "claude-code:s1")
+	if err := shared.KeepUserWords(context.Background(), "Mail Alice@Example.com"); err != nil {
 		t.Fatal(err)
 	}
 	shared.opts.Session = StoredSession(store, "claude-code:s1")

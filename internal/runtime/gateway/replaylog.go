@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,11 @@ func sessionName(s Session) string {
 	case *session:
 		return s.id
 	case *stored:
-		return s.id
+		// Its parts are joined by NULs (claude-code, the caller, the
+		// session id): quoted, so that replay prints the name as text,
+		// and no two names meet.
+		q := strconv.QuoteToASCII(s.id)
+		return q[1 : len(q)-1]
 	}
 	return ""
 }

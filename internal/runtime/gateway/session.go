@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/tools"
 )
@@ -295,6 +297,11 @@ func (g *Gateway) flows(p prepared, in tools.Input, d rule.Decision) rule.Decisi
 // did not run (a hook's PostToolUse) or that were recorded. result is the
 // result's text. It returns the labels given; none for a call the policy
 // cannot read (an unknown tool, an input that does not decode).
+//
+// With a decision log that records calls (--decision-log-calls), the
+// result is recorded as a Result of c, with its labels and digest, so
+// that replay re-decides the session (the hooks' results, which the
+// gateway did not run).
 func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result string) ([]string, error) {
 	cur := g.enter()
 	defer cur.Exit()
@@ -308,6 +315,18 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	if s == nil {
 		return nil, nil
 	}
+	labels, err := g.label(ctx, cur, s, p, result)
+	if g.opts.Decisions != nil && g.detail().Calls {
+		p.labels, p.text = labels, &result
+		ok := false
+		g.unrecorded(g.record(cur, chain, p, rule.Decision{Allowed: true}, time.Now(), decisionlog.Result, &ok))
+	}
+	return labels, err
+}
+
+// label is Label of the prepared call p in session s, under cur.
+func (g *Gateway) label(ctx context.Context, cur *provision.Generation, s Session, p prepared, result string) ([]string, error) {
+	c := p.call
 	// What the result holds labels whatever tool gave it (a client's own).
 	var held []string
 	if cur.Session != nil {
