@@ -150,3 +150,35 @@ func TestFloorsOfTheLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorsDecisionIsPure: the one decision (internal/core/decide) asks
+// the file system only through its FS, and knows no protocol: its files
+// import the core, the tool contract and the standard library, never os,
+// the network, a runtime, a front end or a protocol's SDK (issue 47).
+func TestFloorsDecisionIsPure(t *testing.T) {
+	files, err := filepath.Glob("core/decide/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files of the decision: %v", err)
+	}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			first, _, _ := strings.Cut(p, "/")
+			switch {
+			case strings.HasPrefix(p, module+"internal/core/"), p == module+"tools":
+			case strings.Contains(first, "."):
+				t.Errorf("%s imports %s: the decision imports the core, tools and the standard library only", fset.Position(imp.Pos()), p)
+			case p == "os" || strings.HasPrefix(p, "os/") || first == "net" || p == "syscall" || p == "io/ioutil":
+				t.Errorf("%s imports %s: the decision asks the file system through its FS, and nothing else of the host", fset.Position(imp.Pos()), p)
+			}
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -201,10 +200,8 @@ func principalChain(gen *policy.Generation, spec string, process []string) ([]st
 	if err != nil {
 		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitFinding)
 	}
-	if process[0] != "agent" {
-		process = append([]string{"agent"}, process...)
-	}
-	if len(chain) < len(process) || !slices.Equal(chain[:len(process)], process) {
+	process = policy.Rooted(process)
+	if !policy.Extends(process, chain) {
 		return nil, cli.Exit(fmt.Sprintf("aimon-gw: %s runs on %s, which does not begin with --surface %s.", claims, strings.Join(chain, ","), strings.Join(process, ",")), exitFinding)
 	}
 	return chain, nil

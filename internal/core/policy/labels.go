@@ -369,9 +369,7 @@ func (g *Generation) flowOf(chain, labels []string, key string) *allow.Effective
 	if e, ok := byLabel.(*sync.Map).Load(key); ok {
 		return e.(*allow.Effective)
 	}
-	if len(chain) == 0 || chain[0] != "agent" {
-		chain = append([]string{"agent"}, chain...)
-	}
+	chain = Rooted(chain)
 	var lists []*allow.List
 	for _, ref := range chain {
 		for _, label := range labels {

@@ -103,9 +103,9 @@ func (g *Generation) Principal(c Claims) (chain []string, names []string, err er
 		}
 		names = append(names, p.Name)
 		switch {
-		case deepest == nil || isPrefix(deepest.Surface, p.Surface):
+		case deepest == nil || Extends(deepest.Surface, p.Surface):
 			deepest = p
-		case isPrefix(p.Surface, deepest.Surface):
+		case Extends(p.Surface, deepest.Surface):
 		default:
 			return nil, names, fmt.Errorf("%s is matched by principals %q (%s) and %q (%s), whose chains diverge, so it is refused; map it once, or make one chain extend the other", c, deepest.Name, strings.Join(deepest.Surface, ","), p.Name, strings.Join(p.Surface, ","))
 		}
@@ -122,10 +122,6 @@ func (g *Generation) Principal(c Claims) (chain []string, names []string, err er
 		return nil, nil, unmapped{fmt.Sprintf("%s may not call, because no entry of the policy's principals matches it; add one for its subject, group or client", c)}
 	}
 	return slices.Clone(deepest.Surface), names, nil
-}
-
-func isPrefix(short, long []string) bool {
-	return len(short) <= len(long) && slices.Equal(short, long[:len(short)])
 }
 
 // principals reads the principals block; a chain through a surface the
@@ -149,9 +145,7 @@ func (c *compiler) principals(g *Generation, v cue.Value) {
 		if sv.Decode(&p.Surface) != nil {
 			continue // the schema has reported it
 		}
-		if p.Surface[0] != "agent" {
-			p.Surface = append([]string{"agent"}, p.Surface...)
-		}
+		p.Surface = Rooted(p.Surface)
 		ok := true
 		for i, ref := range p.Surface {
 			if _, declared := g.Surfaces[ref]; !declared {

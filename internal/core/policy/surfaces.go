@@ -142,15 +142,29 @@ func (g *Generation) listsOf(ref string) []*allow.List {
 	return ls
 }
 
+// Rooted is chain with the main agent as its root: every chain's.
+func Rooted(chain []string) []string {
+	if len(chain) == 0 || chain[0] != "agent" {
+		return append([]string{"agent"}, chain...)
+	}
+	return chain
+}
+
+// Extends reports whether chain, rooted, begins with ceiling (rooted):
+// whether a gateway, or a principal, of chain ceiling decides it, or
+// refuses it (rule R5).
+func Extends(ceiling, chain []string) bool {
+	line := Rooted(chain)
+	return len(line) >= len(ceiling) && slices.Equal(line[:len(ceiling)], ceiling)
+}
+
 // Effective returns the effective allow list of a surface chain: the
 // unification of the lists along it (rule P10), computed once per
 // generation. The main agent is always the chain's root. A chain that names
 // a surface the policy does not declare, or that leaves no tool, is refused
 // with a sentence (rule P11).
 func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
-	if len(chain) == 0 || chain[0] != "agent" {
-		chain = append([]string{"agent"}, chain...)
-	}
+	chain = Rooted(chain)
 	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
 			if !wellFormedRef(ref) {

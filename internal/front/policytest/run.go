@@ -151,10 +151,8 @@ func principal(gen *policy.Generation, c policy.Claims, surface []string) ([]str
 	if err != nil || surface == nil {
 		return chain, err
 	}
-	if len(surface) == 0 || surface[0] != "agent" {
-		surface = append([]string{"agent"}, surface...)
-	}
-	if len(surface) < len(chain) || !slices.Equal(surface[:len(chain)], chain) {
+	surface = policy.Rooted(surface)
+	if !policy.Extends(chain, surface) {
 		return nil, fmt.Errorf("The case's surface %s does not begin with its principal's chain %s, which a call may only extend.", strings.Join(surface, ","), strings.Join(chain, ","))
 	}
 	return surface, nil

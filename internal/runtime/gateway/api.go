@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"aimon.dev/gw/internal/core/decide"
+
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/tools"
 )
@@ -55,7 +57,7 @@ func toolDefs(cur *provision.Generation, chain []string) ([]ToolDef, error) {
 		return nil, err
 	}
 	var defs []ToolDef
-	for _, name := range listed(cur, eff, ceilingOf(cur, chain)) {
+	for _, name := range decide.Listed(cur.Generation, eff, decide.CeilingOf(cur.Generation, chain)) {
 		t := cur.Tools[name]
 		in, err := t.JSONSchema()
 		if err != nil {
@@ -114,6 +116,6 @@ func (g *Gateway) CallApproved(ctx context.Context, chain []string, c Call) Call
 	defer cur.Exit()
 	ctx, end := g.step(ctx, StepCall, c.Name)
 	defer end(Outcome{})
-	r := g.batch(ctx, cur, chain, []call{{ID: c.ID, Name: c.Name, Input: c.Input, approvals: c.Approvals, principal: c.Principal, caller: c.Caller, session: c.Session}}, nil)[0]
+	r := g.batch(ctx, cur, chain, []Call{c}, nil)[0]
 	return CallResult{Text: r.Content, IsError: r.IsError, Structured: r.structured, Approval: r.approval, RetryAfter: r.retryAfter, Asked: r.asked}
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/runtime/state"
@@ -173,9 +174,9 @@ func mac(key []byte, payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// errNotThisCall is Open's answer for a genuine token of another call, so
-// that a line's tokens can be tried on each of its calls.
-var errNotThisCall = errors.New("the approval token was given for another call")
+// errNotThisCall is Open's answer for a genuine token of another call,
+// looked past, as a batch's tokens are each for one of its calls.
+var errNotThisCall = decide.ErrNotThisCall
 
 var errSpent = errors.New("the approval token was already used; one approval runs one call, so ask again")
 
@@ -223,42 +224,6 @@ func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, rev
 	}
 	a.used[sig] = time.Unix(c.Expires, 0)
 	return nil
-}
-
-// approve turns an ask into an allow when the call carries a token a person
-// gave for it, and otherwise seals a new token into the decision (P15).
-func (g *Gateway) approve(p prepared, d rule.Decision) rule.Decision {
-	if g.opts.ClientAsks {
-		return d
-	}
-	a := g.opts.Approvals
-	if a == nil {
-		d.Reason += " No person can be asked through this front end, so the call is refused."
-		return d
-	}
-	var why error
-	for _, tok := range p.approvals {
-		err := a.Open(tok, p.Name, d.Input, p.chain, p.cur.Revision)
-		if err == nil {
-			// The allow entries, not the ask entries, are what the
-			// approved call runs under (its anchors among them).
-			a := p.eff.Approved(p.Name, d.Input, written(p.tool, p.input), g.opts.Workdir)
-			if !a.Allowed {
-				return a
-			}
-			d.Allowed, d.Ask, d.Rule, d.Entries = true, false, rule.P15, a.Entries
-			d.Reason = fmt.Sprintf("%s is allowed: a person approved this call. (%s)", p.Name, d.Reason)
-			return d
-		}
-		if why == nil && !errors.Is(err, errNotThisCall) {
-			why = err
-		}
-	}
-	if why != nil {
-		d.Reason = fmt.Sprintf("The approval given with the call was not accepted: %s. %s", why, d.Reason)
-	}
-	d.Approval, _ = a.Seal(p.Name, d.Input, p.chain, p.cur.Revision)
-	return d
 }
 
 // askSentence is what the line protocol answers an ask with: the reason,

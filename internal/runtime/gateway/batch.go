@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -13,7 +14,7 @@ import (
 
 // batch runs the calls of one model response and appends their results to
 // out in call order (rule K4).
-func (g *Gateway) batch(ctx context.Context, cur *provision.Generation, chain []string, calls []call, out []result) []result {
+func (g *Gateway) batch(ctx context.Context, cur *provision.Generation, chain []string, calls []Call, out []result) []result {
 	var one [1]prepared // a lone call's, on the stack
 	ps := one[:0]
 	if len(calls) > len(one) {
@@ -22,19 +23,19 @@ func (g *Gateway) batch(ctx context.Context, cur *provision.Generation, chain []
 	ps = ps[:len(calls)]
 	seen := map[string]bool{}
 	eff, chainErr := cur.Effective(chain) // once per batch
-	ceil := ceilingOf(cur, chain)
+	ceil := decide.CeilingOf(cur.Generation, chain)
 	for i, c := range calls {
 		switch {
 		case c.ID == "":
-			ps[i] = prepared{call: c}
-			ps[i].settle(rule.Refused(rule.R2, noID()))
+			ps[i] = g.unprepared(cur, c)
+			ps[i].Settle(rule.Refused(rule.R2, noID()))
 		case seen[c.ID]:
-			ps[i] = prepared{call: c}
-			ps[i].settle(rule.Refused(rule.R2, duplicateID(c.ID)))
+			ps[i] = g.unprepared(cur, c)
+			ps[i].Settle(rule.Refused(rule.R2, duplicateID(c.ID)))
 		default:
 			_, end := g.step(ctx, StepDecode, c.Name)
 			ps[i] = g.prepare(cur, chain, eff, ceil, chainErr, c)
-			end(outcome(ps[i].settled, false))
+			end(outcome(ps[i].Settled, false))
 		}
 		seen[c.ID] = true
 	}
@@ -97,7 +98,7 @@ func parallel(cur *provision.Generation, ps []prepared) bool {
 	}
 	instant := true
 	for _, p := range ps {
-		if p.settled != nil || !tools.MayRunInParallel(p.tool.Concurrency, p.tool.Interrupt) {
+		if p.Settled != nil || !tools.MayRunInParallel(p.Tool.Concurrency, p.Tool.Interrupt) {
 			return false
 		}
 		impl, _ := cur.Impl(p.Name)

@@ -34,7 +34,7 @@ func (g *Gateway) content(p prepared, r *result) []string {
 	slices.Sort(labels)
 	labels = slices.Compact(labels)
 	if len(labels) > 0 {
-		g.gainContent(context.Background(), g.sessionOf(p), labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, p.input)})
+		g.gainContent(context.Background(), p.Session, labels, Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, p.In)})
 	}
 	return labels
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -77,6 +78,10 @@ type Options struct {
 	Session Session
 }
 
+// PathForm is how a front end's client writes a path subject
+// (decide.PathForm).
+type PathForm = decide.PathForm
+
 // A DecisionLog records decided calls (decisionlog.File is one).
 type DecisionLog interface {
 	Log(decisionlog.Record) error
@@ -93,6 +98,20 @@ type Gateway struct {
 	cur   atomic.Pointer[provision.Generation]
 	swaps sync.Mutex     // held by Swap, Advance and Close
 	seal  sealedSessions // the HTTP callers' sessions (rule P18)
+	// hideWalk bounds the P17 walk (decide.Decider.MaxHideWalk), for its test.
+	hideWalk int
+}
+
+// decider is the one decision with the gateway's options, as they are now.
+func (g *Gateway) decider() decide.Decider {
+	dc := decide.Decider{Workdir: g.opts.Workdir, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
+	if g.opts.Approvals != nil {
+		dc.Approvals = g.opts.Approvals
+	}
+	if g.opts.Limits != nil {
+		dc.Limits = limits{g}
+	}
+	return dc
 }
 
 // New returns a gateway serving gen, which it owns from then on: a Swap
@@ -101,7 +120,7 @@ func New(gen *provision.Generation, opts Options) *Gateway {
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = 16 << 20
 	}
-	opts.Chain = rooted(opts.Chain)
+	opts.Chain = policy.Rooted(opts.Chain)
 	g := &Gateway{opts: opts, log: opts.Logger, files: tools.NewFileSet(), pool: newPool(gen.Parallel.MaxConcurrency)}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -194,7 +213,7 @@ func (g *Gateway) Await(ctx context.Context, names ...string) bool {
 
 // awaitLine is Await for a line: a listing waits for every server, a
 // line of calls for the servers of the tools it calls.
-func (g *Gateway) awaitLine(ctx context.Context, req *request, calls []call) {
+func (g *Gateway) awaitLine(ctx context.Context, req *request, calls []Call) {
 	if req.Type == "list_tools" {
 		g.Await(ctx)
 		return
@@ -289,7 +308,7 @@ func userText(req *request) []string {
 // lineCalls is the one reading of a line's calls, for serve and check
 // alike, appended to buf; err is the sentence that answers a line that
 // cannot be read.
-func lineCalls(req *request, buf []call) ([]call, form, error) {
+func lineCalls(req *request, buf []Call) ([]Call, form, error) {
 	switch {
 	case req.Role != "" && req.Type != "" && req.Type != "message":
 		// "message" is the type of a Messages API response, which is an
@@ -322,7 +341,7 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 		calls := buf
 		for _, b := range req.Content {
 			if b.Type == "tool_use" {
-				calls = append(calls, call{ID: b.ID, Name: b.Name, Input: b.Input, decoded: b.decoded, inputErr: b.inputErr})
+				calls = append(calls, Call{ID: b.ID, Name: b.Name, Input: b.Input, Decoded: b.decoded, InputErr: b.inputErr})
 			}
 		}
 		if len(calls) == 0 {
@@ -344,7 +363,7 @@ func lineCalls(req *request, buf []call) ([]call, form, error) {
 	case req.Type == "function_call":
 		return append(buf, openaiInput(req.CallID, req.Name, req.args)), functionForm, nil
 	case req.Type == "tool_use":
-		return append(buf, call{ID: req.ID, Name: req.Name, Input: req.Input, decoded: req.decoded, inputErr: req.inputErr}), toolUseForm, nil
+		return append(buf, Call{ID: req.ID, Name: req.Name, Input: req.Input, Decoded: req.decoded, InputErr: req.inputErr}), toolUseForm, nil
 	case req.Type == "list_tools", req.Type == "status":
 		return nil, notCalls, nil
 	case req.Type == "":
@@ -364,7 +383,7 @@ func (g *Gateway) handle(ctx context.Context, line []byte, text string, dst []by
 		g.log.Warn("bad line", "error", err)
 		return errorReply("%s.", err)
 	}
-	var one [1]call
+	var one [1]Call
 	calls, f, err := lineCalls(&req, one[:0])
 	if err != nil {
 		return errorReply("%s.", err)
@@ -382,7 +401,7 @@ func (g *Gateway) handle(ctx context.Context, line []byte, text string, dst []by
 		defer end(Outcome{})
 	}
 	for i := range calls {
-		calls[i].approvals = req.Approvals
+		calls[i].Approvals = req.Approvals
 	}
 	if g.cur.Load().Waits("") {
 		g.awaitLine(ctx, &req, calls)
@@ -436,11 +455,10 @@ func ReadCalls(line []byte) ([]Call, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]Call, len(calls))
-	for i, c := range calls {
-		out[i] = Call{ID: c.ID, Name: c.Name, Input: c.Input, decoded: c.decoded, inputErr: c.inputErr, Approvals: req.Approvals}
+	for i := range calls {
+		calls[i].Approvals = req.Approvals
 	}
-	return out, req.Surface, nil
+	return calls, req.Surface, nil
 }
 
 // statusReply is the answer to {"type":"status"}: the generation in force

@@ -7,10 +7,19 @@ import (
 	"strings"
 	"time"
 
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/state"
 )
+
+// limits is the gateway's decide.Limiter: its Limits' counts.
+type limits struct{ g *Gateway }
+
+func (l limits) Limit(p decide.Prepared, d rule.Decision) rule.Decision {
+	l.g.limit(&p, &d)
+	return d
+}
 
 // LimitEntry is how a decision refused by a limit names it in its entries
 // (and so in the decision log and /metrics): "limits." and its name.
@@ -21,12 +30,12 @@ const LimitEntry = "limits."
 // nothing: one Take for every limit that selects the call (one round trip
 // to a shared store), which spends from all of them or, when one refuses,
 // from none. A call no limit selects costs no Take at all.
-func (g *Gateway) limit(p *prepared, d *rule.Decision) {
+func (g *Gateway) limit(p *decide.Prepared, d *rule.Decision) {
 	who := g.callerOf(p)
 	var buf [4]*policy.Limit
 	selected := buf[:0]
-	for _, l := range p.cur.Limits {
-		if l.Selects(&who, p.chain, p.Name, d.Entries) {
+	for _, l := range p.Gen.Limits {
+		if l.Selects(&who, p.Chain, p.Name, d.Entries) {
 			selected = append(selected, l)
 		}
 	}
@@ -43,7 +52,7 @@ func (g *Gateway) limit(p *prepared, d *rule.Decision) {
 	if m, ok := g.opts.Limits.(*state.Memory); ok {
 		// Called directly, the cells stay on the stack.
 		var cb [4]state.Cell
-		at := p.at
+		at := p.At
 		if at.IsZero() {
 			at = time.Now()
 		}
@@ -81,7 +90,7 @@ func cellsOf(dst []state.Cell, limits []*policy.Limit, caller string) []state.Ce
 // limited is d refused by the limit l with the sentence why, to be
 // retried after secs (0: no time is known).
 func limited(d *rule.Decision, l *policy.Limit, why string, secs float64) rule.Decision {
-	r := rule.Refused(rule.P19, notExecuted(why))
+	r := decide.Refuse(rule.P19, why)
 	r.Entries = []string{LimitEntry + l.Name}
 	r.Effective, r.Violations, r.Mode, r.Ceiling, r.Input = d.Effective, d.Violations, d.Mode, d.Ceiling, d.Input
 	r.RetryAfter = secs
@@ -92,16 +101,16 @@ func limited(d *rule.Decision, l *policy.Limit, why string, secs float64) rule.D
 // front end's claims (HTTP), else the gateway's principal (the HTTP
 // hook), else no one (serve, the command hook: only limits without who
 // apply, and all such callers share one count).
-func (g *Gateway) callerOf(p *prepared) policy.Claims {
+func (g *Gateway) callerOf(p *decide.Prepared) policy.Claims {
 	var c policy.Claims
 	switch {
-	case p.caller != nil:
-		c = *p.caller
+	case p.Caller != nil:
+		c = *p.Caller
 	case g.opts.Caller != nil:
 		c = *g.opts.Caller
 	}
 	if c.Subject == "" {
-		c.Subject = p.principal
+		c.Subject = p.Principal
 	}
 	if c.Subject == "" {
 		c.Subject = g.opts.Principal

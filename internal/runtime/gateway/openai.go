@@ -10,8 +10,8 @@ import "aimon.dev/gw/internal/core/gate"
 // string; one that does not hold a JSON object fails this call only, with
 // the gate's sentence. They are read here, as a tool_use line's input is
 // read with the line, the strings in them parts of the arguments' string.
-func openaiInput(id, name string, args arguments) call {
-	c := call{ID: id, Name: name}
+func openaiInput(id, name string, args arguments) Call {
+	c := Call{ID: id, Name: name}
 	if args.given {
 		text, data := args.text, args.data
 		if text == "" {
@@ -21,7 +21,7 @@ func openaiInput(id, name string, args arguments) call {
 			data = []byte(text)
 		}
 		c.Input = data
-		c.decoded, c.inputErr = gate.DecodeText(data, text, gate.DefaultLimits)
+		c.Decoded, c.InputErr = gate.DecodeText(data, text, gate.DefaultLimits)
 	}
 	return c
 }

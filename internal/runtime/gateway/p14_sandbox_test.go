@@ -44,7 +44,8 @@ agent: {
 			cur.Exit()
 			t.Fatal(err)
 		}
-		sb := g.sandbox(cur, eff, cur.Tools["Bash"])
+		dc := g.decider()
+		sb := dc.Sandbox(cur.Generation, eff, cur.Tools["Bash"])
 		cur.Exit()
 		got := slices.Sorted(slices.Values(sb.Hidden))
 		if !slices.Equal(got, tc.want) {
@@ -83,8 +84,7 @@ agent: {
 	if !slices.Equal(got, want) {
 		t.Errorf("hidden %q, want %q", got, want)
 	}
-	defer func(n int) { maxHideWalk = n }(maxHideWalk)
-	maxHideWalk = 3
+	g.hideWalk = 3
 	d = g.Check(nil, "2", "Bash", []byte(`{"command":"cat .env"}`))
 	if d.Allowed || d.Rule != rule.P17 || !strings.Contains(d.Reason, "give the entry a literal directory") {
 		t.Errorf("too many entries to look through: %+v", d)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"aimon.dev/gw/internal/core/policy"
 )
 
 // The line protocol (docs/PROTOCOL.md): what a line may hold.
@@ -76,22 +74,6 @@ type arguments struct {
 	text  string
 	data  []byte
 	given bool
-}
-
-// A call is one tool_use. Its input was read by the gate in the line's one
-// pass (decoded, or inputErr), or, for an OpenAI call whose arguments are
-// JSON in a string, from that string as the call is made (openaiInput).
-type call struct {
-	ID        string
-	Name      string
-	Input     json.RawMessage
-	decoded   map[string]any
-	inputErr  error
-	approvals []string
-	principal string // who called, over HTTP
-	delegated string // the identity its upstream call used, for the record
-	caller    *policy.Claims
-	session   Session // the caller's own, over HTTP (rule P18)
 }
 
 // result is a tool_result block; is_error is always present.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/runtime/state"
 )
 
@@ -105,7 +106,7 @@ func TestP18UserLineBadInput(t *testing.T) {
 			t.Errorf("%s: %v", line, r)
 		}
 	}
-	if s.seen != nil && s.seen.user.Len() != 0 {
+	if s.seen != nil && s.seen.User.Len() != 0 {
 		t.Errorf("a bad user line was noted")
 	}
 }
@@ -140,9 +141,9 @@ func BenchmarkP18ProvenanceCall(b *testing.B) {
 				s := NewSession()
 				g.opts.Session = s
 				NoteUser(s, c.user)
-				sn := seenIn(s)
+				sn := decide.SeenIn(s)
 				for i := range 1000 {
-					sn.note(Source{Tool: "Read", ID: fmt.Sprint(i)}, []string{"untrusted"}, filler.String())
+					sn.Note(Source{Tool: "Read", ID: fmt.Sprint(i)}, []string{"untrusted"}, filler.String())
 				}
 			}
 			ctx := context.Background()

@@ -101,7 +101,7 @@ func FuzzR7ReadCallsIsJSON(f *testing.F) {
 				t.Fatalf("%q: ReadCalls gave %d calls and surface %q, want one call and none", line, len(calls), surface)
 			}
 			got = calls[0]
-			if in = got.decoded; in == nil && len(got.Input) > 0 {
+			if in = got.Decoded; in == nil && len(got.Input) > 0 {
 				if in, err = gate.Decode(got.Input, gate.DefaultLimits); err != nil {
 					in = nil
 				}
@@ -231,8 +231,8 @@ func FuzzR7OpenAIArgumentsAreDecode(f *testing.F) {
 			if string(c.Input) != wantText {
 				t.Errorf("%s: Input %q, want %q", line, c.Input, wantText)
 			}
-			if !reflect.DeepEqual(c.decoded, want) || fmt.Sprint(c.inputErr) != fmt.Sprint(wantErr) {
-				t.Errorf("%s: read %#v (%v); gate.Decode %#v (%v)", line, c.decoded, c.inputErr, want, wantErr)
+			if !reflect.DeepEqual(c.Decoded, want) || fmt.Sprint(c.InputErr) != fmt.Sprint(wantErr) {
+				t.Errorf("%s: read %#v (%v); gate.Decode %#v (%v)", line, c.Decoded, c.InputErr, want, wantErr)
 			}
 		}
 	})

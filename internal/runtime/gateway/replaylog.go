@@ -51,10 +51,10 @@ func (g *Gateway) detail() decisionlog.Detail {
 // session, the canonical call a decision was made on, a result's labels
 // and digest, and with dt.Content its text.
 func (g *Gateway) replayable(rec *decisionlog.Record, dt decisionlog.Detail, p prepared, d rule.Decision) {
-	rec.V, rec.Session, rec.Workdir = decisionlog.Version, sessionName(g.sessionOf(p)), g.opts.Workdir
+	rec.V, rec.Session, rec.Workdir = decisionlog.Version, sessionName(p.Session), g.opts.Workdir
 	if rec.Phase != decisionlog.Result {
 		if rec.Input = d.Input; rec.Input == nil {
-			rec.Input = p.input
+			rec.Input = p.In
 		}
 		return
 	}

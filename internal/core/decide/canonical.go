@@ -1,4 +1,4 @@
-package gateway
+package decide
 
 import (
 	"fmt"
@@ -22,11 +22,11 @@ type PathForm struct {
 	Trim bool
 }
 
-// canonical returns the input a call is decided on and run with (rule R7):
+// Canonical returns the input a call is decided on and run with (rule R7):
 // every null member gone (rule S4: null is missing), and the path subject
 // absolute and cleaned, or the declared default in its place. why is the
 // sentence of a subject that cannot be made canonical.
-func canonical(t *policy.Tool, in tools.Input, workdir string, form PathForm) (out tools.Input, why string) {
+func Canonical(t *policy.Tool, in tools.Input, workdir string, form PathForm) (out tools.Input, why string) {
 	out, copied := dropNulls(in)
 	s := t.Subject
 	if s == nil || s.Kind != "path" {
@@ -150,10 +150,10 @@ func stripNulls(v any) any {
 	return v
 }
 
-// written is a call's path subject as the call wrote it, for the lattice
+// Written is a call's path subject as the call wrote it, for the lattice
 // to quote beside the canonical path it decides on; nil for a tool
 // without one.
-func written(t *policy.Tool, raw tools.Input) any {
+func Written(t *policy.Tool, raw tools.Input) any {
 	if t.Subject == nil || t.Subject.Kind != "path" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package gateway
+package decide
 
 import (
 	"fmt"
@@ -7,14 +7,13 @@ import (
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
-	"aimon.dev/gw/internal/runtime/provision"
 )
 
 // clientTool decides a tool the policy does not define, for a front end
 // whose client runs tools of its own (Claude Code's hook): an MCP tool by
 // the entries that name it, anything else by the answer unknown ("deny"
 // or "ask").
-func clientTool(cur *provision.Generation, chain []string, unknown, name string) rule.Decision {
+func clientTool(cur *policy.Generation, chain []string, unknown, name string) rule.Decision {
 	if policy.IsMCPEntry(name) {
 		if d, mentioned := clientMCPTool(cur, chain, name); mentioned {
 			return d
@@ -29,7 +28,7 @@ func clientTool(cur *provision.Generation, chain []string, unknown, name string)
 // every tool of the server, mcp__SERVER__TOOL one tool, and every declared
 // list along the chain must allow it (rule P10). mentioned is false when no
 // list of the policy names the server at all.
-func clientMCPTool(cur *provision.Generation, chain []string, name string) (d rule.Decision, mentioned bool) {
+func clientMCPTool(cur *policy.Generation, chain []string, name string) (d rule.Decision, mentioned bool) {
 	rest := strings.TrimPrefix(name, "mcp__")
 	server := "mcp__" + strings.SplitN(rest, "__", 2)[0]
 	for _, s := range cur.Surfaces {
