@@ -180,7 +180,7 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 
 // label is Label of the prepared call p in session s, under cur.
 func (g *Gateway) label(ctx context.Context, cur *provision.Generation, s Session, p prepared, result string) ([]string, error) {
-	c := p.call
+	c := p.Call
 	// What the result holds labels whatever tool gave it (a client's own).
 	var held []string
 	if cur.Session != nil {
