@@ -173,6 +173,9 @@ func hookState(spec, dir string) (state.Store, func(), error) {
 	return st, func() { st.Close() }, nil
 }
 
+// maxHookInput bounds a hook input: a call, a result, a user's prompt.
+const maxHookInput = 16 << 20
+
 // hookHeap bounds the heap of a hook process whose collector waits
 // (pauseGC): a record or an input far larger than any policy's is still
 // collected, at this bound.
@@ -207,9 +210,13 @@ func hook(p hookParams) error {
 	if i < 0 {
 		return fail("no such runtime.")
 	}
-	data, err := io.ReadAll(io.LimitReader(p.Stdin, 16<<20))
+	data, err := io.ReadAll(io.LimitReader(p.Stdin, maxHookInput+1))
 	if err != nil {
 		return fail("cannot read the hook input: %v.", err)
+	}
+	if len(data) > maxHookInput {
+		// Cut, it would be refused as JSON that does not end.
+		return fail("the hook input is more than %d MiB, which the hook does not read; it is blocked. A prompt or a call that large is better given as a file.", maxHookInput>>20)
 	}
 	in, err := hookRuntimes[i].read(data)
 	if err != nil {

@@ -89,7 +89,7 @@ func TestP18ClaudeCodeTakesThePromptAsTheUsersWords(t *testing.T) {
 // without a prompt exits 2 naming it, and keeps nothing; a prompt past
 // 1 MiB proceeds, its answer's systemMessage says only its first 1024 KiB
 // were kept, and a value in them lets a Write through while one past them
-// is refused; a prompt that is Claude Code's report of a background task
+// is refused; an input past 16 MiB exits 2 saying so; a prompt that is Claude Code's report of a background task
 // is not the user's words; a prompt without a session id proceeds and
 // says it was not kept; a prompt under a policy without provenance is
 // answered {}.
@@ -133,6 +133,11 @@ func TestP18HookPromptBadInput(t *testing.T) {
 	}
 	if out := write(sid, "late.txt"); !strings.Contains(out, `"permissionDecision":"deny"`) {
 		t.Errorf("a path past the kept part of the prompt: %s", out)
+	}
+
+	// Past the 16 MiB of input the hook reads: blocked, saying so.
+	if out, stderr, code := prompt(sid, strings.Repeat("b", 16<<20)); code != 2 || out != "" || !strings.Contains(stderr, "the hook input is more than 16 MiB, which the hook does not read; it is blocked") {
+		t.Errorf("a prompt past 16 MiB: exit %d %q %q", code, out, stderr)
 	}
 
 	report := sessionID(t)
