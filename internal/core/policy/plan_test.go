@@ -67,6 +67,7 @@ func TestR3RestoreBadInput(t *testing.T) {
 		{"a flag that is a string", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":"yes"}}}`, "a string where a boolean belongs"},
 		{"a member named twice", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Dir":"a","Dir":"b"}`, "duplicate"},
 		{"a test's field of another type", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Tests":[{"Name":"t","Surface":"agent"}]}`, "a string where an array belongs"},
+		{"a principal's field no principal has", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent"}},"Principals":[{"Name":"p","Sub":"x"}]}`, `at /Principals/0/Sub: a principal has no field "Sub"`},
 		{"positions that do not match the entries", `{"Format":5,"Surfaces":{"agent":{"Ref":"agent","Declared":true,"Entries":["Read"]}}}`, "0 positions for the 1 entries"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // types every plan holds (the plan, its tools, surfaces and positions,
 // the gates): json v2's reflection would build their decoders in every
 // hook process, for one plan (issues 42, 43). The types a plan holds only
-// when the policy uses them (principals, limits, approvers,
+// when the policy uses them (limits, approvers,
 // sessions, plugins, upstream servers) are read by json v2 as before.
 type planReader struct {
 	dec *jsontext.Decoder
@@ -86,7 +86,7 @@ func (r *planReader) saved(s *saved) error {
 		case "Tests":
 			p.Tests, err = jsontok.Slice(dec, r.test)
 		case "Principals":
-			return r.v2(&p.Principals)
+			p.Principals, err = jsontok.Slice(dec, r.principal)
 		case "Limits":
 			return r.v2(&p.Limits)
 		case "Approvers":
@@ -255,6 +255,38 @@ func (r *planReader) test(t *Test) error {
 		}
 		return err
 	})
+	return err
+}
+
+// principal reads a principal of the plan's (a policy that serves HTTP
+// callers, or the agents' hooks, has one or more).
+func (r *planReader) principal(pp **Principal) error {
+	dec, p := r.dec, new(Principal)
+	ok, err := jsontok.Object(dec, func(name string) error {
+		var err error
+		switch name {
+		case "Name":
+			return jsontok.String(dec, &p.Name)
+		case "Subject":
+			return jsontok.String(dec, &p.Subject)
+		case "Group":
+			return jsontok.String(dec, &p.Group)
+		case "Client":
+			return jsontok.String(dec, &p.Client)
+		case "Scopes":
+			p.Scopes, err = jsontok.Strings(dec)
+		case "Surface":
+			p.Surface, err = jsontok.Strings(dec)
+		case "Pos":
+			return r.position(&p.Pos)
+		default:
+			return jsontok.Unknown("a principal", name)
+		}
+		return err
+	})
+	if ok {
+		*pp = p
+	}
 	return err
 }
 
