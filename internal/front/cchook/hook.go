@@ -321,10 +321,16 @@ func ReadInput(data []byte) (Input, error) {
 	case in.HookEventName != "" && in.HookEventName != "PreToolUse" && in.HookEventName != PostToolUse:
 		return in, fmt.Errorf("the hook input is for the %s event, and aimon-gw answers only PreToolUse, PostToolUse and UserPromptSubmit; the call is blocked. Configure it under hooks.PreToolUse (and hooks.PostToolUse, whose results label the session, and hooks.UserPromptSubmit, whose prompts are the user's words) in settings.json.", in.HookEventName)
 	}
-	if st, err := os.Stat(in.Cwd); in.Cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(in.Cwd)) {
-		return in, fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", in.Cwd)
+	return in, CheckCwd(in.Cwd)
+}
+
+// CheckCwd is ReadInput's check of an input's cwd, for a front that reads
+// its runtime's input itself: none, or an absolute directory.
+func CheckCwd(cwd string) error {
+	if st, err := os.Stat(cwd); cwd != "" && (err != nil || !st.IsDir() || !filepath.IsAbs(cwd)) {
+		return fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", cwd)
 	}
-	return in, nil
+	return nil
 }
 
 // Blocked is the answer that blocks a call with a sentence.

@@ -75,9 +75,11 @@ func ReadInput(data []byte) (cchook.Input, error) {
 	if g.Event == AfterTool {
 		in.HookEventName, in.ToolResponse = cchook.PostToolUse, g.ToolResponse
 	}
-	// cchook's checks of the cwd (a directory) are the same.
-	b, _ := json.Marshal(in)
-	if _, err := cchook.ReadInput(b); err != nil {
+	// cchook's check of the cwd (a directory) is the same; the rest of
+	// its reading holds for in as made here. Not by encoding in and
+	// reading it again: each process built encoding/json's encoder and
+	// json v2's decoder of cchook.Input for it (issue 43).
+	if err := cchook.CheckCwd(in.Cwd); err != nil {
 		return cchook.Input{}, err
 	}
 	return in, nil
