@@ -94,7 +94,7 @@ func Serve(ctx context.Context, o Options) error {
 		g := newGuard(o.In, o.Out, max)
 		g.dropped = ts.dropped
 		if !o.SDKCalls {
-			g.direct = ts.directCalls(session.Load)
+			g.direct = ts.directCalls(session.Load, g.base)
 		}
 		// No answer is written after Serve returns: the calls it answers
 		// itself end with the session (Close cancels them).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -36,8 +37,9 @@ var DirectCalls atomic.Int64
 // directCalls answers the tools/call frames it takes on session, whose
 // server is m's; answer writes the response. It takes none before the
 // session is connected.
-func (m *toolSet) directCalls(session func() *mcp.ServerSession) direct {
+func (m *toolSet) directCalls(session func() *mcp.ServerSession, base context.Context) direct {
 	var metas metaCache
+	var pool workers
 	return func(ctx context.Context, req *jsonrpc.Request, answer func(*jsonrpc.Response)) bool {
 		ss := session()
 		if ss == nil {
@@ -56,7 +58,7 @@ func (m *toolSet) directCalls(session func() *mcp.ServerSession) direct {
 			return false
 		}
 		DirectCalls.Add(1)
-		go func() {
+		pool.run(base, func() {
 			res, err := m.answer(ctx, ss, name, args)
 			resp := &jsonrpc.Response{ID: req.ID, Error: err}
 			if err == nil {
@@ -69,7 +71,7 @@ func (m *toolSet) directCalls(session func() *mcp.ServerSession) direct {
 				}
 			}
 			answer(resp)
-		}()
+		})
 		return true
 	}
 }
@@ -234,3 +236,38 @@ func plainCall(params json.RawMessage) (name string, args, meta json.RawMessage,
 // answer in the background under ctx (cancelled when the client cancels
 // the request); false leaves it to the SDK's server.
 type direct func(ctx context.Context, req *jsonrpc.Request, answer func(*jsonrpc.Response)) bool
+
+// workers run the calls answered here on goroutines kept from the calls
+// before, whose stacks have grown to a call's depth once: a goroutine of
+// its own for each call grew its stack again each time, a tenth of the
+// gateway's own processor time on an upstream Echo (issue 49). A call
+// never waits for another: with no worker idle, it gets a new one. An
+// idle worker waits for the next call until the session ends.
+type workers struct {
+	once sync.Once
+	idle chan func()
+	live sync.WaitGroup // the workers, which end with their session
+}
+
+// run runs f on an idle worker, or on a new one when none is idle; the
+// workers end with ctx.
+func (w *workers) run(ctx context.Context, f func()) {
+	w.once.Do(func() { w.idle = make(chan func()) })
+	select {
+	case w.idle <- f:
+	default:
+		w.live.Go(func() { w.work(ctx, f) })
+	}
+}
+
+// work runs f, then each call handed to it, until ctx ends.
+func (w *workers) work(ctx context.Context, f func()) {
+	for {
+		f()
+		select {
+		case f = <-w.idle:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
