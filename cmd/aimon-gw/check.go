@@ -49,7 +49,7 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "session", Usage: "decide in the session this file of earlier lines saw: the user's words, calls and their results (tool_result blocks), in the line protocol"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw check takes one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read it from standard input.", exitUsage)
+				return fail(exitUsage, "give one call: aimon-gw check '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{...}}', or - to read calls from standard input")
 			}
 			return check(checkParams{
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
@@ -80,7 +80,7 @@ func check(p checkParams) error {
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw check: reading the calls from standard input: %v.", err), exitUsage)
+			return fail(exitUsage, "reading the calls from standard input: %v", err)
 		}
 	} else {
 		calls = [][]byte{[]byte(p.Call)}
@@ -101,7 +101,7 @@ func check(p checkParams) error {
 		case err != nil && p.Call == "-":
 			parsed = append(parsed, lineCall{unread: fmt.Errorf("line %d: %s", i+1, err)})
 		case err != nil:
-			return cli.Exit(fmt.Sprintf("aimon-gw check: the call must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s.", strings.TrimSuffix(err.Error(), ".")), exitUsage)
+			return fail(exitUsage, "the call must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s", strings.TrimSuffix(err.Error(), "."))
 		}
 		for _, c := range cs {
 			parsed = append(parsed, lineCall{Call: c, surface: surface})
@@ -109,7 +109,7 @@ func check(p checkParams) error {
 	}
 	chain, err := parseChain(p.Surface)
 	if err != nil {
-		return cli.Exit("aimon-gw check: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	workdir, err := resolveWorkdir(p.Workdir)
 	if err != nil {
@@ -117,7 +117,7 @@ func check(p checkParams) error {
 	}
 	gen, closeGen, err := reload.Once(orBackground(p.Ctx), p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
-		return cli.Exit(loadProblem(p.Policy, err), exitUsage)
+		return fail(exitUsage, "%s", loadProblem(p.Policy, err))
 	}
 	defer closeGen()
 	if p.Principal != "" {
@@ -138,7 +138,7 @@ func check(p checkParams) error {
 		if c.unread != nil {
 			refused = true
 			if err := json.NewEncoder(p.Stdout).Encode(map[string]string{"error": c.unread.Error() + "."}); err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
+				return fail(exitUsage, "%v", err)
 			}
 			continue
 		}
@@ -153,7 +153,7 @@ func check(p checkParams) error {
 		}
 	}
 	if refused {
-		return cli.Exit("", exitFinding)
+		return quiet(exitFinding)
 	}
 	return nil
 }
@@ -166,7 +166,7 @@ func printVerdict(w io.Writer, tool string, chain []string, v rule.Decision, ind
 		enc.SetIndent("", "  ")
 	}
 	if err := enc.Encode(checkReply{Tool: tool, Surface: chain, Decision: v}); err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw check: %v.", err), exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	return nil
 }
@@ -176,10 +176,10 @@ func resolveWorkdir(dir string) (string, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("aimon-gw: --workdir %q: %v.", dir, err), exitUsage)
+		return "", fail(exitUsage, "--workdir %q: %v", dir, err)
 	}
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-		return "", cli.Exit(fmt.Sprintf("aimon-gw: --workdir %s is not a directory; give an existing directory.", abs), exitUsage)
+		return "", fail(exitUsage, "--workdir %s is not a directory; give an existing directory", dir)
 	}
 	return abs, nil
 }
@@ -194,15 +194,15 @@ func principalFlag() cli.Flag {
 func principalChain(gen *policy.Generation, spec string, process []string) ([]string, error) {
 	claims, err := policy.ParseClaims(spec)
 	if err != nil {
-		return nil, cli.Exit("aimon-gw: --principal: "+err.Error()+".", exitUsage)
+		return nil, fail(exitUsage, "--principal: %v", err)
 	}
 	chain, _, err := gen.Principal(claims)
 	if err != nil {
-		return nil, cli.Exit("aimon-gw: "+err.Error()+".", exitFinding)
+		return nil, fail(exitFinding, "%v", err)
 	}
 	process = policy.Rooted(process)
 	if !policy.Extends(process, chain) {
-		return nil, cli.Exit(fmt.Sprintf("aimon-gw: %s runs on %s, which does not begin with --surface %s.", claims, strings.Join(chain, ","), strings.Join(process, ",")), exitFinding)
+		return nil, fail(exitFinding, "%s runs on %s, which does not begin with --surface %s", claims, strings.Join(chain, ","), strings.Join(process, ","))
 	}
 	return chain, nil
 }
@@ -211,12 +211,12 @@ func principalChain(gen *policy.Generation, spec string, process []string) ([]st
 func readSession(ctx context.Context, gw *gateway.Gateway, path string) (gateway.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("aimon-gw check: --session: %v; give a file of the session's earlier lines.", err), exitUsage)
+		return nil, fail(exitUsage, "--session: %v; give a file of the session's earlier lines", err)
 	}
 	defer f.Close()
 	s, err := replay.ReadSession(ctx, gw, f, path)
 	if err != nil {
-		return nil, cli.Exit("aimon-gw check: --session "+err.Error()+".", exitUsage)
+		return nil, fail(exitUsage, "--session %v", err)
 	}
 	return s, nil
 }

@@ -108,7 +108,7 @@ func TestP14ImportCodexAndGeminiExit(t *testing.T) {
 		{[]string{"codex", "lossy.rules"}, exitFinding, "lossy.rules:2: prefix_rule [\"echo\", \"a b\"] allow cannot be kept"},
 		{[]string{"codex", "--lossy", "lossy.rules"}, 0, "lossy.rules:2"},
 		{[]string{"codex", "bad.rules"}, exitUsage, `bad.rules:1: prefix_rule's decision "never" is not one Codex knows`},
-		{[]string{"codex"}, exitUsage, "takes the files to import"},
+		{[]string{"codex"}, exitUsage, "give the files to import"},
 		{[]string{"gemini-cli", "lossy.toml"}, exitFinding, "lossy.toml:1: allow run_shell_command pattern"},
 		{[]string{"gemini-cli", "--lossy", "lossy.toml"}, 0, "lossy.toml:1"},
 		{[]string{"gemini-cli", "bad.toml"}, exitUsage, "bad.toml:1: priority must be an integer from 0 to 999"},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 
@@ -26,7 +25,7 @@ func completionCommand(stdout io.Writer) *cli.Command {
 			case c.Args().First() == "fish":
 				fish, err := c.App.ToFishCompletion()
 				if err != nil {
-					return cli.Exit(fmt.Sprintf("aimon-gw completion: cannot write the fish script: %v.", err), exitUsage)
+					return fail(exitUsage, "cannot write the fish script: %v", err)
 				}
 				_, err = io.WriteString(stdout, fish)
 				return err
@@ -35,9 +34,9 @@ func completionCommand(stdout io.Writer) *cli.Command {
 				return err
 			}
 			if c.NArg() == 1 {
-				return cli.Exit(fmt.Sprintf("aimon-gw completion: there is no script for the shell %q; give bash, zsh or fish.", c.Args().First()), exitUsage)
+				return fail(exitUsage, "there is no script for the shell %q; give bash, zsh or fish", c.Args().First())
 			}
-			return cli.Exit("aimon-gw completion takes one shell: aimon-gw completion bash|zsh|fish.", exitUsage)
+			return fail(exitUsage, "name one shell: aimon-gw completion bash, zsh or fish")
 		},
 	}
 }
@@ -51,11 +50,11 @@ func manCommand(stdout io.Writer) *cli.Command {
 		Description: "aimon-gw man > aimon-gw.1 && man ./aimon-gw.1",
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return cli.Exit("aimon-gw man takes no arguments: aimon-gw man > aimon-gw.1.", exitUsage)
+				return fail(exitUsage, "%q is an argument, and man takes none: aimon-gw man > aimon-gw.1", c.Args().First())
 			}
 			page, err := c.App.ToManWithSection(1) // a user command
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw man: cannot write the page: %v.", err), exitUsage)
+				return fail(exitUsage, "cannot write the page: %v", err)
 			}
 			_, err = io.WriteString(stdout, page)
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -75,7 +74,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw exec takes one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'.", exitUsage)
+				return fail(exitUsage, "give one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'")
 			}
 			return runExec(c.Context, execParams{Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
@@ -92,7 +91,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 func runExec(ctx context.Context, p execParams) error {
 	chain, err := parseChain(p.Surface)
 	if err != nil {
-		return cli.Exit("aimon-gw exec: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	workdir, err := resolveWorkdir(p.Workdir)
 	if err != nil {
@@ -100,7 +99,7 @@ func runExec(ctx context.Context, p execParams) error {
 	}
 	if p.Runtime != "" {
 		if err := gatefiles.Protect(p.Runtime, gatefiles.Where{Home: p.RuntimeHome, Project: p.RuntimeProject, Env: os.Getenv}); err != nil {
-			return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+".", exitUsage)
+			return fail(exitUsage, "the command was not run: %v", err)
 		}
 	}
 	// The ticket is checked before the policy it names is even loaded:
@@ -118,7 +117,7 @@ func runExec(ctx context.Context, p execParams) error {
 	}
 	gen, closeGen, err := reload.Once(ctx, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
-		return cli.Exit(loadProblem(p.Policy, err), exitNotRun)
+		return fail(exitNotRun, "%s", loadProblem(p.Policy, err))
 	}
 	defer closeGen()
 	if err := tk.Spend(ctx, gen.Revision); err != nil {
@@ -130,7 +129,7 @@ func runExec(ctx context.Context, p execParams) error {
 		// are recorded beside it, and nothing runs that could not be.
 		l, err := decisionlog.Open(p.Protect, decisionlog.Options{})
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v; the programs its sandbox refuses could not be recorded there.", err), exitNotRun)
+			return fail(exitNotRun, "the command was not run: %v; the programs its sandbox refuses could not be recorded there", err)
 		}
 		defer l.Close()
 		opts.Programs = l
@@ -149,19 +148,19 @@ func runExec(ctx context.Context, p execParams) error {
 	switch {
 	case d.Ask && tk.Approved:
 	case !d.Allowed:
-		return cli.Exit("aimon-gw exec: the command was not run: "+d.Reason, exitNotRun)
+		return fail(exitNotRun, "the command was not run: %s", d.Reason)
 	}
 	if d.Sandbox == nil {
-		return cli.Exit("aimon-gw exec: the command was not run: the policy's "+tool+" has no sandbox; give it one (sandbox: mode: \"required\").", exitNotRun)
+		return fail(exitNotRun, "the command was not run: the policy's %s has no sandbox; give it one (sandbox: mode: \"required\")", tool)
 	}
 	argv := []string{"bash", "-c", p.Command}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if !d.Sandbox.Off {
 		if err := sandbox.Available(); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: it must run in a sandbox, and %v.", err), exitNotRun)
+			return fail(exitNotRun, "the command was not run: it must run in a sandbox, and %v", err)
 		}
 		if err := sandbox.Bounded(); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: %v.", err), exitNotRun)
+			return fail(exitNotRun, "the command was not run: %v", err)
 		}
 		if j := d.Sandbox.Exec; j != nil && d.Ask && tk.Approved {
 			j.Approved = allow.SimpleCommands(p.Command) // what the person approved (rule P16)
@@ -169,7 +168,7 @@ func runExec(ctx context.Context, p execParams) error {
 		// What the sandbox's proxy refuses goes to the command's stderr.
 		d.Sandbox.Log = slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if cmd, err = sandbox.Command(d.Sandbox, workdir, argv, nil, nil); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw exec: the command was not run: its sandbox cannot be made: %v.", err), exitNotRun)
+			return fail(exitNotRun, "the command was not run: its sandbox cannot be made: %v", err)
 		}
 		defer sandbox.Release(cmd)
 		defer sandbox.Finish(cmd)
@@ -177,14 +176,14 @@ func runExec(ctx context.Context, p execParams) error {
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = workdir, p.Stdin, p.Stdout, p.Stderr
 	err = cmd.Run()
 	if j := d.Sandbox.Exec; j != nil && !d.Sandbox.Off && len(j.Refusals()) > 0 {
-		return cli.Exit("", exitNotRun) // the tracer said why on stderr (rule P16)
+		return quiet(exitNotRun) // the tracer said why on stderr (rule P16)
 	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
-		return cli.Exit("", exit.ExitCode())
+		return quiet(exit.ExitCode())
 	case err != nil:
-		return cli.Exit(fmt.Sprintf("aimon-gw exec: the command could not be started: %v.", err), exitNotRun)
+		return fail(exitNotRun, "the command could not be started: %v", err)
 	}
 	return nil
 }
@@ -202,7 +201,7 @@ func (t sealedTicket) Close() { t.checker.Close() }
 // is loaded. Without one nothing runs, whatever the flags say.
 func checkTicket(p execParams, chain []string, workdir string) (sealedTicket, error) {
 	if p.Ticket == "" {
-		return sealedTicket{}, cli.Exit("aimon-gw exec: the command was not run: it carries no ticket, and exec runs only a command the hook decided and sealed a ticket for (rule P16); send it as the agent's tool call, whose hook (aimon-gw hook claude-code, codex or gemini-cli) hands exec its ticket, or run it in a shell of your own.", exitNotRun)
+		return sealedTicket{}, fail(exitNotRun, "the command was not run: it carries no ticket, and exec runs only a command the hook decided and sealed a ticket for (rule P16); send it as the agent's tool call, whose hook (aimon-gw hook claude-code, codex or gemini-cli) hands exec its ticket, or run it in a shell of your own")
 	}
 	policy := p.Policy
 	if policy != "" {
@@ -210,7 +209,7 @@ func checkTicket(p execParams, chain []string, workdir string) (sealedTicket, er
 	}
 	chk, err := ticket.NewChecker()
 	if err != nil {
-		return sealedTicket{}, cli.Exit("aimon-gw exec: the command was not run: its ticket cannot be checked: "+err.Error()+"; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket.", exitNotRun)
+		return sealedTicket{}, fail(exitNotRun, "the command was not run: its ticket cannot be checked: %v; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket", err)
 	}
 	t, err := chk.Check(p.Ticket, ticket.Binding{Command: p.Command, Chain: chain, Workdir: workdir, Policy: policy, Approved: p.Approved,
 		Cache: p.Cache, Protect: p.Protect, Call: p.Call, Runtime: p.Runtime, RuntimeHome: p.RuntimeHome, RuntimeProject: p.RuntimeProject, Tool: p.Tool})
@@ -223,5 +222,5 @@ func checkTicket(p execParams, chain []string, workdir string) (sealedTicket, er
 
 // refuseTicket is exec's answer to a ticket that does not hold.
 func refuseTicket(err error) error {
-	return cli.Exit("aimon-gw exec: the command was not run: "+err.Error()+"; exec runs only what the hook sealed (rule P16), so send the call again as the agent's tool call for a new ticket.", exitNotRun)
+	return fail(exitNotRun, "the command was not run: %v; exec runs only what the hook sealed (rule P16), so send the call again as the agent's tool call for a new ticket", err)
 }

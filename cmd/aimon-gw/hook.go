@@ -79,7 +79,7 @@ func hookCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			Action: func(c *cli.Context) error {
 				log, err := logger(c)
 				if err != nil {
-					return cli.Exit(err.Error(), exitUsage)
+					return err
 				}
 				dlog, err := decisionLog(c)
 				if err != nil {
@@ -203,24 +203,21 @@ func pauseGC() (resume func()) {
 // Code, Codex and Gemini CLI alike would take as a non-blocking error and
 // run the tool).
 func hook(p hookParams) error {
-	fail := func(format string, args ...any) error {
-		return cli.Exit("aimon-gw hook "+p.Runtime+": "+fmt.Sprintf(format, args...), exitUsage)
-	}
 	i := slices.IndexFunc(hookRuntimes, func(r hookRuntime) bool { return r.name == p.Runtime })
 	if i < 0 {
-		return fail("no such runtime.")
+		return fail(exitUsage, "no such runtime")
 	}
 	data, err := io.ReadAll(io.LimitReader(p.Stdin, maxHookInput+1))
 	if err != nil {
-		return fail("cannot read the hook input: %v.", err)
+		return fail(exitUsage, "cannot read the hook input: %v", err)
 	}
 	if len(data) > maxHookInput {
 		// Cut, it would be refused as JSON that does not end.
-		return fail("the hook input is more than %d MiB, which the hook does not read; it is blocked. A prompt or a call that large is better given as a file.", maxHookInput>>20)
+		return fail(exitUsage, "the hook input is more than %d MiB, which the hook does not read; it is blocked. A prompt or a call that large is better given as a file", maxHookInput>>20)
 	}
 	in, err := hookRuntimes[i].read(data)
 	if err != nil {
-		return fail("%v", err)
+		return fail(exitUsage, "%v", err)
 	}
 	// No tool reads the key that seals exec's tickets, nor the limits'
 	// counts kept beside it (rule R8).
@@ -242,7 +239,7 @@ func hook(p hookParams) error {
 	}
 	gen, closeGen, err := reload.OnceCached(context.Background(), cache, true, p.Policy, workdir, p.LoadTimeout, discard)
 	if err != nil {
-		return fail("the policy does not load, so the call is blocked: %v", err)
+		return fail(exitUsage, "the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
 	opts := gateway.Options{Logger: discard, Decisions: p.Decisions}
@@ -250,7 +247,7 @@ func hook(p hookParams) error {
 		st, closeState, err := hookState(p.State, stateDir)
 		switch {
 		case err != nil && len(gen.Limits) > 0:
-			return fail("%v, so the call is blocked.", err)
+			return fail(exitUsage, "%v, so the call is blocked", err)
 		case err != nil:
 			// Each call a flow binds is refused, saying so (rule P18).
 			opts.Session = cchook.Session(gen, cchook.Unreachable(err), p.Runtime, "", in)
@@ -271,7 +268,7 @@ func hook(p hookParams) error {
 	if in.HookEventName == cchook.PostToolUse {
 		out, err := cchook.Post(gen, in, opts)
 		if err != nil {
-			return fail("%v.", err)
+			return fail(exitUsage, "%v", err)
 		}
 		_, err = fmt.Fprintln(p.Stdout, string(out))
 		return err
@@ -281,10 +278,10 @@ func hook(p hookParams) error {
 	answer := hookRuntimes[i].decide(gen, in, opts, hookWrap(p.Policy, p.Cache, p.Decisions))
 	out, err := json.Marshal(answer)
 	if err != nil {
-		return fail("cannot encode the decision: %v.", err)
+		return fail(exitUsage, "cannot encode the decision: %v", err)
 	}
 	if _, err := fmt.Fprintln(p.Stdout, string(out)); err != nil {
-		return fail("cannot write the decision: %v.", err)
+		return fail(exitUsage, "cannot write the decision: %v", err)
 	}
 	return nil
 }

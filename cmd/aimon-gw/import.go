@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -36,7 +36,7 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 			Flags:     []cli.Flag{&cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}},
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
-					return cli.Exit("aimon-gw import claude-code takes one settings file: aimon-gw import claude-code .claude/settings.json > policy.cue.", exitUsage)
+					return fail(exitUsage, "give one settings file: aimon-gw import claude-code .claude/settings.json > policy.cue")
 				}
 				return importClaudeCode(importParams{File: c.Args().First(), Lossy: c.Bool("lossy"), Stdout: stdout, Stderr: stderr})
 			},
@@ -49,12 +49,12 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 func importClaudeCode(p importParams) error {
 	data, err := os.ReadFile(p.File)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %s; give the path of a Claude Code settings file.", pathProblem(err)), exitUsage)
+		return fail(exitUsage, "%s; give the path of a Claude Code settings file", pathProblem(err))
 	}
 	home, _ := os.UserHomeDir() // tells the user's own settings from a project's
 	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), home)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw import claude-code: %v.", err), exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	return p.write("claude-code", "Claude Code", im.Source, im.Notes, im.Lossy)
 }
@@ -66,7 +66,7 @@ func (p importParams) write(name, runtime, source string, notes, lossy []string)
 		for _, l := range lossy {
 			fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+strings.TrimSuffix(l, ".")+".")
 		}
-		return cli.Exit(fmt.Sprintf("aimon-gw import %s: %d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s.", name, len(lossy), runtime), exitFinding)
+		return fail(exitFinding, "%d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s", len(lossy), runtime)
 	}
 	fmt.Fprint(p.Stdout, source)
 	for _, n := range notes {

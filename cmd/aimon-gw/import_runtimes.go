@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,7 +27,7 @@ func importRuntime(name, runtime, usage, args, example string, stdout, stderr io
 			&cli.StringFlag{Name: "project", Usage: "the project the agent works in (default: the current directory)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
-				return cli.Exit(fmt.Sprintf("aimon-gw import %s takes the files to import: %s.", name, example), exitUsage)
+				return fail(exitUsage, "give the files to import: %s", example)
 			}
 			p := importParams{Lossy: c.Bool("lossy"), Project: c.String("project"), Stdout: stdout, Stderr: stderr}
 			if p.Project == "" {
@@ -36,19 +35,19 @@ func importRuntime(name, runtime, usage, args, example string, stdout, stderr io
 			}
 			abs, err := filepath.Abs(p.Project)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw import %s: --project %s: %v.", name, p.Project, err), exitUsage)
+				return fail(exitUsage, "--project %s: %v", p.Project, err)
 			}
 			p.Project = abs
 			for _, a := range c.Args().Slice() {
 				fs, err := files(a)
 				if err != nil {
-					return cli.Exit(fmt.Sprintf("aimon-gw import %s: %s.", name, pathProblem(err)), exitUsage)
+					return fail(exitUsage, "%s", pathProblem(err))
 				}
 				p.Files = append(p.Files, fs...)
 			}
 			im, err := imp(p.Files, p.Project)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw import %s: %v.", name, err), exitUsage)
+				return fail(exitUsage, "%v", err)
 			}
 			return p.write(name, runtime, im.Source, im.Notes, im.Lossy)
 		},

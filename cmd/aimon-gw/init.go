@@ -24,7 +24,7 @@ func initCommand(stdout io.Writer) *cli.Command {
 		Flags:     []cli.Flag{&cli.StringFlag{Name: "module", Value: "example.com/policy@v0", Usage: "the CUE module path"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw init takes one directory: aimon-gw init DIR.", exitUsage)
+				return fail(exitUsage, "give one directory: aimon-gw init DIR")
 			}
 			return initPolicy(initParams{Dir: c.Args().First(), Module: c.String("module"), Stdout: stdout})
 		},
@@ -69,7 +69,7 @@ tests: {
 // initPolicy writes a new policy repository; it refuses to overwrite one.
 func initPolicy(p initParams) error {
 	if _, err := os.Stat(filepath.Join(p.Dir, "cue.mod")); err == nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw init: %s already holds a CUE module (cue.mod); init writes new repositories only.", p.Dir), exitUsage)
+		return fail(exitUsage, "%s already holds a CUE module (cue.mod); init writes new repositories only", p.Dir)
 	}
 	files := map[string]string{
 		"cue.mod/module.cue": fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", p.Module),
@@ -78,11 +78,11 @@ func initPolicy(p initParams) error {
 	}
 	for name, body := range files {
 		if err := writeNew(filepath.Join(p.Dir, name), []byte(body)); err != nil {
-			return cli.Exit("aimon-gw init: "+err.Error()+".", exitUsage)
+			return fail(exitUsage, "%v", err)
 		}
 	}
 	if err := policy.VendorSchema(filepath.Join(p.Dir, "cue.mod", "pkg")); err != nil {
-		return cli.Exit("aimon-gw init: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	fmt.Fprintf(p.Stdout, "aimon-gw init: wrote a policy repository in %s; check it with aimon-gw vet %s and aimon-gw test %s.\n", p.Dir, p.Dir, p.Dir)
 	return nil

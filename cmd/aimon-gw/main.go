@@ -50,7 +50,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		completionCommand(stdout),
 		manCommand(stdout),
 	}
-	withGlobalFlags(commands, "aimon-gw")
+	command := "aimon-gw" // the command running, which names its failure
+	withGlobalFlags(commands, "aimon-gw", &command)
 	app := &cli.App{
 		Name:      "aimon-gw",
 		Usage:     "a tool gateway for LLM agents, with policies in CUE",
@@ -86,6 +87,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	var f *failure
+	if errors.As(err, &f) {
+		if f.msg != "" {
+			fmt.Fprintln(stderr, sentence(command, f.msg))
+		}
+		return f.code
+	}
+	// The command-line library's own refusals (usageError, CommandNotFound)
+	// name their command already.
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		if msg := ec.Error(); msg != "" {
@@ -93,7 +103,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return ec.ExitCode()
 	}
-	fmt.Fprintf(stderr, "aimon-gw: %v\n", err)
+	fmt.Fprintln(stderr, sentence(command, err.Error()))
 	return exitUsage
 }
 
@@ -102,7 +112,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
 	if l := globalString(c, "log-level"); level.UnmarshalText([]byte(l)) != nil {
-		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-level %q is not a level; use debug, info, warn or error.", l), exitUsage)
+		return nil, fail(exitUsage, "--log-level %q is not a level; use debug, info, warn or error", l)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch f := globalString(c, "log-format"); f {
@@ -111,7 +121,7 @@ func logger(c *cli.Context) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts)), nil
 	default:
-		return nil, cli.Exit(fmt.Sprintf("aimon-gw: --log-format %q is not a format; use text or json.", f), exitUsage)
+		return nil, fail(exitUsage, "--log-format %q is not a format; use text or json", f)
 	}
 }
 
@@ -121,8 +131,9 @@ func globalFlags() []cli.Flag { return []cli.Flag{logLevelFlag(), logFormatFlag(
 
 // withGlobalFlags gives every command and subcommand the global flags,
 // checks them before the command runs (so a bad --log-level is refused
-// by every command alike), and makes a usage error one sentence.
-func withGlobalFlags(cmds []*cli.Command, path string) {
+// by every command alike), makes a usage error one sentence, and sets
+// *running to the name of the command about to run.
+func withGlobalFlags(cmds []*cli.Command, path string, running *string) {
 	for _, cmd := range cmds {
 		name := path + " " + cmd.Name
 		for _, f := range globalFlags() {
@@ -132,10 +143,11 @@ func withGlobalFlags(cmds []*cli.Command, path string) {
 		}
 		before, leaf := cmd.Before, len(cmd.Subcommands) == 0 // cli adds "help" to Subcommands later
 		cmd.Before = func(c *cli.Context) error {
-			if _, err := logger(c); err != nil {
-				return err
-			}
-			if leaf { // a subcommand's arguments are its own
+			*running = name
+			if leaf { // a subcommand's flags and arguments are its own
+				if _, err := logger(c); err != nil {
+					return err
+				}
 				if err := flagAfterArgument(c, cmd.Flags, name); err != nil {
 					return err
 				}
@@ -152,7 +164,7 @@ func withGlobalFlags(cmds []*cli.Command, path string) {
 		// --help serves a command without subcommands; a "help"
 		// subcommand would only crowd completions and the man page.
 		cmd.HideHelpCommand = cmd.HideHelpCommand || leaf
-		withGlobalFlags(cmd.Subcommands, name)
+		withGlobalFlags(cmd.Subcommands, name, running)
 	}
 }
 
@@ -168,9 +180,9 @@ func noSubcommand(name string, subs []*cli.Command) cli.ActionFunc {
 		}
 		list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 		if c.NArg() == 0 {
-			return cli.Exit(fmt.Sprintf("%s needs one of %s: %s %s (see %s --help).", name, list, name, names[0], name), exitUsage)
+			return fail(exitUsage, "name one of %s: %s %s (see %s --help)", list, name, names[0], name)
 		}
-		return cli.Exit(fmt.Sprintf("%s: there is no %q; give one of %s (see %s --help).", name, c.Args().First(), list, name), exitUsage)
+		return fail(exitUsage, "there is no %q; give one of %s (see %s --help)", c.Args().First(), list, name)
 	}
 }
 
@@ -195,7 +207,7 @@ func flagAfterArgument(c *cli.Context, flags []cli.Flag, command string) error {
 		}
 		for _, f := range flags {
 			if slices.Contains(f.Names(), name) {
-				return cli.Exit(fmt.Sprintf("%s: %s is written after an argument, where it is not read; put flags before the arguments (see %s --help).", command, arg, command), exitUsage)
+				return fail(exitUsage, "%s is written after an argument, where it is not read; put flags before the arguments (see %s --help)", arg, command)
 			}
 		}
 	}
@@ -225,7 +237,7 @@ func decisionLog(c *cli.Context) (*decisionlog.File, error) {
 	detail := decisionlog.Detail{Calls: content || c.Bool("decision-log-calls"), Content: content}
 	l, err := decisionlog.Open(path, decisionlog.Options{Sync: c.Bool("decision-log-sync"), Detail: detail})
 	if err != nil {
-		return nil, cli.Exit("aimon-gw: "+err.Error()+"; give --decision-log a file the gateway can append to.", exitUsage)
+		return nil, fail(exitUsage, "%s; give --decision-log a file the gateway can append to", err.Error())
 	}
 	return l, nil
 }
@@ -258,7 +270,7 @@ func settleFlag() cli.Flag {
 func maxLineFlag(usage string) cli.Flag {
 	return &cli.IntFlag{Name: "max-line-bytes", Value: 16 << 20, Usage: usage, Action: func(c *cli.Context, n int) error {
 		if n < 1 {
-			return cli.Exit(fmt.Sprintf("aimon-gw %s: --max-line-bytes %d is not a positive number of bytes; give one such as 16777216 (the default, 16 MiB).", c.Command.Name, n), exitUsage)
+			return fail(exitUsage, "--max-line-bytes %d is not a positive number of bytes; give one such as 16777216 (the default, 16 MiB)", n)
 		}
 		return nil
 	}}
@@ -268,7 +280,7 @@ func maxLineFlag(usage string) cli.Flag {
 func drain(c *cli.Context, name string) (time.Duration, error) {
 	d := c.Duration(name)
 	if d <= 0 && (name != "drain-delay" || d < 0) {
-		return 0, cli.Exit(fmt.Sprintf("aimon-gw %s: --%s %s is not a positive duration; give one such as 30s.", c.Command.Name, name, d), exitUsage)
+		return 0, fail(exitUsage, "--%s %s is not a positive duration; give one such as 30s", name, d)
 	}
 	return d, nil
 }
@@ -352,7 +364,7 @@ func policyFlags() []cli.Flag {
 func loadTimeoutFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "load-timeout", Value: 5 * time.Second, Usage: "reject a policy that takes longer than this to load", Action: func(c *cli.Context, d time.Duration) error {
 		if d <= 0 {
-			return cli.Exit(fmt.Sprintf("aimon-gw %s: --load-timeout %s is not a positive duration; give one such as 5s (the default).", c.Command.Name, d), exitUsage)
+			return fail(exitUsage, "--load-timeout %s is not a positive duration; give one such as 5s (the default)", d)
 		}
 		return nil
 	}}

@@ -93,7 +93,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		), decisionLogFlags()...), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return cli.Exit(fmt.Sprintf("aimon-gw mcp takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
+				return fail(exitUsage, "%q is an argument, and mcp takes none; pass the policy with --policy", c.Args().First())
 			}
 			log, err := logger(c)
 			if err != nil {
@@ -143,7 +143,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 func serveMCP(ctx context.Context, p mcpParams) error {
 	chain, err := parseChain(p.Surface)
 	if err != nil {
-		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	workdir, err := resolveWorkdir(p.Workdir)
 	if err != nil {
@@ -157,7 +157,7 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	sandbox.Conceal(p.Secrets) // each caller's upstream credentials are the gateway's alone (rule R8)
 	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Secrets: p.Secrets, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
 		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals)}}
-	tracing, stopTracing, err := traced(ctx, "mcp", &ro.Gateway)
+	tracing, stopTracing, err := traced(ctx, &ro.Gateway)
 	if err != nil {
 		return err
 	}
@@ -168,27 +168,27 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 		return serveMCPHTTP(ctx, p, ro, tracing)
 	}
 	if a := p.httpOnly(); a != "" {
-		return cli.Exit(fmt.Sprintf("aimon-gw mcp: --%s is for serving over HTTP; give --listen ADDR too, or leave it out.", a), exitUsage)
+		return fail(exitUsage, "--%s is for serving over HTTP; give --listen ADDR too, or leave it out", a)
 	}
 	ro.Gateway.Session = gateway.NewSession() // the connection is the session (rule P18)
 	err = mcpfront.Serve(ctx, mcpfront.Options{Reload: ro,
 		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(), SDKCalls: p.sdkCalls,
 	})
-	var exit cli.ExitCoder
+	var exit error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, mcpfront.ErrSurface):
-		exit = cli.Exit(surfaceProblem("mcp", err), exitUsage)
+		exit = fail(exitUsage, "%s", surfaceProblem(err))
 	case isLoadError(err):
-		exit = cli.Exit(loadProblem(p.Policy, err), exitFinding)
+		exit = fail(exitFinding, "%s", loadProblem(p.Policy, err))
 	default:
-		exit = cli.Exit("aimon-gw mcp: "+err.Error()+".", exitUsage)
+		exit = fail(exitUsage, "%v", err)
 	}
 	if errors.Is(err, mcpfront.ErrStart) && !isTerminal(p.Stdin) {
 		// The client waits for its answer to initialize: give it the
 		// sentence, so that it shows why (the MCP Inspector).
-		mcpfront.Refuse(p.Stdin, p.Stdout, exit.Error(), 5*time.Second)
+		mcpfront.Refuse(p.Stdin, p.Stdout, sentence("aimon-gw mcp", exit.Error()), 5*time.Second)
 	}
 	return exit
 }
@@ -220,7 +220,7 @@ func (p mcpParams) httpOnly() string {
 // it answers the calls in flight and exits 0.
 func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *telemetry.Tracing) error {
 	usage := func(format string, args ...any) error {
-		return cli.Exit("aimon-gw mcp --listen: "+fmt.Sprintf(format, args...), exitUsage)
+		return fail(exitUsage, "--listen: "+format, args...)
 	}
 	if (p.TLSCert == "") != (p.TLSKey == "") {
 		return usage("--tls-cert and --tls-key go together; give both, or neither for plain HTTP behind a proxy that terminates TLS.")
@@ -295,11 +295,11 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	case err == nil:
 		return nil
 	case errors.As(err, &surface):
-		return cli.Exit(surfaceProblem("mcp", err), exitUsage)
+		return fail(exitUsage, "%s", surfaceProblem(err))
 	case isLoadError(err):
-		return cli.Exit(loadProblem(p.Policy, err), exitFinding)
+		return fail(exitFinding, "%s", loadProblem(p.Policy, err))
 	}
-	return cli.Exit("aimon-gw mcp --listen: "+err.Error()+".", exitUsage)
+	return fail(exitUsage, "--listen: %v", err)
 }
 
 // approvalPages is the out-of-band approvals of the policy's approvers

@@ -39,7 +39,7 @@ func pinCommand(stdout io.Writer) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw pin takes one policy directory: aimon-gw pin DIR.", exitUsage)
+				return fail(exitUsage, "give one policy directory: aimon-gw pin DIR")
 			}
 			log, err := logger(c)
 			if err != nil {
@@ -60,7 +60,7 @@ type pinned map[string]policy.Pin
 func pin(p pinParams) error {
 	gen, err := policy.Load(p.Dir)
 	if err != nil {
-		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
+		return fail(exitFinding, "%s", loadProblem(p.Dir, err))
 	}
 	if p.Log == nil {
 		p.Log = discard
@@ -92,7 +92,7 @@ func pin(p pinParams) error {
 		}
 		names, release, err := up.List(context.Background(), w)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw pin: server %s: %v.", server, err), exitFinding)
+			return fail(exitFinding, "server %s: %v", server, err)
 		}
 		defer release()
 		for _, n := range names {
@@ -115,7 +115,7 @@ func pin(p pinParams) error {
 			if p.Diff && !slices.Contains(slices.Collect(maps.Keys(gen.Wildcards)), t.Upstream.Server) {
 				continue // a named tool the server no longer lists: removed
 			}
-			return cli.Exit(fmt.Sprintf("aimon-gw pin: tool %s: %v.", name, err), exitFinding)
+			return fail(exitFinding, "tool %s: %v", name, err)
 		}
 		b, digest := provision.PinnedDefinition(def)
 		now[t.Upstream.Server][t.Upstream.Tool] = policy.Pin{SHA256: digest, Definition: b}
@@ -123,14 +123,14 @@ func pin(p pinParams) error {
 	if p.Diff {
 		if changes := pinDiff(old, now); changes != "" {
 			fmt.Fprint(p.Stdout, changes)
-			return cli.Exit("", exitFinding)
+			return quiet(exitFinding)
 		}
 		fmt.Fprintf(p.Stdout, "aimon-gw pin --diff: every tool is as %s pins it.\n", filepath.Join(p.Dir, "pins.cue"))
 		return nil
 	}
 	src, err := pinsFile(now)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw pin: %v.", err), exitFinding)
+		return fail(exitFinding, "%v", err)
 	}
 	file := filepath.Join(p.Dir, "pins.cue")
 	if old, err := os.ReadFile(file); err == nil && bytes.Equal(old, src) {
@@ -138,7 +138,7 @@ func pin(p pinParams) error {
 		return nil
 	}
 	if err := os.WriteFile(file, src, 0o644); err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw pin: %v.", err), exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	fmt.Fprintf(p.Stdout, "aimon-gw pin: wrote %s; review it and commit it beside the policy.\n", file)
 	return nil

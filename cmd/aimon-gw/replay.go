@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
@@ -22,27 +21,27 @@ func replayCommand(stdout io.Writer) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw replay takes one decision log: aimon-gw replay --policy DIR LOG.", exitUsage)
+				return fail(exitUsage, "give one decision log: aimon-gw replay --policy DIR LOG")
 			}
 			if c.String("policy") == "" {
-				return cli.Exit("aimon-gw replay needs the candidate policy: aimon-gw replay --policy DIR LOG.", exitUsage)
+				return fail(exitUsage, "give the candidate policy: aimon-gw replay --policy DIR LOG")
 			}
 			name := c.Args().First()
 			f, err := os.Open(name)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw replay: %v; give the decision log's path.", err), exitUsage)
+				return fail(exitUsage, "%v; give the decision log's path", err)
 			}
 			defer f.Close()
 			o := replay.Options{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Name: name}
 			rep, err := replay.Run(c.Context, f, o)
 			if err != nil {
-				return cli.Exit("aimon-gw replay: "+err.Error()+".", exitUsage)
+				return fail(exitUsage, "%v", err)
 			}
 			if err := rep.Print(stdout, o); err != nil {
-				return cli.Exit(fmt.Sprintf("aimon-gw replay: %v.", err), exitUsage)
+				return fail(exitUsage, "%v", err)
 			}
 			if c.Bool("fail-on-change") && len(rep.Changes) > 0 {
-				return cli.Exit("", exitFinding)
+				return quiet(exitFinding)
 			}
 			return nil
 		},

@@ -54,7 +54,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 		), decisionLogFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return cli.Exit(fmt.Sprintf("aimon-gw serve takes no arguments, got %q; pass the policy with --policy.", c.Args().First()), exitUsage)
+				return fail(exitUsage, "%q is an argument, and serve takes none; pass the policy with --policy", c.Args().First())
 			}
 			log, err := logger(c)
 			if err != nil {
@@ -89,7 +89,7 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 func serve(ctx context.Context, p serveParams) error {
 	chain, err := parseChain(p.Surface)
 	if err != nil {
-		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	workdir, err := resolveWorkdir(p.Workdir)
 	if err != nil {
@@ -101,7 +101,7 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	defer closeState()
 	o := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals), Session: gateway.NewSession()}
-	_, stopTracing, err := traced(ctx, "serve", &o)
+	_, stopTracing, err := traced(ctx, &o)
 	if err != nil {
 		return err
 	}
@@ -114,10 +114,10 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	defer rt.Close()
 	if err := rt.Gateway().CheckChain(nil); err != nil {
-		return cli.Exit(surfaceProblem("serve", err), exitUsage) // as mcp does
+		return fail(exitUsage, "%s", surfaceProblem(err)) // as mcp does
 	}
 	if err := rt.Gateway().Serve(ctx, p.Stdin, p.Stdout); err != nil {
-		return cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	return nil
 }
@@ -169,11 +169,11 @@ func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a
 	var key []byte
 	if file != "" {
 		if key, err = gateway.ReadApprovalKey(file); err != nil {
-			return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+			return nil, nil, fail(exitUsage, "%v", err)
 		}
 	}
 	if a, err = gateway.NewApprovals(key, ttl); err != nil {
-		return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return nil, nil, fail(exitUsage, "%v", err)
 	}
 	if file == "" && spec == "" {
 		// A key of this process's own seals tokens no other process
@@ -183,12 +183,12 @@ func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a
 	dir := ""
 	if spec == "" {
 		if dir, err = state.DefaultDir(); err != nil {
-			return nil, nil, cli.Exit("aimon-gw: there is no state directory to record spent approvals in ("+err.Error()+"); give --state DIR or --state redis://HOST:PORT.", exitUsage)
+			return nil, nil, fail(exitUsage, "there is no state directory to record spent approvals in (%v); give --state DIR or --state redis://HOST:PORT", err)
 		}
 	}
 	st, err := state.Open(spec, dir)
 	if err != nil {
-		return nil, nil, cli.Exit("aimon-gw: "+err.Error()+".", exitUsage)
+		return nil, nil, fail(exitUsage, "%v", err)
 	}
 	if d := state.LocalDir(st); d != "" {
 		sandbox.Conceal(d) // a tool that removed a spend could run an approval again (rule R8)
@@ -220,27 +220,27 @@ func warnUnbounded(log *slog.Logger) {
 func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
 	rt, err := reload.Start(ctx, o)
 	if err != nil {
-		return nil, cli.Exit(loadProblem(o.Dir, err), exitFinding)
+		return nil, fail(exitFinding, "%s", loadProblem(o.Dir, err))
 	}
 	return rt, nil
 }
 
 // surfaceProblem is the sentence for a --surface the policy cannot run.
-func surfaceProblem(command string, err error) string {
+func surfaceProblem(err error) string {
 	msg := strings.TrimSuffix(err.Error(), ".")
 	msg = strings.TrimSuffix(msg, ". The tool was not executed")
 	if msg != "" {
 		msg = strings.ToLower(msg[:1]) + msg[1:]
 	}
-	return fmt.Sprintf("aimon-gw %s: %s; give --surface a chain the policy declares.", command, msg)
+	return msg + "; give --surface a chain the policy declares"
 }
 
 // loadProblem is the sentence for a policy that does not load.
 func loadProblem(dir string, err error) string {
 	if dir == "" {
-		return fmt.Sprintf("aimon-gw: %v", err)
+		return err.Error()
 	}
-	return fmt.Sprintf("aimon-gw: the policy in %s does not load:\n%v", dir, err)
+	return fmt.Sprintf("the policy in %s does not load:\n%v", dir, err)
 }
 
 // dlogOrNil keeps a nil *decisionlog.File a nil interface.

@@ -4,18 +4,16 @@ import (
 	"context"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"aimon.dev/gw/internal/front/telemetry"
 	"aimon.dev/gw/internal/runtime/gateway"
 )
 
 // traced sets up tracing from the OTEL_* environment (off when it names
 // no exporter) into o; stop exports what is left, within a few seconds.
-func traced(ctx context.Context, command string, o *gateway.Options) (t *telemetry.Tracing, stop func(), err error) {
+func traced(ctx context.Context, o *gateway.Options) (t *telemetry.Tracing, stop func(), err error) {
 	t, err = telemetry.FromEnv(ctx)
 	if err != nil {
-		return nil, nil, cli.Exit("aimon-gw "+command+": "+err.Error()+".", exitUsage)
+		return nil, nil, fail(exitUsage, "%v", err)
 	}
 	o.Trace = t.Tracer()
 	return t, func() {

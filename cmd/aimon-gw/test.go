@@ -37,7 +37,7 @@ func testCommand(stdout io.Writer) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return cli.Exit("aimon-gw test takes at most one policy directory: aimon-gw test [DIR].", exitUsage)
+				return fail(exitUsage, "give at most one policy directory: aimon-gw test [DIR]")
 			}
 			dir := c.Args().First()
 			if dir == "" {
@@ -55,12 +55,12 @@ func policyTest(p testParams) error {
 	if p.Run != "" {
 		var err error
 		if run, err = regexp.Compile(p.Run); err != nil {
-			return cli.Exit(fmt.Sprintf("aimon-gw test: --run %q is not a regular expression: %v.", p.Run, err), exitUsage)
+			return fail(exitUsage, "--run %q is not a regular expression: %v", p.Run, err)
 		}
 	}
 	if p.Principal != "" {
 		if _, err := ipolicy.ParseClaims(p.Principal); err != nil {
-			return cli.Exit("aimon-gw test: --principal: "+err.Error()+".", exitUsage)
+			return fail(exitUsage, "--principal: %v", err)
 		}
 	}
 	ctx := context.Background()
@@ -78,18 +78,18 @@ func policyTest(p testParams) error {
 		return pol.Test(ctx, policy.TestOptions{Run: run, Principal: p.Principal})
 	}()
 	if err != nil {
-		return cli.Exit(loadProblem(p.Dir, err), exitFinding)
+		return fail(exitFinding, "%s", loadProblem(p.Dir, err))
 	}
 	if len(results) == 0 && run != nil {
 		if all, err := pol.Test(ctx, policy.TestOptions{Principal: p.Principal}); err == nil && len(all) > 0 {
-			return cli.Exit(fmt.Sprintf("aimon-gw test: --run %q matches none of the %d tests of %s; give a pattern that matches a case's name (aimon-gw test -v lists them).", p.Run, len(all), p.Dir), exitUsage)
+			return fail(exitUsage, "--run %q matches none of the %d tests of %s; give a pattern that matches a case's name (aimon-gw test -v lists them)", p.Run, len(all), p.Dir)
 		}
 	}
 	// Nothing tested is not a pass: a CI step that ran no case would pass
 	// whatever the policy says.
 	if len(results) == 0 {
 		fmt.Fprintf(p.Stdout, "FAIL: the policy in %s has no tests; write cases in its tests: field, each a call and the verdict it must get (aimon-gw init writes an example).\n", p.Dir)
-		return cli.Exit("", exitFinding)
+		return quiet(exitFinding)
 	}
 	failed := 0
 	for _, r := range results {
@@ -103,7 +103,7 @@ func policyTest(p testParams) error {
 	}
 	if failed > 0 {
 		fmt.Fprintf(p.Stdout, "FAIL: %d of %d tests failed\n", failed, len(results))
-		return cli.Exit("", exitFinding)
+		return quiet(exitFinding)
 	}
 	fmt.Fprintf(p.Stdout, "ok: %d tests passed\n", len(results))
 	return nil

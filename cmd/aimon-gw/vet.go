@@ -36,7 +36,7 @@ func vetCommand(stdout io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (file:line:col: message), json (an array of problems), or github (workflow commands)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("aimon-gw vet takes one policy directory: aimon-gw vet DIR.", exitUsage)
+				return fail(exitUsage, "give one policy directory: aimon-gw vet DIR")
 			}
 			log, err := logger(c)
 			if err != nil {
@@ -55,10 +55,10 @@ func vet(p vetParams) error {
 	switch p.Format {
 	case "", "text", "json", "github":
 	default:
-		return cli.Exit(fmt.Sprintf("aimon-gw vet: --format %q is not a format; use text, json or github.", p.Format), exitUsage)
+		return fail(exitUsage, "--format %q is not a format; use text, json or github", p.Format)
 	}
 	if st, err := os.Stat(p.Dir); err != nil || !st.IsDir() {
-		return cli.Exit(fmt.Sprintf("aimon-gw vet: %s is not a directory; give vet the directory of a policy: aimon-gw vet DIR.", p.Dir), exitUsage)
+		return fail(exitUsage, "%s is not a directory; give vet the directory of a policy: aimon-gw vet DIR", p.Dir)
 	}
 	if p.Log == nil {
 		p.Log = discard
@@ -74,14 +74,14 @@ func vet(p vetParams) error {
 		problems, err = pol.Vet(orBackground(p.Ctx))
 	}
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v", err), exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	if err := printProblems(p.Stdout, p.Format, problems); err != nil {
-		return cli.Exit(fmt.Sprintf("aimon-gw vet: %v.", err), exitUsage)
+		return fail(exitUsage, "%v", err)
 	}
 	for _, d := range problems {
 		if !d.Warning || p.Strict {
-			return cli.Exit("", exitFinding)
+			return quiet(exitFinding)
 		}
 	}
 	return nil

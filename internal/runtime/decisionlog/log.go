@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -176,6 +177,10 @@ type File struct {
 func Open(path string, o Options) (*File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said already, and "open" is no news
+		}
 		return nil, fmt.Errorf("cannot open the decision log %s: %w", path, err)
 	}
 	return &File{f: f, path: path, sync: o.Sync, running: map[key]Record{}, detail: o.Detail}, nil
