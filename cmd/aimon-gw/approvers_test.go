@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/testkit/authntest"
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // approversPolicy asks before every mkdir, and has the release managers
@@ -160,13 +161,7 @@ func approverBrowser(t *testing.T) context.Context {
 	t.Helper()
 	bin := "/usr/bin/chromium"
 	if _, err := os.Stat(bin); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			bin = p
-		} else if os.Getenv("CI") != "" {
-			t.Fatalf("chromium is needed for the approval page's tests (apt-get install chromium): %v", err)
-		} else {
-			t.Skip("chromium is not installed")
-		}
+		bin = need.Command(t, "chromium", "the approval page's tests drive it (apt-get install chromium)")
 	}
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),

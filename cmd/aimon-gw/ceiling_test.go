@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestR5SurfaceIsACeiling: through the binary, a line's own chain may only
@@ -12,7 +14,7 @@ import (
 func TestR5SurfaceIsACeiling(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy
 
 import "aimon.dev/gw/schema"

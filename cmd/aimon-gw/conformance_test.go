@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/txtar"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestR2MCPConformance plays the MCP conformance cases of
@@ -88,7 +90,7 @@ func runConformance(t *testing.T, bin, path string) {
 		t.Fatalf("%s: no client frames", path)
 	}
 	if !haveMod {
-		writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+		writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), policydir.Module)
 	}
 
 	cmd := exec.Command(bin, append([]string{"mcp", "--log-level", "error", "--cache", "off", "--policy", policy, "--workdir", work}, args...)...)

@@ -9,13 +9,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 func moduleDir(t *testing.T, policy string) string {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	writeFile(t, filepath.Join(dir, "policy.cue"), policy)
-	return dir
+	return policydir.Write(t, map[string]string{"policy.cue": policy})
 }
 
 // TestR5HalfWrittenPolicyIsNeverInForce: a writer that pauses mid-write for
@@ -155,7 +154,7 @@ func TestR3MarkdownEditsReload(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "policy")
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]
 surfaces: from: ["../.claude"]
 `)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // The file tools keep to what was decided (rule R6, with P4's lexical
@@ -31,7 +33,7 @@ func filesRoot(t *testing.T, extra string) (root string, serve func(lines ...str
 	os.Symlink(filepath.Join(root, "outside"), filepath.Join(root, "allowed/link"))
 	os.Symlink(filepath.Join(root, "outside/new.txt"), filepath.Join(root, "allowed/dangling"))
 	os.Symlink(filepath.Join(root, "allowed/f.txt"), filepath.Join(root, "allowed/inside-link"))
-	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(root, "policy/policy.cue"), fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
@@ -243,7 +245,7 @@ func TestP4WorkdirWithGlobCharactersIsItsName(t *testing.T) {
 		os.WriteFile(filepath.Join(root, f), []byte(body), 0o644)
 	}
 	os.MkdirAll(filepath.Join(root, "policy/cue.mod"), 0o755)
-	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(root, "policy/policy.cue"), `package policy
 
 import "aimon.dev/gw/schema"

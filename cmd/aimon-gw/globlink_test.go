@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestR6GlobWalksNoLinkOutOfTheList: a directory link inside the tree
@@ -21,7 +23,7 @@ func TestR6GlobWalksNoLinkOutOfTheList(t *testing.T) {
 	if err := os.Symlink(outside, proj+"/gs"); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, root+"/policy/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, root+"/policy/cue.mod/module.cue", policydir.Module)
 	writeFile(t, root+"/policy/policy.cue", fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // inspector finds the MCP Inspector CLI that .ci/run installs (npm ci in
@@ -13,14 +13,7 @@ import (
 // skips, except under CI, where it must be there.
 func inspector(t *testing.T) string {
 	t.Helper()
-	bin, _ := filepath.Abs("../../.ci/npm/node_modules/.bin/mcp-inspector")
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the MCP Inspector CLI is needed at %s; .ci/run installs it with npm ci in .ci/npm", bin)
-		}
-		t.Skip("no MCP Inspector CLI; run npm ci in .ci/npm")
-	}
-	return bin
+	return need.File(t, "the MCP Inspector CLI", "../../.ci/npm/node_modules/.bin/mcp-inspector", "run npm ci in .ci/npm (.ci/run does)")
 }
 
 // TestMCPInspectorCLI drives aimon-gw mcp with the MCP Inspector's CLI, a

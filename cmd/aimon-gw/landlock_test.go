@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // llLayout is a project under a read-only parent (root/work/proj, the
@@ -24,7 +26,7 @@ func llLayout(t *testing.T, u gatewayUser, extra, deny string) (root, proj, poli
 	proj, policy = root+"/work/proj", root+"/policy"
 	os.MkdirAll(proj, 0o755)
 	os.MkdirAll(policy+"/cue.mod", 0o755)
-	writeFile(t, policy+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
 	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // BenchmarkMCPCall is an Echo call through aimon-gw mcp (the guard, the
@@ -24,7 +26,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	defer cancel()
 	dir := b.TempDir()
 	for name, text := range map[string]string{
-		"cue.mod/module.cue": "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n",
+		"cue.mod/module.cue": policydir.Module,
 		"policy.cue":         "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\nvalidation: \"enforce\"\nagent: \"allowed-tools\": [\"Echo\"]\n",
 	} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)

@@ -16,6 +16,7 @@ import (
 
 	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 const relayServerPkg = "aimon.dev/gw/internal/runtime/provision/testdata/relayserver"
@@ -126,7 +127,7 @@ func (s *mcpSession) end(t *testing.T) {
 // member, a _meta the SDK refuses).
 func TestR7MCPDirectAndSDKAnswerAlike(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
 	got := filepath.Join(dir, "frames")
 	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
 
@@ -255,7 +256,7 @@ func TestP15MCPDirectElicitsApproval(t *testing.T) {
 // on.
 func TestR2MCPCancelledUpstreamCallReachesTheServer(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
 	got := filepath.Join(dir, "frames")
 	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
 

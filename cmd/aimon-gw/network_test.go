@@ -5,24 +5,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"aimon.dev/gw/internal/exec/netproxy"
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // needCurl fails the test without curl under CI, and skips it elsewhere.
 func needCurl(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("curl is needed to reach the sandbox's proxy: %v; .ci/run installs it", err)
-		}
-		t.Skip(err)
-	}
+	need.Command(t, "curl", "it reaches the sandbox's proxy; .ci/run installs it")
 }
 
 // countingServer answers body to every request and counts them.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // The hostile cases of rule P16, end to end through the binary: with
@@ -89,7 +91,7 @@ func p16Layout(t testing.TB, u gatewayUser, lists string) *p16Env {
 		os.MkdirAll(d, 0o755)
 	}
 	e.env = []string{"HOME=" + e.home, "XDG_CACHE_HOME=" + e.home + "/.cache", "XDG_STATE_HOME=" + e.home + "/.state"}
-	writeFile(t, e.policy+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, e.policy+"/cue.mod/module.cue", policydir.Module)
 	writeFile(t, e.policy+"/policy.cue", fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // p16Racer execs touch, in each of n children, with an argument another
@@ -52,13 +54,7 @@ int main(int argc, char **argv) {
 // p16RacerBinary compiles p16Racer with gcc into dir.
 func p16RacerBinary(t *testing.T, dir string) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("gcc is needed to build the racing program (%v); .ci/run installs it", err)
-		}
-		t.Skipf("no gcc: %v", err)
-	}
+	gcc := need.Command(t, "gcc", "it builds the racing program; .ci/run installs it")
 	src := filepath.Join(dir, "racer.c")
 	writeFile(t, src, p16Racer)
 	bin := filepath.Join(dir, "racer")

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // p17Layout is a project with secrets that Read's deny and ask entries
@@ -28,7 +30,7 @@ func p17Layout(t *testing.T, u gatewayUser) (proj, policy string) {
 	} {
 		writeFile(t, proj+"/"+name, content)
 	}
-	writeFile(t, policy+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
 	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

@@ -19,6 +19,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/testkit/lockedbuf"
+	"aimon.dev/gw/internal/testkit/need"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // smallTmpfs mounts a tmpfs of one page, for a decision log on a disk that
@@ -32,10 +36,7 @@ func smallTmpfs(t *testing.T) string {
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4k,mode=0777"); err != nil {
 		os.Remove(dir)
-		if os.Getenv("CI") != "" {
-			t.Fatalf("cannot mount a tmpfs for a full disk (run the tests as root): %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs for a full disk (needs root): %v", err)
+		need.Missing(t, "a tmpfs for a full disk cannot be mounted (run the tests as root): %v", err)
 	}
 	t.Cleanup(func() {
 		syscall.Unmount(dir, syscall.MNT_DETACH)
@@ -100,7 +101,7 @@ func TestR10ACallWhoseRecordCannotBeWrittenDoesNotRun(t *testing.T) {
 				os.Mkdir(work, 0o777)
 				os.Chmod(work, 0o777)
 				policy := filepath.Join(base, "policy")
-				writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+				writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), policydir.Module)
 				writeFile(t, filepath.Join(policy, "policy.cue"), "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Write: schema.#Write\nagent: \"allowed-tools\": [\"Write(./**)\"]\n")
 				filepath.Walk(policy, func(p string, _ os.FileInfo, _ error) error { return os.Chmod(p, 0o755) })
 				write := func(id string) string {
@@ -498,7 +499,7 @@ agent: "allowed-tools": ["Echo", "mute__x"]
 `)
 	cmd := exec.Command(gatewayBinary(t), "--log-level", "debug", "serve", "--policy", dir, "--cache", "off")
 	in, _ := cmd.StdinPipe()
-	var stderr lockedBuffer
+	var stderr lockedbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

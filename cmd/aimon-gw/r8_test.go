@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/need"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // The hostile cases of rule R8, end to end through the binary, each run
@@ -80,7 +83,7 @@ func r8Root(t *testing.T, u gatewayUser, base string) *r8Layout {
 	copyFile(t, misbehave(t), l.plugin)
 	writeFile(t, root+"/proj/conf/secret/key", "sk-hidden-key\n")
 	writeFile(t, root+"/proj/f.txt", "mine\n")
-	writeFile(t, root+"/proj/gw/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, root+"/proj/gw/cue.mod/module.cue", policydir.Module)
 	writeFile(t, root+"/proj/.claude/agents/docs.md", "---\nname: docs\ndescription: Writes the docs.\ntools: Read, Write, Bash, Glob\n---\nWrite the docs.\n")
 	writeFile(t, l.policy+"/policy.cue", fmt.Sprintf(`package policy
 
@@ -156,12 +159,7 @@ func sum(t *testing.T, path string) string {
 // or shows nothing, as root and as nobody.
 func TestR8SandboxHoldsWhoeverRunsTheGateway(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("python3 is needed to call add_key: %v; .ci/run installs it", err)
-		}
-		t.Skip(err)
-	}
+	need.Command(t, "python3", "it calls add_key; .ci/run installs it")
 	eachUser(t, "/var/tmp", func(t *testing.T, l *r8Layout) {
 		probe := "/usr/aimon-gw-r8-probe"
 		cases := []struct {

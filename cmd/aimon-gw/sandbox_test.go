@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/need"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // The hostile cases of rule R6, end to end through the binary: whatever a
@@ -23,10 +26,7 @@ import (
 func needBwrap(t testing.TB) {
 	t.Helper()
 	if err := exec.Command("bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "true").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bwrap is needed and does not run here (%v); .ci/run installs bubblewrap", err)
-		}
-		t.Skipf("bwrap does not run here: %v", err)
+		need.Missing(t, "bwrap is needed and does not run here (%v); .ci/run installs bubblewrap", err)
 	}
 }
 
@@ -43,7 +43,7 @@ func sandboxRoot(t *testing.T) string {
 	for _, d := range []string{"allowed/docs", "outside", "allowed/policy/cue.mod"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
-	writeFile(t, filepath.Join(root, "allowed/policy/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(root, "allowed/policy/cue.mod/module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(root, "allowed/policy/policy.cue"), fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

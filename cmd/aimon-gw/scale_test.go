@@ -21,20 +21,16 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/testkit/lockedbuf"
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // needCommand finds a program the scale-out test needs on PATH: without it
 // the test skips, except under CI, where it fails.
 func needCommand(t *testing.T, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is needed; .ci/run installs it (%s)", name, pkg)
-		}
-		t.Skipf("no %s; install %s", name, pkg)
-	}
-	return p
+	return need.Command(t, name, fmt.Sprintf(".ci/run installs it (%s)", pkg))
 }
 
 // npmDir is where the npm packages the test runs are installed: .ci/npm,
@@ -47,10 +43,7 @@ func npmDir(t *testing.T, pkgs ...string) string {
 	}
 	for _, p := range pkgs {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", p, "package.json")); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("the npm package %s is needed in %s; .ci/run installs it with npm ci", p, dir)
-			}
-			t.Skipf("no npm package %s in %s; run npm ci in .ci/npm", p, dir)
+			need.Missing(t, "the npm package %s is needed in %s; run npm ci in .ci/npm (.ci/run does)", p, dir)
 		}
 	}
 	return dir
@@ -87,7 +80,7 @@ func startProcess(t *testing.T, ready string, name string, args ...string) (wait
 func spawn(t *testing.T, ready string, name string, args ...string) (wait, stop func()) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	var out lockedBuffer
+	var out lockedbuf.Buffer
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -130,23 +123,6 @@ func spawn(t *testing.T, ready string, name string, args ...string) (wait, stop 
 		}
 	}
 	return wait, stop
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // idp is oidc-provider (npm) issuing JWT access tokens by client

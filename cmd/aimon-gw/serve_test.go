@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // session drives serve over pipes, one line in and one line out.
@@ -109,7 +111,7 @@ const reloadHeader = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools:
 func TestR3ServeFollowsPolicyEdits(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	policyFile := filepath.Join(dir, "policy.cue")
 	writeFile(t, policyFile, reloadHeader+`agent: "allowed-tools": ["Echo"]`+"\n")
 	s := startServe(t, dir)
@@ -151,7 +153,7 @@ func TestR3ServeFollowsPolicyEdits(t *testing.T) {
 // TestR3SIGHUPReloads: SIGHUP reloads even when no event was seen.
 func TestR3SIGHUPReloads(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader)
 	s := startServe(t, dir)
 	s.send(`{"type":"status"}`)
@@ -178,7 +180,7 @@ func pluginPids(path string) []string {
 func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 	bin := wordcount(t)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	policyFile := filepath.Join(dir, "policy.cue")
 	writeFile(t, policyFile, reloadHeader+"tools: WordCount: plugin: command: [\""+bin+"\"]\n")
 	s := startServe(t, dir)

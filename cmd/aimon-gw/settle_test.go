@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/lockedbuf"
 )
 
 // TestR3TwoFileEditGoesInForceWhole: an edit of two files renamed into
@@ -27,7 +29,7 @@ agent: "allowed-tools": ["Echo", if _x != _y {"Glob"}]
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off") // the default --settle
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
-	var stderr lockedBuffer
+	var stderr lockedbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -134,7 +136,7 @@ agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off")
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
-	var stderr lockedBuffer
+	var stderr lockedbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

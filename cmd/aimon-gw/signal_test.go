@@ -10,11 +10,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 func bashPolicy(t *testing.T) string {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy
 
 import "aimon.dev/gw/schema"

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // approvedRead is the Read of path sent back with token.
@@ -248,13 +250,7 @@ func (s *lineSession) close() {
 // CI and skips elsewhere when redis-server is missing.
 func startRedis(t *testing.T) (addr string, stop func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is needed (apt-get install redis-server): %v", err)
-		}
-		t.Skip("redis-server is not installed")
-	}
+	bin := need.Command(t, "redis-server", "apt-get install redis-server")
 	port := strconv.Itoa(freePort(t))
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"aimon.dev/gw/internal/runtime/ticket"
 	"aimon.dev/gw/internal/testkit/claudecode"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // hookSealed asks aimon-gw hook claude-code, run as argv (the binary,
@@ -69,7 +70,7 @@ func ticketLayout(t *testing.T, u gatewayUser, extra ...string) (proj, policy, a
 	proj, policy, agent = root+"/proj", root+"/policy", root+"/proj/agent"
 	for _, dir := range []string{policy, agent} {
 		os.MkdirAll(dir+"/cue.mod", 0o755)
-		writeFile(t, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+		writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
 	}
 	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
 
@@ -308,7 +309,7 @@ agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
 	r := newClaudeRun(t, policy)
 	p := func(name string) string { return filepath.Join(r.project, name) }
 	// What the session could have written with allowed calls.
-	writeFile(t, p("agent/cue.mod/module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, p("agent/cue.mod/module.cue"), policydir.Module)
 	writeFile(t, p("agent/policy.cue"), "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Bash: schema.#Bash & {sandbox: mode: \"off\"}\nagent: \"allowed-tools\": [\"Bash\"]\n")
 	own := shellQuote(gatewayBinary(t)) + " exec --approved --policy ./agent --workdir . -- 'touch own.txt'"
 	key := filepath.Join(ticket.Dir(), ticket.KeyName)

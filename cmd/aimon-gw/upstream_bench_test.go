@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // BenchmarkUpstreamFrontEnds: one Echo call to the in-test go-sdk server
@@ -32,7 +34,7 @@ import (
 func BenchmarkUpstreamFrontEnds(b *testing.B) {
 	bin := fsServer(b)
 	dir := b.TempDir()
-	writeFile(b, dir+"/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(b, dir+"/cue.mod/module.cue", policydir.Module)
 	writeFile(b, dir+"/policy.cue", fmt.Sprintf(`package policy
 
 servers: fs: {command: [%q], expose: ["echo"], pin: false}

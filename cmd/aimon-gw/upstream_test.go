@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/testkit/mcptest"
+	"aimon.dev/gw/internal/testkit/need"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -84,14 +85,7 @@ validation: "enforce"
 // skips without it, except under CI.
 func npmBin(t *testing.T, name string) string {
 	t.Helper()
-	bin, _ := filepath.Abs("../../.ci/npm/node_modules/.bin/" + name)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is needed at %s; .ci/run installs it with npm ci in .ci/npm", name, bin)
-		}
-		t.Skipf("no %s; run npm ci in .ci/npm", name)
-	}
-	return bin
+	return need.File(t, name, "../../.ci/npm/node_modules/.bin/"+name, "run npm ci in .ci/npm (.ci/run does)")
 }
 
 // TestS3NPMFilesystemServerNarrowed: the reference filesystem server from

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP14LinksLeadNotIntoWhatTheListsWithhold: a symbolic link inside the
@@ -145,7 +147,7 @@ func withheldLayout(t *testing.T, dir string, files map[string]string, body stri
 	for name, content := range files {
 		writeFile(t, filepath.Join(base, name), content)
 	}
-	writeFile(t, root+"/proj/gw/cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(t, root+"/proj/gw/cue.mod/module.cue", policydir.Module)
 	writeFile(t, root+"/proj/gw/policy/policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n"+fmt.Sprintf(body, base))
 	return root
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/testkit/cputime"
+	needs "aimon.dev/gw/internal/testkit/need"
 	"aimon.dev/gw/tools"
 )
 
@@ -51,10 +52,7 @@ func program(b *testing.B, names ...string) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") != "" {
-		b.Fatalf("%s is not installed; .ci/run installs ripgrep and fd-find", names[0])
-	}
-	b.Skipf("%s is not installed (Debian: ripgrep, fd-find)", names[0])
+	needs.Missing(b, "%s is not installed; .ci/run installs ripgrep and fd-find (Debian packages)", names[0])
 	return ""
 }
 

@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 
 	"aimon.dev/gw/examples/plugins/wordcount"
 	"aimon.dev/gw/internal/testkit/gobuild"
+	"aimon.dev/gw/internal/testkit/lockedbuf"
 	"aimon.dev/gw/plugin"
 	"aimon.dev/gw/tools"
 )
@@ -63,27 +63,9 @@ func helperMain(plugin string) int {
 	return 0
 }
 
-// logBuffer collects a test host's log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newHost(t *testing.T, opts ...Option) (*Host, *logBuffer) {
+func newHost(t *testing.T, opts ...Option) (*Host, *lockedbuf.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &lockedbuf.Buffer{}
 	h := New(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
 	t.Cleanup(func() {
 		h.Close()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP14PolicyTestsWantAsk: a policy test may want a call that needs
@@ -20,7 +22,7 @@ func TestP14PolicyTestsWantAsk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	write("cue.mod/module.cue", policydir.Module)
 	write("policy.cue", `package policy
 
 import "aimon.dev/gw/schema"

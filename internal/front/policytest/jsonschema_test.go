@@ -11,6 +11,7 @@ import (
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP8YAMLInputAsJSONSchema: a YAML policy whose tool input is written
@@ -20,7 +21,7 @@ import (
 // (issue 33).
 func TestP8YAMLInputAsJSONSchema(t *testing.T) {
 	cueDir := writeDir(t, map[string]string{
-		"cue.mod/module.cue": "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n",
+		"cue.mod/module.cue": policydir.Module,
 		"policy.cue": `package policy
 
 import (

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP10PolicyTestsNameTheirCaller: a case may name its caller instead of
@@ -15,7 +17,7 @@ import (
 func TestP10PolicyTestsNameTheirCaller(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
-		"cue.mod/module.cue": "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n",
+		"cue.mod/module.cue": policydir.Module,
 		"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"

@@ -18,6 +18,7 @@ import (
 	"aimon.dev/gw/internal/front/httpfront"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // traceparent adds a W3C trace context and a bearer token to each request.
@@ -38,7 +39,7 @@ func TestR7TracesAnMCPCallOverHTTP(t *testing.T) {
 	tr, exp := tracing(t)
 	m := NewMetrics()
 	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeTestFile(t, filepath.Join(dir, "policy.cue"), `package policy
 
 import "aimon.dev/gw/schema"

@@ -21,6 +21,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
 	"aimon.dev/gw/internal/testkit/mcptest"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // start serves the embedded default policy (Echo, and Read, Glob, Grep
@@ -341,7 +342,7 @@ func TestR4MetricsShowUpstreamHealth(t *testing.T) {
 	echo := mcptest.NewEcho(t, "s3cret")
 	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
 	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writeTestFile(t, filepath.Join(dir, "policy.cue"), fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/policydir"
 	"aimon.dev/gw/tools"
 )
 
@@ -33,7 +34,7 @@ func load(t *testing.T, body string) *policy.Generation {
 	t.Helper()
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte(policydir.Module), 0o644)
 	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte("package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"+body), 0o644)
 	g, err := policy.Load(dir)
 	if err != nil {

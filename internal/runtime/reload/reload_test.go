@@ -14,6 +14,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/testkit/gobuild"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 var misbehaveBin string
@@ -43,10 +44,7 @@ func writeFile(t *testing.T, path, body string) {
 }
 
 func policyDir(t *testing.T, body string) string {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	writeFile(t, filepath.Join(dir, "policy.cue"), header+body)
-	return dir
+	return policydir.Write(t, map[string]string{"policy.cue": header + body})
 }
 
 func start(t *testing.T, dir string) *Runtime {

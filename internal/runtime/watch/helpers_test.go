@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/lockedbuf"
 )
 
 // waitLimit bounds every wait for a reload: it is a deadline against a hang,
@@ -74,36 +73,18 @@ func revision(t testing.TB, files map[string]string) string {
 	return g.Revision
 }
 
-// logs is a concurrency-safe log sink.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // harness runs a Watcher whose swap stores into cur, as the gateway does.
 type harness struct {
 	w        *Watcher
 	cur      atomic.Pointer[policy.Generation]
 	statuses chan Status
 	reloads  atomic.Int64
-	logs     *logs
+	logs     *lockedbuf.Buffer
 }
 
 func start(t testing.TB, dir string, opts Options) *harness {
 	t.Helper()
-	h := &harness{statuses: make(chan Status, 4096), logs: &logs{}}
+	h := &harness{statuses: make(chan Status, 4096), logs: &lockedbuf.Buffer{}}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -5,14 +5,18 @@
 package importcase
 
 import (
+	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"aimon.dev/gw/internal/exec/pluginhost"
 	"aimon.dev/gw/internal/front/importkit"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/reload"
 	"aimon.dev/gw/internal/testkit/policydir"
 )
 
@@ -46,7 +50,7 @@ func (im Import) Each(t *testing.T, f func(t *testing.T, name string, files []st
 			if err != nil {
 				t.Fatal(err)
 			}
-			f(t, e.Name(), files, got, policydir.Load(t, got.Source, Project))
+			f(t, e.Name(), files, got, load(t, got.Source, Project))
 		})
 	}
 	if n < 3 {
@@ -89,4 +93,19 @@ func (im Import) Refused(t *testing.T, bad [][3]string) {
 			}
 		})
 	}
+}
+
+// load writes a policy of one file, src, in a module of its own and loads
+// it as the gateway does, for the working directory wd; a policy that does
+// not load fails the test.
+func load(t testing.TB, src, wd string) *provision.Generation {
+	t.Helper()
+	dir := policydir.Write(t, map[string]string{"policy.cue": src})
+	h := pluginhost.New(slog.New(slog.DiscardHandler))
+	t.Cleanup(h.Close)
+	gen, err := reload.Load(context.Background(), reload.Registry(h, &provision.Upstreams{}), dir, wd, 0)
+	if err != nil {
+		t.Fatalf("the policy does not load: %v\n%s", err, src)
+	}
+	return gen
 }

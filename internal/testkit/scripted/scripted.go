@@ -7,12 +7,12 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // Serve serves h on 127.0.0.1 until the test ends; it returns the base
@@ -33,14 +33,7 @@ func Serve(t testing.TB, h http.Handler) string {
 // skip, or under CI a failure: the pinned CLIs are part of CI.
 func Find(t testing.TB, what, path string) string {
 	t.Helper()
-	abs, _ := filepath.Abs(path)
-	if _, err := os.Stat(abs); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is needed at %s; .ci/run installs it with npm ci in .ci/npm", what, abs)
-		}
-		t.Skipf("no %s at %s; run npm ci in .ci/npm", what, abs)
-	}
-	return abs
+	return need.File(t, what, path, "run npm ci in .ci/npm (.ci/run does)")
 }
 
 // Record keeps what a CLI sent the model back for each call, by the
