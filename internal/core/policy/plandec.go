@@ -55,8 +55,17 @@ func decodePlanTokens(data []byte) (saved, error) {
 	return s, nil
 }
 
-// v2 reads what json v2 reads as before.
-func (r *planReader) v2(v any) error { return jsonv2.UnmarshalDecode(r.dec, v, r.opts) }
+// v2 reads what json v2 reads as before into v, a field not yet read.
+// null leaves it the zero value, as json v2 would make it, without
+// building json v2's decoder for it: most plans have none of these (a
+// tool's plugin, a test's principal, the plan's limits).
+func (r *planReader) v2(v any) error {
+	if r.dec.PeekKind() == 'n' {
+		_, err := r.dec.ReadToken()
+		return err
+	}
+	return jsonv2.UnmarshalDecode(r.dec, v, r.opts)
+}
 
 func (r *planReader) saved(s *saved) error {
 	dec, p := r.dec, &s.Plan
