@@ -91,6 +91,57 @@ func TestR7FrontEndsAgree(t *testing.T) {
 			}
 		})
 	}
+	// What a hook's front end finds before the lists (a call it cannot
+	// read as its runtime means it, a file a patch writes) is refused by
+	// the one decision: the answer's sentence is the record's, one record
+	// each, with its rule (issue 47 item 2).
+	t.Run("the hooks' refusals", func(t *testing.T) {
+		t.Parallel()
+		wd, _ := filepath.EvalSymlinks(t.TempDir())
+		dir := moduleDir(t, strings.Replace(agentsPolicy, `"mcp__aimon__Echo"]`, `"mcp__aimon__Echo", "apply_patch"]`, 1))
+		q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		codex := func(input string) string {
+			return `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"apply_patch","tool_input":` + input + `,"tool_use_id":"p1"}`
+		}
+		for _, tc := range []struct{ note, runtime, input, rule, says string }{
+			{"a Gemini CLI command in another directory", "gemini-cli", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"touch allowed","dir_path":"/tmp"}}`, "R7", "with dir_path \"/tmp\" is refused"},
+			{"a Codex patch without a patch", "codex", codex(`{}`), "R7", "apply_patch sent no patch"},
+			{"a Codex patch of Codex's own configuration", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: .codex/config.toml\n+x\n*** End Patch") + `}`), "R9", "apply_patch is refused: "},
+			{"a Codex patch of a file it may write", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: notes.txt\n+x\n*** End Patch") + `}`), "", ""},
+			{"a Claude Code cd out of the project", "claude-code", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd / && touch allowed"},"tool_use_id":"cd1"}`, "R7", "Bash cd / is refused: it leads to /, outside the project"},
+		} {
+			log := filepath.Join(t.TempDir(), "hook.jsonl")
+			hook := exec.Command(gatewayBinary(t), "hook", tc.runtime, "--policy", dir, "--cache", "off", "--decision-log", log)
+			hook.Stdin, hook.Dir = strings.NewReader(tc.input), wd
+			out, err := hook.Output()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tc.note, err, out)
+			}
+			var answer struct {
+				Reason   string `json:"reason"`
+				Specific struct {
+					Decision string `json:"permissionDecision"`
+					Reason   string `json:"permissionDecisionReason"`
+				} `json:"hookSpecificOutput"`
+			}
+			json.Unmarshal(out, &answer)
+			said := answer.Reason + answer.Specific.Reason
+			rs := readRecords(t, log)
+			if len(rs) != 1 {
+				t.Fatalf("%s: %d records, want one: %s", tc.note, len(rs), out)
+			}
+			r := rs[0]
+			switch reason, _ := r["reason"].(string); {
+			case tc.rule == "" && (r["allowed"] != true || said != ""):
+				t.Errorf("%s: want it allowed with no sentence: %s; record %v", tc.note, out, r)
+			case tc.rule == "":
+			case r["allowed"] != false || r["rule"] != tc.rule || !strings.Contains(said, tc.says):
+				t.Errorf("%s: want it refused by %s saying %q: %s; record %v", tc.note, tc.rule, tc.says, out, r)
+			case strings.TrimSuffix(reason, ".") != strings.TrimSuffix(said, "."):
+				t.Errorf("%s: the answer says %q, its record %q", tc.note, said, reason)
+			}
+		}
+	})
 }
 
 // outcomeOf names a decision record's verdict and rule.

@@ -43,6 +43,10 @@ type Call struct {
 	// sealed session handle that fails verification, rule P18): the one
 	// decision refuses with it, and records it with its rule.
 	Refusal *rule.Decision
+	// Writes are the files the client writes besides the subject, as it
+	// will (absolute; Codex's apply_patch's): each is refused as a write of
+	// a path subject is where the gateway reads or runs (rules R8, R9).
+	Writes []string
 	// Approvals are tokens a person gave for this call (rule P15).
 	Approvals []string
 	// Principal is who called, when the front end knows (HTTP): the
@@ -238,7 +242,7 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 	d = dc.flows(p, in, d)      // what the session has read (rule P18)
 	d = dc.provenance(p, in, d) // where its arguments came from (rule P18)
 	if d.Allowed || d.Ask {
-		d = dc.reach(p, in, dc.secret(p, in, dc.guard(p.Tool, in, dc.leading(p, in, dc.landing(p, in, d)))))
+		d = dc.reach(p, in, dc.secret(p, in, dc.writes(p, dc.guard(p.Tool, in, dc.leading(p, in, dc.landing(p, in, d))))))
 	}
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.Eff.Entries(p.Name), violations, mode, p.Ceil.Effect
 	d.Input = in

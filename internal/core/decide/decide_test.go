@@ -122,6 +122,11 @@ agent: {
 	if d := decideOne(t, dc, gen, Call{ID: "1", Name: "Read", Input: []byte(`{"file_path":"b/../a.go"}`)}); d.Input["file_path"] != "/work/a.go" {
 		t.Errorf("the canonical input: %v", d.Input)
 	}
+	// A file the client writes besides the subject (Codex's patch) is
+	// guarded as a write of the subject is.
+	if d := decideOne(t, dc, gen, Call{ID: "1", Name: "Read", Input: []byte(`{"file_path":"/work/a.go"}`), Writes: []string{"/work/a.txt", "/work/.claude/settings.json"}}); d.Allowed || d.Rule != rule.R9 || d.Reason != "Read is refused: /work/.claude/settings.json is the gateway's." {
+		t.Errorf("a write besides the subject of a gate file: %v by %s: %s", d.Allowed, d.Rule, d.Reason)
+	}
 	builtins := &Decider{Workdir: "/work", FS: f}
 	if d := decideOne(t, builtins, gen, Call{ID: "1", Name: "Read", Input: []byte(`{"file_path":"/work/out"}`)}); !d.Allowed {
 		t.Errorf("a built-in Read of a link out of the list is decided as written (its anchor holds it when it runs): %v %s", d.Allowed, d.Reason)

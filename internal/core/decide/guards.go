@@ -98,12 +98,34 @@ func (dc *Decider) guard(t *policy.Tool, in tools.Input, d rule.Decision) rule.D
 	if !ok {
 		return d // no path, nothing written: the gate's and P5's to refuse
 	}
-	if why, gate := dc.FS.Guarding(at); why != "" {
-		id := rule.R8
-		if gate {
-			id = rule.R9
-		}
+	if id, why := dc.guarding(at); why != "" {
 		return rule.Refused(id, fmt.Sprintf("%s was not run: %s.", t.Name, why))
+	}
+	return d
+}
+
+// guarding is why a write of path is refused, and by which rule: R9 for
+// a file that makes a runtime call the gateway, else R8; "" when it may
+// be written.
+func (dc *Decider) guarding(path string) (rule.ID, string) {
+	why, gate := dc.FS.Guarding(path)
+	if gate {
+		return rule.R9, why
+	}
+	return rule.R8, why
+}
+
+// writes refuses a call the lists allow or ask for when a file its client
+// writes besides the subject (Call.Writes) is where the gateway reads or
+// runs (rule R8), or one that makes a runtime call it (rule R9).
+func (dc *Decider) writes(p *Prepared, d rule.Decision) rule.Decision {
+	if !(d.Allowed || d.Ask) {
+		return d
+	}
+	for _, w := range p.Writes {
+		if id, why := dc.guarding(w); why != "" {
+			return rule.Refused(id, fmt.Sprintf("%s is refused: %s.", p.Name, why))
+		}
 	}
 	return d
 }

@@ -50,6 +50,9 @@ type Input struct {
 	// Unread is why the front end cannot decide the input as the runtime
 	// means it: the one decision refuses, and records, it (rule R7).
 	Unread string `json:"-"`
+	// Writes are the files the call writes besides its subject, which the
+	// one decision guards (Codex's apply_patch's; decide.Call.Writes).
+	Writes []string `json:"-"`
 }
 
 // Output is the hook's answer.
@@ -147,19 +150,19 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		if json.Unmarshal(in.ToolInput, &call) == nil {
 			cmd, _ := call["command"].(string)
 			if written, rest, ok := leadingCd(cmd); ok {
-				dir, why := cdTarget(gen, chain, in, home, wrap.shell(), written)
-				if why != "" {
-					return Blocked(why)
-				}
-				if rest == "" {
+				switch dir, why := cdTarget(gen, chain, in, home, wrap.shell(), written); {
+				case why != "":
+					in.Unread = why // refused, and recorded, by the one decision (R7)
+				case rest == "":
 					call["command"] = cdPrefix(dir, cdFrom)
 					out := Blocked(fmt.Sprintf("%s cd %s moves Claude Code's working directory to %s, in the project.", wrap.shell(), written, dir))
 					out.HookSpecificOutput.PermissionDecision, out.HookSpecificOutput.UpdatedInput = "allow", call
 					return out
+				default:
+					call["command"] = rest
+					in.ToolInput, _ = json.Marshal(call)
+					in.Cwd, cdDir = dir, dir
 				}
-				call["command"] = rest
-				in.ToolInput, _ = json.Marshal(call)
-				in.Cwd, cdDir = dir, dir
 			}
 		}
 	}
@@ -168,7 +171,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	if id == "" {
 		id = "hook"
 	}
-	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread}
+	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread, Writes: in.Writes}
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}

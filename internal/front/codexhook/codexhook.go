@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -83,25 +82,23 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 		w.Runtime = Runtime
 		wrap = &w
 	}
-	out := answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
-	if in.ToolName == Patch && (out.HookSpecificOutput == nil || out.HookSpecificOutput.PermissionDecision != "deny") {
-		if refusal := patchRefusal(in); refusal != "" {
-			return Blocked(refusal)
-		}
+	if in.ToolName == Patch && in.Unread == "" {
+		in.Writes, in.Unread = patchFiles(in)
 	}
-	return out
+	return answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
 }
 
-// patchRefusal is why a patch Codex would apply is refused, "" for none:
-// the policy allows apply_patch whole, but a file it adds, updates,
-// deletes or moves to where the gateway's own files or an agent's
-// configuration lie is refused as a Write there is (rules R8, R9).
-func patchRefusal(in cchook.Input) string {
+// patchFiles are the files a patch Codex would apply adds, updates,
+// deletes or moves to, absolute, or why they cannot be told: the policy
+// allows apply_patch whole, and the one decision refuses a patch of a
+// file where the gateway's own files or an agent's configuration lie as
+// a Write there is (rules R8, R9).
+func patchFiles(in cchook.Input) (files []string, unread string) {
 	var args struct {
 		Command string `json:"command"`
 	}
 	if json.Unmarshal(in.ToolInput, &args) != nil || args.Command == "" {
-		return "apply_patch sent no patch as its command, so the files it would write cannot be told; the call is refused."
+		return nil, "apply_patch sent no patch as its command, so the files it would write cannot be told; the call is refused."
 	}
 	for _, line := range strings.Split(args.Command, "\n") {
 		line = strings.TrimSpace(line)
@@ -114,12 +111,10 @@ func patchRefusal(in cchook.Input) string {
 			if !filepath.IsAbs(path) {
 				path = filepath.Join(in.Cwd, path)
 			}
-			if r := sandbox.Guarding(path).Refusal(); r != "" {
-				return "apply_patch is refused: " + r + "."
-			}
+			files = append(files, path)
 		}
 	}
-	return ""
+	return files, ""
 }
 
 func answer(d cchook.Decision) Output {

@@ -105,15 +105,16 @@ func Blocked(reason string) Output { return Output{Decision: "deny", Reason: rea
 // Decide decides one input by cchook's decision, the shell wrapped in
 // aimon-gw exec by wrap (nil: as sent), and answers it as Gemini reads it.
 func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
-	if in.ToolName == Shell {
+	if in.ToolName == Shell && in.Unread == "" {
 		var args struct {
 			Dir string `json:"dir_path"`
 		}
 		if json.Unmarshal(in.ToolInput, &args) == nil && args.Dir != "" && filepath.Clean(args.Dir) != filepath.Clean(in.Cwd) && filepath.Join(in.Cwd, args.Dir) != filepath.Clean(in.Cwd) {
 			// The command is decided, and kept in its sandbox, in the
 			// working directory: run elsewhere, its relative paths would
-			// name what was not decided.
-			return Blocked(fmt.Sprintf("run_shell_command with dir_path %q is refused: aimon-gw decides a command in the working directory %s. Send it without dir_path, naming the directory in its paths.", args.Dir, in.Cwd))
+			// name what was not decided. Refused, and recorded, by the one
+			// decision (R7).
+			in.Unread = fmt.Sprintf("run_shell_command with dir_path %q is refused: aimon-gw decides a command in the working directory %s. Send it without dir_path, naming the directory in its paths.", args.Dir, in.Cwd)
 		}
 	}
 	home, _ := os.UserHomeDir()
