@@ -101,14 +101,15 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 	}
 	decls := c.decls
 	compiled := map[string]*Tool{} // by declaration (memo.go)
+	from := map[string]*toolDecl{} // where each of compiled was declared
 	iter, _ := v.LookupPath(cue.ParsePath("tools")).Fields()
 	for iter.Next() {
 		name, tv := iter.Selector().Unquoted(), iter.Value()
 		d, share := shareable(decls, name)
-		if share && compiled[d.key] != nil {
-			t := *compiled[d.key]
+		if share && compiled[d.shareKey()] != nil && d.alike(from[d.shareKey()]) {
+			t := d.moved(compiled[d.shareKey()], from[d.shareKey()])
 			t.Name, t.Pos, t.ImplPos = name, position(tv.Pos()), d.pos
-			g.Tools[name] = &t
+			g.Tools[name] = t
 			continue
 		}
 		var at Position
@@ -120,7 +121,7 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 			if key, spans, keyed = c.reuse.key(name, d, g.Validation); keyed {
 				if t := c.reuse.reused(key, spans); t != nil {
 					t.Pos, t.ImplPos = position(tv.Pos()), d.pos
-					g.Tools[name], compiled[d.key] = t, t
+					g.Tools[name], compiled[d.shareKey()], from[d.shareKey()] = t, t, d
 					continue
 				}
 			}
@@ -131,14 +132,14 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 				t.typeNames = typeNameFindings("input", t.Input, 0)
 			}
 			if share && !t.pending {
-				compiled[d.key] = t
+				compiled[d.shareKey()], from[d.shareKey()] = t, d
 			}
 			if keyed && !t.pending {
 				c.reuse.keep(key, spans, t)
 			}
 		}
 	}
-	c.completeElided(g, compiled)
+	c.completeElided(g, compiled, from)
 	g.Surfaces = map[string]*Surface{}
 	if a := v.LookupPath(cue.ParsePath("agent")); a.Exists() {
 		g.Surfaces["agent"] = c.surface("agent", a)

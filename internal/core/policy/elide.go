@@ -46,21 +46,28 @@ func (c *compiler) elide(files []*ast.File) ([]*ast.File, *elision) {
 		e.mode = c.opts.prev.Validation
 	}
 	nameOK := toolNameCheck(c.def)
-	first := map[string]bool{} // declaration keys met
+	first := map[string]*toolDecl{} // the first declaration of each key
 	leave := func(f *ast.Field) bool {
 		name, _ := plainLabel(f)
 		d, share := shareable(c.decls, name)
 		if !share {
 			return false
 		}
-		met := first[d.key]
-		first[d.key] = true
+		met := first[d.shareKey()]
+		if met == nil {
+			first[d.shareKey()] = d
+		}
 		// A tool another value names must be there; a name #Policy does
 		// not take is left for CUE to say why.
 		if refs[name] || f.Alias != nil || isAlias(f.Label) || !nameOK(c.ctx, name) {
 			return false
 		}
-		if met {
+		if met != nil {
+			// Laid out otherwise, its places cannot be moved: CUE
+			// evaluates it.
+			if !d.alike(met) {
+				return false
+			}
 			e.shared[name] = true
 			return true
 		}
@@ -190,7 +197,7 @@ func walkNames(n ast.Node, refs map[string]bool) {
 // completeElided gives the tools left out of CUE their compiled forms,
 // from the tools written alike (compiled, by declaration) and the reused
 // ones; it marks the elision failed when one cannot be completed so.
-func (c *compiler) completeElided(g *Generation, compiled map[string]*Tool) {
+func (c *compiler) completeElided(g *Generation, compiled map[string]*Tool, from map[string]*toolDecl) {
 	e := c.elided
 	if e == nil {
 		return
@@ -200,18 +207,19 @@ func (c *compiler) completeElided(g *Generation, compiled map[string]*Tool) {
 		return
 	}
 	for name, t := range e.reused {
-		g.Tools[name], compiled[c.decls[name].key] = t, t
+		d := c.decls[name]
+		g.Tools[name], compiled[d.shareKey()], from[d.shareKey()] = t, t, d
 	}
 	for name := range e.shared {
 		d := c.decls[name]
-		r := compiled[d.key]
-		if r == nil {
-			e.failed = true // it failed, or waits for its implementation
+		r := compiled[d.shareKey()]
+		if r == nil || !d.alike(from[d.shareKey()]) {
+			e.failed = true // it failed, waits for its implementation, or lies otherwise
 			return
 		}
-		t := *r
+		t := d.moved(r, from[d.shareKey()])
 		t.Name, t.ImplPos = name, d.pos
-		g.Tools[name] = &t
+		g.Tools[name] = t
 	}
 }
 

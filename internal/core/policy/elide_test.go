@@ -13,9 +13,10 @@ import (
 )
 
 // TestC1ElidedToolsAreOnlyWhatNothingNames holds which tools a load leaves
-// out of CUE's evaluation (issue 49): a tool written as an earlier one in
-// the same file, whose name nothing in the policy uses; none when the
-// tools could be reached without their names (tools named, aliased, self).
+// out of CUE's evaluation (issue 49): a tool written and laid out as an
+// earlier one in the same file, whose name nothing in the policy uses;
+// none when the tools could be reached without their names (tools named,
+// aliased, self).
 func TestC1ElidedToolsAreOnlyWhatNothingNames(t *testing.T) {
 	for _, tc := range []struct {
 		note   string
@@ -23,6 +24,7 @@ func TestC1ElidedToolsAreOnlyWhatNothingNames(t *testing.T) {
 		elided []string
 	}{
 		{note: "alike tools", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n\tR: schema.#Read\n}\n", elided: []string{"B", "C"}},
+		{note: "one text laid out otherwise", body: "tools: {\n\tA: schema.#Echo & {timeout: \"1s\"}\n\tB:  schema.#Echo & {timeout: \"1s\"}\n\tC: schema.#Echo & {timeout: \"1s\"}\n}\n", elided: []string{"C"}},
 		{note: "a tool another names", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n\tD: B & {timeout: \"2s\"}\n}\n", elided: []string{"C"}},
 		{note: "a tool a definition selects", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n}\n_d: {x: _}.B\n", elided: nil},
 		{note: "a tool indexed by its name", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n}\n_d: _x[\"B\"]\n_x: {}\n", elided: []string{"C"}},

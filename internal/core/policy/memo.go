@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"slices"
 	"strings"
 
 	"cuelang.org/go/cue/ast"
@@ -12,7 +14,8 @@ import (
 // a server's tools narrowed the same way). Unifying each with its
 // built-in's declaration was most of a 1,000-tool load (issue 32), so a
 // tool written exactly as an earlier one, in the same file, shares that
-// one's compiled form: the same text in the same scope is the same value.
+// one's compiled form: the same text in the same scope is the same value;
+// laid out alike too, its places are that one's moved by whole lines.
 // The sharing holds only where the syntax shows every conjunct of a tool,
 // so toolDecls gives up on whatever could add one unseen.
 
@@ -30,6 +33,59 @@ type toolDecl struct {
 	expr     ast.Expr
 	file     *ast.File
 	siblings map[string]bool
+	shape    string // its layout (shapeOf), once asked for
+	end      int    // the last line of it, with shape
+}
+
+// shapeOf is where each node of d lies, lines counted from its first
+// (layout), and its last line. Two declarations of one key and one shape
+// place every value alike but for the lines between them: a tool that
+// shares another's compiled form has its places moved by as many lines
+// (moved); declarations of one text laid out otherwise share nothing.
+func (d *toolDecl) shapeOf() (string, int) {
+	if d.shape == "" && d.expr != nil {
+		h := sha256.New()
+		d.end = layout(h, d.expr, d.expr.Pos().Line())
+		d.shape = string(h.Sum(nil))
+	}
+	return d.shape, d.end
+}
+
+// shareKey is what declarations that share one compiled form have in
+// common: their key and shape.
+func (d *toolDecl) shareKey() string {
+	shape, _ := d.shapeOf()
+	return d.key + "\x00" + shape
+}
+
+// alike reports whether d may share what was compiled for from: one key,
+// one shape.
+func (d *toolDecl) alike(from *toolDecl) bool {
+	if from == nil || d.key != from.key {
+		return false
+	}
+	a, _ := d.shapeOf()
+	b, _ := from.shapeOf()
+	return a == b
+}
+
+// moved is t, compiled for the declaration from, as declared at d (alike):
+// a place within from's lines moves to the same place in d's.
+func (d *toolDecl) moved(t *Tool, from *toolDecl) *Tool {
+	c := *t
+	_, end := from.shapeOf()
+	shift := func(p Position) Position {
+		if p.File == from.pos.File && p.Line >= from.pos.Line && p.Line <= end {
+			p.Line += d.pos.Line - from.pos.Line
+		}
+		return p
+	}
+	c.subjectPos = shift(c.subjectPos)
+	c.typeNames = slices.Clone(c.typeNames)
+	for i := range c.typeNames {
+		c.typeNames[i].pos = shift(c.typeNames[i].pos)
+	}
+	return &c
 }
 
 // toolDecls maps each tool name to its one declaration, or is nil when a

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +30,9 @@ func TestC1SharedToolsCompileAsAlone(t *testing.T) {
 		{note: "an embedding adds to one tool", files: map[string]string{
 			"a.cue": header + "_extra: tools: B: timeout: \"3s\"\n_extra\ntools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n}\n",
 		}, timeout: map[string]time.Duration{"B": 3 * time.Second}},
+		{note: "alike tools vet warns of, and one another names", files: map[string]string{
+			"a.cue": header + "tools: {\n\tM: schema.#Echo & {input: message: \"string\"}\n\tB: schema.#Echo & {input: message: \"string\"}\n\tC: schema.#Echo & {input: message: \"string\"}\n\tD: C & {timeout: \"4s\"}\n}\nagent: \"allowed-tools\": [\"M\", \"B\", \"Z\"]\n",
+		}, timeout: map[string]time.Duration{"D": 4 * time.Second}},
 		{note: "a let beside the tools", files: map[string]string{
 			"a.cue": header + "let e = schema.#Echo\ntools: {\n\tA: e\n\tB: e & {timeout: \"2s\"}\n}\n",
 		}, timeout: map[string]time.Duration{"B": 2 * time.Second}},
@@ -47,6 +51,19 @@ func TestC1SharedToolsCompileAsAlone(t *testing.T) {
 			}
 			if len(shared.Tools) != len(alone.Tools) {
 				t.Fatalf("%d tools shared, %d alone", len(shared.Tools), len(alone.Tools))
+			}
+			// What vet says of a tool sharing another's form is placed in
+			// the tool's own declaration, not in the other's (these are
+			// one line each). Tools of one gate are reported once.
+			gates := map[any]int{}
+			for _, tool := range shared.Tools {
+				gates[tool.Gate]++
+			}
+			for _, d := range Vet(shared) {
+				name, _, ok := strings.Cut(strings.TrimPrefix(d.Message, "tool "), ":")
+				if tool := shared.Tools[name]; ok && tool != nil && gates[tool.Gate] > 1 && d.Pos.Line != tool.ImplPos.Line {
+					t.Errorf("vet places %q at %v, tool %s is declared at %v", d.Message, d.Pos, name, tool.ImplPos)
+				}
 			}
 			for name, a := range alone.Tools {
 				s := shared.Tools[name]
