@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,16 +39,6 @@ var registry = map[string]entry{
 func Lookup(name string) (tools.Tool, bool) {
 	e, ok := registry[name]
 	return e.tool, ok
-}
-
-// Names lists the built-in tools, sorted.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // MaxLineChars is the length beyond which Read and Grep cut a line.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,4 +127,15 @@ func FuzzReadOnlyTools(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Names lists the built-in tools, sorted (for the tests: the gateway
+// looks each up by name).
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }

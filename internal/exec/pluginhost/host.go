@@ -87,22 +87,6 @@ type ToolInfo struct {
 // Option configures a Host.
 type Option func(*Host)
 
-// WithStartTimeout bounds a start: the handshake, and then Describe.
-func WithStartTimeout(d time.Duration) Option {
-	return func(h *Host) { h.startTimeout, h.describeTimeout = d, d }
-}
-
-// WithKillTimeout bounds each step of stopping a process: the graceful stop,
-// then the wait after SIGKILL. Stopping never takes longer than twice this.
-func WithKillTimeout(d time.Duration) Option { return func(h *Host) { h.killTimeout = d } }
-
-// WithBackoff sets the delay before a restart after repeated failures: base
-// after the second failure in a row, doubling each time, at most max. The
-// first restart after a failure is immediate.
-func WithBackoff(base, max time.Duration) Option {
-	return func(h *Host) { h.backoffBase, h.backoffMax = base, max }
-}
-
 // Host owns the live plugin processes, keyed by Spec. It is safe for
 // concurrent use.
 type Host struct {

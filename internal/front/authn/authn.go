@@ -74,19 +74,6 @@ type OIDCConfig struct {
 	Refresh time.Duration
 }
 
-// OIDC returns a verifier of the issuer's bearer JWTs, having reached the
-// issuer now, bounded by ctx (see OIDCVerifier for one that waits for it).
-func OIDC(ctx context.Context, c OIDCConfig) (auth.TokenVerifier, error) {
-	v, err := NewOIDC(c, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.Connect(ctx); err != nil {
-		return nil, err
-	}
-	return v.Verify, nil
-}
-
 // why is the sentence for a token go-oidc refused.
 func why(err error, c OIDCConfig) string {
 	var exp *oidc.TokenExpiredError

@@ -133,3 +133,16 @@ func sha(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// OIDC returns a verifier of the issuer's bearer JWTs, having reached the
+// issuer now, bounded by ctx (see OIDCVerifier for one that waits for it).
+func OIDC(ctx context.Context, c OIDCConfig) (auth.TokenVerifier, error) {
+	v, err := NewOIDC(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return v.Verify, nil
+}

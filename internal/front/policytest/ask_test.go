@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"aimon.dev/gw/internal/testkit/policydir"
 )
@@ -54,4 +56,10 @@ tests: {
 			t.Errorf("%s: the failure %q does not name the outcome that needs approval", r.Test.Name, r.Failure)
 		}
 	}
+}
+
+// Run runs the tests of the policy in dir whose names match run (nil: all).
+// A policy that does not load is the error.
+func Run(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Duration) ([]Result, error) {
+	return RunAs(ctx, dir, run, timeout, nil)
 }

@@ -29,12 +29,6 @@ type Result struct {
 	Failure string
 }
 
-// Run runs the tests of the policy in dir whose names match run (nil: all).
-// A policy that does not load is the error.
-func Run(ctx context.Context, dir string, run *regexp.Regexp, timeout time.Duration) ([]Result, error) {
-	return RunAs(ctx, dir, run, timeout, nil)
-}
-
 // RunAs is Run with the cases that name no caller of their own run as as
 // (test --principal); nil for none. Such a case on the main agent alone,
 // the default surface, runs on the caller's chain.
