@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -39,4 +41,14 @@ func sentence(command, msg string) string {
 		msg = strings.TrimRight(msg, ". ") + "."
 	}
 	return command + ": " + msg
+}
+
+// pathProblem is a file system error without the name of the system call
+// that met it ("open x: no such file"): "cannot read x: no such file".
+func pathProblem(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return err.Error()
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -73,14 +71,4 @@ func (p importParams) write(name, runtime, source string, notes, lossy []string)
 		fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+n)
 	}
 	return nil
-}
-
-// pathProblem is a file system error without the name of the system call
-// that met it ("open x: no such file"): "cannot read x: no such file".
-func pathProblem(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
-	}
-	return err.Error()
 }

@@ -29,7 +29,7 @@ func replayCommand(stdout io.Writer) *cli.Command {
 			name := c.Args().First()
 			f, err := os.Open(name)
 			if err != nil {
-				return fail(exitUsage, "%v; give the decision log's path", err)
+				return fail(exitUsage, "%s; give the decision log's path", pathProblem(err))
 			}
 			defer f.Close()
 			o := replay.Options{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Name: name}
