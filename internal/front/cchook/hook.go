@@ -144,7 +144,7 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 	cdDir, cdFrom := "", in.Cwd
 	// Nothing moves for an input the decision below refuses unread or
 	// above the caller's chain.
-	within := opts.Chain == nil || gateway.Extends(opts.Chain, chain)
+	within := opts.Chain == nil || policy.Extends(opts.Chain, chain)
 	if wrap != nil && wrap.Shell == "" && in.ToolName == wrap.shell() && in.Cwd != "" && in.Unread == "" && within {
 		var call map[string]any
 		if json.Unmarshal(in.ToolInput, &call) == nil {

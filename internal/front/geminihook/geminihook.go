@@ -98,10 +98,6 @@ type Specific struct {
 	ToolInput     map[string]any `json:"tool_input"`
 }
 
-// Blocked is the answer that blocks a call with a sentence, which Gemini
-// sends the model as the tool's error.
-func Blocked(reason string) Output { return Output{Decision: "deny", Reason: reason} }
-
 // Decide decides one input by cchook's decision, the shell wrapped in
 // aimon-gw exec by wrap (nil: as sent), and answers it as Gemini reads it.
 func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/decide"
-	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -16,10 +15,6 @@ import (
 func (g *Gateway) LineChain(surface []string) ([]string, error) {
 	return decide.LineChain(g.opts.Chain, surface)
 }
-
-// Extends reports whether chain, rooted as a line's, begins with ceiling
-// (policy.Extends).
-func Extends(ceiling, chain []string) bool { return policy.Extends(ceiling, chain) }
 
 // refuseLine answers, and records, every call of a line whose surface chain
 // the gateway's own does not admit (rule R5).
