@@ -85,6 +85,7 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		}
 		o.Session = cchook.Session(gen, store, runtime, "", in)
 	}
+	o.Session = cchook.Named(o.Session, o.Decisions, runtime, "", in) // for replay
 	if in.HookEventName == cchook.PostToolUse {
 		return cchook.Post(gen, in, o)
 	}

@@ -35,6 +35,13 @@ agent: {
 func runHook(t *testing.T, runtime, policy, input string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "hook", runtime, "--policy", policy, "--cache", "off")
+	return runInput(t, cmd, input)
+}
+
+// runInput runs cmd on input; it returns standard output, standard error
+// and the exit code.
+func runInput(t *testing.T, cmd *exec.Cmd, input string) (string, string, int) {
+	t.Helper()
 	cmd.Stdin = strings.NewReader(input)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb

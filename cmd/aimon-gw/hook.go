@@ -260,6 +260,8 @@ func hook(p hookParams) error {
 			opts.Session = cchook.Session(gen, state.SessionsOf(st), p.Runtime, "", in)
 		}
 	}
+	// Named in a log that records calls under any policy, for replay.
+	opts.Session = cchook.Named(opts.Session, p.Decisions, p.Runtime, "", in)
 	if in.HookEventName == cchook.UserPromptSubmit {
 		// The prompt is the user's words (rule P18), and proceeds.
 		_, err := fmt.Fprintln(p.Stdout, string(cchook.Prompt(gen, in, opts)))

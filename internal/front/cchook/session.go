@@ -38,7 +38,26 @@ func Session(gen *provision.Generation, store state.Sessions, runtime, scope str
 	if store == nil {
 		store = Unreachable(errors.New("the hook has no state store to keep the session's labels in"))
 	}
-	return gateway.StoredSession(store, runtime+"\x00"+scope+"\x00"+in.SessionID)
+	return gateway.StoredSession(store, storedID(runtime, scope, in))
+}
+
+// storedID names the session of in in a store and the decision log.
+func storedID(runtime, scope string, in Input) string {
+	return runtime + "\x00" + scope + "\x00" + in.SessionID
+}
+
+// Named is s, the session of a hook input (Session), or when the policy
+// keeps none and the decision log records calls (--decision-log-calls),
+// a session that only names the input's session id in the log, as
+// Session would, and keeps nothing in any store: so that replay
+// re-decides the session under a candidate that labels its results or
+// reads its user's words (rule P18), and a plain policy touches no state.
+// Nil for an input without a session id: its records name no session.
+func Named(s gateway.Session, decisions gateway.DecisionLog, runtime, scope string, in Input) gateway.Session {
+	if s != nil || in.SessionID == "" || !gateway.RecordsCalls(decisions) {
+		return s
+	}
+	return gateway.StoredSession(state.MemorySessions(), storedID(runtime, scope, in))
 }
 
 // noSession is the store of a hook input that names no session.
@@ -62,7 +81,7 @@ func (u unreachable) Words(context.Context, string) ([][]byte, error)           
 // did (paths as Claude Code writes them, in its cwd, on its chain). An
 // error is a sentence: the label could not be kept.
 func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string, error) {
-	if opts.Session == nil {
+	if opts.Session == nil && !gateway.RecordsCalls(opts.Decisions) {
 		return nil, nil
 	}
 	home, _ := os.UserHomeDir()
@@ -135,10 +154,13 @@ const taskReport = "<task-notification>"
 // prompt not kept whole (past MaxPrompt, whose first MaxPrompt bytes are
 // kept; past the session's bound; a store that does not answer) proceeds
 // too, and the answer's systemMessage tells the user what was not kept:
-// a value only it holds is refused later, never let through.
+// a value only it holds is refused later, never let through. Under a
+// policy that keeps none, the prompt is only recorded, when the decision
+// log records calls.
 func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawMessage {
 	text := *in.Prompt
-	if len(gen.Provenance) == 0 || opts.Session == nil || text == "" || strings.HasPrefix(text, taskReport) {
+	keep := len(gen.Provenance) > 0 && opts.Session != nil
+	if !keep && !gateway.RecordsCalls(opts.Decisions) || text == "" || strings.HasPrefix(text, taskReport) {
 		return json.RawMessage("{}")
 	}
 	var note string
@@ -149,6 +171,12 @@ func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawM
 		}
 		note = fmt.Sprintf("aimon-gw kept the first %d KiB of this prompt's %d KiB as your words; a value the policy requires to come from your words is refused if only the rest holds it: give it in a shorter prompt.", cut>>10, len(text)>>10)
 		text = text[:cut]
+	}
+	if !keep {
+		// Recorded as what a policy that reads them would keep, and
+		// kept nowhere: this one reads none of the user's words.
+		gateway.New(gen, opts).RecordUserWords(text)
+		return json.RawMessage("{}")
 	}
 	if err := gateway.New(gen, opts).KeepUserWords(context.Background(), text); err != nil {
 		note = fmt.Sprintf("aimon-gw did not keep this prompt as your words (%s); a value the policy requires to come from your words is refused until a prompt is kept.", strings.TrimSuffix(err.Error(), "."))

@@ -581,7 +581,7 @@ func (f *front) hookSession(cur *provision.Generation, in cchook.Input, c caller
 	if store == nil {
 		store = cchook.Unreachable(errors.New("this gateway keeps no sessions"))
 	}
-	return cchook.Session(cur, store, cchook.Runtime, c.claims.Subject, in)
+	return cchook.Named(cchook.Session(cur, store, cchook.Runtime, c.claims.Subject, in), f.o.Reload.Gateway.Decisions, cchook.Runtime, c.claims.Subject, in)
 }
 
 // postHook labels the session of a PostToolUse input by its result (rule

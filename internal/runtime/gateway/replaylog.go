@@ -40,11 +40,27 @@ func sessionName(s Session) string {
 }
 
 // detail is what the decision log records beyond the decisions.
-func (g *Gateway) detail() decisionlog.Detail {
-	if d, ok := g.opts.Decisions.(interface{ Detail() decisionlog.Detail }); ok {
+func (g *Gateway) detail() decisionlog.Detail { return detailOf(g.opts.Decisions) }
+
+func detailOf(l DecisionLog) decisionlog.Detail {
+	if d, ok := l.(interface{ Detail() decisionlog.Detail }); ok {
 		return d.Detail()
 	}
 	return decisionlog.Detail{}
+}
+
+// RecordsCalls is whether l records the calls and results that aimon-gw
+// replay re-decides (--decision-log-calls).
+func RecordsCalls(l DecisionLog) bool { return l != nil && detailOf(l).Calls }
+
+// RecordUserWords records text as the user's words of the gateway's
+// session, with a decision log that records calls, and keeps them
+// nowhere: a hook whose policy reads none of the user's words records
+// them still, for replay under a candidate that does (rule P18).
+func (g *Gateway) RecordUserWords(text string) {
+	if g.opts.Decisions != nil {
+		g.recordUser([]string{text})
+	}
 }
 
 // replayable adds to rec what aimon-gw replay needs (rule P18): the

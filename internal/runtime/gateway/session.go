@@ -159,23 +159,30 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	cur := g.enter()
 	defer cur.Exit()
 	chain, err := g.LineChain(surface)
-	if err != nil || cur.Session == nil && len(cur.Provenance) == 0 {
+	calls := RecordsCalls(g.opts.Decisions)
+	if err != nil || cur.Session == nil && len(cur.Provenance) == 0 && !calls {
 		return nil, nil
 	}
 	eff, err := cur.Effective(chain)
 	c.Unread, c.Refusal = "", nil // its result is what it gave, however it was read
 	p := g.prepare(cur, chain, eff, decide.CeilingOf(cur.Generation, chain), err, c)
+	// Recorded under any policy, in its session or in none: replay
+	// re-decides it under a candidate that labels it (rule P18).
 	s := p.Session
-	if s == nil {
+	if s == nil && !calls {
 		return nil, nil
 	}
-	labels, err := g.label(ctx, cur, s, p, result)
-	if g.opts.Decisions != nil && g.detail().Calls {
+	var labels []string
+	var lerr error
+	if s != nil {
+		labels, lerr = g.label(ctx, cur, s, p, result)
+	}
+	if calls {
 		p.labels, p.text = labels, &result
 		ok := false
 		g.unrecorded(g.record(cur, chain, p, rule.Decision{Allowed: true}, time.Now(), decisionlog.Result, &ok))
 	}
-	return labels, err
+	return labels, lerr
 }
 
 // label is Label of the prepared call p in session s, under cur.
