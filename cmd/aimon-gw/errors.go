@@ -43,12 +43,20 @@ func sentence(command, msg string) string {
 	return command + ": " + msg
 }
 
-// pathProblem is a file system error without the name of the system call
-// that met it ("open x: no such file"): "cannot read x: no such file".
+// pathProblem is a file system error in words, without the name of the
+// system call that met it ("open x: no such file"): "cannot read x: no
+// such file", "cannot make the directory x: …", "cannot write x: …".
 func pathProblem(err error) string {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
+	if !errors.As(err, &pe) {
+		return err.Error()
 	}
-	return err.Error()
+	what := "read"
+	switch pe.Op {
+	case "mkdir", "mkdirat":
+		what = "make the directory"
+	case "write", "create", "rename", "link", "symlink", "chmod", "truncate":
+		what = "write"
+	}
+	return fmt.Sprintf("cannot %s %s: %v", what, pe.Path, pe.Err)
 }

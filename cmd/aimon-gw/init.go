@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -76,9 +80,9 @@ func initPolicy(p initParams) error {
 		"policy.cue":         initPolicyCUE,
 		"tests.cue":          initTestsCUE,
 	}
-	for name, body := range files {
-		if err := writeNew(filepath.Join(p.Dir, name), []byte(body)); err != nil {
-			return fail(exitUsage, "%v", err)
+	for _, name := range slices.Sorted(maps.Keys(files)) { // the same file fails first every time
+		if err := writeNew(filepath.Join(p.Dir, name), []byte(files[name])); err != nil {
+			return fail(exitUsage, "%s; give init a new directory, or one it can write", pathProblem(err))
 		}
 	}
 	if err := policy.VendorSchema(filepath.Join(p.Dir, "cue.mod", "pkg")); err != nil {
@@ -93,6 +97,9 @@ func writeNew(path string, data []byte) error {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		pe.Op = "create" // a write, for pathProblem
+	}
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Problem is what a JSON decoder's err refused, in words: for a value of
@@ -18,6 +22,24 @@ import (
 // of strings belongs"; for a syntax error, its message; any other error's
 // own text, without the decoder's "json: " prefix.
 func Problem(err error) string {
+	var v2 *jsonv2.SemanticError
+	if errors.As(err, &v2) && v2.GoType != nil && v2.JSONKind != 0 && v2.Err == nil {
+		s := fmt.Sprintf("%s is given where %s belongs", kindOf(v2.JSONKind), wanted(v2.GoType))
+		if p := strings.ReplaceAll(strings.TrimPrefix(string(v2.JSONPointer), "/"), "/", "."); p != "" {
+			s = "at " + p + ", " + s
+		}
+		return s
+	}
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		if errors.Is(syn.Err, io.ErrUnexpectedEOF) && syn.ByteOffset == 0 {
+			return "it is empty"
+		}
+		return strings.TrimPrefix(syn.Error(), "jsontext: ")
+	}
+	if errors.As(err, &v2) && v2.Err != nil {
+		return strings.TrimPrefix(v2.Err.Error(), "jsontext: ")
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		s := fmt.Sprintf("%s is given where %s belongs", given(te.Value), wanted(te.Type))
@@ -95,6 +117,25 @@ func given(v string) string {
 		return "an object"
 	case "bool":
 		return "true or false"
+	}
+	return "a value"
+}
+
+// kindOf names a JSON kind as jsontext reads it.
+func kindOf(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
 	}
 	return "a value"
 }

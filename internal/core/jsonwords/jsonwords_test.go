@@ -2,7 +2,9 @@ package jsonwords
 
 import (
 	"encoding/json"
+
 	"fmt"
+	jsonv2 "github.com/go-json-experiment/json"
 	"reflect"
 	"strconv"
 	"strings"
@@ -48,5 +50,24 @@ func TestC2JSONProblemsOfTheMCPDecoder(t *testing.T) {
 	err := fmt.Errorf("unmarshaling: %w", &json.UnmarshalTypeError{Value: strconv.Quote(`1}`), Type: reflect.TypeOf(""), Field: "name"})
 	if got, want := Problem(err), "at name, a number is given where a string belongs"; got != want {
 		t.Errorf("Problem = %q, want %q", got, want)
+	}
+}
+
+// TestC2JSONProblemsOfJSONv2: the hooks' reader (json v2) says the member
+// by its pointer and the kinds in JSON's words; an empty input is empty.
+func TestC2JSONProblemsOfJSONv2(t *testing.T) {
+	var in struct {
+		Name string `json:"tool_name"`
+	}
+	for _, tc := range []struct{ data, says string }{
+		{`{"tool_name":1}`, "at tool_name, a number is given where a string belongs"},
+		{``, "it is empty"},
+		{`x`, "invalid character 'x' at start of value"},
+		{`{"tool_name":"a","tool_name":"b"}`, `duplicate object member name "tool_name"`},
+	} {
+		err := jsonv2.Unmarshal([]byte(tc.data), &in)
+		if got := Problem(err); got != tc.says {
+			t.Errorf("%q: Problem = %q, want %q (%v)", tc.data, got, tc.says, err)
+		}
 	}
 }

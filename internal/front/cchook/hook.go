@@ -16,6 +16,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -313,7 +314,7 @@ func unknown(gen *policy.Generation) string {
 func ReadInput(data []byte) (Input, error) {
 	var in Input
 	if err := jsonv2.Unmarshal(data, &in); err != nil {
-		return in, fmt.Errorf("the hook input is not a PreToolUse input that can be read one way only (%v); the call is blocked.", err)
+		return in, fmt.Errorf("the hook input is not a PreToolUse input that can be read one way only (%s); the call is blocked.", jsonwords.Problem(err))
 	}
 	switch {
 	case in.HookEventName == UserPromptSubmit && in.Prompt == nil:

@@ -17,6 +17,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -54,7 +55,7 @@ const AfterTool = "AfterTool"
 func ReadInput(data []byte) (cchook.Input, error) {
 	var g Input
 	if err := jsonv2.Unmarshal(data, &g); err != nil { // exactly, as cchook reads
-		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input that can be read one way only (%v); the call is blocked.", err)
+		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input that can be read one way only (%s); the call is blocked.", jsonwords.Problem(err))
 	}
 	if g.ToolName == "" {
 		return cchook.Input{}, errors.New(`the hook input has no "tool_name" (names are read exactly as Gemini CLI writes them); the call is blocked.`)
