@@ -154,7 +154,12 @@ func approvalKeyFlag() cli.Flag {
 }
 
 func approvalTTLFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid"}
+	return &cli.DurationFlag{Name: "approval-ttl", Value: 10 * time.Minute, Usage: "how long an approval token is valid", Action: func(_ *cli.Context, d time.Duration) error {
+		if d <= 0 {
+			return fail(exitUsage, "--approval-ttl %s is not a positive duration, and every approval would have expired when it was given; give one such as 10m (the default)", d)
+		}
+		return nil
+	}}
 }
 
 func stateFlag() cli.Flag {

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -125,7 +126,7 @@ type staticToken struct {
 func StaticTokens(path string) (auth.TokenVerifier, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the tokens file: %v", err)
+		return nil, fmt.Errorf("cannot read the tokens file %s: %v", path, unwrapPath(err))
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("the tokens file %s is not a regular file", path)
@@ -135,7 +136,7 @@ func StaticTokens(path string) (auth.TokenVerifier, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the tokens file: %v", err)
+		return nil, fmt.Errorf("cannot read the tokens file %s: %v", path, unwrapPath(err))
 	}
 	var tokens []staticToken
 	seen := map[[sha256.Size]byte]int{}
@@ -187,4 +188,14 @@ func StaticTokens(path string) (auth.TokenVerifier, error) {
 		}
 		return info(found.claims, time.Time{}, nil), nil
 	}, nil
+}
+
+// unwrapPath is a file system error without the path and system call it
+// names ("stat x: no such file"), which the sentence says in words.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -182,7 +182,16 @@ type remote struct {
 	name string
 }
 
+// quiet is the Redis client's own logger: none. Its lines ("redis:
+// 2026/12/03 pool.go:770: … failed to dial") went to standard error
+// beside the gateway's, in no format of --log-format; what a store that
+// cannot be reached means is logged once, by the gateway, as a sentence.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func openRedis(spec string) (*remote, error) {
+	redis.SetLogger(quiet{})
 	opt, err := redis.ParseURL(spec)
 	if err != nil {
 		return nil, fmt.Errorf("the state store %q is not a Redis URL it can use: %v", redacted(spec), err)
