@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,19 +78,65 @@ func TestP18PlainHookRecordsForReplayWithoutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := `"session":"claude-code\\x00\\x00plain-stateless"`
-	for _, phase := range []string{`"phase":"user"`, `"phase":"decided","call_id":"toolu_s1"`, `"phase":"result","call_id":"toolu_s1"`, `"phase":"decided","call_id":"toolu_s2"`} {
-		found := false
-		for _, line := range strings.Split(string(data), "\n") {
-			found = found || strings.Contains(line, phase) && strings.Contains(line, named)
-		}
-		if !found {
-			t.Errorf("no record %s of the session %s in the log:\n%s", phase, named, data)
-		}
-	}
+	inSession(t, data, `"session":"claude-code\\x00\\x00plain-stateless"`, `"phase":"user"`, `"phase":"decided","call_id":"toolu_s1"`, `"phase":"result","call_id":"toolu_s1"`, `"phase":"decided","call_id":"toolu_s2"`)
 	// The control: a policy that labels the result needs the state.
 	_, stderr, code := run("labelled", inputs[2], "--decision-log", log, "--decision-log-calls")
 	if code != 2 || !strings.Contains(stderr, place) {
 		t.Errorf("the labelled policy's result without its state: exit %d, %q; want exit 2 naming %s", code, stderr, place)
+	}
+}
+
+// TestP18PlainHTTPHookRecordsForReplay: through mcp --listen's HTTP hook
+// with --decision-log-calls and a plain policy (no labels, no provenance,
+// no --state), Alice's PostToolUse of a read outside the tree and her
+// prompt are recorded in her session (claude-code, alice, the session
+// id), as her Write after them is; replayed under the policy whose flow
+// denies Write once such a read labelled the session, that Write changes
+// allowed → refused, naming the read.
+func TestP18PlainHTTPHookRecordsForReplay(t *testing.T) {
+	t.Parallel()
+	stricter, wd, page := p18Setup(t)
+	principals := "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n"
+	writeFile(t, filepath.Join(stricter, "principals.cue"), principals)
+	plain := moduleDir(t, "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Read: schema.#Read, Write: schema.#Write}\n")
+	writeFile(t, filepath.Join(plain, "principals.cue"), principals)
+	dlog := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g := startHTTP(t, http.DefaultClient, "--policy", plain, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--decision-log", dlog, "--decision-log-calls")
+	sid := sessionID(t)
+	for _, in := range []string{
+		promptInput(sid, wd, "Write the notes"),
+		// One call's id in both, as Claude Code sends them.
+		hookInput("PreToolUse", sid, wd, "Read", map[string]any{"file_path": page}, "tool_use_id", "toolu_r"),
+		hookInput("PostToolUse", sid, wd, "Read", map[string]any{"file_path": page}, "tool_use_id", "toolu_r"),
+		hookInput("PreToolUse", sid, wd, "Write", map[string]any{"file_path": filepath.Join(wd, "out.txt"), "content": "x"}),
+	} {
+		if status, _, body := g.post("/hooks/claude-code", "tok-alice", in); status != 200 || strings.Contains(body, "deny") {
+			t.Fatalf("%s: %d %s", in, status, body)
+		}
+	}
+	data, err := os.ReadFile(dlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSession(t, data, `"session":"claude-code\\x00alice\\x00`+sid+`"`, `"phase":"user"`, `"phase":"result","call_id":"toolu_r"`, `"call_id":"toolu_Write_PreToolUse"`)
+	cmd := exec.Command(gatewayBinary(t), "replay", "--policy", stricter, dlog)
+	out, _, code := runInput(t, cmd, "")
+	if code != 0 || !strings.Contains(out, "call toolu_Write_PreToolUse Write("+filepath.Join(wd, "out.txt")+"): allowed → refused by P18") || !strings.Contains(out, "The result of Read of "+page+" (call toolu_r) labelled the session untrusted") {
+		t.Errorf("replay under the stricter policy: exit %d\n%s", code, out)
+	}
+}
+
+// inSession fails t unless the decision log data holds, for each of
+// records, a line with it that names the session named.
+func inSession(t *testing.T, data []byte, named string, records ...string) {
+	t.Helper()
+	for _, rec := range records {
+		found := false
+		for _, line := range strings.Split(string(data), "\n") {
+			found = found || strings.Contains(line, rec) && strings.Contains(line, named)
+		}
+		if !found {
+			t.Errorf("no record %s of the session %s in the log:\n%s", rec, named, data)
+		}
 	}
 }

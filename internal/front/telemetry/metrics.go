@@ -115,6 +115,15 @@ func (c *counting) Log(r decisionlog.Record) error {
 	return err
 }
 
+// Detail is what next's records carry for replay (--decision-log-calls):
+// without it, mcp --listen's gateway recorded no call replay could read.
+func (c *counting) Detail() decisionlog.Detail {
+	if d, ok := c.next.(interface{ Detail() decisionlog.Detail }); ok {
+		return d.Detail()
+	}
+	return decisionlog.Detail{}
+}
+
 func (c *counting) Err() error {
 	if c.next == nil {
 		return nil
