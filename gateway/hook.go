@@ -46,8 +46,10 @@ var hookRuntimes = map[string]hookRuntime{
 // Gemini CLI's BeforeTool hook) under the policy in force, and returns the
 // answer the runtime reads on the hook's standard output, as aimon-gw hook
 // RUNTIME answers it: allow, deny or ask, by the one decision, recorded in
-// the decision log. The call runs on the chain the input names (a
-// subagent's), in the input's cwd. An error is a sentence saying why the
+// the decision log. A PostToolUse input labels the session by its result
+// and a UserPromptSubmit one keeps its prompt as the user's words (rule
+// P18); both answer {} unless something was not kept. The call runs on
+// the chain the input names (a subagent's), in the input's cwd. An error is a sentence saying why the
 // call is blocked (an input that cannot be read); a hook command exits 2
 // with it, which every runtime takes as a block.
 func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byte, error) {
@@ -76,9 +78,9 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		defer release()
 		gen, o.Protected = at, false
 	}
-	if gen.Session != nil {
-		// What the session has read outlives the call (rule P18), kept
-		// where aimon-gw hook keeps it.
+	if gen.Session != nil || len(gen.Provenance) > 0 {
+		// What the session has read, and the user's words, outlive the
+		// call (rule P18), kept where aimon-gw hook keeps them.
 		store, err := ticket.Sessions()
 		if err != nil {
 			store = cchook.Unreachable(err)
@@ -86,7 +88,11 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		o.Session = cchook.Session(gen, store, runtime, "", in)
 	}
 	o.Session = cchook.Named(o.Session, o.Decisions, runtime, "", in) // for replay
-	if in.HookEventName == cchook.PostToolUse {
+	switch in.HookEventName {
+	case cchook.UserPromptSubmit:
+		// The prompt is the user's words (rule P18), and proceeds.
+		return cchook.Prompt(gen, in, o), nil
+	case cchook.PostToolUse:
 		return cchook.Post(gen, in, o)
 	}
 	out, err := json.Marshal(rt.decide(gen, in, o, g.wrap()))

@@ -357,3 +357,76 @@ agent: "allowed-tools": ["Echo"]
 		}
 	}
 }
+
+// TestP18HookTakesThePromptAsTheCLI: Hook keeps a UserPromptSubmit prompt
+// as the session's user words under a policy whose only session state is
+// a provenance of arguments, as aimon-gw hook claude-code does: a Write to
+// the path the prompt names is allowed, one to a path it does not name is
+// refused, and the CLI answers the same inputs alike.
+func TestP18HookTakesThePromptAsTheCLI(t *testing.T) {
+	bin := gobuild.Binary(t, "aimon.dev/gw/cmd/aimon-gw")
+	cwd := t.TempDir()
+	dir := writePolicy(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: {Read: claudecode.#Read, Write: claudecode.#Write}
+agent: "allowed-tools": ["Read", "Write(/**)"]
+provenance: Write: file_path: ["user"]
+`)
+	pol, err := policy.Load(context.Background(), dir, policy.WithWorkdir(cwd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(pol, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	t.Setenv("CLAUDE_PROJECT_DIR", cwd)
+	// Each run its own sessions: the user's state directory outlives it.
+	run := filepath.Base(cwd)
+	event := func(session, rest string) string {
+		return `{"session_id":"` + run + session + `","cwd":"` + cwd + `",` + rest + `}`
+	}
+	prompt := func(s string) string {
+		return event(s, `"hook_event_name":"UserPromptSubmit","prompt":"Please write `+cwd+`/named.txt now"`)
+	}
+	write := func(s, file string) string {
+		return event(s, `"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"`+cwd+`/`+file+`","content":"x"},"tool_use_id":"t"`)
+	}
+	cli := func(in string) string {
+		cmd := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off")
+		cmd.Dir, cmd.Stdin = cwd, strings.NewReader(in)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: the hook: %v", in, err)
+		}
+		return strings.TrimSuffix(string(out), "\n")
+	}
+	lib := func(in string) string {
+		got, err := gw.Hook(context.Background(), "claude-code", []byte(in))
+		if err != nil {
+			t.Fatalf("%s: Hook: %v", in, err)
+		}
+		return string(got)
+	}
+	if got := lib(prompt("-lib")); got != "{}" {
+		t.Fatalf("the prompt: Hook answered %s, want {} (it proceeds)", got)
+	}
+	if got := cli(prompt("-cli")); got != "{}" {
+		t.Fatalf("the prompt: the hook answered %s, want {}", got)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"named.txt", `"permissionDecision":"allow"`},
+		{"other.txt", `the user's words`},
+	} {
+		got, want := lib(write("-lib", tc.file)), cli(write("-cli", tc.file))
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("a Write of %s: Hook answered %s, want %s (rule P18)", tc.file, got, tc.want)
+		}
+		if got != want {
+			t.Errorf("a Write of %s:\nHook     %s\nthe hook %s", tc.file, got, want)
+		}
+	}
+}
