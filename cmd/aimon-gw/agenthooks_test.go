@@ -71,7 +71,7 @@ func TestR7CodexHookAnswersAsCodexEnforces(t *testing.T) {
 	}{
 		{"allowed", "Bash", `{"command":"touch allowed"}`, `{}`},
 		{"refused", "Bash", `{"command":"touch other"}`, `"permissionDecision":"deny"`},
-		{"asked is refused", "Bash", `{"command":"touch review"}`, `cannot ask a person`},
+		{"asked is refused", "Bash", `{"command":"touch review"}`, `Codex's hook cannot ask one`},
 		{"unknown tool", "view_image", `{"path":"x.png"}`, `does not mention view_image`},
 		{"MCP allowed", "mcp__aimon__Echo", `{"message":"hi"}`, `{}`},
 		{"MCP refused", "mcp__aimon__Bash", `{"command":"id"}`, `"permissionDecision":"deny"`},

@@ -91,10 +91,11 @@ func TestR7FrontEndsAgree(t *testing.T) {
 			}
 		})
 	}
-	// What a hook's front end finds before the lists (a call it cannot
-	// read as its runtime means it, a file a patch writes) is refused by
-	// the one decision: the answer's sentence is the record's, one record
-	// each, with its rule (issue 47 item 2).
+	// What a hook's front end knows beside the lists (a call it cannot
+	// read as its runtime means it, a file a patch writes, an ask its
+	// runtime cannot put to a person) is refused by the one decision: the
+	// answer's sentence is the record's, one record each, with its rule
+	// (issue 47 item 2).
 	t.Run("the hooks' refusals", func(t *testing.T) {
 		t.Parallel()
 		wd, _ := filepath.EvalSymlinks(t.TempDir())
@@ -108,6 +109,7 @@ func TestR7FrontEndsAgree(t *testing.T) {
 			{"a Codex patch without a patch", "codex", codex(`{}`), "R7", "apply_patch sent no patch"},
 			{"a Codex patch of Codex's own configuration", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: .codex/config.toml\n+x\n*** End Patch") + `}`), "R9", "apply_patch is refused: "},
 			{"a Codex patch of a file it may write", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: notes.txt\n+x\n*** End Patch") + `}`), "", ""},
+			{"a Codex call the policy asks about", "codex", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch review"},"tool_use_id":"a1"}`, "P15", "and Codex's hook cannot ask one, so the call is refused"},
 			{"a Claude Code cd out of the project", "claude-code", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd / && touch allowed"},"tool_use_id":"cd1"}`, "R7", "Bash cd / is refused: it leads to /, outside the project"},
 		} {
 			log := filepath.Join(t.TempDir(), "hook.jsonl")
@@ -135,7 +137,7 @@ func TestR7FrontEndsAgree(t *testing.T) {
 			case tc.rule == "" && (r["allowed"] != true || said != ""):
 				t.Errorf("%s: want it allowed with no sentence: %s; record %v", tc.note, out, r)
 			case tc.rule == "":
-			case r["allowed"] != false || r["rule"] != tc.rule || !strings.Contains(said, tc.says):
+			case r["allowed"] != false || r["ask"] == true || r["rule"] != tc.rule || !strings.Contains(said, tc.says):
 				t.Errorf("%s: want it refused by %s saying %q: %s; record %v", tc.note, tc.rule, tc.says, out, r)
 			case strings.TrimSuffix(reason, ".") != strings.TrimSuffix(said, "."):
 				t.Errorf("%s: the answer says %q, its record %q", tc.note, said, reason)

@@ -22,28 +22,8 @@ import (
 // the state directory was unusable indeed.
 func TestP18PlainHookRecordsForReplayWithoutState(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		need.Missing(t, "the hook is run as a user with no state directory, which needs root (CI runs as root)")
-	}
-	setpriv := need.Command(t, "setpriv", "it runs the hook as another user (util-linux)")
-	// A uid with no entry in the password database keeps its state in
-	// /var/tmp/aimon-gw-UID (ticket.Dir); a file there makes it unusable.
 	const uid = 61734
-	place := fmt.Sprintf("/var/tmp/aimon-gw-%d", uid)
-	if fi, err := os.Lstat(place); err == nil && fi.IsDir() {
-		t.Fatalf("%s is a directory; remove it, the test needs its place for a file", place)
-	}
-	writeFile(t, place, "not a directory\n")
-	t.Cleanup(func() { os.Remove(place) })
-
-	bin := gatewayBinary(t)
-	os.Chmod(filepath.Dir(bin), 0o755) // the user runs it
-	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-plain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	os.Chmod(root, 0o755)
+	setpriv, bin, root, place := stateless(t, uid, "plain")
 	module := "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
 	head := "package policy\n\nimport \"aimon.dev/gw/schema/claudecode\"\n\ntools: {Read: claudecode.#Read, Write: claudecode.#Write}\nagent: \"allowed-tools\": [\"Read\", \"Write(/tmp/**)\"]\n"
 	for name, body := range map[string]string{"plain": head, "labelled": head + "labels: untrusted: {entries: [\"Read\"], trusted: [\"Read(/tmp/**)\"]}\n"} {
@@ -84,6 +64,35 @@ func TestP18PlainHookRecordsForReplayWithoutState(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, place) {
 		t.Errorf("the labelled policy's result without its state: exit %d, %q; want exit 2 naming %s", code, stderr, place)
 	}
+}
+
+// stateless readies a hook run as uid, a uid with no entry in the
+// password database and so its state in /var/tmp/aimon-gw-UID
+// (ticket.Dir), where a file is put (place) that makes that state, and
+// the key that seals exec's tickets, unusable; root is a directory of
+// /var/tmp named for the test (note) that the user can reach, bin the
+// gateway it can run, setpriv what runs it as that user. It needs root.
+func stateless(t *testing.T, uid int, note string) (setpriv, bin, root, place string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		need.Missing(t, "the hook is run as a user with no state directory, which needs root (CI runs as root)")
+	}
+	setpriv = need.Command(t, "setpriv", "it runs the hook as another user (util-linux)")
+	place = fmt.Sprintf("/var/tmp/aimon-gw-%d", uid)
+	if fi, err := os.Lstat(place); err == nil && fi.IsDir() {
+		t.Fatalf("%s is a directory; remove it, the test needs its place for a file", place)
+	}
+	writeFile(t, place, "not a directory\n")
+	t.Cleanup(func() { os.Remove(place) })
+	bin = gatewayBinary(t)
+	os.Chmod(filepath.Dir(bin), 0o755) // the user runs it
+	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-"+note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	return setpriv, bin, root, place
 }
 
 // TestP18PlainHTTPHookRecordsForReplay: through mcp --listen's HTTP hook

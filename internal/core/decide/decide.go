@@ -112,10 +112,14 @@ type Decider struct {
 	Paths       PathForm
 	ClientTools string // "deny" or "ask"; "" when the client runs no tools of its own
 	ClientAsks  bool   // the client asks a person itself: its asks carry no token
-	FS          FS
-	Approvals   Approvals    // nil: no person can be asked, an ask is refused (P15)
-	Limits      Limiter      // nil decides no limit (P19)
-	Log         *slog.Logger // the sandboxes'
+	// CannotAsk names a front end whose client cannot ask a person
+	// (Codex's hook): an ask is refused there, by P15, in this decision,
+	// so that what it answers is what the decision log records.
+	CannotAsk string
+	FS        FS
+	Approvals Approvals    // nil: no person can be asked, an ask is refused (P15)
+	Limits    Limiter      // nil decides no limit (P19)
+	Log       *slog.Logger // the sandboxes'
 	// MaxHideWalk bounds the entries the P17 walk visits for one command;
 	// 0 means 200,000.
 	MaxHideWalk int
@@ -306,6 +310,16 @@ func badInput(tool string, err error) string {
 	return NotExecuted(fmt.Sprintf("The input of '%s' cannot be used: %s.", tool, strings.TrimSuffix(err.Error(), ".")))
 }
 
+// cannotAsk is the refusal of an ask (reason) where front cannot ask a
+// person.
+func cannotAsk(reason, front string) string {
+	reason = strings.TrimSpace(reason)
+	if reason != "" && !strings.HasSuffix(reason, ".") {
+		reason += "."
+	}
+	return fmt.Sprintf("%s The policy asks a person to approve this call, and %s cannot ask one, so the call is refused; approve it where a person can be asked (aimon-gw mcp with an elicitation client), or change the policy.", reason, front)
+}
+
 func aboveCeiling(tool, effect, ceiling, by string) string {
 	return fmt.Sprintf("%s is not allowed on this surface: its side effect is %s, above the ceiling %s that %s sets (max-effect), so it is neither listed nor allowed here whatever the lists say.", tool, effect, ceiling, by)
 }
@@ -313,6 +327,11 @@ func aboveCeiling(tool, effect, ceiling, by string) string {
 // approve turns an ask into an allow when the call carries a token a person
 // gave for it, and otherwise seals a new token into the decision (P15).
 func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
+	if dc.CannotAsk != "" {
+		// The ask entries that decided stay the record's entries.
+		d.Ask, d.Rule, d.Reason = false, rule.P15, cannotAsk(d.Reason, dc.CannotAsk)
+		return d
+	}
 	if dc.ClientAsks {
 		return d
 	}

@@ -18,6 +18,7 @@ import (
 
 	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -167,11 +168,33 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 			}
 		}
 	}
-	gw, input := hookGateway(gen, in, chain, home, opts)
 	id := in.ToolUseID
 	if id == "" {
 		id = "hook"
 	}
+	// The command exec runs, its ticket sealed before the decision is
+	// recorded: a ticket that cannot be sealed refuses the call in the
+	// decision, and the record says so (rules P16, R10).
+	var wrapped string
+	if wrap != nil && in.ToolName == wrap.shell() {
+		w := *wrap
+		w.call = id
+		w.Home, w.Project = home, in.Project
+		opts.Complete = func(d rule.Decision) rule.Decision {
+			cmd, ok := d.Input["command"].(string)
+			if d.Sandbox == nil || d.Sandbox.Off || !ok {
+				return d
+			}
+			var err error
+			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision); err != nil {
+				refused := rule.Refused(rule.P16, fmt.Sprintf("%s is refused: the hook cannot seal the ticket its sandbox runs the command with: %v.", in.ToolName, strings.TrimSuffix(err.Error(), ".")))
+				refused.Effective, refused.Entries = d.Effective, d.Entries
+				return refused
+			}
+			return d
+		}
+	}
+	gw, input := hookGateway(gen, in, chain, home, opts)
 	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread, Writes: in.Writes}
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
@@ -187,18 +210,9 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 		return out
 	}
 	updated := d.Input
-	if wrap != nil && d.Sandbox != nil && !d.Sandbox.Off && in.ToolName == wrap.shell() {
-		if cmd, ok := updated["command"].(string); ok {
-			updated = maps.Clone(updated)
-			w := *wrap
-			w.call = id
-			w.Home, w.Project = home, in.Project
-			wrapped, err := w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision)
-			if err != nil {
-				return Blocked(fmt.Sprintf("%s The hook cannot seal the ticket its sandbox runs the command with, so the call is blocked: %v.", d.Reason, err))
-			}
-			updated["command"] = wrapped
-		}
+	if wrapped != "" {
+		updated = maps.Clone(updated)
+		updated["command"] = wrapped
 	}
 	if cdDir != "" {
 		if updated == nil {

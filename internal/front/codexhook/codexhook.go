@@ -7,8 +7,9 @@
 // rewrite, an ask, an unknown field, any exit but 0 and 2) as a failed hook
 // and runs the tool, so the answers here are only those it enforces: {} for
 // an allowed call, allow with updatedInput for an allowed command wrapped
-// in the sandbox, deny with a reason otherwise; an ask is a deny, since
-// Codex's hook cannot ask a person.
+// in the sandbox, deny with a reason otherwise. Codex's hook cannot ask a
+// person, so the one decision refuses an ask (gateway.Options.CannotAsk),
+// and records the deny it answers.
 package codexhook
 
 import (
@@ -85,6 +86,7 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 	if in.ToolName == Patch && in.Unread == "" {
 		in.Writes, in.Unread = patchFiles(in)
 	}
+	opts.CannotAsk = "Codex's hook"
 	return answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
 }
 
@@ -124,8 +126,6 @@ func answer(d cchook.Decision) Output {
 			return Output{}
 		}
 		return Output{&Specific{HookEventName: "PreToolUse", PermissionDecision: "allow", UpdatedInput: d.UpdatedInput}}
-	case "ask":
-		return Blocked(d.PermissionDecisionReason + " Codex's hooks cannot ask a person, so the call is refused; approve it where a person can be asked (aimon-gw mcp with an elicitation client), or change the policy.")
 	}
 	return Blocked(d.PermissionDecisionReason)
 }

@@ -104,6 +104,9 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 		if err == nil && d.Effective == nil && c.Unread == "" && c.Refusal == nil {
 			d.Effective = eff.Entries(c.Name)
 		}
+		if g.opts.Complete != nil && (d.Allowed || d.Ask) {
+			d = g.opts.Complete(d)
+		}
 	}
 	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Decided)
 	d.EntryAt = entryPlaces(cur, chain, d, g.opts.Workdir)

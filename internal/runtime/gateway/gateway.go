@@ -15,6 +15,7 @@ import (
 
 	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/state"
@@ -31,11 +32,19 @@ type Options struct {
 	// ClientAsks is set by a front end whose client asks a person itself
 	// (Claude Code's hook answers "ask"): its asks carry no token.
 	ClientAsks bool
+	// CannotAsk names a front end whose client cannot ask a person
+	// (Codex's hook, "Codex's hook"): the decision refuses its asks (rule
+	// P15), and records that refusal; "" for a front end that can ask.
+	CannotAsk string
 	// ClientTools is what a front end whose client runs tools of its own
 	// (Claude Code's hook) answers for a tool the policy does not define:
 	// "deny" or "ask"; an MCP tool named mcp__SERVER[__TOOL] is decided by
 	// the lists' entries for it. "" refuses such a tool as unknown (P9).
 	ClientTools string
+	// Complete, when set, completes an allowed or asked decision before it
+	// is recorded (the hook seals the ticket its command runs with, rule
+	// P16): a refusal it returns is what is recorded, and answered (R10).
+	Complete func(rule.Decision) rule.Decision
 	// Paths is how the front end's client writes path subjects (rule R7).
 	Paths PathForm
 	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
@@ -104,7 +113,7 @@ type Gateway struct {
 
 // decider is the one decision with the gateway's options, as they are now.
 func (g *Gateway) decider() decide.Decider {
-	dc := decide.Decider{Workdir: g.opts.Workdir, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
+	dc := decide.Decider{Workdir: g.opts.Workdir, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, CannotAsk: g.opts.CannotAsk, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
 	if g.opts.Approvals != nil {
 		dc.Approvals = g.opts.Approvals
 	}
