@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,11 +24,15 @@ import (
 
 const relayServerPkg = "aimon.dev/gw/internal/runtime/provision/testdata/relayserver"
 
-// records keeps the decision log's records.
+// records keeps the decision log's records, with detail (none by
+// default) the detail a --decision-log-calls file records.
 type records struct {
-	mu  sync.Mutex
-	all []decisionlog.Record
+	mu     sync.Mutex
+	all    []decisionlog.Record
+	detail decisionlog.Detail
 }
+
+func (r *records) Detail() decisionlog.Detail { return r.detail }
 
 func (r *records) Log(rec decisionlog.Record) error {
 	r.mu.Lock()
@@ -60,9 +67,14 @@ type mcpSession struct {
 
 // startMCP serves the policy of dir in the working directory wd.
 func startMCP(t *testing.T, dir, wd string, sdkCalls bool) *mcpSession {
+	return startMCPLog(t, dir, wd, sdkCalls, &records{})
+}
+
+// startMCPLog is startMCP recording its decisions in log.
+func startMCPLog(t *testing.T, dir, wd string, sdkCalls bool, log *records) *mcpSession {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &mcpSession{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1), log: &records{}}
+	s := &mcpSession{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1), log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
@@ -315,5 +327,67 @@ agent: "allowed-tools": ["r__slow"]
 		if n := strings.Count(strings.Join(s.log.lines(), "\n"), `"phase":"running","call_id":"mcp_1","tool":"r__slow"`); n != 1 {
 			t.Errorf("sdk %v: the cancelled call was decided %d times, want once:\n%s", sdk, n, strings.Join(s.log.lines(), "\n"))
 		}
+	}
+}
+
+// TestP18MCPDirectWritesTheRedactedResult: under a policy whose label
+// redacts a token, an upstream result that holds one reaches the client
+// redacted on the guard's path, whose answer is written straight from the
+// decision's text (not from the upstream's bytes), byte for byte as the
+// SDK's path answers it; the session is labelled, the decision log's
+// records are the SDK path's, and a clean result is written straight too.
+func TestP18MCPDirectWritesTheRedactedResult(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
+	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+
+servers: r: {command: [%q], expose: ["echo"], pin: false}
+labels: secret: {content: ["aws-access-key"], redact: true}
+agent: "allowed-tools": ["r__echo"]
+`, binary(t, relayServerPkg)))
+	const token = "AKIAIOSFODNN7EXAMPLE"
+	frames := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"list","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r__echo","arguments":{"text":"key AWS_ACCESS_KEY_ID=` + token + ` <&>"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"r__echo","arguments":{"text":"clean"}}}`,
+	}
+	var answers, logs [2][]string
+	var plain [2]int64
+	for i, sdk := range []bool{false, true} {
+		s := startMCPLog(t, dir, dir, sdk, &records{detail: decisionlog.Detail{Calls: true}})
+		before := mcpfront.PlainResults.Load()
+		for _, f := range frames {
+			answers[i] = append(answers[i], s.send(t, f))
+		}
+		plain[i] = mcpfront.PlainResults.Load() - before
+		s.end(t)
+		logs[i] = s.log.lines()
+	}
+	for k := range frames {
+		if answers[0][k] != answers[1][k] {
+			t.Errorf("%s\n  direct %s\n     SDK %s", frames[k], answers[0][k], answers[1][k])
+		}
+	}
+	if got := answers[0][3]; strings.Contains(got, token) || !strings.Contains(got, `AWS_ACCESS_KEY_ID=[redacted aws-access-key] \u003c\u0026\u003e`) {
+		t.Errorf("the upstream's token reached the client, or not as redacted: %s", got)
+	}
+	if got := answers[0][4]; !strings.Contains(got, `"text":"clean"`) {
+		t.Errorf("the clean call was answered %s", got)
+	}
+	// Each session is named afresh; the rest is the SDK path's.
+	named := regexp.MustCompile(`"session":"[0-9a-f]+"`)
+	if a, b := named.ReplaceAllString(strings.Join(logs[0], "\n"), `"session":""`), named.ReplaceAllString(strings.Join(logs[1], "\n"), `"session":""`); a != b {
+		t.Errorf("the decision logs differ:\ndirect %s\n   SDK %s", a, b)
+	}
+	// The Result record of the call that read the token: labelled, and
+	// the digest of the redacted text the client got.
+	sum := sha256.Sum256([]byte("key AWS_ACCESS_KEY_ID=[redacted aws-access-key] <&>"))
+	if log := strings.Join(logs[0], "\n"); !strings.Contains(log, `"labels":["secret"],"text_sha256":"sha256:`+hex.EncodeToString(sum[:])+`"`) {
+		t.Errorf("no Result record of the call that read the token, labelled, with the redacted text's digest:\n%s", log)
+	}
+	if plain[0] != 2 || plain[1] != 0 {
+		t.Errorf("%d results written straight on the guard's path (the SDK's %d), want 2 (and 0)", plain[0], plain[1])
 	}
 }

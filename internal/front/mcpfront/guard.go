@@ -231,7 +231,7 @@ func (g *guard) answer(key string, req *jsonrpc.Request) bool {
 	g.answers.Add(1)
 	answer := func(resp *jsonrpc.Response) {
 		defer g.answers.Done()
-		g.Write(ctx, resp)
+		g.writeResponse(ctx, resp)
 	}
 	if g.direct(ctx, req, answer) {
 		return true
@@ -274,6 +274,64 @@ func (g *guard) write(b []byte) error {
 // (one that ran answers with a result), and is recorded as dropped before
 // the request leaves the in-flight set, so before the session can end.
 func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
+	if g.settle(msg) {
+		return nil
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error != nil {
+		plain := *resp
+		plain.Error = plainError(resp.Error)
+		msg = &plain
+	}
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return g.write(b)
+}
+
+// writeResponse writes the answer to a call the guard's path answered,
+// as Write does; a result is framed straight, as EncodeMessage frames
+// it, without encoding the result's bytes again (issue 49).
+func (g *guard) writeResponse(ctx context.Context, resp *jsonrpc.Response) error {
+	frame, ok := resultFrame(resp)
+	if !ok {
+		return g.Write(ctx, resp)
+	}
+	if g.settle(resp) {
+		return nil
+	}
+	return g.write(frame)
+}
+
+// resultFrame is the frame jsonrpc.EncodeMessage writes for resp, a
+// result whose bytes are compact JSON (the encoder's): false for an
+// error, or an id whose spelling the encoder would write otherwise than
+// here (a string with <, > or &, which it leaves unescaped).
+func resultFrame(resp *jsonrpc.Response) ([]byte, bool) {
+	if resp.Error != nil || len(resp.Result) == 0 || !resp.ID.IsValid() {
+		return nil, false
+	}
+	b := make([]byte, 0, len(resp.Result)+64)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	switch id := resp.ID.Raw().(type) {
+	case int64:
+		b = strconv.AppendInt(b, id, 10)
+	case string:
+		q, err := json.Marshal(id)
+		if err != nil || strings.ContainsAny(id, "<>&") {
+			return nil, false
+		}
+		b = append(b, q...)
+	default:
+		return nil, false
+	}
+	b = append(append(b, `,"result":`...), resp.Result...)
+	return append(b, '}'), true
+}
+
+// settle takes msg, a response, off the requests in flight; true when it
+// answers a cancelled request, and is not written.
+func (g *guard) settle(msg jsonrpc.Message) bool {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
 		key := keyOf(resp.ID.Raw())
 		g.cmu.Lock()
@@ -295,20 +353,9 @@ func (g *guard) Write(_ context.Context, msg jsonrpc.Message) error {
 		case g.answered <- struct{}{}:
 		default:
 		}
-		if cancelled {
-			return nil
-		}
+		return cancelled
 	}
-	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error != nil {
-		plain := *resp
-		plain.Error = plainError(resp.Error)
-		msg = &plain
-	}
-	b, err := jsonrpc.EncodeMessage(msg)
-	if err != nil {
-		return err
-	}
-	return g.write(b)
+	return false
 }
 
 // handlingRE is the method the SDK names in its error answer; early its

@@ -34,12 +34,22 @@ import (
 // know which path a call took.
 var DirectCalls atomic.Int64
 
+// PlainResults counts the results of those written straight from the
+// decision's text (plainResult), for the tests that must know it.
+var PlainResults atomic.Int64
+
 // directCalls answers the tools/call frames it takes on session, whose
 // server is m's; answer writes the response. It takes none before the
 // session is connected.
 func (m *toolSet) directCalls(session func() *mcp.ServerSession, base context.Context) direct {
 	var metas metaCache
 	var pool workers
+	// The server's info as the SDK writes it in a result's _meta
+	// (json.Marshal's HTML escapes); nil leaves such results to the SDK.
+	info, err := json.Marshal(m.impl)
+	if err != nil {
+		info = nil
+	}
 	return func(ctx context.Context, req *jsonrpc.Request, answer func(*jsonrpc.Response)) bool {
 		ss := session()
 		if ss == nil {
@@ -66,7 +76,10 @@ func (m *toolSet) directCalls(session func() *mcp.ServerSession, base context.Co
 				// not listed (a server still connecting), as the SDK's
 				// path types both (completed).
 				typed := res != nil && p.ProtocolVersion >= newProtocol
-				if resp.Result, err = marshalResult(res, m.impl, typed, perRequest); err != nil {
+				if b, ok := plainResult(res, info, typed, perRequest); ok {
+					resp.Result = b
+					PlainResults.Add(1)
+				} else if resp.Result, err = marshalResult(res, m.impl, typed, perRequest); err != nil {
 					resp.Error = fmt.Errorf("marshaling the result: %w", err)
 				}
 			}
@@ -184,6 +197,42 @@ func marshalResult(res *mcp.CallToolResult, impl *mcp.Implementation, typed, per
 	}
 	b = append(b, `,"resultType":"input_required","inputRequests":`...)
 	return append(append(b, ir...), '}'), nil
+}
+
+// plainResult is what marshalResult writes for the result every allowed
+// or refused call of the gateway gives (toResult: one text, no
+// structured content, no _meta, no annotations), written straight from
+// the decision's text: the SDK's path encodes it three times over (the
+// content's MarshalJSON, the result's, the encoder's), each scanning the
+// text again, a sixth of the gateway's own time on an upstream Echo
+// (issue 49). info is the server's info as json.Marshal writes it. ok is
+// false for any other result, which marshalResult writes as the SDK does.
+func plainResult(res *mcp.CallToolResult, info []byte, typed, perRequest bool) (b []byte, ok bool) {
+	if res == nil || len(res.Content) != 1 || len(res.Meta) != 0 || res.StructuredContent != nil ||
+		res.InputRequests != nil || res.RequestState != "" || (perRequest && info == nil) {
+		return nil, false
+	}
+	t, isText := res.Content[0].(*mcp.TextContent)
+	if !isText || len(t.Meta) != 0 || t.Annotations != nil {
+		return nil, false
+	}
+	text, err := json.Marshal(t.Text) // with HTML escapes, as the content's MarshalJSON writes it
+	if err != nil {
+		return nil, false
+	}
+	b = make([]byte, 0, len(text)+len(info)+96)
+	b = append(b, '{')
+	if perRequest {
+		b = append(append(append(b, `"_meta":{"`+mcp.MetaKeyServerInfo+`":`...), info...), "},"...)
+	}
+	b = append(append(append(b, `"content":[{"type":"text","text":`...), text...), "}]"...)
+	if res.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	if typed {
+		b = append(b, `,"resultType":"complete"`...)
+	}
+	return append(b, '}'), true
 }
 
 // plainCall reads a tools/call's params that hold a name, arguments and
