@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -83,4 +84,34 @@ func TestR7PlainResultIsTheSDKsBytes(t *testing.T) {
 	if b, ok := resultFrame(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: 1, Message: "m"}}); ok {
 		t.Errorf("an error was framed straight as %s", b)
 	}
+}
+
+// BenchmarkAnswerEncoding: an Echo's answer frame (protocol 2026-07-28,
+// the server's info in _meta) written straight (plainResult, resultFrame)
+// and through the SDK's encoders (marshalResult, EncodeMessage), in one
+// interleaved loop; straight/sdk is the ratio of their times (issue 49).
+func BenchmarkAnswerEncoding(b *testing.B) {
+	impl := &mcp.Implementation{Name: "aimon-gw", Version: "v1"}
+	info, _ := json.Marshal(impl)
+	id, _ := jsonrpc.MakeID(float64(7))
+	res := func() *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}
+	}
+	var straight, sdk time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		r, _ := plainResult(res(), info, true, true)
+		if _, ok := resultFrame(&jsonrpc.Response{ID: id, Result: r}); !ok {
+			b.Fatal("not framed")
+		}
+		t1 := time.Now()
+		r, _ = marshalResult(res(), impl, true, true)
+		if _, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: r}); err != nil {
+			b.Fatal(err)
+		}
+		straight, sdk = straight+t1.Sub(t0), sdk+time.Since(t1)
+	}
+	b.ReportMetric(float64(straight.Nanoseconds())/float64(b.N), "straight-ns/op")
+	b.ReportMetric(float64(sdk.Nanoseconds())/float64(b.N), "sdk-ns/op")
+	b.ReportMetric(float64(straight)/float64(sdk), "straight/sdk")
 }
