@@ -87,16 +87,7 @@ func BenchmarkP16SandboxedTrue(b *testing.B) {
 		t2 := time.Now()
 		benchRun(b, dir, argv, nil, none)
 		t3 := time.Now()
-		f, err := filterFile()
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := exec.Command(bw, a...)
-		c.ExtraFiles = []*os.File{f}
-		if out, err := c.CombinedOutput(); err != nil {
-			b.Fatalf("%v %s", err, out)
-		}
-		f.Close()
+		bareBwrap(b, bw, a)
 		full += t1.Sub(t0)
 		traced += t2.Sub(t1)
 		launched += t3.Sub(t2)

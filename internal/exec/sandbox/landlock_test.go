@@ -154,19 +154,26 @@ func BenchmarkP16Launcher(b *testing.B) {
 		}
 		Release(cmd)
 		t1 := time.Now()
-		f, err := filterFile()
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := exec.Command(bw, a...)
-		c.ExtraFiles = []*os.File{f}
-		if out, err := c.CombinedOutput(); err != nil {
-			b.Fatalf("%v %s", err, out)
-		}
-		f.Close()
+		bareBwrap(b, bw, a)
 		launched += t1.Sub(t0)
 		bare += time.Since(t1)
 	}
 	b.ReportMetric(float64(launched)/float64(bare), "launched/bwrap")
 	b.ReportMetric(float64(launched-bare)/float64(b.N)/1e6, "added-ms")
+}
+
+// bareBwrap runs bubblewrap alone with the sandbox's seccomp filter and
+// the same arguments: what a benchmark compares the sandbox with.
+func bareBwrap(b *testing.B, bw string, args []string) {
+	b.Helper()
+	f, err := filterFile()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	c := exec.Command(bw, args...)
+	c.ExtraFiles = []*os.File{f}
+	if out, err := c.CombinedOutput(); err != nil {
+		b.Fatalf("%v %s", err, out)
+	}
 }
