@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/policy"
 )
 
 type initParams struct {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	ipolicy "aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/policy"
 )
 
@@ -59,7 +58,7 @@ func policyTest(p testParams) error {
 		}
 	}
 	if p.Principal != "" {
-		if _, err := ipolicy.ParseClaims(p.Principal); err != nil {
+		if _, err := policy.ParsePrincipal(p.Principal); err != nil {
 			return fail(exitUsage, "--principal: %v", err)
 		}
 	}
