@@ -68,9 +68,9 @@ func ExampleExtends() {
 // the gateway cannot name is not mapped to any chain).
 func TestR5ParsePrincipalBadClaims(t *testing.T) {
 	for spec, want := range map[string]string{
-		`{"sub":`:                 `is not claims as JSON (unexpected EOF); write {"sub":"alice"`,
+		`{"sub":`:                `is not claims as JSON (unexpected EOF); write {"sub":"alice"`,
 		`{"sub":"a","role":"x"}`: "is not claims as JSON",
-		"  ":                      "the principal is empty; give a subject",
+		"  ":                     "the principal is empty; give a subject",
 	} {
 		if _, err := policy.ParsePrincipal(spec); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParsePrincipal(%q) = %v, want an error saying %q", spec, err, want)

@@ -1,14 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/front/cchook"
+	"aimon.dev/gw/policy"
 )
 
 type importParams struct {
@@ -45,29 +46,27 @@ func importCommand(stdout, stderr io.Writer) *cli.Command {
 // importClaudeCode prints the policy on standard output and, on standard
 // error, every place where Claude Code's meaning differs from the policy's.
 func importClaudeCode(p importParams) error {
-	data, err := os.ReadFile(p.File)
-	if err != nil {
+	im, err := policy.Import("claude-code", []string{p.File}, policy.ImportOptions{})
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return fail(exitUsage, "%s; give the path of a Claude Code settings file", pathProblem(err))
 	}
-	home, _ := os.UserHomeDir() // tells the user's own settings from a project's
-	im, err := cchook.Import(data, p.File, cchook.ProjectOf(p.File), home)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	return p.write("claude-code", "Claude Code", im.Source, im.Notes, im.Lossy)
+	return p.write("claude-code", "Claude Code", im)
 }
 
 // write prints an imported policy, or, when a rule could not be kept
 // exactly and --lossy was not given, each such rule and no policy.
-func (p importParams) write(name, runtime, source string, notes, lossy []string) error {
-	if len(lossy) > 0 && !p.Lossy {
-		for _, l := range lossy {
+func (p importParams) write(name, runtime string, im *policy.Imported) error {
+	if len(im.Lossy) > 0 && !p.Lossy {
+		for _, l := range im.Lossy {
 			fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+strings.TrimSuffix(l, ".")+".")
 		}
-		return fail(exitFinding, "%d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s", len(lossy), runtime)
+		return fail(exitFinding, "%d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s", len(im.Lossy), runtime)
 	}
-	fmt.Fprint(p.Stdout, source)
-	for _, n := range notes {
+	fmt.Fprint(p.Stdout, im.Source)
+	for _, n := range im.Notes {
 		fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+n)
 	}
 	return nil

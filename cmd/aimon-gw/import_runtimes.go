@@ -7,9 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/front/codeximport"
-	"aimon.dev/gw/internal/front/geminiimport"
-	"aimon.dev/gw/internal/front/importkit"
+	"aimon.dev/gw/policy"
 )
 
 var lossyFlag = &cli.BoolFlag{Name: "lossy", Usage: "write the policy even when a rule cannot be kept exactly; such a rule is made stricter"}
@@ -17,8 +15,7 @@ var lossyFlag = &cli.BoolFlag{Name: "lossy", Usage: "write the policy even when 
 // importRuntime is the import subcommand of a runtime whose rules lie in
 // several files: each argument a file, or a directory read as the
 // runtime reads it.
-func importRuntime(name, runtime, usage, args, example string, stdout, stderr io.Writer,
-	files func(string) ([]string, error), imp func(files []string, project string) (*importkit.Imported, error)) *cli.Command {
+func importRuntime(name, runtime, usage, args, example string, stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      name,
 		Usage:     usage,
@@ -39,17 +36,17 @@ func importRuntime(name, runtime, usage, args, example string, stdout, stderr io
 			}
 			p.Project = abs
 			for _, a := range c.Args().Slice() {
-				fs, err := files(a)
+				fs, err := policy.ImportFiles(name, a)
 				if err != nil {
 					return fail(exitUsage, "%s", pathProblem(err))
 				}
 				p.Files = append(p.Files, fs...)
 			}
-			im, err := imp(p.Files, p.Project)
+			im, err := policy.Import(name, p.Files, policy.ImportOptions{Project: p.Project})
 			if err != nil {
 				return fail(exitUsage, "%v", err)
 			}
-			return p.write(name, runtime, im.Source, im.Notes, im.Lossy)
+			return p.write(name, runtime, im)
 		},
 	}
 }
@@ -57,11 +54,11 @@ func importRuntime(name, runtime, usage, args, example string, stdout, stderr io
 func importCodexCommand(stdout, stderr io.Writer) *cli.Command {
 	return importRuntime("codex", "Codex", "a policy from Codex's execpolicy rules and config.toml",
 		"[--project DIR] CODEX_HOME | FILE.rules... [config.toml]", "aimon-gw import codex ~/.codex > policy.cue",
-		stdout, stderr, codeximport.Files, codeximport.Import)
+		stdout, stderr)
 }
 
 func importGeminiCommand(stdout, stderr io.Writer) *cli.Command {
 	return importRuntime("gemini-cli", "Gemini CLI", "a policy from Gemini CLI's policy files and settings.json",
 		"[--project DIR] ~/.gemini | FILE.toml... [settings.json]", "aimon-gw import gemini-cli ~/.gemini > policy.cue",
-		stdout, stderr, geminiimport.Files, geminiimport.Import)
+		stdout, stderr)
 }
