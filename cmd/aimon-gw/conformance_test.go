@@ -190,18 +190,7 @@ func runConformance(t *testing.T, bin, path string) {
 		}
 		return
 	}
-	var expected []string
-	dec := json.NewDecoder(bytes.NewReader(want))
-	for {
-		var v any
-		if err := dec.Decode(&v); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: the server section is not a sequence of JSON values: %v", path, err)
-		}
-		b, _ := json.MarshalIndent(v, "", "\t")
-		expected = append(expected, string(b))
-	}
+	expected := serverFrames(t, path, want)
 	for i := 0; i < max(len(norm), len(expected)); i++ {
 		switch {
 		case i >= len(norm):
@@ -211,6 +200,23 @@ func runConformance(t *testing.T, bin, path string) {
 		case norm[i] != expected[i]:
 			t.Errorf("%s: server frame %d:\n%s\nwant\n%s", path, i+1, norm[i], expected[i])
 		}
+	}
+}
+
+// serverFrames are the frames of a case's server section, each indented.
+func serverFrames(t *testing.T, path string, want []byte) []string {
+	t.Helper()
+	var expected []string
+	dec := json.NewDecoder(bytes.NewReader(want))
+	for {
+		var v any
+		if err := dec.Decode(&v); err == io.EOF {
+			return expected
+		} else if err != nil {
+			t.Fatalf("%s: the server section is not a sequence of JSON values: %v", path, err)
+		}
+		b, _ := json.MarshalIndent(v, "", "\t")
+		expected = append(expected, string(b))
 	}
 }
 

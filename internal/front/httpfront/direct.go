@@ -80,6 +80,13 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: err})
 	}
+	writeEvent(w, data)
+	return true
+}
+
+// writeEvent answers with the one server-sent event data, as the SDK's
+// stateless transport answers a request.
+func writeEvent(w http.ResponseWriter, data []byte) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "text/event-stream")
@@ -88,6 +95,41 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	out = append(append(append(out, "event: message\ndata: "...), data...), "\n\n"...)
 	w.Write(out)
 	http.NewResponseController(w).Flush()
+}
+
+// unreadable answers m with the JSON-RPC error the SDK's server gives it
+// before any handler runs (mcpfront.RequestProblem), in stdio's words, as
+// the SDK's handler answers: params it cannot decode in the request's one
+// event, a method it does not answer or missing params with 400 (404 for
+// an unknown method at 2026-07-28), the error as the body instead of the
+// SDK's plain text; a notification the SDK does not know is accepted
+// and ignored, as stdio ignores it, not refused as text. False when the SDK takes m, or would refuse r for
+// another reason first.
+func unreadable(w http.ResponseWriter, r *http.Request, m mcpfront.Frame) bool {
+	if mcpfront.UnknownNotification(m) && sdkWouldTake(r) {
+		// Ignored, as over stdio: a notification is never answered.
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	}
+	e, inStream := mcpfront.RequestProblem(m)
+	if e == nil || !sdkWouldTake(r) {
+		return false
+	}
+	data, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.RequestID, Error: e})
+	if err != nil {
+		return false
+	}
+	if inStream {
+		writeEvent(w, data)
+		return true
+	}
+	status := http.StatusBadRequest
+	if e.Code == jsonrpc.CodeMethodNotFound && r.Header.Get("Mcp-Protocol-Version") >= newProtocol {
+		status = http.StatusNotFound
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(data)
 	return true
 }
 

@@ -429,6 +429,9 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 				w.Write(refusal)
 				return
 			}
+			if m.Method != "tools/call" && unreadable(w, r, m) {
+				return
+			}
 			switch m.Method {
 			case "subscriptions/listen":
 				var stop func() bool
@@ -441,6 +444,9 @@ func (f *front) mcp(sdk http.Handler) http.Handler {
 				carrier, done := f.calls.start(r.Context(), c.claims.String(), m.ID)
 				defer done()
 				if !f.o.viaSDK && f.direct(carrier, w, r, c, m) {
+					return
+				}
+				if unreadable(w, r, m) {
 					return
 				}
 				ctx = mcpfront.WithCarrier(ctx, carrier)

@@ -15,8 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"aimon.dev/gw/internal/core/jsonwords"
 )
 
 // guard is the transport in front of the SDK's server: newline-delimited
@@ -382,7 +380,7 @@ func plainError(err error) error {
 		if m := handlingRE.FindStringSubmatch(msg); m != nil {
 			method = m[1]
 		}
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("the params of %s cannot be read: %s", method, jsonwords.Problem(te))}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unreadableParams(method, te)}
 	case !wire && early.MatchString(msg):
 		method := early.FindStringSubmatch(msg)[1]
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("%s came before the session was initialized; send initialize first, then notifications/initialized, then %s", method, method)}
