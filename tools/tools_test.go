@@ -184,3 +184,42 @@ func FuzzC1ValidName(f *testing.F) {
 		}
 	})
 }
+
+// TestS10BindFieldsByType binds two struct types whose same Go field has
+// different json tags, at once from many goroutines: the fields Bind keeps
+// per type (read once, issue 49) are each type's own, a field tagged "-"
+// or untagged is never bound, and a missing required field of either is
+// still reported by its own name.
+func TestS10BindFieldsByType(t *testing.T) {
+	type one struct {
+		Name string `json:"a"`
+		Skip string `json:"-"`
+		Bare string
+	}
+	type two struct {
+		Name string `json:"b,omitempty"`
+	}
+	in := Input{"a": "from a", "b": "from b", "-": "no", "Skip": "no", "Bare": "no"}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				var x one
+				var y two
+				if vs := Bind(in, &x); len(vs) > 0 || x != (one{Name: "from a"}) {
+					t.Errorf("one: bound %+v, violations %v", x, vs)
+					return
+				}
+				if vs := Bind(in, &y); len(vs) > 0 || y.Name != "from b" {
+					t.Errorf("two: bound %+v, violations %v", y, vs)
+					return
+				}
+				if vs := Bind(Input{"a": "x"}, &y); len(vs) != 1 || vs[0].Sentence != "Missing required parameter 'b'." {
+					t.Errorf("two without b: %v", vs)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

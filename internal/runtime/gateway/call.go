@@ -135,8 +135,11 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	if d.Allowed {
 		ctx, end = g.step(ctx, StepRun, p.Name)
 	}
-	var delegated atomic.Pointer[string]
+	// Made only for a caller: declared on its own, it reached the heap on
+	// every call (issue 49).
+	var delegated *atomic.Pointer[string]
 	if p.Caller != nil {
+		delegated = new(atomic.Pointer[string])
 		ctx = provision.WithCaller(ctx, p.Caller, func(who string) { delegated.Store(&who) })
 	}
 	r := g.execute(ctx, chain, p, d)
@@ -152,9 +155,12 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 		p.labels = append(p.labels, held...)
 	}
 	if d.Allowed && g.opts.Decisions != nil {
-		p.text = &r.Content
-		if who := delegated.Load(); who != nil {
-			p.delegated = *who
+		text := r.Content // a copy: &r.Content put every call's result on the heap
+		p.text = &text
+		if delegated != nil {
+			if who := delegated.Load(); who != nil {
+				p.delegated = *who
+			}
 		}
 		e := r.IsError // on the heap only here
 		if err := g.record(cur, chain, p, d, start, decisionlog.Result, &e); !errors.Is(err, decisionlog.ErrClosed) {
