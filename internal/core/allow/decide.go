@@ -489,6 +489,17 @@ var maxChains = 4096
 type Chains struct {
 	mu sync.Mutex
 	m  map[string]chainResult
+	// root is the main agent's own chain, which nearly every call asks
+	// for: once made, read without the lock, the key or the lists.
+	rootOnce sync.Once
+	root     chainResult
+}
+
+// Root returns the main agent's effective list, made by build the first
+// time.
+func (c *Chains) Root(build func() (*Effective, error)) (*Effective, error) {
+	c.rootOnce.Do(func() { c.root.e, c.root.err = build() })
+	return c.root.e, c.root.err
 }
 
 type chainResult struct {

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/defaultpolicy"
 	"aimon.dev/gw/internal/core/rule"
 )
@@ -242,6 +244,54 @@ skills: shell: "allowed-tools": ["Bash"]
 	}
 	if _, err := g.Effective([]string{"agent", "subagent:ghost"}); err == nil || !strings.Contains(err.Error(), `"subagent:ghost" is not declared`) {
 		t.Errorf("an undeclared surface must be refused, got %v", err)
+	}
+}
+
+// TestP10RootChainIsOneList: the main agent's chain, asked for as no
+// chain, as ["agent"] or as the chain a subagent extends, is the same
+// effective list made once (kept apart from the other chains, issue 49),
+// from many goroutines at once; it decides as the agent's list says, and
+// a chain below it is still its own, narrower list.
+func TestP10RootChainIsOneList(t *testing.T) {
+	dir := writePolicy(t, map[string]string{"policy.cue": header + `
+tools: {Read: schema.#Read, Echo: schema.#Echo}
+agent: "allowed-tools": ["Read(/src/**)", "Echo"]
+subagents: reviewer: "allowed-tools": ["Read"]
+`})
+	g, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := make([]*allow.Effective, 3*8)
+	var wg sync.WaitGroup
+	for i := range lists {
+		wg.Go(func() {
+			e, err := g.Effective([][]string{nil, {}, {"agent"}}[i%3])
+			if err != nil {
+				t.Error(err)
+			}
+			lists[i] = e
+		})
+	}
+	wg.Wait()
+	root := lists[0]
+	for i, e := range lists {
+		if e != root {
+			t.Fatalf("chain %d of the main agent is another list than the first", i)
+		}
+	}
+	if d := root.Decide("Read", map[string]any{"file_path": "/etc/passwd"}, "/"); d.Allowed {
+		t.Error("the agent's pattern must bind its own calls")
+	}
+	if d := root.Decide("Echo", map[string]any{"message": "m"}, "/"); !d.Allowed {
+		t.Errorf("Echo is in the agent's list: %s", d.Reason)
+	}
+	sub, err := g.Effective([]string{"agent", "subagent:reviewer"})
+	if err != nil || sub == root || sub.Listed("Echo") {
+		t.Errorf("the subagent's chain must be its own list, bound by the agent's: %v", err)
+	}
+	if _, err := g.Effective([]string{"agnet"}); err == nil || !strings.Contains(err.Error(), `"agnet" is not a surface reference`) {
+		t.Errorf("a misspelt root must still be refused, got %v", err)
 	}
 }
 

@@ -164,7 +164,18 @@ func Extends(ceiling, chain []string) bool {
 // a surface the policy does not declare, or that leaves no tool, is refused
 // with a sentence (rule P11).
 func (g *Generation) Effective(chain []string) (*allow.Effective, error) {
-	chain = Rooted(chain)
+	if len(chain) == 0 || len(chain) == 1 && chain[0] == "agent" {
+		// The main agent's, asked for by nearly every line serve reads:
+		// kept apart, so that it costs no key, lock or list (issue 49).
+		return g.chains.Root(func() (*allow.Effective, error) { return g.effective(rootChain) })
+	}
+	return g.effective(Rooted(chain))
+}
+
+var rootChain = []string{"agent"}
+
+// effective is Effective of a rooted chain.
+func (g *Generation) effective(chain []string) (*allow.Effective, error) {
 	for _, ref := range chain {
 		if _, ok := g.Surfaces[ref]; !ok {
 			if !wellFormedRef(ref) {

@@ -127,6 +127,16 @@ func TestR1ReadLinesBatches(t *testing.T) {
 		t.Run(tc.note, func(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(tc.input), 4096)
 			var end error
+			// A batch's text is its lines' bytes, not a copy (issue 49):
+			// what later batches read must leave it as it was.
+			var texts, was []string
+			defer func() {
+				for i := range texts {
+					if texts[i] != was[i] {
+						t.Errorf("line %d's text changed to %q after later batches, was %q", i, texts[i], was[i])
+					}
+				}
+			}()
 			for i, want := range tc.want {
 				rs := readLines(br, 50)
 				var got []string
@@ -140,6 +150,7 @@ func TestR1ReadLinesBatches(t *testing.T) {
 						got = append(got, string(r.line))
 					}
 					end = r.err
+					texts, was = append(texts, r.text), append(was, strings.Clone(r.text))
 					if r.text != string(r.line) {
 						t.Errorf("batch %d: text %q is not the line %q", i, r.text, r.line)
 					}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 )
 
 // Serve reads lines from r and writes one reply line to w for each, in
@@ -133,7 +134,10 @@ func readLines(br *bufio.Reader, limit int) []read {
 			break
 		}
 	}
-	text := string(buf)
+	// The same bytes as a string, not a copy: buf is written by no one
+	// once read (each line is handed over capped, so an append copies),
+	// and it lives as long as any string of it does.
+	text := unsafe.String(unsafe.SliceData(buf), len(buf))
 	for i := range rs {
 		a, b := ends[2*i], ends[2*i+1]
 		rs[i].line, rs[i].text = buf[a:b:b], text[a:b]
