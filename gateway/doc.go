@@ -27,7 +27,9 @@
 //
 // The same gateway answers the line protocol (Serve, as aimon-gw serve),
 // MCP (MCPServer and HTTPHandler, as aimon-gw mcp), and agent runtimes'
-// hooks (Hook, as aimon-gw hook). A team with its own MCP server, written
+// hooks (Hook, as aimon-gw hook; AnswerHook is the same path for a process
+// that answers one input and exits, and Exec runs the shell command a
+// hook's answer hands to aimon-gw exec, only with its ticket). A team with its own MCP server, written
 // with the official Go SDK (github.com/modelcontextprotocol/go-sdk/mcp),
 // puts the gate, the lists and the decision log in front of its tools with
 // one call:

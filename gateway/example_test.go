@@ -197,3 +197,52 @@ func ExampleGateway_Middleware() {
 	// log: Wipe false P9
 	// result: true Unknown tool 'Wipe'. Available tools: Deploy, Echo, Read.
 }
+
+// Answer an agent runtime's hook, as aimon-gw hook claude-code does:
+// Claude Code sends each tool call it is about to run, and reads back
+// allow, deny or ask.
+func ExampleGateway_Hook() {
+	gw := open(gateway.Options{})
+	defer gw.Close()
+	for _, call := range []string{
+		`"tool_name":"Read","tool_input":{"file_path":"/srv/app/go.mod"}`,
+		`"tool_name":"Read","tool_input":{"file_path":"/etc/shadow"}`,
+	} {
+		input := `{"session_id":"s","cwd":"/","hook_event_name":"PreToolUse",` + call + `,"tool_use_id":"t"}`
+		answer, err := gw.Hook(context.Background(), "claude-code", []byte(input))
+		if err != nil {
+			fmt.Println("blocked:", err) // the hook exits 2, which blocks the call
+			continue
+		}
+		var a struct {
+			Out struct {
+				Decision string `json:"permissionDecision"`
+				Reason   string `json:"permissionDecisionReason"`
+			} `json:"hookSpecificOutput"`
+		}
+		json.Unmarshal(answer, &a)
+		fmt.Println(a.Out.Decision+":", a.Out.Reason)
+	}
+	_, err := gw.Hook(context.Background(), "claude-code", []byte(`{"tool_name":`))
+	fmt.Println("blocked:", err != nil)
+	// Output:
+	// allow: Read path "/srv/app/go.mod" is allowed by Read(/srv/**).
+	// deny: Read path "/etc/shadow" is not allowed on this surface: allowed are Read(/srv/**).
+	// blocked: true
+}
+
+// Answer one hook input in a process of its own, as aimon-gw hook does:
+// the policy is loaded for the input's project, and the call decided and
+// recorded by the same path as Gateway.Hook.
+func ExampleAnswerHook() {
+	dir, _ := os.MkdirTemp("", "policy")
+	defer os.RemoveAll(dir)
+	os.MkdirAll(dir+"/cue.mod", 0o755)
+	os.WriteFile(dir+"/cue.mod/module.cue", []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
+	os.WriteFile(dir+"/policy.cue", files["policy.cue"].Data, 0o644)
+	input := `{"session_id":"s","cwd":"/","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/srv/app/go.mod"},"tool_use_id":"t"}`
+	answer, err := gateway.AnswerHook(context.Background(), gateway.HookConfig{Runtime: "claude-code", Policy: dir, Cache: "off"}, []byte(input))
+	fmt.Println(string(answer), err)
+	// Output:
+	// {"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"Read path \"/srv/app/go.mod\" is allowed by Read(/srv/**)."}} <nil>
+}

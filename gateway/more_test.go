@@ -25,16 +25,7 @@ import (
 func newGateway(t *testing.T, src string, o gateway.Options) (*gateway.Gateway, string) {
 	t.Helper()
 	dir := writePolicy(t, src)
-	pol, err := policy.Load(context.Background(), dir, policy.WithWorkdir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(pol, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	return gw, dir
+	return loadGateway(t, dir, t.TempDir(), o), dir
 }
 
 func input(s string) json.RawMessage { return json.RawMessage(s) }
@@ -374,15 +365,7 @@ tools: {Read: claudecode.#Read, Write: claudecode.#Write}
 agent: "allowed-tools": ["Read", "Write(/**)"]
 provenance: Write: file_path: ["user"]
 `)
-	pol, err := policy.Load(context.Background(), dir, policy.WithWorkdir(cwd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(pol, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
+	gw := loadGateway(t, dir, cwd, gateway.Options{})
 	t.Setenv("CLAUDE_PROJECT_DIR", cwd)
 	// Each run its own sessions: the user's state directory outlives it.
 	run := filepath.Base(cwd)

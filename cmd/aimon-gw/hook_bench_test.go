@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/gateway"
 )
 
 // BenchmarkHookCached is one Claude Code hook decision of an allowed Bash
@@ -20,7 +22,7 @@ func BenchmarkHookCached(b *testing.B) {
 	b.Setenv("XDG_STATE_HOME", b.TempDir())
 	run := func() {
 		var out bytes.Buffer
-		if err := hook(hookParams{Runtime: "claude-code", Policy: policyDir, Stdin: strings.NewReader(input), Stdout: &out, Cache: cache, Log: discard}); err != nil || !bytes.Contains(out.Bytes(), []byte(`"allow"`)) {
+		if err := hook(b.Context(), hookParams{HookConfig: gateway.HookConfig{Runtime: "claude-code", Policy: policyDir, Cache: cache, Logger: discard}, Stdin: strings.NewReader(input), Stdout: &out}); err != nil || !bytes.Contains(out.Bytes(), []byte(`"allow"`)) {
 			b.Fatalf("%v %s", err, out.Bytes())
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -129,24 +128,9 @@ func cacheFlag(between string) cli.Flag {
 	return &cli.StringFlag{Name: "cache", Usage: "directory that keeps compiled policies between " + between + ", verified before each use (default: the user's cache directory, aimon-gw); off for none"}
 }
 
-// loadCache is the cache --cache names: the user's cache directory for
-// "", none for "off" or when the user has no cache directory (a fresh
-// load each time). No sandbox this process makes may write it (rule R8).
+// loadCache is the cache --cache names (loadcache.Open).
 func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
-	if dir == "off" {
-		return nil
-	}
-	if dir == "" {
-		dir, _ = loadcache.DefaultDir()
-	}
-	if dir != "" {
-		dir, _ = filepath.Abs(dir)
-	}
-	if dir == "" {
-		return nil
-	}
-	sandbox.ProtectDir(sandbox.WhatCache, dir)
-	return &loadcache.Cache{Dir: dir, Log: log}
+	return loadcache.Open(dir, log)
 }
 
 func approvalKeyFlag() cli.Flag {

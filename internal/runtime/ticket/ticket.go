@@ -220,6 +220,28 @@ func mac(key []byte, payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// SealOnFirstUse seals with the key of the user's state directory, made
+// on the first call that needs one (rule P16); a failure is tried again
+// on the next call. Safe for concurrent use: the HTTP hook seals from
+// many requests at once.
+func SealOnFirstUse() func(Binding) (string, error) {
+	var (
+		mu sync.Mutex
+		s  *Sealer
+	)
+	return func(b Binding) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s == nil {
+			var err error
+			if s, err = NewSealer(); err != nil {
+				return "", err
+			}
+		}
+		return s.Seal(b), nil
+	}
+}
+
 // Seal returns the ticket for b, valid once for AllowTTL (AskTTL when a
 // person is asked).
 func (s *Sealer) Seal(b Binding) string {

@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/front/gatefiles"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+	igw "aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
+	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/ticket"
+)
+
+// An ExecRequest is one shell command a hook answered with a command
+// wrapped in aimon-gw exec (HookConfig.ExecBinary), and everything the
+// hook told exec with it, each bound to the command's ticket.
+type ExecRequest struct {
+	// Policy is the policy's directory, Surface the chain the command was
+	// decided on, Workdir the absolute directory it runs in, Command the
+	// command bash -c runs.
+	Policy  string
+	Surface []string
+	Workdir string
+	Command string
+	// Ticket is what the hook sealed for this command (rule P16): without
+	// a valid one nothing runs. Approved says the ticket was sealed for
+	// an ask, which the runtime puts to a person before it runs the
+	// command; it grants nothing the ticket does not say.
+	Ticket   string
+	Approved bool
+	// LoadTimeout bounds the policy's load (0: five seconds).
+	LoadTimeout time.Duration
+	// Cache is the hook's cache of compiled loads, protected in the
+	// sandbox; the policy itself is loaded afresh.
+	Cache string
+	// Protect is the hook's decision log, protected in the sandbox; the
+	// programs the sandbox refuses are recorded in it under the call's id
+	// Call (rule P16).
+	Protect, Call string
+	// Runtime is the agent runtime whose files are protected in the
+	// sandbox (rule R9), found from its user's home and its project.
+	Runtime, RuntimeHome, RuntimeProject string
+	// Tool is the runtime's shell tool the command is decided as; "" for
+	// Bash (Gemini CLI's is run_shell_command).
+	Tool string
+	// The command's standard streams.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// ExitNotRun is the exit status of a command Exec does not run, as a
+// shell says of a command that cannot be executed.
+const ExitNotRun = 126
+
+// An ExitError is how Exec ended other than by the command's success:
+// the exit status to end with (ExitNotRun for a command not run, the
+// command's own status, 2 for what the runtime gave that cannot be acted
+// on) and the sentence saying why, "" when the command or its sandbox said
+// why on standard error already.
+type ExitError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ExitError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Reason
+}
+
+func notRun(format string, args ...any) error {
+	return &ExitError{Code: ExitNotRun, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Exec runs the command of r only with the ticket the hook sealed for it
+// (rule P16), decides it again as a call of the shell tool on r.Surface,
+// through the one decision (rule R7), and runs it with bash -c in the
+// call's sandbox (rules R6, R8), its standard streams r's: what aimon-gw
+// exec does. The ticket is checked before the policy it names is even
+// loaded, so a policy the agent wrote is never read. A command that ran
+// and succeeded returns nil; every other end is an *ExitError.
+func Exec(ctx context.Context, r ExecRequest) error {
+	if len(r.Surface) == 0 {
+		return &ExitError{Code: 2, Reason: "ExecRequest.Surface is empty; give the chain the hook decided the command on, such as [\"agent\"]"}
+	}
+	if !filepath.IsAbs(r.Workdir) {
+		return &ExitError{Code: 2, Reason: fmt.Sprintf("ExecRequest.Workdir %q is not an absolute directory; give the directory the hook decided the command in", r.Workdir)}
+	}
+	if r.LoadTimeout == 0 {
+		r.LoadTimeout = defaultLoadTimeout
+	}
+	if r.Runtime != "" {
+		if err := gatefiles.Protect(r.Runtime, gatefiles.Where{Home: r.RuntimeHome, Project: r.RuntimeProject, Env: os.Getenv}); err != nil {
+			return &ExitError{Code: 2, Reason: fmt.Sprintf("the command was not run: %v", err)}
+		}
+	}
+	tk, err := checkTicket(r)
+	if err != nil {
+		return err
+	}
+	defer tk.Close()
+	loadcache.Open(r.Cache, nil) // protected, as every cache a command names
+	if r.Protect != "" {
+		if abs, err := filepath.Abs(r.Protect); err == nil {
+			sandbox.Protect(sandbox.WhatLog, abs)
+		}
+	}
+	gen, closeGen, err := reload.Once(ctx, r.Policy, r.Workdir, r.LoadTimeout, discard)
+	if err != nil {
+		if r.Policy == "" {
+			return notRun("%v", err)
+		}
+		return notRun("the policy in %s does not load:\n%v", r.Policy, err)
+	}
+	defer closeGen()
+	if err := tk.Spend(ctx, gen.Revision); err != nil {
+		return refuseTicket(err)
+	}
+	opts := igw.Options{Workdir: r.Workdir, Chain: r.Surface, Logger: discard, ClientAsks: true}
+	if r.Protect != "" {
+		// The hook recorded the call; the programs its sandbox refuses
+		// are recorded beside it, and nothing runs that could not be.
+		l, err := decisionlog.Open(r.Protect, decisionlog.Options{})
+		if err != nil {
+			return notRun("the command was not run: %v; the programs its sandbox refuses could not be recorded there", err)
+		}
+		defer l.Close()
+		opts.Programs = l
+	}
+	id := r.Call
+	if id == "" {
+		id = "exec"
+	}
+	tool := r.Tool
+	if tool == "" {
+		tool = "Bash"
+	}
+	gw := igw.New(gen, opts)
+	input, _ := json.Marshal(map[string]string{"command": r.Command})
+	_, d := gw.Decide(nil, igw.Call{ID: id, Name: tool, Input: input})
+	switch {
+	case d.Ask && tk.Approved:
+	case !d.Allowed:
+		return notRun("the command was not run: %s", d.Reason)
+	}
+	if d.Sandbox == nil {
+		return notRun("the command was not run: the policy's %s has no sandbox; give it one (sandbox: mode: \"required\")", tool)
+	}
+	argv := []string{"bash", "-c", r.Command}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if !d.Sandbox.Off {
+		if err := sandbox.Available(); err != nil {
+			return notRun("the command was not run: it must run in a sandbox, and %v", err)
+		}
+		if err := sandbox.Bounded(); err != nil {
+			return notRun("the command was not run: %v", err)
+		}
+		if j := d.Sandbox.Exec; j != nil && d.Ask && tk.Approved {
+			j.Approved = allow.SimpleCommands(r.Command) // what the person approved (rule P16)
+		}
+		// What the sandbox's proxy refuses goes to the command's stderr.
+		d.Sandbox.Log = slog.New(slog.NewTextHandler(r.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if cmd, err = sandbox.Command(d.Sandbox, r.Workdir, argv, nil, nil); err != nil {
+			return notRun("the command was not run: its sandbox cannot be made: %v", err)
+		}
+		defer sandbox.Release(cmd)
+		defer sandbox.Finish(cmd)
+	}
+	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = r.Workdir, r.Stdin, r.Stdout, r.Stderr
+	err = cmd.Run()
+	if j := d.Sandbox.Exec; j != nil && !d.Sandbox.Off && len(j.Refusals()) > 0 {
+		return &ExitError{Code: ExitNotRun} // the tracer said why on stderr (rule P16)
+	}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return &ExitError{Code: exit.ExitCode()}
+	case err != nil:
+		return notRun("the command could not be started: %v", err)
+	}
+	return nil
+}
+
+// sealedTicket is a checked ticket and the store it is spent in.
+type sealedTicket struct {
+	*ticket.Ticket
+	checker *ticket.Checker
+}
+
+func (t sealedTicket) Close() { t.checker.Close() }
+
+// checkTicket checks that r carries a ticket the hook sealed for exactly
+// this command line; its revision and spend are checked once the policy
+// is loaded. Without one nothing runs, whatever the request says.
+func checkTicket(r ExecRequest) (sealedTicket, error) {
+	if r.Ticket == "" {
+		return sealedTicket{}, notRun("the command was not run: it carries no ticket, and exec runs only a command the hook decided and sealed a ticket for (rule P16); send it as the agent's tool call, whose hook (aimon-gw hook claude-code, codex or gemini-cli) hands exec its ticket, or run it in a shell of your own")
+	}
+	policy := r.Policy
+	if policy != "" {
+		policy, _ = filepath.Abs(policy)
+	}
+	chk, err := ticket.NewChecker()
+	if err != nil {
+		return sealedTicket{}, notRun("the command was not run: its ticket cannot be checked: %v; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket", err)
+	}
+	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
+		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool})
+	if err != nil {
+		chk.Close()
+		return sealedTicket{}, refuseTicket(err)
+	}
+	return sealedTicket{t, chk}, nil
+}
+
+// refuseTicket is exec's answer to a ticket that does not hold.
+func refuseTicket(err error) error {
+	return notRun("the command was not run: %v; exec runs only what the hook sealed (rule P16), so send the call again as the agent's tool call for a new ticket", err)
+}
