@@ -51,6 +51,16 @@
 // A Go program can also run such a tool in process: Register binds a
 // tools.Tool (package aimon.dev/gw/tools) to the policy's tool of that name.
 //
+// A CI step or a review decides calls without running any, as aimon-gw
+// check does, with a Checker: ReadLine reads a line of the line protocol
+// as serve reads it, and Check gives each of its calls the one decision.
+//
+//	ck, err := gateway.NewChecker(ctx, pol, gateway.CheckOptions{})
+//	line, err := gateway.ReadLine(data)
+//	for _, r := range ck.Check(ctx, line) {
+//		fmt.Println(r.Tool, r.Allowed, r.Rule) // as JSON, check's verdict
+//	}
+//
 // The types of this package are its own: no value here names a type of
 // the gateway's internal packages, which stay free to change.
 package gateway

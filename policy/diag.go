@@ -5,6 +5,7 @@ import (
 
 	ipolicy "aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/front/policyref"
 )
 
 // A Position is a place in a policy's files: a file, and a line and column
@@ -58,10 +59,6 @@ func (e Errors) Error() string {
 	return in.Error()
 }
 
-// fsRoot is where the internal load places an fs.FS's files: a position
-// in them is given relative to the fs.FS, as its user named them.
-const fsRoot = "/aimon-gw.embedded/policy/"
-
 // diagnostics converts the internal problems; nil for none.
 func diagnostics(ds []ipolicy.Diagnostic) Errors {
 	if len(ds) == 0 {
@@ -69,7 +66,7 @@ func diagnostics(ds []ipolicy.Diagnostic) Errors {
 	}
 	out := make(Errors, len(ds))
 	for i, d := range ds {
-		out[i] = Diagnostic{Pos: Position{File: strings.TrimPrefix(d.Pos.File, fsRoot), Line: d.Pos.Line, Col: d.Pos.Col}, Code: string(d.Code), Message: d.Message, Warning: d.Warning}
+		out[i] = Diagnostic{Pos: Position{File: strings.TrimPrefix(d.Pos.File, policyref.FSRoot), Line: d.Pos.Line, Col: d.Pos.Col}, Code: string(d.Code), Message: d.Message, Warning: d.Warning}
 	}
 	return out
 }

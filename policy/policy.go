@@ -27,7 +27,7 @@ type Policy struct {
 
 func init() {
 	policyref.Of = func(v any) *policyref.Ref {
-		if p, ok := v.(*Policy); ok && p != nil {
+		if p, ok := v.(*Policy); ok && p != nil && p.ref.Gen != nil { // a zero Policy is none
 			return &p.ref
 		}
 		return nil

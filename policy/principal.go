@@ -44,11 +44,14 @@ func (p *Policy) PrincipalSurface(pr Principal) ([]string, error) {
 	return chain, nil
 }
 
-// Extends reports whether chain, rooted at the main agent, begins with
-// ceiling, rooted likewise: whether a gateway (or a principal) of chain
-// ceiling may decide a call of chain, which may only go deeper (rule R5).
-// A chain is rooted by putting "agent" before it when it does not begin
-// with it.
+// Extends reports whether chain begins with ceiling, both rooted: whether
+// a gateway (or a principal) of chain ceiling may decide a call of chain,
+// which may only go deeper (rule R5).
 func Extends(ceiling, chain []string) bool {
 	return ipolicy.Extends(ipolicy.Rooted(ceiling), chain)
 }
+
+// Rooted is chain with the main agent first, as every chain is decided:
+// ["subagent:reviewer"] is ["agent", "subagent:reviewer"], and nil is
+// ["agent"]. A chain that begins with "agent" is returned as it is.
+func Rooted(chain []string) []string { return ipolicy.Rooted(chain) }

@@ -58,9 +58,11 @@ func ExampleExtends() {
 	gw := []string{"subagent:reviewer"} // rooted: agent, subagent:reviewer
 	fmt.Println(policy.Extends(gw, []string{"agent", "subagent:reviewer", "skill:lint"}))
 	fmt.Println(policy.Extends(gw, []string{"agent"}))
+	fmt.Println(policy.Rooted(gw))
 	// Output:
 	// true
 	// false
+	// [agent subagent:reviewer]
 }
 
 // Claims that are not JSON, an unknown claim and an empty spec are each

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,11 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/core/rule"
-	"aimon.dev/gw/internal/front/replay"
-	"aimon.dev/gw/internal/runtime/gateway"
-	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/gateway"
+	"aimon.dev/gw/policy"
 )
 
 type checkParams struct {
@@ -59,53 +55,39 @@ func checkCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 	}
 }
 
-// checkReply is what check prints: the verdict and what it was about.
-type checkReply struct {
-	Tool    string   `json:"tool"`
-	Surface []string `json:"surface"`
-	rule.Decision
-}
-
 // check prints the gateway's verdict on a call as JSON; with "-" it reads
 // JSON lines and prints one verdict a line. It exits 0 when every call
-// would be allowed, 1 when one would be refused, 2 on errors.
+// would be allowed, 1 when one would be refused, 2 on errors: a call or a
+// line it cannot read among them, since a verdict on the rest would pass
+// a corpus that was not checked whole.
 func check(p checkParams) error {
-	var calls [][]byte
+	// Each line is read as serve reads it (rule R7): a tool_use block, or
+	// any other form of the line protocol, one verdict per call; every
+	// line is read before any is decided.
+	var lines []gateway.Line
 	if p.Call == "-" {
 		sc := bufio.NewScanner(p.Stdin)
 		sc.Buffer(nil, 16<<20)
-		for sc.Scan() {
-			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-				calls = append(calls, bytes.Clone(line))
+		for n := 1; sc.Scan(); n++ {
+			data := bytes.TrimSpace(sc.Bytes())
+			if len(data) == 0 {
+				continue
 			}
+			l, err := gateway.ReadLine(data)
+			if err != nil {
+				return fail(exitUsage, "line %d of standard input cannot be read as serve reads it, so no call was decided: %s", n, strings.TrimSuffix(err.Error(), "."))
+			}
+			lines = append(lines, l)
 		}
 		if err := sc.Err(); err != nil {
 			return fail(exitUsage, "reading the calls from standard input: %v", err)
 		}
 	} else {
-		calls = [][]byte{[]byte(p.Call)}
-	}
-	// Each line is read as serve reads it (rule R7): a tool_use block, or
-	// any other form of the line protocol, one verdict per call.
-	// From standard input, a line serve cannot read gets the error serve
-	// answers it with, in its place, and check reads on.
-	type lineCall struct {
-		gateway.Call
-		surface []string
-		unread  error
-	}
-	var parsed []lineCall
-	for i, data := range calls {
-		cs, surface, err := gateway.ReadCalls(data)
-		switch {
-		case err != nil && p.Call == "-":
-			parsed = append(parsed, lineCall{unread: fmt.Errorf("line %d: %s", i+1, err)})
-		case err != nil:
+		l, err := gateway.ReadLine([]byte(p.Call))
+		if err != nil {
 			return fail(exitUsage, "the call must be a tool_use block as JSON (or another call form that serve reads), such as {\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/tmp/a\"}}; it was read as serve reads it: %s", strings.TrimSuffix(err.Error(), "."))
 		}
-		for _, c := range cs {
-			parsed = append(parsed, lineCall{Call: c, surface: surface})
-		}
+		lines = append(lines, l)
 	}
 	chain, err := parseChain(p.Surface)
 	if err != nil {
@@ -115,41 +97,35 @@ func check(p checkParams) error {
 	if err != nil {
 		return err
 	}
-	gen, closeGen, err := reload.Once(orBackground(p.Ctx), p.Policy, workdir, p.LoadTimeout, discard)
+	ctx := orBackground(p.Ctx)
+	pol, err := policy.Load(ctx, p.Policy, policy.WithWorkdir(workdir), policy.WithTimeout(p.LoadTimeout))
 	if err != nil {
 		return fail(exitUsage, "%s", loadProblem(p.Policy, err))
 	}
-	defer closeGen()
 	if p.Principal != "" {
-		if chain, err = principalChain(gen.Generation, p.Principal, chain); err != nil {
+		if chain, err = principalChain(pol, p.Principal, chain); err != nil {
 			return err
 		}
 	}
-	gw := gateway.New(gen, gateway.Options{Workdir: workdir, Chain: chain, Logger: discard, ClientAsks: true}) // an ask is reported as it is
-	var session gateway.Session
+	ck, err := gateway.NewChecker(ctx, pol, gateway.CheckOptions{Surface: chain, Workdir: workdir, Logger: discard})
+	if err != nil {
+		return fail(exitUsage, "%s", loadProblem(p.Policy, err))
+	}
+	defer ck.Close()
 	if p.Session != "" {
-		if session, err = readSession(orBackground(p.Ctx), gw, p.Session); err != nil {
+		if err := readSession(ctx, ck, p.Session); err != nil {
 			return err
 		}
 	}
 	refused := false
-	single := p.Call != "-" && len(parsed) == 1
-	for _, c := range parsed {
-		if c.unread != nil {
-			refused = true
-			if err := json.NewEncoder(p.Stdout).Encode(map[string]string{"error": c.unread.Error() + "."}); err != nil {
-				return fail(exitUsage, "%v", err)
+	for _, l := range lines {
+		rs := ck.Check(ctx, l)
+		single := p.Call != "-" && len(rs) == 1
+		for _, r := range rs {
+			refused = refused || !r.Allowed
+			if err := printVerdict(p.Stdout, r, single); err != nil {
+				return err
 			}
-			continue
-		}
-		if c.ID == "" {
-			c.ID = "check"
-		}
-		c.Call.Session = session
-		chain, v := gw.Decide(c.surface, c.Call)
-		refused = refused || !v.Allowed
-		if err := printVerdict(p.Stdout, c.Name, chain, v, single); err != nil {
-			return err
 		}
 	}
 	if refused {
@@ -159,13 +135,13 @@ func check(p checkParams) error {
 }
 
 // printVerdict prints a verdict as JSON, indented or on one line.
-func printVerdict(w io.Writer, tool string, chain []string, v rule.Decision, indent bool) error {
+func printVerdict(w io.Writer, r gateway.CheckResult, indent bool) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	if indent {
 		enc.SetIndent("", "  ")
 	}
-	if err := enc.Encode(checkReply{Tool: tool, Surface: chain, Decision: v}); err != nil {
+	if err := enc.Encode(r); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	return nil
@@ -191,12 +167,12 @@ func principalFlag() cli.Flag {
 // principalChain is the chain the policy maps the caller to, which must
 // begin with the process chain (rule R5), as mcp --listen decides it; a
 // caller it refuses is a finding (exit 1).
-func principalChain(gen *policy.Generation, spec string, process []string) ([]string, error) {
-	claims, err := policy.ParseClaims(spec)
+func principalChain(pol *policy.Policy, spec string, process []string) ([]string, error) {
+	claims, err := policy.ParsePrincipal(spec)
 	if err != nil {
 		return nil, fail(exitUsage, "--principal: %v", err)
 	}
-	chain, _, err := gen.Principal(claims)
+	chain, err := pol.PrincipalSurface(claims)
 	if err != nil {
 		return nil, fail(exitFinding, "%v", err)
 	}
@@ -208,15 +184,14 @@ func principalChain(gen *policy.Generation, spec string, process []string) ([]st
 }
 
 // readSession is the session the file of earlier lines saw (--session).
-func readSession(ctx context.Context, gw *gateway.Gateway, path string) (gateway.Session, error) {
+func readSession(ctx context.Context, ck *gateway.Checker, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fail(exitUsage, "--session: %v; give a file of the session's earlier lines", err)
+		return fail(exitUsage, "--session: %v; give a file of the session's earlier lines", err)
 	}
 	defer f.Close()
-	s, err := replay.ReadSession(ctx, gw, f, path)
-	if err != nil {
-		return nil, fail(exitUsage, "--session %v", err)
+	if err := ck.ReadSession(ctx, f, path); err != nil {
+		return fail(exitUsage, "--session %v", err)
 	}
-	return s, nil
+	return nil
 }

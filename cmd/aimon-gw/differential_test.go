@@ -46,21 +46,26 @@ func TestR7FrontEndsAgree(t *testing.T) {
 				if out, err := serve.CombinedOutput(); err != nil && !strings.Contains(chain, "nobody") {
 					t.Fatalf("serve on %s: %v\n%s", chain, err, out)
 				}
+				// The last line names "name" twice: no call, so no record;
+				// check refuses the whole input for it (exit 2, the line
+				// named with what serve says of it), and decides the rest.
 				check := exec.Command(bin, "check", "--policy", dir, "--workdir", wd, "--surface", chain, "-")
-				check.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+				check.Stdin = strings.NewReader(strings.Join(lines[:len(lines)-1], "\n") + "\n")
 				checked, _ := check.Output()
 				if strings.Contains(chain, "nobody") {
 					continue // an undeclared surface: refused before any call
 				}
-				// The last line names "name" twice: no call, so no record,
-				// and check says what serve says of it.
+				bad := exec.Command(bin, "check", "--policy", dir, "--workdir", wd, "--surface", chain, "-")
+				bad.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+				var badErr strings.Builder
+				bad.Stderr = &badErr
+				if out, _ := bad.Output(); bad.ProcessState.ExitCode() != 2 || len(out) > 0 || !strings.Contains(badErr.String(), fmt.Sprintf("line %d of standard input", len(lines))) || !strings.Contains(badErr.String(), `gives the name "name" twice`) {
+					t.Errorf("check on a corpus whose line %d names \"name\" twice: exit %d, %q on stdout, %q", len(lines), bad.ProcessState.ExitCode(), out, badErr.String())
+				}
 				records := readRecords(t, served)
 				verdicts := strings.Split(strings.TrimSpace(string(checked)), "\n")
-				if len(records) != len(lines)-1 || len(verdicts) != len(lines) {
-					t.Fatalf("%s: %d lines, %d records, %d verdicts; want a record for each call and a verdict for each line\n%s", chain, len(lines), len(records), len(verdicts), checked)
-				}
-				if last := verdicts[len(lines)-1]; !strings.Contains(last, `"error"`) || !strings.Contains(last, "name") {
-					t.Errorf("check on a line naming \"name\" twice: %s", last)
+				if len(records) != len(lines)-1 || len(verdicts) != len(lines)-1 {
+					t.Fatalf("%s: %d lines, %d records, %d verdicts; want a record and a verdict for each call\n%s", chain, len(lines), len(records), len(verdicts), checked)
 				}
 				viaMCP := mcpRecords(t, dir, wd, chain, lines)
 				seen := map[string]bool{}

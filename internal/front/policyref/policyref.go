@@ -6,6 +6,8 @@ package policyref
 
 import (
 	"io/fs"
+	"slices"
+	"strings"
 	"time"
 
 	"aimon.dev/gw/internal/core/policy"
@@ -29,3 +31,25 @@ type Ref struct {
 // Of returns the Ref of a public *policy.Policy (nil for nil or another
 // value); the public package policy sets it in its init.
 var Of func(any) *Ref
+
+// FSRoot is where the internal load places an fs.FS's files; a place in
+// them is given to a program relative to its fs.FS, as it named them.
+const FSRoot = "/aimon-gw.embedded/policy/"
+
+// Places are the places (file:line:col) of an fs.FS's files relative to
+// it; others as they are. at is not changed.
+func Places(at []string) []string {
+	var out []string
+	for i, p := range at {
+		if rel, ok := strings.CutPrefix(p, FSRoot); ok {
+			if out == nil {
+				out = slices.Clone(at)
+			}
+			out[i] = rel
+		}
+	}
+	if out == nil {
+		return at
+	}
+	return out
+}
