@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/front/replay"
+	"aimon.dev/gw/gateway"
 )
 
 func replayCommand(stdout io.Writer) *cli.Command {
@@ -32,12 +32,11 @@ func replayCommand(stdout io.Writer) *cli.Command {
 				return fail(exitUsage, "%s; give the decision log's path", pathProblem(err))
 			}
 			defer f.Close()
-			o := replay.Options{Policy: c.String("policy"), LoadTimeout: c.Duration("load-timeout"), Name: name}
-			rep, err := replay.Run(c.Context, f, o)
+			rep, err := gateway.Replay(c.Context, f, c.String("policy"), gateway.ReplayOptions{Name: name, LoadTimeout: c.Duration("load-timeout")})
 			if err != nil {
 				return fail(exitUsage, "%v", err)
 			}
-			if err := rep.Print(stdout, o); err != nil {
+			if err := rep.Print(stdout); err != nil {
 				return fail(exitUsage, "%v", err)
 			}
 			if c.Bool("fail-on-change") && len(rep.Changes) > 0 {
