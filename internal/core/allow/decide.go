@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"aimon.dev/gw/internal/core/rule"
 )
@@ -37,6 +38,9 @@ type Effective struct {
 	// input is read, gathered once: every call asks.
 	wholeOnce sync.Once
 	whole     wholes
+	// unlimitedReasons are the P11 reasons by tool, when no list limits.
+	unlimitedReasons sync.Map
+	unlimitedCount   atomic.Int64
 }
 
 // wholes are, by tool, the name-only deny and ask entries and the
@@ -227,10 +231,32 @@ func (e *Effective) Approved(tool string, in map[string]any, written any, workdi
 	return e.decideAllow(tool, in, written, workdir)
 }
 
+// unlimited is the reason of a call no allow list limits (P11), made
+// once per tool: it was a string of every call (issue 49).
+func (e *Effective) unlimited(tool string) string {
+	if e == nil {
+		return tool + unlimitedReason
+	}
+	if r, ok := e.unlimitedReasons.Load(tool); ok {
+		return r.(string)
+	}
+	r := tool + unlimitedReason
+	// Bounded: the names are the policy's tools, but nothing here knows
+	// them.
+	if e.unlimitedCount.Add(1) <= maxUnlimitedReasons {
+		e.unlimitedReasons.Store(tool, r)
+	}
+	return r
+}
+
+const maxUnlimitedReasons = 4096
+
+const unlimitedReason = " is allowed: no allowed-tools list limits this surface."
+
 // decideAllow decides a call by the allow lists alone.
 func (e *Effective) decideAllow(tool string, in map[string]any, written any, workdir string) Decision {
 	if e.allowAll() {
-		return Decision{Allowed: true, Rule: rule.P11, Reason: tool + " is allowed: no allowed-tools list limits this surface."}
+		return Decision{Allowed: true, Rule: rule.P11, Reason: e.unlimited(tool)}
 	}
 	r, ok := e.rules[tool]
 	if !ok {

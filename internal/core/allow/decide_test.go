@@ -247,6 +247,29 @@ func TestP11Unlimited(t *testing.T) {
 	}
 }
 
+// TestP11UnlimitedReasonIsEachTools: the reason of an unlimited chain's
+// call, kept per tool after its first (issue 49), names the tool decided,
+// from many goroutines at once, past the number of tools kept too (a
+// name arriving after that is told its own reason, made again).
+func TestP11UnlimitedReasonIsEachTools(t *testing.T) {
+	for _, e := range []*Effective{nil, mustChain(t)} {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range maxUnlimitedReasons/2 + 100 {
+					tool := fmt.Sprintf("T%d", (i*4+g)%(maxUnlimitedReasons+300))
+					d := e.Decide(tool, nil, "")
+					if want := tool + " is allowed: no allowed-tools list limits this surface."; !d.Allowed || d.Rule != "P11" || d.Reason != want {
+						t.Errorf("%s: %+v, want the reason %q", tool, d, want)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
 func mustChain(t testing.TB, ls ...*List) *Effective {
 	t.Helper()
 	e, err := Chain(ls...)

@@ -2,7 +2,10 @@ package builtin
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"aimon.dev/gw/tools"
 )
 
 func TestEcho(t *testing.T) {
@@ -34,5 +37,41 @@ func TestEcho(t *testing.T) {
 				t.Errorf("got (%q, error %v), want (%q, error %v)", r.Text, r.IsError, tt.want, tt.isErr)
 			}
 		})
+	}
+}
+
+// TestS10EchoReadsItsInputAsBind: where Echo reads its input without
+// Bind (echoArgs, issue 49), it reads what Bind reads, and it leaves to
+// Bind every input it does not read that way, so that a bad one gets
+// Bind's sentence: a string times (coerced, S11), a fraction, a number
+// past int64, a message of another type, none at all.
+func TestS10EchoReadsItsInputAsBind(t *testing.T) {
+	for _, js := range []string{
+		`{"message":"hi"}`, `{"message":"hi","times":null}`, `{"message":"ab","times":3}`, `{"message":"","times":0}`,
+		`{"message":"x","times":-7}`, `{"message":"x","times":9223372036854775807}`, `{"message":"x","times":-9223372036854775808}`,
+		`{"message":"x","times":1000000}`, `{"message":"x","extra":true,"times":2}`,
+		`{"message":"x","times":9223372036854775808}`, `{"message":"x","times":2.0}`, `{"message":"x","times":1.5}`,
+		`{"message":"x","times":1e2}`, `{"message":"x","times":"2"}`, `{"message":"x","times":true}`,
+		`{"message":1}`, `{"message":null,"times":2}`, `{}`,
+	} {
+		in := input(t, js)
+		var p EchoInput
+		vs := tools.Bind(in, &p)
+		msg, times, given, ok := echoArgs(in)
+		if !ok {
+			if js == `{"message":"hi"}` || js == `{"message":"ab","times":3}` {
+				t.Errorf("%s: the usual input must be read without Bind", js)
+			}
+			continue
+		}
+		switch {
+		case len(vs) > 0:
+			t.Errorf("%s: read as (%q, %d), but Bind refuses it: %v", js, msg, times, vs)
+		case msg != p.Message || given != (p.Times != nil) || given && times != *p.Times || !given && times != 1:
+			t.Errorf("%s: read as (%q, %d, given %v), Bind as %+v", js, msg, times, given, p)
+		}
+		if r := (Echo{}).Run(context.Background(), nil, in); r.IsError && !strings.Contains(r.Text, "times") {
+			t.Errorf("%s: %s", js, r.Text)
+		}
 	}
 }
