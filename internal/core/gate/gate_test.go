@@ -25,6 +25,25 @@ func TestS6UnknownSentence(t *testing.T) {
 	}
 }
 
+// TestS6UnknownBesideTheDeclared: the gate skips its search for unknown
+// names only when every name given is declared (issue 49), so an unknown
+// name is found beside all the declared ones, or among as many names as
+// the schema declares, and a null under an unknown name stays missing.
+func TestS6UnknownBesideTheDeclared(t *testing.T) {
+	read := builtinGate(t, "#ReadInput") // file_path, offset, limit
+	for _, tc := range []struct{ input, want string }{
+		{`{"file_path": "/a", "offset": 1, "limit": 2}`, ""},
+		{`{"file_path": "/a", "offset": 1, "limit": 2, "mode": "x"}`, "Unknown parameter 'mode'."},
+		{`{"file_path": "/a", "offset": 1, "mode": "x"}`, "Unknown parameter 'mode'."},
+		{`{"file_path": "/a", "offset": null, "mode": null}`, ""},
+		{`{"offset": 1, "limit": 2, "file_paht": "/a"}`, "Missing required parameter 'file_path'.\nUnknown parameter 'file_paht'. Did you mean 'file_path'?"},
+	} {
+		if got := sentences(t, read, tc.input); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.input, got, tc.want)
+		}
+	}
+}
+
 func TestS4(t *testing.T) {
 	read := builtinGate(t, "#ReadInput")
 	grep := builtinGate(t, "#GrepInput")
