@@ -133,14 +133,32 @@ func (w *Wrap) shell() string {
 // DecideWrapped is Decide that, with wrap, answers an allowed or asked
 // Bash call with the command wrapped in aimon-gw exec.
 func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
+	return DecideAs(Runtime, gen, in, opts, wrap)
+}
+
+// DecideAs is DecideWrapped for the hook of runtime (gatefiles' name of
+// it: codex's and gemini-cli's hooks decide through it), whose files it
+// protects, with every other runtime's, and whose project directory it
+// names to be made before a sandbox is (gatefiles.Protect): once, where
+// each hook protected its own and Claude Code's again (issue 43).
+func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
 	chain := Chain(gen.Generation, in)
 	home, _ := os.UserHomeDir()
+	// The files that make the runtime call the gateway are protected as
+	// the policy is: no tool switches the gate off (rule R9). Another
+	// runtime's project is its cwd, whatever CLAUDE_PROJECT_DIR says.
+	projects := []string{in.Project}
 	if in.Project == "" {
 		in.Project = in.Cwd
+		projects[0] = in.Cwd
+	} else if runtime != Runtime && in.Cwd != in.Project {
+		projects = append(projects, in.Cwd)
 	}
-	// The files that make Claude Code call the gateway are protected as
-	// the policy is: no tool switches the gate off (rule R9).
-	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Project, Env: os.Getenv})
+	for _, project := range projects {
+		if err := gatefiles.Protect(runtime, gatefiles.Where{Home: home, Project: project, Env: os.Getenv}); err != nil {
+			return Blocked(fmt.Sprintf("%s is refused: %v, so the files that make it call the gateway cannot be protected.", in.ToolName, err))
+		}
+	}
 	// A leading cd moves Claude Code's shell, outside the sandbox; what
 	// follows it is decided, and runs, in the directory it moves to.
 	cdDir, cdFrom := "", in.Cwd

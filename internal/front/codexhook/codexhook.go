@@ -15,12 +15,10 @@ package codexhook
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"aimon.dev/gw/internal/front/cchook"
-	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 )
@@ -74,10 +72,8 @@ const Patch = "apply_patch"
 // Decide decides one input by cchook's decision, Bash wrapped in aimon-gw
 // exec by wrap (nil: as sent), and answers it as Codex enforces.
 func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
-	home, _ := os.UserHomeDir()
-	// Codex's own files, which make it call the hook, are protected from
-	// its tools and, through exec, its commands (rule R9).
-	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Cwd, Env: os.Getenv})
+	// Its own files, which make it call the hook, are protected from
+	// its tools and, through exec, its commands by the decision (rule R9).
 	if wrap != nil {
 		w := *wrap
 		w.Runtime = Runtime
@@ -87,7 +83,7 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 		in.Writes, in.Unread = patchFiles(in)
 	}
 	opts.CannotAsk = "Codex's hook"
-	return answer(cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput)
+	return answer(cchook.DecideAs(Runtime, gen, in, opts, wrap).HookSpecificOutput)
 }
 
 // patchFiles are the files a patch Codex would apply adds, updates,

@@ -12,14 +12,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/front/cchook"
-	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 )
@@ -114,16 +112,14 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 			in.Unread = fmt.Sprintf("run_shell_command with dir_path %q is refused: aimon-gw decides a command in the working directory %s. Send it without dir_path, naming the directory in its paths.", args.Dir, in.Cwd)
 		}
 	}
-	home, _ := os.UserHomeDir()
-	// Gemini CLI's own files, which make it call the hook, are protected
-	// from its tools and, through exec, its commands (rule R9).
-	gatefiles.Protect(Runtime, gatefiles.Where{Home: home, Project: in.Cwd, Env: os.Getenv})
+	// Its own files, which make it call the hook, are protected from
+	// its tools and, through exec, its commands by the decision (rule R9).
 	if wrap != nil {
 		w := *wrap
 		w.Shell, w.Runtime = Shell, Runtime
 		wrap = &w
 	}
-	d := cchook.DecideWrapped(gen, in, opts, wrap).HookSpecificOutput
+	d := cchook.DecideAs(Runtime, gen, in, opts, wrap).HookSpecificOutput
 	out := Output{Decision: d.PermissionDecision, Reason: d.PermissionDecisionReason}
 	if d.PermissionDecision == "deny" {
 		return out
