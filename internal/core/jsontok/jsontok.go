@@ -13,6 +13,7 @@ package jsontok
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -163,6 +164,16 @@ func Uint[T ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64](dec *jsontext.Decoder,
 	}
 	*n = T(v)
 	return nil
+}
+
+// Raw reads a value's bytes whole, as json.RawMessage keeps them under
+// json v2 (null as null), into any byte slice type.
+func Raw[T ~[]byte](dec *jsontext.Decoder, b *T) error {
+	v, err := dec.ReadValue()
+	if err == nil {
+		*b = T(slices.Clone(v)) // the decoder's buffer is reused
+	}
+	return err
 }
 
 // number reads a number's literal, or null ("").

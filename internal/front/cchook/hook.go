@@ -344,8 +344,13 @@ func unknown(gen *policy.Generation) string {
 // tool_name), and a name given twice, at any depth, refuses the input
 // rather than have its last value win.
 func ReadInput(data []byte) (Input, error) {
-	var in Input
-	if err := jsonv2.Unmarshal(data, &in); err != nil {
+	in, err := readInput(data)
+	if err != nil {
+		// json v2 reads it again for the words of what is wrong.
+		in = Input{}
+		if err = jsonv2.Unmarshal(data, &in); err == nil {
+			err = errors.New("it cannot be read token by token")
+		}
 		return in, fmt.Errorf("the hook input is not a PreToolUse input that can be read one way only (%s); the call is blocked.", jsonwords.Problem(err))
 	}
 	switch {

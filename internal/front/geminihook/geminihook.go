@@ -9,13 +9,16 @@
 package geminihook
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
+	"aimon.dev/gw/internal/core/jsontok"
 	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/front/cchook"
 	"aimon.dev/gw/internal/runtime/gateway"
@@ -51,8 +54,13 @@ const AfterTool = "AfterTool"
 // and an AfterTool input as the PostToolUse input that labels the session.
 // An error is a sentence saying why the call is blocked.
 func ReadInput(data []byte) (cchook.Input, error) {
-	var g Input
-	if err := jsonv2.Unmarshal(data, &g); err != nil { // exactly, as cchook reads
+	g, err := readInput(data)
+	if err != nil {
+		// json v2 reads it again for the words of what is wrong.
+		g = Input{}
+		if err = jsonv2.Unmarshal(data, &g); err == nil { // exactly, as cchook reads
+			err = errors.New("it cannot be read token by token")
+		}
 		return cchook.Input{}, fmt.Errorf("the hook input is not a Gemini CLI BeforeTool input that can be read one way only (%s); the call is blocked.", jsonwords.Problem(err))
 	}
 	if g.ToolName == "" {
@@ -131,4 +139,55 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 		out.Reason = ""
 	}
 	return out
+}
+
+// readInput reads a hook input as json v2 reads it into an Input, token
+// by token (package jsontok), as cchook reads Claude Code's: json v2's
+// reflection built Input's decoder in every hook process (issue 43). Any
+// error is ReadInput's cue to read it with json v2, whose words it gives.
+func readInput(data []byte) (Input, error) {
+	var g Input
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	_, err := jsontok.Object(dec, func(name string) error {
+		switch name {
+		case "session_id":
+			return jsontok.String(dec, &g.SessionID)
+		case "cwd":
+			return jsontok.String(dec, &g.Cwd)
+		case "hook_event_name":
+			return jsontok.String(dec, &g.Event)
+		case "tool_name":
+			return jsontok.String(dec, &g.ToolName)
+		case "tool_input":
+			return jsontok.Raw(dec, &g.ToolInput)
+		case "tool_response":
+			return jsontok.Raw(dec, &g.ToolResponse)
+		case "mcp_context":
+			if dec.PeekKind() == 'n' {
+				g.MCPContext = nil
+				_, err := dec.ReadToken()
+				return err
+			}
+			c := &struct {
+				Server string `json:"server_name"`
+				Tool   string `json:"tool_name"`
+			}{}
+			g.MCPContext = c
+			_, err := jsontok.Object(dec, func(name string) error {
+				switch name {
+				case "server_name":
+					return jsontok.String(dec, &c.Server)
+				case "tool_name":
+					return jsontok.String(dec, &c.Tool)
+				}
+				return dec.SkipValue()
+			})
+			return err
+		}
+		return dec.SkipValue() // a name of Gemini CLI's the hook does not read
+	})
+	if err == nil {
+		err = jsontok.End(dec, "hook input")
+	}
+	return g, err
 }
