@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"aimon.dev/gw/policy"
 )
 
 // pinDiff says, for each tool whose definition on its server is not the
@@ -82,11 +84,14 @@ func writeChanges(b *strings.Builder, before, after []member) {
 	}
 }
 
-// topKey orders members as pins.cue does: by pinOrder of their first key.
+// topKey orders members as pins.cue does: by policy.PinMembers of their
+// first key.
 func topKey(path string) string {
 	first, _, _ := strings.Cut(path, ".")
-	return fmt.Sprintf("%02d", slices.Index(pinOrder, first)+1)
+	return fmt.Sprintf("%02d", slices.Index(pinMembers, first)+1)
 }
+
+var pinMembers = policy.PinMembers()
 
 // flatten lists a definition's leaves, keys sorted; its name is the
 // tool's and is left out. An array of scalars is one leaf.
