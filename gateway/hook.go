@@ -119,9 +119,9 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	if c.LoadTimeout == 0 {
 		c.LoadTimeout = defaultLoadTimeout
 	}
-	call, err := readHook(c.Runtime, input)
-	if err != nil {
-		return nil, err
+	call, unread := readHook(c.Runtime, input)
+	if call.rt.read == nil {
+		return nil, unread // no runtime's input
 	}
 	cache := loadcache.Open(c.Cache, c.Logger)
 	switch {
@@ -130,8 +130,15 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	case c.BeforeLoad != nil:
 		c.BeforeLoad() // every load is fresh
 	}
-	gen, closeGen, err := reload.OnceCached(ctx, cache, true, c.Policy, call.workdir(), c.LoadTimeout, discard)
-	if err != nil {
+	workdir := call.workdir()
+	if unread != nil {
+		workdir = "" // the input's own cannot be trusted: this process's
+	}
+	gen, closeGen, err := reload.OnceCached(ctx, cache, true, c.Policy, workdir, c.LoadTimeout, discard)
+	switch {
+	case err != nil && unread != nil:
+		return nil, unread // blocked, with no policy to record it under
+	case err != nil:
 		return nil, fmt.Errorf("the policy does not load, so the call is blocked: %v", err)
 	}
 	defer closeGen()
@@ -139,9 +146,11 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	if c.Policy != "" {
 		policyDir, _ = filepath.Abs(c.Policy)
 	}
-	wrap := execWrap(c.ExecBinary, policyDir, c.Cache, dlog)
 	o := igw.Options{Logger: discard, Decisions: logOrNil(dlog)}
-	return call.answer(gen, o, c.State, wrap)
+	if unread != nil {
+		return nil, call.refuse(gen, o, unread)
+	}
+	return call.answer(gen, o, c.State, execWrap(c.ExecBinary, policyDir, c.Cache, dlog))
 }
 
 // Hook decides one hook input of an agent runtime ("claude-code" for
@@ -159,14 +168,17 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 // call is blocked (an input that cannot be read); a hook command exits 2
 // with it, which every runtime takes as a block.
 func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byte, error) {
-	call, err := readHook(runtime, input)
-	if err != nil {
-		return nil, err
+	call, unread := readHook(runtime, input)
+	if call.rt.read == nil {
+		return nil, unread // no runtime's input
 	}
 	gen := g.enter()
 	defer gen.Exit()
 	// The generation is protected already; the decision log is this one's.
 	o := igw.Options{Logger: g.log, Decisions: g.decisions(), Protected: true}
+	if unread != nil {
+		return nil, call.refuse(gen, o, unread)
+	}
 	ref := policyref.Of(g.Policy())
 	if wd := call.workdir(); gen.Relative() && wd != "" && wd != ref.Workdir {
 		// Its "./" patterns resolve in the input's project, as aimon-gw
@@ -190,7 +202,10 @@ type hookCall struct {
 	stateDir string
 }
 
-// readHook reads one hook input of runtime, as its runtime writes it.
+// readHook reads one hook input of runtime, as its runtime writes it. An
+// input that cannot be read is an error, with the call as far as it was
+// read, for the decision to refuse and record (hookCall.refuse); an
+// unknown runtime is an error and a call of no runtime.
 func readHook(runtime string, input []byte) (hookCall, error) {
 	rt, ok := hookRuntimes[runtime]
 	if !ok {
@@ -198,11 +213,11 @@ func readHook(runtime string, input []byte) (hookCall, error) {
 	}
 	if len(input) > MaxHookInput {
 		// Cut, it would be refused as JSON that does not end.
-		return hookCall{}, fmt.Errorf("the hook input is more than %d MiB, which the hook does not read; it is blocked. A prompt or a call that large is better given as a file", MaxHookInput>>20)
+		return hookCall{runtime: runtime, rt: rt}, fmt.Errorf("the hook input is more than %d MiB, which the hook does not read; it is blocked. A prompt or a call that large is better given as a file", MaxHookInput>>20)
 	}
 	in, err := rt.read(input)
 	if err != nil {
-		return hookCall{}, err
+		return hookCall{runtime: runtime, rt: rt, in: in}, err
 	}
 	if dir := os.Getenv("CLAUDE_PROJECT_DIR"); filepath.IsAbs(dir) {
 		in.Project = dir
@@ -222,6 +237,13 @@ func (h hookCall) workdir() string {
 		return h.in.Project
 	}
 	return h.in.Cwd
+}
+
+// refuse refuses an input that cannot be read (why) through the one
+// decision under gen, recorded once; the error is the record's sentence
+// (rules R7, R10).
+func (h hookCall) refuse(gen *provision.Generation, o igw.Options, why error) error {
+	return errors.New(cchook.Refuse(gen, h.in, o, why.Error()))
 }
 
 // answer answers the input under gen: the one path of every command hook

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,16 +110,31 @@ func TestR7FrontEndsAgree(t *testing.T) {
 		codex := func(input string) string {
 			return `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"apply_patch","tool_input":` + input + `,"tool_use_id":"p1"}`
 		}
-		for _, tc := range []struct{ note, runtime, input, rule, says string }{
-			{"a Gemini CLI command in another directory", "gemini-cli", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"touch allowed","dir_path":"/tmp"}}`, "R7", "with dir_path \"/tmp\" is refused"},
-			{"a Codex patch without a patch", "codex", codex(`{}`), "R7", "apply_patch sent no patch"},
-			{"a Codex patch of Codex's own configuration", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: .codex/config.toml\n+x\n*** End Patch") + `}`), "R9", "apply_patch is refused: "},
-			{"a Codex patch of a file it may write", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: notes.txt\n+x\n*** End Patch") + `}`), "", ""},
-			{"a Codex call the policy asks about", "codex", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch review"},"tool_use_id":"a1"}`, "P15", "and Codex's hook cannot ask one, so the call is refused"},
-			{"a Claude Code cd out of the project", "claude-code", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd / && touch allowed"},"tool_use_id":"cd1"}`, "R7", "Bash cd / is refused: it leads to /, outside the project"},
+		// A bare cd, which the hook answers by moving Claude Code's
+		// shell, is allowed by the one decision with that sentence.
+		cdPolicy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: {Bash: claudecode.#Bash & {sandbox: mode: "off"}, Read: claudecode.#Read}
+agent: "allowed-tools": ["Bash(git:*)", "Read(./**)"]
+`)
+		os.Mkdir(filepath.Join(wd, "sub"), 0o755)
+		for _, tc := range []struct{ note, runtime, input, rule, says, policy string }{
+			{"a Gemini CLI command in another directory", "gemini-cli", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"touch allowed","dir_path":"/tmp"}}`, "R7", "with dir_path \"/tmp\" is refused", ""},
+			{"a Codex patch without a patch", "codex", codex(`{}`), "R7", "apply_patch sent no patch", ""},
+			{"a Codex patch of Codex's own configuration", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: .codex/config.toml\n+x\n*** End Patch") + `}`), "R9", "apply_patch is refused: ", ""},
+			{"a Codex patch of a file it may write", "codex", codex(`{"command":` + q("*** Begin Patch\n*** Add File: notes.txt\n+x\n*** End Patch") + `}`), "", "", ""},
+			{"a Codex call the policy asks about", "codex", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"touch review"},"tool_use_id":"a1"}`, "P15", "and Codex's hook cannot ask one, so the call is refused", ""},
+			{"a Claude Code cd out of the project", "claude-code", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd / && touch allowed"},"tool_use_id":"cd1"}`, "R7", "Bash cd / is refused: it leads to /, outside the project", ""},
+			{"a Claude Code bare cd into the project", "claude-code", `{"session_id":"s","cwd":` + q(wd) + `,"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cd sub"},"tool_use_id":"cd2"}`, "", "Bash cd sub moves Claude Code's working directory to " + wd + "/sub, in the project.", cdPolicy},
 		} {
 			log := filepath.Join(t.TempDir(), "hook.jsonl")
-			hook := exec.Command(gatewayBinary(t), "hook", tc.runtime, "--policy", dir, "--cache", "off", "--decision-log", log)
+			policy := dir
+			if tc.policy != "" {
+				policy = tc.policy
+			}
+			hook := exec.Command(gatewayBinary(t), "hook", tc.runtime, "--policy", policy, "--cache", "off", "--decision-log", log)
 			hook.Stdin, hook.Dir = strings.NewReader(tc.input), wd
 			out, err := hook.Output()
 			if err != nil {
@@ -139,13 +155,80 @@ func TestR7FrontEndsAgree(t *testing.T) {
 			}
 			r := rs[0]
 			switch reason, _ := r["reason"].(string); {
-			case tc.rule == "" && (r["allowed"] != true || said != ""):
-				t.Errorf("%s: want it allowed with no sentence: %s; record %v", tc.note, out, r)
-			case tc.rule == "":
-			case r["allowed"] != false || r["ask"] == true || r["rule"] != tc.rule || !strings.Contains(said, tc.says):
+			case tc.rule == "" && (r["allowed"] != true || !strings.Contains(said, tc.says) || tc.says == "" && said != ""):
+				t.Errorf("%s: want it allowed saying %q: %s; record %v", tc.note, tc.says, out, r)
+			case tc.rule != "" && (r["allowed"] != false || r["ask"] == true || r["rule"] != tc.rule || !strings.Contains(said, tc.says)):
 				t.Errorf("%s: want it refused by %s saying %q: %s; record %v", tc.note, tc.rule, tc.says, out, r)
-			case strings.TrimSuffix(reason, ".") != strings.TrimSuffix(said, "."):
+			case said != "" && strings.TrimSuffix(reason, ".") != strings.TrimSuffix(said, "."):
 				t.Errorf("%s: the answer says %q, its record %q", tc.note, said, reason)
+			}
+		}
+	})
+	// An input a hook cannot read, the command hooks' and the HTTP
+	// hook's, is refused by the one decision by R7: one record each, its
+	// sentence the answer's (issue 47 item 2; before, none was recorded).
+	t.Run("the hooks' unreadable inputs", func(t *testing.T) {
+		t.Parallel()
+		wd, _ := filepath.EvalSymlinks(t.TempDir())
+		dir := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: Read: claudecode.#Read
+agent: "allowed-tools": ["Read"]
+principals: alice: {subject: "alice", surface: ["agent"]}
+`)
+		unreadable := []struct{ note, runtime, input, says string }{
+			{"not JSON", "claude-code", `{"tool_name":`, "the hook input is not a PreToolUse input that can be read one way only"},
+			{"no tool_name", "claude-code", `{"cwd":"` + wd + `","hook_event_name":"PreToolUse","TOOL_NAME":"Read"}`, `the hook input has no "tool_name"`},
+			{"a relative cwd", "claude-code", `{"cwd":"relative","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{}}`, `the hook input's cwd "relative" is not an absolute directory`},
+			{"Codex, not JSON", "codex", `[`, ""},
+			{"Gemini CLI, not JSON", "gemini-cli", `[`, ""},
+		}
+		oneRecord := func(note, log, said, says string) {
+			t.Helper()
+			rs := readRecords(t, log)
+			if len(rs) != 1 {
+				t.Fatalf("%s: %d records, want one; the answer %q", note, len(rs), said)
+			}
+			reason, _ := rs[0]["reason"].(string)
+			if rs[0]["allowed"] != false || rs[0]["rule"] != "R7" || !strings.Contains(strings.ToLower(said), strings.ToLower(says)) ||
+				!strings.EqualFold(strings.TrimSuffix(reason, "."), strings.TrimSuffix(said, ".")) {
+				t.Errorf("%s: want one R7 refusal saying %q, the answer's sentence; answered %q, recorded %v", note, says, said, rs[0])
+			}
+		}
+		for _, tc := range unreadable {
+			log := filepath.Join(t.TempDir(), "hook.jsonl")
+			hook := exec.Command(gatewayBinary(t), "hook", tc.runtime, "--policy", dir, "--cache", "off", "--decision-log", log)
+			hook.Stdin, hook.Dir = strings.NewReader(tc.input), wd
+			var stderr strings.Builder
+			hook.Stderr = &stderr
+			if out, err := hook.Output(); hook.ProcessState.ExitCode() != 2 || len(out) != 0 {
+				t.Fatalf("%s: the hook answered %s (%v), want exit 2 with a sentence: %s", tc.note, out, err, stderr.String())
+			}
+			oneRecord(tc.note, log, strings.TrimPrefix(strings.TrimSpace(stderr.String()), "aimon-gw hook "+tc.runtime+": "), tc.says)
+		}
+		log := filepath.Join(t.TempDir(), "http.jsonl")
+		g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--decision-log", log)
+		for _, tc := range unreadable[:3] {
+			before := len(readRecords(t, log))
+			status, _, body := g.post("/hooks/claude-code", "tok-alice", tc.input)
+			var o struct {
+				Out struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+			}
+			if json.Unmarshal([]byte(body), &o) != nil || status != 200 || o.Out.PermissionDecision != "deny" {
+				t.Fatalf("HTTP, %s: %d %s, want a deny", tc.note, status, body)
+			}
+			rs := readRecords(t, log)
+			if len(rs) != before+1 {
+				t.Fatalf("HTTP, %s: %d records, want one more than %d", tc.note, len(rs), before)
+			}
+			one := filepath.Join(t.TempDir(), "one.jsonl")
+			line, _ := json.Marshal(rs[before])
+			writeFile(t, one, string(line)+"\n")
+			oneRecord("HTTP, "+tc.note, one, o.Out.PermissionDecisionReason, tc.says)
+			if rs[before]["principal"] != "alice" {
+				t.Errorf("HTTP, %s: the record names the principal %v, want alice", tc.note, rs[before]["principal"])
 			}
 		}
 	})

@@ -43,6 +43,12 @@ type Call struct {
 	// sealed session handle that fails verification, rule P18): the one
 	// decision refuses with it, and records it with its rule.
 	Refusal *rule.Decision
+	// Moves is, for a call the front end answers by moving its client's
+	// shell (Claude Code's bare "cd DIR", a directory the front end found
+	// in the project and the lists let be read), the allow it answers
+	// with, its sentence the answer's: the one decision allows the call
+	// with it once the tool is found and listed, and records it (R10).
+	Moves *rule.Decision
 	// Writes are the files the client writes besides the subject, as it
 	// will (absolute; Codex's apply_patch's): each is refused as a write of
 	// a path subject is where the gateway reads or runs (rules R8, R9).
@@ -188,6 +194,10 @@ func (dc *Decider) Prepare(gen *policy.Generation, chain []string, eff *allow.Ef
 	if !eff.Listed(c.Name) {
 		// Not allowed, a different sentence from unknown (rule P9).
 		p.Settle(eff.Unlisted(c.Name))
+		return p
+	}
+	if c.Moves != nil {
+		p.Settle(*c.Moves)
 		return p
 	}
 	if len(c.Input) == 0 && c.Decoded == nil {

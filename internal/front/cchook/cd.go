@@ -59,13 +59,13 @@ func leadingCd(cmd string) (dir, rest string, ok bool) {
 	return dir, rest, true
 }
 
-// cdTarget is the directory a leading cd moves to, or the sentence that
-// refuses it: the directory, read as Claude Code's shell reads it ("~" the
+// cdTarget is the directory a leading cd moves to and the lists' allow
+// of reading it, or the sentence that refuses it: the directory, read as Claude Code's shell reads it ("~" the
 // user's home, relative to the cwd) and where its links lead, must exist,
 // lie in the project (whose "./" patterns a working directory elsewhere
 // would move), be one the lists let Read, and be named by no deny entry
 // of the shell tool.
-func cdTarget(gen *provision.Generation, chain []string, in Input, home, shell, written string) (string, string) {
+func cdTarget(gen *provision.Generation, chain []string, in Input, home, shell, written string) (string, rule.Decision, string) {
 	p := written
 	switch {
 	case p == "~":
@@ -75,8 +75,8 @@ func cdTarget(gen *provision.Generation, chain []string, in Input, home, shell, 
 	case !filepath.IsAbs(p):
 		p = filepath.Join(in.Cwd, p)
 	}
-	refuse := func(format string, args ...any) (string, string) {
-		return "", fmt.Sprintf("%s cd %s is refused: ", shell, written) + fmt.Sprintf(format, args...)
+	refuse := func(format string, args ...any) (string, rule.Decision, string) {
+		return "", rule.Decision{}, fmt.Sprintf("%s cd %s is refused: ", shell, written) + fmt.Sprintf(format, args...)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Clean(p))
 	if st, serr := os.Stat(dir); err != nil || serr != nil || !st.IsDir() {
@@ -96,13 +96,14 @@ func cdTarget(gen *provision.Generation, chain []string, in Input, home, shell, 
 	if !e.Listed(shell) {
 		return refuse("%s is not allowed on this surface.", shell)
 	}
-	if d := e.Decide("Read", map[string]any{"file_path": dir}, in.Cwd); !d.Allowed {
-		return refuse("the lists do not let its directory %s be read: %s", dir, d.Reason)
+	read := e.Decide("Read", map[string]any{"file_path": dir}, in.Cwd)
+	if !read.Allowed {
+		return refuse("the lists do not let its directory %s be read: %s", dir, read.Reason)
 	}
 	if d := e.Decide(shell, map[string]any{"command": "cd " + dir}, in.Cwd); !d.Allowed && d.Rule == rule.P14 {
 		return refuse("%s", d.Reason)
 	}
-	return dir, ""
+	return dir, read, ""
 }
 
 // cdPrefix is the shell text that moves Claude Code's shell to dir and

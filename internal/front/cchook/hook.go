@@ -162,6 +162,10 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 	// A leading cd moves Claude Code's shell, outside the sandbox; what
 	// follows it is decided, and runs, in the directory it moves to.
 	cdDir, cdFrom := "", in.Cwd
+	// A bare cd is answered by moving the shell, allowed by the one
+	// decision with that answer's sentence, and recorded (R10).
+	var moves *rule.Decision
+	var moved map[string]any
 	// Nothing moves for an input the decision below refuses unread or
 	// above the caller's chain.
 	within := opts.Chain == nil || policy.Extends(opts.Chain, chain)
@@ -170,14 +174,14 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 		if json.Unmarshal(in.ToolInput, &call) == nil {
 			cmd, _ := call["command"].(string)
 			if written, rest, ok := leadingCd(cmd); ok {
-				switch dir, why := cdTarget(gen, chain, in, home, wrap.shell(), written); {
+				switch dir, read, why := cdTarget(gen, chain, in, home, wrap.shell(), written); {
 				case why != "":
 					in.Unread = why // refused, and recorded, by the one decision (R7)
 				case rest == "":
 					call["command"] = cdPrefix(dir, cdFrom)
-					out := Blocked(fmt.Sprintf("%s cd %s moves Claude Code's working directory to %s, in the project.", wrap.shell(), written, dir))
-					out.HookSpecificOutput.PermissionDecision, out.HookSpecificOutput.UpdatedInput = "allow", call
-					return out
+					moves = &rule.Decision{Allowed: true, Rule: read.Rule, Entries: read.Entries, Effective: read.Effective,
+						Reason: fmt.Sprintf("%s cd %s moves Claude Code's working directory to %s, in the project.", wrap.shell(), written, dir)}
+					moved = call
 				default:
 					call["command"] = rest
 					in.ToolInput, _ = json.Marshal(call)
@@ -194,7 +198,7 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 	// recorded: a ticket that cannot be sealed refuses the call in the
 	// decision, and the record says so (rules P16, R10).
 	var wrapped string
-	if wrap != nil && in.ToolName == wrap.shell() {
+	if wrap != nil && in.ToolName == wrap.shell() && moves == nil {
 		w := *wrap
 		w.call = id
 		w.Home, w.Project = home, in.Project
@@ -213,7 +217,7 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 		}
 	}
 	gw, input := hookGateway(gen, in, chain, home, opts)
-	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread, Writes: in.Writes}
+	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread, Writes: in.Writes, Moves: moves}
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
@@ -225,6 +229,10 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 	case d.Ask:
 		out.HookSpecificOutput.PermissionDecision = "ask"
 	default:
+		return out
+	}
+	if moves != nil {
+		out.HookSpecificOutput.UpdatedInput = moved
 		return out
 	}
 	updated := d.Input
@@ -372,6 +380,22 @@ func CheckCwd(cwd string) error {
 		return fmt.Errorf("the hook input's cwd %q is not an absolute directory; the call is blocked.", cwd)
 	}
 	return nil
+}
+
+// Refuse refuses, through the one decision, a hook input that cannot be
+// read as its runtime wrote it (why, ReadInput's sentence), and records
+// it once (rules R7, R10); it returns the sentence the runtime is answered
+// with, the record's.
+func Refuse(gen *provision.Generation, in Input, opts gateway.Options, why string) string {
+	id := in.ToolUseID
+	if id == "" {
+		id = "hook"
+	}
+	if opts.Chain == nil {
+		opts.Chain = Chain(gen.Generation, in)
+	}
+	_, d := gateway.New(gen, opts).Decide(nil, gateway.Call{ID: id, Name: in.ToolName, Unread: why})
+	return d.Reason
 }
 
 // Blocked is the answer that blocks a call with a sentence.

@@ -548,11 +548,13 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
 	var out cchook.Output
+	// An input that cannot be read is refused by the one decision, and
+	// recorded (rules R7, R10).
 	switch in, rerr := cchook.ReadInput(data); {
 	case err != nil:
-		out = cchook.Blocked(fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
+		out = f.refuseHook(cchook.Input{}, c, fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
 	case rerr != nil:
-		out = cchook.Blocked(sentence(rerr))
+		out = f.refuseHook(in, c, sentence(rerr))
 	case in.HookEventName == cchook.PostToolUse || in.HookEventName == cchook.UserPromptSubmit:
 		f.postHook(w, in, c)
 		return
@@ -562,11 +564,29 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
-	var cur *provision.Generation
-	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
-		// Retired by a reload a moment ago: the next is in force.
+// refuseHook refuses an HTTP hook input that cannot be read (why, its
+// sentence) by the one decision under the generation in force, recorded
+// once with the caller's principal.
+func (f *front) refuseHook(in cchook.Input, c caller, why string) cchook.Output {
+	cur := f.enter()
+	defer cur.Exit()
+	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true, Caller: &c.claims, Chain: c.chain}
+	return cchook.Blocked(cchook.Refuse(cur, in, opts, why))
+}
+
+// enter starts a hook input's decision under the generation in force.
+func (f *front) enter() *provision.Generation {
+	for {
+		// One retired by a reload a moment ago is passed: the next is
+		// in force.
+		if cur := f.gw.Current(); cur.Enter() {
+			return cur
+		}
 	}
+}
+
+func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
+	cur := f.enter()
 	defer cur.Exit()
 	wd := f.o.Reload.Gateway.Workdir
 	if in.Cwd != wd && cur.Relative() {
@@ -596,9 +616,7 @@ func (f *front) hookSession(cur *provision.Generation, in cchook.Input, c caller
 // A UserPromptSubmit input's prompt is kept as the caller's words in its
 // session, and proceeds (cchook.Prompt).
 func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
-	var cur *provision.Generation
-	for cur = f.gw.Current(); !cur.Enter(); cur = f.gw.Current() {
-	}
+	cur := f.enter()
 	defer cur.Exit()
 	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true, Session: f.hookSession(cur, in, c)}
 	if in.HookEventName == cchook.UserPromptSubmit {
