@@ -2,6 +2,7 @@ package httpfront
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"mime"
 	"net"
@@ -54,16 +55,50 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if errors.Is(err, mcpfront.ErrNotDirect) {
 		return false
 	}
+	newer := peer.ProtocolVersion >= newProtocol
+	if err == nil {
+		// The gateway's plain result, framed straight from its text: the
+		// SDK's encoders write the same bytes, scanning the text three
+		// times over (issue 49).
+		if data, ok := mcpfront.PlainFrame(id, res, f.serverInfo(), newer); ok {
+			writeEvent(w, data)
+			return true
+		}
+	}
+	writeEvent(w, f.encodedAnswer(id, res, err, newer))
+	return true
+}
+
+// serverInfo is the gateway's info as the SDK writes it in a result's
+// _meta (json.Marshal's, with HTML escapes); nil when it cannot be
+// written, which leaves every result to the SDK's encoders.
+func (f *front) serverInfo() []byte {
+	f.infoOnce.Do(func() {
+		if b, err := json.Marshal(f.implementation()); err == nil {
+			f.info = b
+		}
+	})
+	return f.info
+}
+
+func (f *front) implementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "aimon-gw", Version: f.o.Version}
+}
+
+// encodedAnswer is the response under id to a call that gave res or err,
+// encoded as the SDK's session and transport encode it; newer when the
+// client speaks 2026-07-28.
+func (f *front) encodedAnswer(id jsonrpc.ID, res *mcp.CallToolResult, err error, newer bool) []byte {
 	resp := &jsonrpc.Response{ID: id, Error: err}
 	if err == nil {
-		if peer.ProtocolVersion >= newProtocol {
+		if newer {
 			// As the SDK's session answers a 2026-07-28 request: the
 			// server names itself in the result's _meta.
 			if res.Meta == nil {
 				res.Meta = mcp.Meta{}
 			}
 			if _, ok := res.Meta[mcp.MetaKeyServerInfo]; !ok {
-				res.Meta[mcp.MetaKeyServerInfo] = &mcp.Implementation{Name: "aimon-gw", Version: f.o.Version}
+				res.Meta[mcp.MetaKeyServerInfo] = f.implementation()
 			}
 		}
 		b, merr := res.MarshalJSON()
@@ -71,7 +106,7 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			resp.Error = merr
 		} else {
 			resp.Result = b
-			if peer.ProtocolVersion >= newProtocol {
+			if newer {
 				resp.Result = withResultType(b, res)
 			}
 		}
@@ -80,8 +115,7 @@ func (f *front) direct(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: err})
 	}
-	writeEvent(w, data)
-	return true
+	return data
 }
 
 // writeEvent answers with the one server-sent event data, as the SDK's

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"aimon.dev/gw/internal/front/mcpfront"
 )
 
 // frontPolicy lists Echo and Read to the agent (a Read under secret/ is
@@ -253,4 +256,83 @@ func postFront(t *testing.T, base, token, version, name, body string) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestR7ListenPlainFrameIsTheSDKsBytes: the answer the front writes
+// straight for the gateway's plain result (mcpfront.PlainFrame, issue 49)
+// is the one its SDK encoders write (encodedAnswer: the result's
+// MarshalJSON, the server's info in _meta and resultType at 2026-07-28,
+// EncodeMessage) byte for byte, for texts each encoder spells its own way,
+// errors, both versions and ids of each kind; an id EncodeMessage would
+// spell otherwise (a string with <, > or &), a result of another shape or
+// none is left to the SDK's encoders.
+func TestR7ListenPlainFrameIsTheSDKsBytes(t *testing.T) {
+	f := &front{o: Options{Version: "v1 <&> é"}}
+	texts := []string{"hello", "", "a <b> & \"c\" \\ d", "line\u2028sep\u2029", "bad \xff utf-8", "tab\tnl\n\x00\x1f", "é 日本 😀"}
+	ids := []any{float64(1), float64(0), float64(-7), float64(1 << 40), "a", "x\"y", "é"}
+	plain := func(text string, isError bool) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}
+	}
+	for _, text := range texts {
+		for _, isError := range []bool{false, true} {
+			for _, newer := range []bool{false, true} {
+				for _, raw := range ids {
+					id, err := jsonrpc.MakeID(raw)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, ok := mcpfront.PlainFrame(id, plain(text, isError), f.serverInfo(), newer)
+					want := f.encodedAnswer(id, plain(text, isError), nil, newer)
+					if !ok || string(got) != string(want) {
+						t.Errorf("%q error %v newer %v id %v (ok %v):\n  plain %s\n    SDK %s", text, isError, newer, raw, ok, got, want)
+					}
+				}
+			}
+		}
+	}
+	id, _ := jsonrpc.MakeID("a<b")
+	if b, ok := mcpfront.PlainFrame(id, plain("m", false), f.serverInfo(), true); ok {
+		t.Errorf("an id the encoder spells otherwise was framed here: %s", b)
+	}
+	one, _ := jsonrpc.MakeID(float64(1))
+	for note, res := range map[string]*mcp.CallToolResult{
+		"none":               nil,
+		"its own _meta":      {Meta: mcp.Meta{"k": "v"}, Content: []mcp.Content{&mcp.TextContent{Text: "m"}}},
+		"structured content": {StructuredContent: map[string]any{"a": 1}, Content: []mcp.Content{&mcp.TextContent{Text: "m"}}},
+		"two contents":       {Content: []mcp.Content{&mcp.TextContent{Text: "m"}, &mcp.TextContent{Text: "n"}}},
+		"annotations":        {Content: []mcp.Content{&mcp.TextContent{Text: "m", Annotations: &mcp.Annotations{Priority: 1}}}},
+	} {
+		if b, ok := mcpfront.PlainFrame(one, res, f.serverInfo(), true); ok {
+			t.Errorf("%s: framed here: %s", note, b)
+		}
+	}
+}
+
+// BenchmarkListenAnswerEncoding times an Echo's answer over HTTP at
+// 2026-07-28 written straight (mcpfront.PlainFrame) and through the SDK's
+// encoders (encodedAnswer) in one loop; straight/sdk is their ratio.
+func BenchmarkListenAnswerEncoding(b *testing.B) {
+	f := &front{o: Options{Version: "v1"}}
+	id, _ := jsonrpc.MakeID(float64(7))
+	echo := []mcp.Content{&mcp.TextContent{Text: "hello"}}
+	ways := [2]func() bool{
+		func() bool {
+			_, ok := mcpfront.PlainFrame(id, &mcp.CallToolResult{Content: echo}, f.serverInfo(), true)
+			return ok
+		},
+		func() bool { return len(f.encodedAnswer(id, &mcp.CallToolResult{Content: echo}, nil, true)) > 0 },
+	}
+	var took [2]time.Duration
+	for b.Loop() {
+		for i, way := range ways {
+			t0 := time.Now()
+			if !way() {
+				b.Fatalf("way %d wrote nothing", i)
+			}
+			took[i] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(b.N), "straight-ns/op")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(b.N), "sdk-ns/op")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "straight/sdk")
 }

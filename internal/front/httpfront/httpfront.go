@@ -226,6 +226,8 @@ type front struct {
 	ready    atomic.Bool
 	stopping atomic.Bool
 	calls    inFlight
+	infoOnce sync.Once
+	info     []byte // serverInfo's
 }
 
 func (f *front) mux() http.Handler {

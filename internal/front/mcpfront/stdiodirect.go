@@ -235,6 +235,22 @@ func plainResult(res *mcp.CallToolResult, info []byte, typed, perRequest bool) (
 	return append(b, '}'), true
 }
 
+// PlainFrame is the frame of the response under id to a tools/call that
+// gave res, as the SDK's session and encoder write it, written straight
+// from the decision's text (plainResult, resultFrame): with the server's
+// info (info, as json.Marshal writes it) in its _meta and resultType
+// "complete" when the client speaks 2026-07-28 (newer), as the SDK's
+// server answers it over streamable HTTP. ok is false for any other
+// result, or an id the encoder spells otherwise, which the caller
+// encodes with the SDK.
+func PlainFrame(id jsonrpc.ID, res *mcp.CallToolResult, info []byte, newer bool) ([]byte, bool) {
+	b, ok := plainResult(res, info, newer, newer)
+	if !ok {
+		return nil, false
+	}
+	return resultFrame(&jsonrpc.Response{ID: id, Result: b})
+}
+
 // plainCall reads a tools/call's params that hold a name, arguments and
 // a _meta and nothing else, each once, the name a string: false for any
 // other, which the SDK's server reads as it does.
