@@ -25,6 +25,19 @@
 // program), and Load with the directory "" serves the gateway's embedded
 // default policy.
 //
+// The rest of what aimon-gw does with a policy before it serves one is
+// here too. Import turns an agent runtime's permissions (Claude Code's
+// settings, Codex's rules, Gemini CLI's policy files) into a policy, as
+// aimon-gw import; Pin reads what each upstream server's tools are now,
+// beside what the lockfile pins.cue holds (Pins.File writes it), as
+// aimon-gw pin; VendorSchema vendors the schema for stock CUE tools, as
+// aimon-gw init; ParsePrincipal and PrincipalSurface map an identity
+// provider's caller to the chain its calls run on, as --principal.
+//
+//	im, err := policy.Import("claude-code", []string{".claude/settings.json"}, policy.ImportOptions{})
+//	st, err := pol.Pin(ctx, policy.PinOptions{})
+//	src, err := st.Now.File() // pins.cue
+//
 // The types of this package are its own: no value here names a type of
 // the gateway's internal packages, which stay free to change.
 package policy
