@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/sys/unix"
 
 	"aimon.dev/gw/internal/exec/sandbox"
@@ -75,6 +76,33 @@ type claims struct {
 	Extra    string `json:"x"`
 	Expires  int64  `json:"e"` // Unix seconds
 	Nonce    string `json:"n"`
+}
+
+// encode writes the claims as encoding/json writes them, which Check
+// reads: the same members in the same order, without the reflection a
+// hook process built its encoder with for its one ticket (issue 42).
+// Every string is one of the ticket's own (base64, a revision), quoted by
+// jsontext all the same.
+func (c claims) encode() []byte {
+	b := make([]byte, 0, 256)
+	member := func(name, v string) {
+		b = append(append(b, ',', '"'), name...)
+		b = append(b, '"', ':')
+		b, _ = jsontext.AppendQuote(b, v)
+	}
+	member("c", c.Command)
+	b[0] = '{'
+	member("s", c.Chain)
+	member("w", c.Workdir)
+	member("p", c.Policy)
+	member("r", c.Revision)
+	if c.Approved {
+		b = append(b, `,"a":true`...)
+	}
+	member("x", c.Extra)
+	b = strconv.AppendInt(append(b, `,"e":`...), c.Expires, 10)
+	member("n", c.Nonce)
+	return append(b, '}')
 }
 
 func short(parts ...string) string {
@@ -254,8 +282,7 @@ func (s *Sealer) Seal(b Binding) string {
 	nonce := make([]byte, 12)
 	rand.Read(nonce)
 	c.Nonce = base64.RawURLEncoding.EncodeToString(nonce)
-	raw, _ := json.Marshal(c)
-	p := base64.RawURLEncoding.EncodeToString(raw)
+	p := base64.RawURLEncoding.EncodeToString(c.encode())
 	return p + "." + mac(s.key, p)
 }
 
