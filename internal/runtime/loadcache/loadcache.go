@@ -404,7 +404,7 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 	if dir == "" {
 		return m, ""
 	}
-	sums, busy := watch.Sums(dir, extra, maxManifest)
+	sums, listed, busy := watch.Sums(dir, extra, maxManifest)
 	if busy != "" {
 		return m, busy
 	}
@@ -425,6 +425,10 @@ func manifestOf(dir string, extra, inputs []string) (manifest, string) {
 		}
 		d := filepath.Dir(in)
 		if _, ok := m.Dirs[d]; ok {
+			continue
+		}
+		if names, ok := listed[d]; ok {
+			m.Dirs[d] = names // listed by Sums, not twice
 			continue
 		}
 		entries, err := os.ReadDir(d)

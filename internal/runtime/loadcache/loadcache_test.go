@@ -99,6 +99,27 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 		{"the policy is edited", func(t *testing.T, c *Cache, dir string) {
 			write(t, filepath.Join(dir, "policy.cue"), head+`agent: "allowed-tools": ["Bash(ls)"]`+"\n")
 		}, false, false},
+		// Content is what is checked, never a file's size and time alone.
+		{"the policy is edited to the same size and time", func(t *testing.T, c *Cache, dir string) {
+			p := filepath.Join(dir, "policy.cue")
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, p, head+`agent: "allowed-tools": ["Bash(gi?:*)"]`+"\n")
+			if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			if now, _ := os.Stat(p); now.Size() != st.Size() || !now.ModTime().Equal(st.ModTime()) {
+				t.Fatalf("the edit changed the size or the time: %v, %v", now.Size(), now.ModTime())
+			}
+		}, false, false},
+		{"a directory joins the policy's", func(t *testing.T, c *Cache, dir string) {
+			os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+		}, true, false},
+		{"a file joins the module's cue.mod", func(t *testing.T, c *Cache, dir string) {
+			write(t, filepath.Join(dir, "cue.mod", "extra.txt"), "x")
+		}, true, false},
 		{"a file joins the package", func(t *testing.T, c *Cache, dir string) {
 			write(t, filepath.Join(dir, "more.cue"), "package policy\n\nvalidation: \"off\"\n")
 		}, true, false},

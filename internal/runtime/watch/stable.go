@@ -31,14 +31,41 @@ func (w *Watcher) snapshot() (sums map[string][32]byte, busy string) {
 // and below dir and each extra directory, cue.mod, and the .cue files of
 // dir's ancestors up to the module root. busy says which file cannot be
 // read ("" when all can), or that the files hold more than budget bytes
-// (0: no bound), after which Sums reads no more.
-func Sums(dir string, extra []string, budget int64) (sums map[string][32]byte, busy string) {
+// (0: no bound), after which Sums reads no more. listed holds the names
+// (sorted, as os.ReadDir gives them) in each directory it listed whole,
+// by its cleaned path: the load cache's manifest lists the directories
+// of a policy's inputs, most of them these, and lists only the rest.
+func Sums(dir string, extra []string, budget int64) (sums map[string][32]byte, listed map[string][]string, busy string) {
 	w := &Watcher{dir: dir, modRoot: moduleRoot(dir), extra: extra}
-	return w.sums(budget)
+	listed = map[string][]string{}
+	sums, busy = w.sumsListed(budget, listed)
+	return sums, listed, busy
 }
 
 func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
+	return w.sumsListed(budget, nil)
+}
+
+// sumsListed is sums that keeps in listed (when not nil) the names of
+// each directory it listed whole.
+func (w *Watcher) sumsListed(budget int64, listed map[string][]string) (sums map[string][32]byte, busy string) {
 	sums = map[string][32]byte{}
+	failed := map[string]bool{} // a directory not listed whole
+	// names are one walk's listings, kept where no walk before listed the
+	// directory (an extra one may lie in dir).
+	names := map[string][]string{}
+	keep := func() {
+		for d, n := range names {
+			if _, ok := listed[d]; !ok && listed != nil {
+				listed[d] = n
+			}
+		}
+		clear(names)
+	}
+	list := func(dir, name string) {
+		dir = filepath.Clean(dir)
+		names[dir] = append(names[dir], name)
+	}
 	var read int64
 	buf := make([]byte, 32<<10) // one for every file: the hook's heap is not collected
 	add := func(p string) {
@@ -82,11 +109,19 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 			top += string(filepath.Separator)
 		}
 		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-			switch {
-			case busy != "":
+			if busy != "" {
 				return fs.SkipAll
-			case err != nil:
+			}
+			if err != nil {
+				failed[filepath.Clean(p)] = true
 				return nil
+			}
+			if p != top {
+				// WalkDir reads a directory's names whole, then walks
+				// each, the skipped ones too.
+				list(filepath.Dir(p), d.Name())
+			}
+			switch {
 			case d.IsDir() && p != top && strings.HasPrefix(d.Name(), "."):
 				return fs.SkipDir
 			case !d.IsDir() && !editorTemp(d.Name()):
@@ -94,6 +129,7 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 			}
 			return nil
 		})
+		keep()
 	}
 	walk(w.dir)
 	for _, d := range w.extra {
@@ -103,12 +139,23 @@ func (w *Watcher) sums(budget int64) (sums map[string][32]byte, busy string) {
 		walk(cm)
 	}
 	for _, a := range w.ancestors() {
-		entries, _ := os.ReadDir(a)
+		entries, err := os.ReadDir(a)
+		if err != nil {
+			failed[filepath.Clean(a)] = true
+		}
 		for _, e := range entries {
+			list(a, e.Name())
 			if !e.IsDir() && strings.HasSuffix(e.Name(), ".cue") {
 				add(filepath.Join(a, e.Name()))
 			}
 		}
+		keep()
+	}
+	for dir := range failed {
+		delete(listed, dir)
+	}
+	if busy != "" {
+		clear(listed) // the walk stopped: some were not listed whole
 	}
 	return sums, busy
 }
