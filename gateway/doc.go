@@ -25,8 +25,18 @@
 //	next, err := policy.Load(ctx, "policies/team") // after an edit
 //	err = gw.Swap(next)                            // hot reload
 //
+// A server follows a policy directory instead: Watch loads it and puts
+// each sound edit in force as it is saved, as aimon-gw serve and mcp do,
+// with the options of the command's flags (the decision log, where
+// approvals are spent, tracing):
+//
+//	gw, err := gateway.Watch(ctx, "policies/team", gateway.Options{State: "redis://state:6379"})
+//	defer gw.Close()
+//	err = gw.Serve(ctx, os.Stdin, os.Stdout)    // the line protocol
+//	err = gw.ServeMCP(ctx, os.Stdin, os.Stdout) // or MCP over standard input
+//
 // The same gateway answers the line protocol (Serve, as aimon-gw serve),
-// MCP (MCPServer and HTTPHandler, as aimon-gw mcp), and agent runtimes'
+// MCP (ServeMCP, MCPServer and HTTPHandler, as aimon-gw mcp), and agent runtimes'
 // hooks (Hook, as aimon-gw hook; AnswerHook is the same path for a process
 // that answers one input and exits, and Exec runs the shell command a
 // hook's answer hands to aimon-gw exec, only with its ticket). A team with its own MCP server, written

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing/fstest"
 
@@ -111,6 +113,66 @@ func ExampleGateway_Serve() {
 		fmt.Println(err)
 	}
 	// Output: {"type":"tool_result","tool_use_id":"1","content":"hi","is_error":false}
+}
+
+// policyDir writes the examples' policy into a new directory, a CUE
+// module of its own, as aimon-gw init makes one.
+func policyDir() (string, error) {
+	dir, err := os.MkdirTemp("", "policy")
+	if err != nil {
+		return "", err
+	}
+	module := fstest.MapFS{"cue.mod/module.cue": {Data: []byte("module: \"example.com/team@v0\"\nlanguage: version: \"v0.12.0\"\n")}}
+	for _, fsys := range []fstest.MapFS{files, module} {
+		if err := os.CopyFS(dir, fsys); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// Watch serves a policy directory and follows its edits, as aimon-gw
+// serve does: here it answers one line of the line protocol.
+func ExampleWatch() {
+	dir, err := policyDir()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	gw, err := gateway.Watch(context.Background(), dir, gateway.Options{Workdir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer gw.Close()
+	fmt.Println(gw.Policy().Tools())
+	in := strings.NewReader(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"hi"}}` + "\n")
+	if err := gw.Serve(context.Background(), in, os.Stdout); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// [Deploy Echo Read]
+	// {"type":"tool_result","tool_use_id":"1","content":"hi","is_error":false}
+}
+
+// Watch's error says which kind of problem stopped it: the policy's own
+// (ErrPolicy), a surface it cannot run (ErrSurface), or an option.
+func ExampleWatch_errors() {
+	dir, err := policyDir()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	_, err = gateway.Watch(context.Background(), dir, gateway.Options{Workdir: dir, Surface: []string{"agent", "subagent:nosuch"}})
+	fmt.Println(errors.Is(err, gateway.ErrSurface), errors.Is(err, gateway.ErrPolicy))
+	_, err = gateway.Watch(context.Background(), filepath.Join(dir, "nosuch"), gateway.Options{Workdir: dir})
+	fmt.Println(errors.Is(err, gateway.ErrSurface), errors.Is(err, gateway.ErrPolicy))
+	// Output:
+	// true false
+	// false true
 }
 
 // Swap puts an edited policy in force for every later call.

@@ -55,6 +55,46 @@ type Options struct {
 	// shell command wraps it in (aimon-gw exec, in the policy's sandbox),
 	// as aimon-gw hook does; "" answers the command as sent.
 	ExecBinary string
+
+	// Decisions is a decision log the program opened (OpenDecisionLog)
+	// and closes itself, after the gateway: one it shares between
+	// gateways, or that records what a forced exit cut off. At most one
+	// of DecisionLog, Decisions and OnDecision is given.
+	Decisions *DecisionLog
+	// State is where approval tokens are spent, so that one runs its call
+	// once across processes and restarts (rule R10), and where a watched
+	// gateway counts the policy's limits (P19): a directory, or
+	// redis://HOST:PORT (rediss:// for TLS) for a fleet, as aimon-gw
+	// --state; "" for this process's memory. A store that does not answer
+	// at the start is logged, and the calls that need it are refused
+	// until it answers.
+	State string
+	// MaxLineBytes bounds one input line of Serve, and one frame of
+	// ServeMCP; 0 for 16 MiB.
+	MaxLineBytes int
+	// TraceFromEnv traces each call's steps (decode, decide, run) as
+	// OpenTelemetry spans, exported as the standard OTEL_* environment
+	// variables say, as aimon-gw does; none when they name no exporter.
+	// Close exports the spans left, within five seconds.
+	TraceFromEnv bool
+
+	// What Watch reads the policy with (New is given it loaded):
+	// LoadTimeout bounds each load and the binding of its tools (0 for no
+	// bound); Settle is how long the policy's files must be unchanged
+	// before an edit is loaded, so that a change of several files goes in
+	// force whole (0 for a second); Cache is the directory that keeps
+	// compiled policies between starts, verified before each use, as
+	// aimon-gw --cache ("" for the user's cache directory, "off" for
+	// none), which no tool may write; Secrets is the directory of
+	// per-caller secrets of upstream servers reached with each caller's
+	// identity, which no tool may read.
+	LoadTimeout time.Duration
+	Settle      time.Duration
+	Cache       string
+	Secrets     string
+	// Version is the version MCPServer and ServeMCP give in their
+	// serverInfo, whose name is aimon-gw; "" for "aimon.dev/gw".
+	Version string
 }
 
 // A Call is one tool call, as a front end read it.
@@ -164,6 +204,13 @@ type Gateway struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// rt is the runtime that follows a watched gateway's directory (Watch);
+	// nil for New's. closers stop what the options started, last first.
+	rt      *reload.Runtime
+	dir     string
+	closers []func()
+	logErr  error // the decision log's Close's
+
 	mu         sync.Mutex // Swap, Register, Close and the MCP surfaces
 	pol        *policy.Policy
 	registered map[string]tools.Tool
@@ -191,41 +238,28 @@ func New(pol *policy.Policy, opts Options) (*Gateway, error) {
 	if opts.Workdir == "" {
 		opts.Workdir = ref.Workdir
 	}
-	if opts.DecisionLog != "" && opts.OnDecision != nil {
-		return nil, errors.New("Options.DecisionLog and Options.OnDecision are two decision logs; give one")
+	if err := opts.oneLog(); err != nil {
+		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, pol: pol, registered: map[string]tools.Tool{}}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
-	}
-	approvals, err := igw.NewApprovals(opts.ApprovalKey, opts.ApprovalTTL)
+	g := newGateway(context.Background(), opts)
+	g.pol = pol
+	iopts, err := g.setup(context.Background(), "Options.")
 	if err != nil {
-		return nil, fmt.Errorf("Options.ApprovalKey: %w", err)
-	}
-	iopts := igw.Options{Workdir: opts.Workdir, Chain: opts.Surface, Logger: g.log, Approvals: approvals}
-	switch {
-	case opts.DecisionLog != "":
-		if g.dlog, err = decisionlog.Open(opts.DecisionLog, decisionlog.Options{}); err != nil {
-			return nil, fmt.Errorf("Options.DecisionLog: %w; give a file the gateway can append to", err)
-		}
-		iopts.Decisions = g.dlog
-	case opts.OnDecision != nil:
-		g.rec = &recorder{fn: opts.OnDecision}
-		iopts.Decisions = g.rec
+		g.closeAll()
+		return nil, err
 	}
 	gen, release, err := g.provision(pol)
 	if err != nil {
-		g.closeLog()
+		g.closeAll()
 		return nil, err
 	}
 	g.inner, g.release = igw.New(gen, iopts), release
 	if err := g.inner.CheckChain(nil); err != nil {
 		g.inner.Close()
 		release()
-		g.closeLog()
+		g.closeAll()
 		return nil, fmt.Errorf("the surface %v cannot run under this policy: %w", opts.Surface, err)
 	}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g, nil
 }
 
@@ -257,10 +291,22 @@ func (g *Gateway) provision(pol *policy.Policy) (*provision.Generation, func(), 
 func (g *Gateway) Swap(pol *policy.Policy) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
-		return errors.New("the gateway is closed")
+	if err := g.swappable("Swap"); err != nil {
+		return err
 	}
 	return g.swapLocked(pol)
+}
+
+// swappable says why the caller (Swap, Register) cannot change the policy
+// in force; the caller holds g.mu.
+func (g *Gateway) swappable(what string) error {
+	switch {
+	case g.closed:
+		return errors.New("the gateway is closed")
+	case g.rt != nil:
+		return fmt.Errorf("%s is for a gateway made by New: this one follows its policy directory (Watch), whose edits go in force as they are saved", what)
+	}
+	return nil
 }
 
 func (g *Gateway) swapLocked(pol *policy.Policy) error {
@@ -289,8 +335,8 @@ func (g *Gateway) Register(name string, t tools.Tool) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
-		return errors.New("the gateway is closed")
+	if err := g.swappable("Register"); err != nil {
+		return err
 	}
 	def := policyref.Of(g.pol).Gen.Tools[name]
 	switch {
@@ -317,30 +363,33 @@ func (g *Gateway) Register(name string, t tools.Tool) error {
 // is stopped and the decision log closed.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.closed {
+		g.mu.Unlock()
 		return nil
 	}
 	g.closed = true
+	// Not held while what runs is stopped: a watched gateway's reload
+	// that ends meanwhile syncs the MCP surfaces under it.
+	g.mu.Unlock()
 	g.cancel()
-	cur := g.inner.Current()
-	g.inner.Close()
-	<-cur.Released()
-	g.release()
-	return g.closeLog()
-}
-
-func (g *Gateway) closeLog() error {
-	if g.dlog == nil {
-		return nil
+	if g.rt != nil {
+		g.rt.Close() // the watcher, the generation in force, what it started
+	} else {
+		cur := g.inner.Current()
+		g.inner.Close()
+		<-cur.Released()
+		g.release()
 	}
-	return g.dlog.Close()
+	return g.closeAll()
 }
 
 // Policy is the policy in force.
 func (g *Gateway) Policy() *policy.Policy {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.rt != nil {
+		return g.watched()
+	}
 	return g.pol
 }
 

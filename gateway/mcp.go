@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,15 +22,55 @@ import (
 // their schemas and annotations, each call through the one decision and
 // run when allowed; an asked call is put to the person through the
 // client's elicitation. The tools follow every Swap (tools/list_changed).
-// Run it on any transport: server.Run(ctx, &mcp.StdioTransport{}).
+// Run it on any transport: server.Run(ctx, &mcp.StdioTransport{}). A
+// Surface that cannot run is an error that wraps ErrSurface.
 func (g *Gateway) MCPServer() (*mcp.Server, error) {
-	g.mu.Lock()
-	if g.surfaces == nil {
-		g.surfaces = mcpfront.Over(g.ctx, g.inner, g.log, "aimon.dev/gw")
+	s, err := g.mcpSurfaces().Server(g.opts.Surface)
+	if err != nil {
+		return nil, kindError{ErrSurface, err}
 	}
-	s := g.surfaces
-	g.mu.Unlock()
-	return s.Server(g.opts.Surface)
+	return s, nil
+}
+
+// mcpSurfaces are the gateway's MCP servers, one per surface chain, made
+// when first asked for.
+func (g *Gateway) mcpSurfaces() *mcpfront.Surfaces {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.surfaces == nil {
+		version := g.opts.Version
+		if version == "" {
+			version = "aimon.dev/gw"
+		}
+		g.surfaces = mcpfront.Over(g.ctx, g.inner, g.log, version)
+	}
+	return g.surfaces
+}
+
+// ServeMCP serves one MCP session over r and w, newline-delimited JSON-RPC
+// as a client speaks to a server it started (the stdio transport), until
+// the input ends or ctx is done, as aimon-gw mcp does: MCPServer's tools
+// and answers, read by one reader that answers a frame it cannot take (too
+// long, not JSON-RPC, a member named twice) with an error under the
+// frame's own id and goes on, so that no bad frame ends the session. Only
+// answers are written to w; a frame is at most Options.MaxLineBytes (0:
+// 16 MiB). A Surface that cannot run is an error that wraps ErrSurface,
+// and nothing was read; the end of input is no error.
+func (g *Gateway) ServeMCP(ctx context.Context, r io.Reader, w io.Writer) error {
+	err := mcpfront.ServeSession(ctx, g.mcpSurfaces(), g.opts.Surface, mcpfront.Options{In: r, Out: w, MaxFrameBytes: g.opts.MaxLineBytes})
+	if errors.Is(err, mcpfront.ErrSurface) {
+		return kindError{ErrSurface, err}
+	}
+	return err
+}
+
+// RefuseMCP answers the first request an MCP client sends on r (its
+// initialize) with an error whose message is reason, on w, so that the
+// client shows why the server is about to exit rather than "connection
+// closed": what aimon-gw mcp does when its policy does not load. It waits
+// for that request at most wait, and returns at once at the end of input.
+func RefuseMCP(r io.Reader, w io.Writer, reason string, wait time.Duration) {
+	mcpfront.Refuse(r, w, reason, wait)
 }
 
 // HTTPHandler serves MCPServer over streamable HTTP (the SDK's handler),

@@ -32,6 +32,14 @@ func init() {
 		}
 		return nil
 	}
+	policyref.Make = func(r policyref.Ref) any { return &Policy{ref: r, log: slog.New(slog.DiscardHandler)} }
+	policyref.LoadErrors = func(err error) error {
+		var errs ipolicy.Errors
+		if errors.As(err, &errs) {
+			return diagnostics(errs)
+		}
+		return nil
+	}
 }
 
 // An Option configures a load.

@@ -17,9 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/exec/sandbox"
-	"aimon.dev/gw/internal/runtime/decisionlog"
+	"aimon.dev/gw/gateway"
 )
 
 func main() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) }
@@ -227,19 +225,28 @@ func usageError(command string) cli.OnUsageErrorFunc {
 	}
 }
 
-// decisionLog opens --decision-log; nil when it is not given.
-func decisionLog(c *cli.Context) (*decisionlog.File, error) {
-	path := c.String("decision-log")
+// openDecisionLog opens --decision-log; nil when it is not given.
+func openDecisionLog(c *cli.Context) (*gateway.DecisionLog, error) {
+	path, o := decisionLogOptions(c)
 	if path == "" {
 		return nil, nil
 	}
-	content := c.Bool("decision-log-content")
-	detail := decisionlog.Detail{Calls: content || c.Bool("decision-log-calls"), Content: content}
-	l, err := decisionlog.Open(path, decisionlog.Options{Sync: c.Bool("decision-log-sync"), Detail: detail})
+	l, err := gateway.OpenDecisionLog(path, o)
 	if err != nil {
-		return nil, fail(exitUsage, "%s; give --decision-log a file the gateway can append to", err.Error())
+		return nil, decisionLogProblem(err)
 	}
 	return l, nil
+}
+
+// decisionLogOptions are the --decision-log flags: the file ("" for none)
+// and what it records.
+func decisionLogOptions(c *cli.Context) (string, gateway.DecisionLogOptions) {
+	return c.String("decision-log"), gateway.DecisionLogOptions{Calls: c.Bool("decision-log-calls"), Content: c.Bool("decision-log-content"), Sync: c.Bool("decision-log-sync")}
+}
+
+// decisionLogProblem is the sentence for a decision log that cannot be opened.
+func decisionLogProblem(err error) error {
+	return fail(exitUsage, "%s; give --decision-log a file the gateway can append to", err.Error())
 }
 
 // decisionLogFlags record every decided call as a JSON line, before its
@@ -287,9 +294,10 @@ func drain(c *cli.Context, name string) (time.Duration, error) {
 
 // exitWithin ends the process once ctx is done (SIGTERM) and bound has
 // passed, whatever a tool is doing (a blocking system call cannot be
-// cancelled): the decision log first records the calls still running as
-// cut off (rule R10). Call the returned func when the command returns.
-func exitWithin(ctx context.Context, bound time.Duration, dlog *decisionlog.File, log *slog.Logger) func() {
+// cancelled): closeLog first records the calls still running as cut off
+// in the decision log (rule R10). Call the returned func when the command
+// returns.
+func exitWithin(ctx context.Context, bound time.Duration, closeLog func(), log *slog.Logger) func() {
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -303,10 +311,8 @@ func exitWithin(ctx context.Context, bound time.Duration, dlog *decisionlog.File
 		case <-time.After(bound):
 		}
 		log.Error("the drain ended with a tool still running; exiting without waiting for it", "drain", bound)
-		if dlog != nil {
-			dlog.Close()
-		}
-		sandbox.Sweep()
+		closeLog()
+		gateway.Cleanup()
 		os.Exit(exitUsage)
 	}()
 	return func() { close(done) }
@@ -323,12 +329,6 @@ func logLevelFlag() cli.Flag {
 
 func logFormatFlag() cli.Flag {
 	return &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"}
-}
-
-// isLoadError reports whether err is a policy that does not load.
-func isLoadError(err error) bool {
-	var errs policy.Errors
-	return errors.As(err, &errs)
 }
 
 // discard is the logger of commands whose output is their answer.

@@ -16,15 +16,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
+	"aimon.dev/gw/gateway"
+	ipolicy "aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/exec/sandbox"
 	oob "aimon.dev/gw/internal/front/approvals"
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/front/httpfront"
-	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/front/telemetry"
-	"aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/decisionlog"
+	igw "aimon.dev/gw/internal/runtime/gateway"
+	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
 	"aimon.dev/gw/internal/runtime/state"
+	"aimon.dev/gw/internal/runtime/ticket"
+	"aimon.dev/gw/policy"
 )
 
 type mcpParams struct {
@@ -38,7 +43,10 @@ type mcpParams struct {
 	Stdin         io.Reader
 	Stdout        io.Writer
 	Log           *slog.Logger
-	Decisions     gateway.DecisionLog
+	Decisions     *gateway.DecisionLog
+	// httpDecisions is --listen's decision log, which the HTTP front end
+	// still takes as the internal gateway's.
+	httpDecisions igw.DecisionLog
 	// Transport, when set, replaces Stdin and Stdout (tests).
 	Transport mcp.Transport
 	// HTTP: Listen is the address ("" for stdio), the rest its TLS, who may
@@ -56,9 +64,6 @@ type mcpParams struct {
 	ApprovalWebhook, ApprovalsURL string
 	// Cache is the directory of compiled policies (--cache); "off" for none.
 	Cache string
-	// sdkCalls leaves every tools/call to the SDK's server (tests, and a
-	// benchmark's anchor).
-	sdkCalls bool
 }
 
 // httpFlags are mcp's flags for serving over HTTP.
@@ -114,16 +119,26 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if c.String("listen") == "" {
 				delay = 0 // stdio: no load balancer to wait for
 			}
-			dlog, err := decisionLog(c)
+			var dlog *gateway.DecisionLog
+			var hlog *decisionlog.File
+			if c.String("listen") == "" {
+				dlog, err = openDecisionLog(c)
+			} else {
+				hlog, err = decisionLog(c)
+			}
 			if err != nil {
 				return err
 			}
-			if dlog != nil {
-				defer dlog.Close()
+			closeLog := func() {
+				dlog.Close()
+				if hlog != nil {
+					hlog.Close()
+				}
 			}
+			defer closeLog()
 			// The listener's delay, the drain, and a second for the rest.
-			defer exitWithin(c.Context, delay+d+time.Second, dlog, log)()
-			return serveMCP(c.Context, mcpParams{Decisions: dlogOrNil(dlog),
+			defer exitWithin(c.Context, delay+d+time.Second, closeLog, log)()
+			return serveMCP(c.Context, mcpParams{Decisions: dlog, httpDecisions: dlogOrNil(hlog),
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				LoadTimeout: c.Duration("load-timeout"), Secrets: c.String("secrets"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
@@ -149,48 +164,57 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	if err != nil {
 		return err
 	}
-	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
-	if err != nil {
-		return err
-	}
-	defer closeState()
-	sandbox.Conceal(p.Secrets) // each caller's upstream credentials are the gateway's alone (rule R8)
-	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Secrets: p.Secrets, Debounce: p.Settle, Cache: loadCache(p.Cache, p.Log),
-		Gateway: gateway.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals)}}
-	tracing, stopTracing, err := traced(ctx, &ro.Gateway)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	warnUnbounded(p.Log)
-	defer sandbox.Sweep() // after the runtime's close, which stops the plugins
 	if p.Listen != "" {
-		return serveMCPHTTP(ctx, p, ro, tracing)
+		return serveMCPHTTP(ctx, p, chain, workdir)
+	}
+	o, err := approvalOptions(p.ApprovalKey, p.ApprovalTTL, p.State)
+	if err != nil {
+		return err
 	}
 	if a := p.httpOnly(); a != "" {
 		return fail(exitUsage, "--%s is for serving over HTTP; give --listen ADDR too, or leave it out", a)
 	}
-	ro.Gateway.Session = gateway.NewSession() // the connection is the session (rule P18)
-	err = mcpfront.Serve(ctx, mcpfront.Options{Reload: ro,
-		In: p.Stdin, Out: p.Stdout, Transport: p.Transport, MaxFrameBytes: p.MaxFrameBytes, Version: version(), SDKCalls: p.sdkCalls,
-	})
+	o.Surface, o.Workdir, o.Logger, o.Decisions, o.TraceFromEnv, o.MaxLineBytes, o.Version = chain, workdir, p.Log, p.Decisions, true, p.MaxFrameBytes, version()
+	o.LoadTimeout, o.Settle, o.Cache, o.Secrets = p.LoadTimeout, p.Settle, p.Cache, p.Secrets
+	gw, err := gateway.Watch(ctx, p.Policy, o)
+	if err == nil {
+		defer gw.Close()
+		err = serveMCPSession(ctx, gw, p)
+	}
 	var exit error
+	var errs policy.Errors
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, mcpfront.ErrSurface):
+	case errors.Is(err, gateway.ErrSurface):
 		exit = fail(exitUsage, "%s", surfaceProblem(err))
-	case isLoadError(err):
+	case errors.As(err, &errs):
 		exit = fail(exitFinding, "%s", loadProblem(p.Policy, err))
 	default:
 		exit = fail(exitUsage, "%v", err)
 	}
-	if errors.Is(err, mcpfront.ErrStart) && !isTerminal(p.Stdin) {
+	if (errors.Is(err, gateway.ErrPolicy) || errors.Is(err, gateway.ErrSurface)) && !isTerminal(p.Stdin) {
 		// The client waits for its answer to initialize: give it the
 		// sentence, so that it shows why (the MCP Inspector).
-		mcpfront.Refuse(p.Stdin, p.Stdout, sentence("aimon-gw mcp", exit.Error()), 5*time.Second)
+		gateway.RefuseMCP(p.Stdin, p.Stdout, sentence("aimon-gw mcp", exit.Error()), 5*time.Second)
 	}
 	return exit
+}
+
+// serveMCPSession serves the MCP session on standard input and output, or
+// on p.Transport (tests).
+func serveMCPSession(ctx context.Context, gw *gateway.Gateway, p mcpParams) error {
+	if p.Transport == nil {
+		return gw.ServeMCP(ctx, p.Stdin, p.Stdout)
+	}
+	server, err := gw.MCPServer()
+	if err != nil {
+		return err
+	}
+	if err := server.Run(ctx, p.Transport); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // isTerminal: a person is typing, and no client waits for an answer.
@@ -218,7 +242,22 @@ func (p mcpParams) httpOnly() string {
 // serveMCPHTTP serves MCP over streamable HTTP, and Claude Code's HTTP
 // hook, to the callers the policy's principals map, until SIGTERM; then
 // it answers the calls in flight and exits 0.
-func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *telemetry.Tracing) error {
+func serveMCPHTTP(ctx context.Context, p mcpParams, chain []string, workdir string) error {
+	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
+	if err != nil {
+		return err
+	}
+	defer closeState()
+	sandbox.Conceal(p.Secrets) // each caller's upstream credentials are the gateway's alone (rule R8)
+	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Secrets: p.Secrets, Debounce: p.Settle, Cache: loadcache.Open(p.Cache, p.Log),
+		Gateway: igw.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.httpDecisions, Approvals: approvals, Limits: igw.LimitsIn(approvals)}}
+	tracing, stopTracing, err := traced(ctx, &ro.Gateway)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	warnUnbounded(p.Log)
+	defer sandbox.Sweep() // after the runtime's close, which stops the plugins
 	usage := func(format string, args ...any) error {
 		return fail(exitUsage, "--listen: "+format, args...)
 	}
@@ -236,7 +275,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 	metrics := telemetry.NewMetrics()
 	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
 	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.Decisions), Sessions: gateway.SessionsIn(ro.Gateway.Approvals), Drain: p.Drain, DrainDelay: p.DrainDelay,
+		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.httpDecisions), Sessions: igw.SessionsIn(ro.Gateway.Approvals), Drain: p.Drain, DrainDelay: p.DrainDelay,
 		Degraded: func(ctx context.Context) error {
 			if err := ro.Gateway.Approvals.Ping(ctx); err != nil {
 				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)
@@ -244,8 +283,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, ro reload.Options, tracing *
 			return nil
 		},
 		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
-		OnReady: func(gw *gateway.Gateway) { metrics.Follow(func() *gateway.Gateway { return gw }) }}
-	var err error
+		OnReady: func(gw *igw.Gateway) { metrics.Follow(func() *igw.Gateway { return gw }) }}
 	switch {
 	case p.Issuer != "" && p.Tokens != "":
 		return usage("--issuer and --tokens are two ways of knowing callers; give one.")
@@ -325,7 +363,7 @@ func approvalPages(p mcpParams, ro reload.Options, verifier auth.TokenVerifier) 
 		}
 	}
 	return oob.New(oob.Options{Records: records, Key: ro.Gateway.Approvals.Derive("approval pages"), Verifier: verifier,
-		Webhook: p.ApprovalWebhook, BaseURL: base, TTL: p.ApprovalTTL, Decisions: p.Decisions,
+		Webhook: p.ApprovalWebhook, BaseURL: base, TTL: p.ApprovalTTL, Decisions: p.httpDecisions,
 		Secure: strings.HasPrefix(base, "https:"), Logger: p.Log}), nil
 }
 
@@ -335,4 +373,100 @@ func redactURL(u string) string {
 		return x.Scheme + "://" + x.Host + "/…"
 	}
 	return "(an unreadable URL)"
+}
+
+// approvals seals approval tokens (rule P15) with the key in the file, or
+// with one of this process's own when file is "", and spends them in the
+// store spec names (rule R10). close closes the store.
+func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a *igw.Approvals, close func(), err error) {
+	ticket.Conceal() // no sandbox of serve or mcp shows the key of exec's tickets either (rule R8)
+	var key []byte
+	if file != "" {
+		if key, err = igw.ReadApprovalKey(file); err != nil {
+			return nil, nil, fail(exitUsage, "%v", err)
+		}
+	}
+	if a, err = igw.NewApprovals(key, ttl); err != nil {
+		return nil, nil, fail(exitUsage, "%v", err)
+	}
+	if file == "" && spec == "" {
+		// A key of this process's own seals tokens no other process
+		// accepts: its memory is where they are spent.
+		return a, func() {}, nil
+	}
+	dir := ""
+	if spec == "" {
+		if dir, err = state.DefaultDir(); err != nil {
+			return nil, nil, fail(exitUsage, "there is no state directory to record spent approvals in (%v); give --state DIR or --state redis://HOST:PORT", err)
+		}
+	}
+	st, err := state.Open(spec, dir)
+	if err != nil {
+		return nil, nil, fail(exitUsage, "%v", err)
+	}
+	if d := state.LocalDir(st); d != "" {
+		sandbox.Conceal(d) // a tool that removed a spend could run an approval again (rule R8)
+	} else if err := st.Ping(context.Background()); err != nil {
+		// Not fatal: asked calls are refused until it answers, the rest served.
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("approved calls will be refused until the state store answers", "cause", err)
+	}
+	a.SpendIn(st)
+	return a, func() { st.Close() }, nil
+}
+
+// warnUnbounded says once, at the start of serve and mcp, that sandboxed
+// Bash calls will be refused: the gateway is root and can make no pids
+// cgroup to bound their processes (rule R8).
+func warnUnbounded(log *slog.Logger) {
+	if err := sandbox.Bounded(); err != nil {
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("sandboxed Bash calls will be refused", "cause", err)
+	}
+}
+
+// start starts the runtime of serve and mcp; a policy that does not load
+// is a finding.
+func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
+	rt, err := reload.Start(ctx, o)
+	if err != nil {
+		return nil, fail(exitFinding, "%s", loadProblem(o.Dir, err))
+	}
+	return rt, nil
+}
+
+// What mcp --listen still takes as the internal gateway's (issue 47 item
+// 1 moves it onto the public gateway next): the decision log, and the
+// load error it tells apart.
+
+// decisionLog opens --decision-log as the internal gateway's; nil when it
+// is not given.
+func decisionLog(c *cli.Context) (*decisionlog.File, error) {
+	path, o := decisionLogOptions(c)
+	if path == "" {
+		return nil, nil
+	}
+	l, err := decisionlog.Open(path, decisionlog.Options{Sync: o.Sync, Detail: decisionlog.Detail{Calls: o.Calls || o.Content, Content: o.Content}})
+	if err != nil {
+		return nil, decisionLogProblem(err)
+	}
+	return l, nil
+}
+
+// dlogOrNil keeps a nil *decisionlog.File a nil interface.
+func dlogOrNil(l *decisionlog.File) igw.DecisionLog {
+	if l == nil {
+		return nil
+	}
+	return l
+}
+
+// isLoadError reports whether err is a policy that does not load.
+func isLoadError(err error) bool {
+	var errs ipolicy.Errors
+	return errors.As(err, &errs)
 }

@@ -26,7 +26,13 @@ func mcpClient(t testing.TB, p mcpParams) *mcp.ClientSession {
 // handler, say).
 func mcpClientWith(t testing.TB, p mcpParams, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return mcpClientIn(t, context.Background(), p, opts)
+}
+
+// mcpClientIn is mcpClientWith serving under parent (mcpfront.WithSDKCalls).
+func mcpClientIn(t testing.TB, parent context.Context, p mcpParams, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(parent, 60*time.Second)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p.Stdin, p.Stdout, p.Log = inR, outW, discard

@@ -13,10 +13,10 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"aimon.dev/gw/gateway"
 	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/testkit/policydir"
@@ -24,31 +24,32 @@ import (
 
 const relayServerPkg = "aimon.dev/gw/internal/runtime/provision/testdata/relayserver"
 
-// records keeps the decision log's records, with detail (none by
-// default) the detail a --decision-log-calls file records.
+// records is a session's decision log, a file (set up by startMCPLog) with
+// detail (none by default) the detail a --decision-log-calls file records.
 type records struct {
-	mu     sync.Mutex
-	all    []decisionlog.Record
-	detail decisionlog.Detail
+	detail gateway.DecisionLogOptions
+	path   string
 }
 
-func (r *records) Detail() decisionlog.Detail { return r.detail }
-
-func (r *records) Log(rec decisionlog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, rec)
-	return nil
+// open opens the file of the log in a new directory.
+func (r *records) open(t *testing.T) *gateway.DecisionLog {
+	t.Helper()
+	r.path = filepath.Join(t.TempDir(), "decisions.jsonl")
+	l, err := gateway.OpenDecisionLog(r.path, r.detail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
-
-func (r *records) Err() error { return nil }
 
 // lines are the records as JSON, without what differs from run to run.
 func (r *records) lines() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	data, _ := os.ReadFile(r.path)
 	var out []string
-	for _, rec := range r.all {
+	for line := range strings.Lines(string(data)) {
+		var rec decisionlog.Record
+		json.Unmarshal([]byte(line), &rec)
 		rec.Time, rec.DurationMS = time.Time{}, 0
 		b, _ := json.Marshal(rec)
 		out = append(out, string(b))
@@ -77,8 +78,12 @@ func startMCPLog(t *testing.T, dir, wd string, sdkCalls bool, log *records) *mcp
 	s := &mcpSession{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1), log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	if sdkCalls {
+		ctx = mcpfront.WithSDKCalls(ctx)
+	}
+	dlog := log.open(t)
 	go func() {
-		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: wd, Stdin: inR, Stdout: outW, Log: discard, LoadTimeout: time.Minute, Decisions: s.log, sdkCalls: sdkCalls})
+		err := serveMCP(ctx, mcpParams{Policy: dir, Surface: "agent", Workdir: wd, Stdin: inR, Stdout: outW, Log: discard, LoadTimeout: time.Minute, Decisions: dlog})
 		s.done <- err
 		inR.CloseWithError(fmt.Errorf("mcp has returned: %v", err))
 		outW.Close()
@@ -356,7 +361,7 @@ agent: "allowed-tools": ["r__echo"]
 	var answers, logs [2][]string
 	var plain [2]int64
 	for i, sdk := range []bool{false, true} {
-		s := startMCPLog(t, dir, dir, sdk, &records{detail: decisionlog.Detail{Calls: true}})
+		s := startMCPLog(t, dir, dir, sdk, &records{detail: gateway.DecisionLogOptions{Calls: true}})
 		before := mcpfront.PlainResults.Load()
 		for _, f := range frames {
 			answers[i] = append(answers[i], s.send(t, f))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,13 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"aimon.dev/gw/internal/exec/sandbox"
-	"aimon.dev/gw/internal/runtime/decisionlog"
-	"aimon.dev/gw/internal/runtime/gateway"
-	"aimon.dev/gw/internal/runtime/loadcache"
-	"aimon.dev/gw/internal/runtime/reload"
-	"aimon.dev/gw/internal/runtime/state"
-	"aimon.dev/gw/internal/runtime/ticket"
+	"aimon.dev/gw/gateway"
 )
 
 type serveParams struct {
@@ -29,7 +24,7 @@ type serveParams struct {
 	Stdin        io.Reader
 	Stdout       io.Writer
 	Log          *slog.Logger
-	Decisions    gateway.DecisionLog
+	Decisions    *gateway.DecisionLog
 	// ApprovalKey is the file of the key that seals approval tokens
 	// (rule P15); "" for a key of this process's own.
 	ApprovalKey string
@@ -67,15 +62,13 @@ func serveCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			dlog, err := decisionLog(c)
+			dlog, err := openDecisionLog(c)
 			if err != nil {
 				return err
 			}
-			if dlog != nil {
-				defer dlog.Close() // flushed at the end of input and on SIGTERM
-			}
-			defer exitWithin(c.Context, d, dlog, log)()
-			return serve(c.Context, serveParams{Decisions: dlogOrNil(dlog),
+			defer dlog.Close() // flushed at the end of input and on SIGTERM
+			defer exitWithin(c.Context, d, func() { dlog.Close() }, log)()
+			return serve(c.Context, serveParams{Decisions: dlog,
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				MaxLineBytes: c.Int("max-line-bytes"), LoadTimeout: c.Duration("load-timeout"), Settle: settle, Stdin: stdin, Stdout: stdout, Log: log,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
@@ -94,31 +87,34 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
+	o, err := approvalOptions(p.ApprovalKey, p.ApprovalTTL, p.State)
 	if err != nil {
 		return err
 	}
-	defer closeState()
-	o := gateway.Options{Workdir: workdir, Chain: chain, MaxLineBytes: p.MaxLineBytes, Logger: p.Log, Decisions: p.Decisions, Approvals: approvals, Limits: gateway.LimitsIn(approvals), Session: gateway.NewSession()}
-	_, stopTracing, err := traced(ctx, &o)
+	o.Surface, o.Workdir, o.MaxLineBytes, o.Logger, o.Decisions, o.TraceFromEnv = chain, workdir, p.MaxLineBytes, p.Log, p.Decisions, true
+	o.LoadTimeout, o.Settle, o.Cache = p.LoadTimeout, p.Settle, p.Cache
+	gw, err := gateway.Watch(ctx, p.Policy, o)
 	if err != nil {
-		return err
+		return watchProblem(p.Policy, err)
 	}
-	defer stopTracing()
-	warnUnbounded(p.Log)
-	defer sandbox.Sweep() // after rt.Close, which stops the plugins
-	rt, err := start(ctx, reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Debounce: p.Settle, Gateway: o, Cache: loadCache(p.Cache, p.Log)})
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	if err := rt.Gateway().CheckChain(nil); err != nil {
-		return fail(exitUsage, "%s", surfaceProblem(err)) // as mcp does
-	}
-	if err := rt.Gateway().Serve(ctx, p.Stdin, p.Stdout); err != nil {
+	defer gw.Close()
+	if err := gw.Serve(ctx, p.Stdin, p.Stdout); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	return nil
+}
+
+// watchProblem is the failure of a gateway that did not start: a surface
+// the policy cannot run, a policy that does not load (a finding), or an
+// option.
+func watchProblem(dir string, err error) error {
+	switch {
+	case errors.Is(err, gateway.ErrSurface):
+		return fail(exitUsage, "%s", surfaceProblem(err))
+	case errors.Is(err, gateway.ErrPolicy):
+		return fail(exitFinding, "%s", loadProblem(dir, err))
+	}
+	return fail(exitUsage, "%v", err)
 }
 
 // cacheFlag is --cache of the hook, serve and mcp: where compiled
@@ -126,11 +122,6 @@ func serve(ctx context.Context, p serveParams) error {
 // starts).
 func cacheFlag(between string) cli.Flag {
 	return &cli.StringFlag{Name: "cache", Usage: "directory that keeps compiled policies between " + between + ", verified before each use (default: the user's cache directory, aimon-gw); off for none"}
-}
-
-// loadCache is the cache --cache names (loadcache.Open).
-func loadCache(dir string, log *slog.Logger) *loadcache.Cache {
-	return loadcache.Open(dir, log)
 }
 
 func approvalKeyFlag() cli.Flag {
@@ -150,68 +141,25 @@ func stateFlag() cli.Flag {
 	return &cli.StringFlag{Name: "state", Usage: "where approvals are recorded as spent, so that one runs its call once across processes and restarts: a directory, or redis://HOST:PORT for a fleet (default: the user's state directory, aimon-gw, when --approval-key is given)"}
 }
 
-// approvals seals approval tokens (rule P15) with the key in the file, or
-// with one of this process's own when file is "", and spends them in the
-// store spec names (rule R10). close closes the store.
-func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a *gateway.Approvals, close func(), err error) {
-	ticket.Conceal() // no sandbox of serve or mcp shows the key of exec's tickets either (rule R8)
-	var key []byte
-	if file != "" {
-		if key, err = gateway.ReadApprovalKey(file); err != nil {
-			return nil, nil, fail(exitUsage, "%v", err)
-		}
+// approvalOptions are the gateway's approvals: sealed (rule P15) with the
+// key in file, or with one of this process's own when file is ""; spent
+// (rule R10) where spec names, else in the user's state directory when a
+// key outlives the process, else in its memory.
+func approvalOptions(file string, ttl time.Duration, spec string) (gateway.Options, error) {
+	o := gateway.Options{ApprovalTTL: ttl, State: spec}
+	if file == "" {
+		return o, nil
 	}
-	if a, err = gateway.NewApprovals(key, ttl); err != nil {
-		return nil, nil, fail(exitUsage, "%v", err)
+	var err error
+	if o.ApprovalKey, err = gateway.ReadApprovalKey(file); err != nil {
+		return o, fail(exitUsage, "%v", err)
 	}
-	if file == "" && spec == "" {
-		// A key of this process's own seals tokens no other process
-		// accepts: its memory is where they are spent.
-		return a, func() {}, nil
-	}
-	dir := ""
 	if spec == "" {
-		if dir, err = state.DefaultDir(); err != nil {
-			return nil, nil, fail(exitUsage, "there is no state directory to record spent approvals in (%v); give --state DIR or --state redis://HOST:PORT", err)
+		if o.State, err = gateway.DefaultStateDir(); err != nil {
+			return o, fail(exitUsage, "there is no state directory to record spent approvals in (%v); give --state DIR or --state redis://HOST:PORT", err)
 		}
 	}
-	st, err := state.Open(spec, dir)
-	if err != nil {
-		return nil, nil, fail(exitUsage, "%v", err)
-	}
-	if d := state.LocalDir(st); d != "" {
-		sandbox.Conceal(d) // a tool that removed a spend could run an approval again (rule R8)
-	} else if err := st.Ping(context.Background()); err != nil {
-		// Not fatal: asked calls are refused until it answers, the rest served.
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("approved calls will be refused until the state store answers", "cause", err)
-	}
-	a.SpendIn(st)
-	return a, func() { st.Close() }, nil
-}
-
-// warnUnbounded says once, at the start of serve and mcp, that sandboxed
-// Bash calls will be refused: the gateway is root and can make no pids
-// cgroup to bound their processes (rule R8).
-func warnUnbounded(log *slog.Logger) {
-	if err := sandbox.Bounded(); err != nil {
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("sandboxed Bash calls will be refused", "cause", err)
-	}
-}
-
-// start starts the runtime of serve and mcp; a policy that does not load
-// is a finding.
-func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
-	rt, err := reload.Start(ctx, o)
-	if err != nil {
-		return nil, fail(exitFinding, "%s", loadProblem(o.Dir, err))
-	}
-	return rt, nil
+	return o, nil
 }
 
 // surfaceProblem is the sentence for a --surface the policy cannot run.
@@ -230,12 +178,4 @@ func loadProblem(dir string, err error) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("the policy in %s does not load:\n%v", dir, err)
-}
-
-// dlogOrNil keeps a nil *decisionlog.File a nil interface.
-func dlogOrNil(l *decisionlog.File) gateway.DecisionLog {
-	if l == nil {
-		return nil
-	}
-	return l
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/testkit/policydir"
 )
 
@@ -73,7 +74,7 @@ agent: "allowed-tools": ["fs__echo"]
 	// The second has every tools/call answered by the SDK's server, as
 	// before the guard answered them (issue 49).
 	viaMCP := mcpClient(b, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, LoadTimeout: time.Minute})
-	viaMCPSDK := mcpClient(b, mcpParams{Policy: dir, Surface: "agent", Workdir: dir, LoadTimeout: time.Minute, sdkCalls: true})
+	viaMCPSDK := mcpClientIn(b, mcpfront.WithSDKCalls(context.Background()), mcpParams{Policy: dir, Surface: "agent", Workdir: dir, LoadTimeout: time.Minute}, nil)
 
 	proxied, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin)}, nil)
 	if err != nil {

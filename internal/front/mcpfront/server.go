@@ -51,6 +51,17 @@ type Options struct {
 	SDKCalls bool
 }
 
+// sdkCallsKey marks a context whose sessions leave every tools/call to the
+// SDK's server (WithSDKCalls).
+type sdkCallsKey struct{}
+
+// WithSDKCalls is ctx with every tools/call of the sessions served under
+// it left to the SDK's server (Options.SDKCalls): how a test of the
+// command, which serves through the public gateway, takes the other path.
+func WithSDKCalls(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sdkCallsKey{}, true)
+}
+
 // ErrSurface is wrapped by Serve's error when the surface cannot run under
 // the policy (an undeclared surface, lists with no tool in common).
 var ErrSurface = errors.New("the surface cannot run under this policy")
@@ -80,10 +91,19 @@ func Serve(ctx context.Context, o Options) error {
 		return startError{err: err}
 	}
 	defer rt.Close()
-	ts, err := surfaces.toolSet(o.Reload.Gateway.Chain)
+	return ServeSession(ctx, surfaces, o.Reload.Gateway.Chain, o)
+}
+
+// ServeSession serves one MCP session of chain's tools, from s, over o's
+// In and Out (or Transport) until it ends or ctx is done; o.Reload is not
+// read. A chain that cannot run is an error that wraps ErrStart and
+// ErrSurface.
+func ServeSession(ctx context.Context, s *Surfaces, chain []string, o Options) error {
+	ts, err := s.toolSet(chain)
 	if err != nil {
 		return startError{err: err, surface: true}
 	}
+	o.SDKCalls = o.SDKCalls || ctx.Value(sdkCallsKey{}) != nil
 	var session atomic.Pointer[mcp.ServerSession]
 	t := o.Transport
 	if t == nil {

@@ -53,3 +53,11 @@ func Places(at []string) []string {
 	}
 	return out
 }
+
+// Make returns a public *policy.Policy holding r (a watched gateway's
+// generation in force); the public package policy sets it in its init.
+var Make func(Ref) any
+
+// LoadErrors returns the public policy.Errors of a load's problems that
+// err holds, nil when it holds none; set by the public package policy.
+var LoadErrors func(error) error
