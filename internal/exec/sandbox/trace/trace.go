@@ -229,6 +229,13 @@ func (t *tracer) loop(root int) (int, error) {
 				return 0, fmt.Errorf("the command cannot be traced: %w", err)
 			}
 			sig = 0
+		case sig == syscall.SIGSYS:
+			if why := t.trapped(pid); why != "" {
+				syscall.Kill(pid, syscall.SIGKILL)
+				fmt.Fprintf(os.Stderr, "aimon-gw: %s\n", why)
+				t.refused = true
+				continue
+			}
 		case sig == syscall.SIGSTOP || sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
 			// A group-stop has no siginfo: let the process go on, since a
 			// traced group-stop would hold it until the tracer resumes it.
@@ -239,6 +246,35 @@ func (t *tracer) loop(root int) (int, error) {
 		}
 		syscall.PtraceCont(pid, int(sig))
 	}
+}
+
+// UntracedTrap is the seccomp data (SECCOMP_RET_DATA) of the sandbox
+// filter's trap on clone with CLONE_UNTRACED (package sandbox, filter.go).
+const UntracedTrap = 0x5016
+
+// trapped is why pid, stopped by a SIGSYS, is killed: the sandbox's
+// filter refused its clone(CLONE_UNTRACED), a child the tracer would not
+// be told of, whose programs no one would judge (rule P16); "" for any
+// other SIGSYS, delivered as it is.
+func (t *tracer) trapped(pid int) string {
+	// siginfo_t: si_signo, si_errno, si_code (int32 each); a seccomp
+	// trap's si_code is SYS_SECCOMP and its si_errno the filter's data.
+	var si [128]byte
+	if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, syscall.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e != 0 {
+		return ""
+	}
+	errno, code := *(*int32)(unsafe.Pointer(&si[4])), *(*int32)(unsafe.Pointer(&si[8]))
+	const sysSeccomp = 1
+	if code != sysSeccomp || errno != UntracedTrap {
+		return ""
+	}
+	words, _ := cmdline(pid)
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if len(words) == 0 {
+		words = []string{baseOf(exe)}
+	}
+	return t.ask(Request{Words: words, Exe: exe, Argv: words, Refused: fmt.Sprintf(
+		"The program %s was stopped: it made a process with clone's CLONE_UNTRACED flag, which the sandbox's tracer cannot follow, so the programs it ran could not be judged (rule P16); start processes without that flag (fork, posix_spawn, subprocess do).", words[0])})
 }
 
 // judge decides the program pid has just executed; "" lets it run.
@@ -288,7 +324,9 @@ func (t *tracer) judge(pid int) string {
 
 // ask asks the gateway about r, once for each word list.
 func (t *tracer) ask(r Request) string {
-	key := strings.Join(r.Words, "\x00")
+	// A refusal of the tracer's own is kept apart from the gateway's
+	// answer on the same words.
+	key := r.Refused + "\x01" + strings.Join(r.Words, "\x00")
 	if a, ok := t.answers[key]; ok {
 		return a
 	}
