@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 
 	"aimon.dev/gw/internal/front/policyref"
 	"aimon.dev/gw/internal/front/replay"
@@ -36,6 +37,7 @@ type CheckOptions struct {
 type Checker struct {
 	inner   *igw.Gateway
 	release func()
+	mu      sync.Mutex
 	session igw.Session // ReadSession's; nil for none
 }
 
@@ -114,22 +116,26 @@ type CheckResult struct {
 // ReadSession read when it read one. A call with no id is decided as the
 // call "check".
 func (c *Checker) Check(ctx context.Context, l Line) []CheckResult {
+	c.mu.Lock()
+	session := c.session
+	c.mu.Unlock()
 	out := make([]CheckResult, 0, len(l.calls))
 	for _, call := range l.calls {
 		if call.ID == "" {
 			call.ID = "check"
 		}
-		call.Session = c.session
+		call.Session = session
 		chain, d := c.inner.DecideContext(ctx, l.surface, call)
 		out = append(out, CheckResult{Tool: call.Name, Surface: chain, Decision: decision(chain, d)})
 	}
 	return out
 }
 
-// ReadSession reads the session the calls are then decided in (rule P18),
-// as aimon-gw check --session does: lines of the line protocol, each the
-// user's words (a user line), a call (any call form) or the result of an
-// earlier line's call (a tool_result block, or a user message of them).
+// ReadSession reads the session the calls checked after it are decided in
+// (rule P18), in place of any it read before, as aimon-gw check --session
+// does: lines of the line protocol, each the user's words (a user line), a
+// call (any call form) or the result of an earlier line's call (a
+// tool_result block, or a user message of them).
 // A result labels the session as the policy labels that call's result,
 // and is what the policy's provenance of arguments reads; one that is an
 // error labels nothing. name names r in sentences (NAME:LINE: ...). A line
@@ -143,6 +149,8 @@ func (c *Checker) ReadSession(ctx context.Context, r io.Reader, name string) err
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.session = s
+	c.mu.Unlock()
 	return nil
 }

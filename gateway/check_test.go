@@ -162,3 +162,31 @@ func TestR5CheckerBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Check and ReadSession may run at once: a call is decided in the session
+// read before it or in the one read after, never in half of one (rule
+// P18; run under -race).
+func TestP18CheckerSessionWhileChecking(t *testing.T) {
+	ck := checker(nil)
+	defer ck.Close()
+	line, err := gateway.ReadLine([]byte(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"hi"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			if err := ck.ReadSession(context.Background(), strings.NewReader(`{"role":"user","content":"hello"}`+"\n"), "s.jsonl"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		if r := ck.Check(context.Background(), line); len(r) != 1 || !r[0].Allowed {
+			t.Fatalf("Echo while a session is read: %+v", r)
+		}
+	}
+	<-done
+}
