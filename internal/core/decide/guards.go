@@ -202,10 +202,22 @@ func (dc *Decider) reach(p *Prepared, in map[string]any, d rule.Decision) rule.D
 		if ask {
 			verdict = "needs approval"
 		}
-		d.Reason = fmt.Sprintf("%s of %q %s: Claude Code searches everything below it, and on this surface some of that is withheld by %s; give as path a directory below it that holds none of that, or a file.", p.Name, at, verdict, text)
+		d.Reason = fmt.Sprintf("%s of %q %s: %s searches everything below it, and on this surface some of that is withheld by %s; give as path a directory below it that holds none of that, or a file.", p.Name, at, verdict, runtimeName(p.Tool.External), text)
 		return d
 	}
 	return d
+}
+
+// runtimeName is how a sentence names the program that runs a tool of
+// external.
+func runtimeName(external string) string {
+	switch external {
+	case "gemini-cli":
+		return "Gemini CLI"
+	case "codex":
+		return "Codex"
+	}
+	return "Claude Code"
 }
 
 // leavesDir reports whether a glob pattern may name a path outside the

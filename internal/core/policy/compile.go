@@ -197,6 +197,7 @@ type toolSpec struct {
 	Concurrency  string    `json:"concurrency"`
 	Interrupt    string    `json:"interrupt"`
 	Subject      cue.Value `json:"subject"`
+	Reads        string    `json:"reads"`
 	Validation   rule.Mode `json:"validation"`
 	Sandbox      cue.Value `json:"sandbox"`
 	MaxFileBytes int64     `json:"maxFileBytes"`
@@ -252,7 +253,7 @@ func (c *compiler) tool(name string, v cue.Value, mode rule.Mode, implAt Positio
 	}
 	t := &Tool{Name: name, Pos: pos, Builtin: s.Builtin, External: s.External, Description: s.Description, Title: s.Title,
 		Effect: s.Effect, Idempotent: s.Idempotent, OpenWorld: *s.OpenWorld, Input: s.Input, Concurrency: s.Concurrency,
-		Interrupt: s.Interrupt, Validation: cmp.Or(s.Validation, mode), MaxFileBytes: s.MaxFileBytes, PolicyDir: c.dir}
+		Interrupt: s.Interrupt, Reads: s.Reads, Validation: cmp.Or(s.Validation, mode), MaxFileBytes: s.MaxFileBytes, PolicyDir: c.dir}
 	if !c.settings(t, &s) {
 		return nil
 	}
@@ -278,7 +279,7 @@ func (c *compiler) defaults(name string, v cue.Value, s *toolSpec) bool {
 	for _, f := range []struct {
 		dst *string
 		e   enum
-	}{{&s.Effect, effectField}, {&s.Concurrency, concurrencyField}, {&s.Interrupt, interruptField}, {(*string)(&s.Validation), validationField}} {
+	}{{&s.Effect, effectField}, {&s.Concurrency, concurrencyField}, {&s.Interrupt, interruptField}, {(*string)(&s.Validation), validationField}, {&s.Reads, readsField}} {
 		var good bool
 		*f.dst, good = c.oneOf(owner, v, f.e)
 		ok = ok && good

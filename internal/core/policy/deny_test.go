@@ -294,3 +294,62 @@ agent: "denied-tools": ["Read(~/.ssh/**)"]
 		}
 	}
 }
+
+// TestP17ReadsIsDeclaredByTheSchema: which tools a Read entry binds is the
+// schema's reads, not the built-ins' names (probe F5): Claude Code's Read
+// binds its Grep and Glob, Gemini CLI's read_file its grep_search, glob
+// and list_directory, a plugin that declares reads: "tree" is bound as
+// they are, and a restored plan binds them as the load did.
+func TestP17ReadsIsDeclaredByTheSchema(t *testing.T) {
+	g, err := Load(writePolicy(t, map[string]string{"policy.cue": `package policy
+
+import (
+	"aimon.dev/gw/schema"
+	"aimon.dev/gw/schema/claudecode"
+	"aimon.dev/gw/schema/geminicli"
+)
+
+tools: {Read: claudecode.#Read, Grep: claudecode.#Grep, Glob: claudecode.#Glob}
+tools: {read_file: geminicli.#read_file, grep_search: geminicli.#grep_search, glob: geminicli.#glob, list_directory: geminicli.#list_directory}
+tools: Search: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}, reads: "tree"}
+tools: Other: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}}
+tools: Used: schema.#Echo
+agent: "allowed-tools": ["Read", "Grep", "Glob", "read_file", "grep_search", "glob", "list_directory", "Search", "Other"]
+agent: "denied-tools": ["Read(/srv/secret/**)"]
+agent: "ask-tools": ["read_file(/srv/asked/**)"]
+`}), WithWorkdir("/work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := g.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(data, WithWorkdir("/work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gen := range []struct {
+		name string
+		g    *Generation
+	}{{"loaded", g}, {"restored", r}} {
+		eff, err := gen.g.Effective([]string{"agent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			tool, field, path string
+			denied, ask       bool
+		}{
+			{"Grep", "path", "/srv/secret/k", true, false}, {"Glob", "path", "/srv/secret", true, false},
+			{"grep_search", "dir_path", "/srv/secret", true, false}, {"glob", "dir_path", "/srv/asked", false, true},
+			{"list_directory", "dir_path", "/srv/asked/x", false, true}, {"Search", "path", "/srv/secret/k", true, false},
+			{"Grep", "path", "/srv/open", false, false}, {"Other", "path", "/srv/secret/k", false, false},
+		} {
+			d := eff.Decide(c.tool, map[string]any{c.field: c.path}, "/work")
+			if d.Allowed == (c.denied || c.ask) || d.Ask != c.ask {
+				t.Errorf("%s: %s of %s: %+v; want denied %v, asked %v", gen.name, c.tool, c.path, d, c.denied, c.ask)
+			}
+		}
+	}
+}

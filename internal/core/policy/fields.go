@@ -33,6 +33,7 @@ var (
 	builtinField     = enum{"builtin", "", rule.C1, []string{"Read", "Write", "Edit", "Bash", "Grep", "Glob", "Echo"}, ""}
 	validationField  = enum{"validation", "", rule.S9, []string{"off", "warn", "enforce"}, ""}
 	modeField        = enum{"sandbox.mode", "mode", rule.R6, []string{"required", "off"}, "required"}
+	readsField       = enum{"reads", "", rule.P17, []string{"file", "tree"}, ""}
 )
 
 // The defaults of the other fields the schema leaves open.

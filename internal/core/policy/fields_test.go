@@ -99,6 +99,8 @@ func TestC1BadFieldValuesAreReportedAtTheValue(t *testing.T) {
 			want: `policy.cue:5:49: tool T: concurrency must be "sequential" or "concurrent_safe", not "parallel"; write one of them, or leave it out for "sequential".`},
 		{note: "K1 interrupt", code: rule.K1, tool: `{plugin: command: ["p"], interrupt: "Cooperative"}`,
 			want: `policy.cue:5:47: tool T: interrupt must be "non_interruptible", "cooperative", "thread_interrupt" or "externally_terminated", not "Cooperative"; write one of them (did you mean "cooperative"?), or leave it out for "non_interruptible".`},
+		{note: "P17 reads", code: rule.P17, tool: `{plugin: command: ["p"], reads: "files"}`,
+			want: `policy.cue:5:43: tool T: reads must be "file" or "tree", not "files"; write one of them (did you mean "file"?).`},
 		{note: "S9 validation", code: rule.S9, tool: `schema.#Echo & {validation: "strict"}`,
 			want: `policy.cue:5:39: tool T: validation must be "off", "warn" or "enforce", not "strict"; write one of them.`},
 		{note: "P2 subject kind", code: rule.P2, tool: `schema.#Echo & {subject: {field: "message", kind: "file"}}`,

@@ -154,6 +154,9 @@ type Tool struct {
 	// Timeout bounds one call of an out-of-process tool; 0 for the
 	// implementation's default.
 	Timeout time.Duration
+	// Reads is what the tool reads of the path its subject names (rule
+	// P17): "file" (Read), "tree" (Grep, Glob) or "" for neither.
+	Reads string
 	// Builtin names the in-process implementation, or Plugin the
 	// out-of-process one.
 	Builtin string

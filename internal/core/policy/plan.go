@@ -12,7 +12,7 @@ import (
 )
 
 // planFormat changes whenever the plan's encoding does.
-const planFormat = 6
+const planFormat = 7
 
 // ErrNotSaved says why a generation cannot be saved: some decision of it
 // needs more than its plan holds.

@@ -205,6 +205,8 @@ func (r *planReader) tool(tp **Tool) error {
 			return jsontok.Int(dec, &t.Timeout, 64)
 		case "Builtin":
 			return jsontok.String(dec, &t.Builtin)
+		case "Reads":
+			return jsontok.String(dec, &t.Reads)
 		case "Plugin":
 			return r.v2(&t.Plugin)
 		case "Upstream":

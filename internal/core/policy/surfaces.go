@@ -37,15 +37,19 @@ func listSubjects(g *Generation) map[string]allow.Subject {
 	return subjects
 }
 
-// readers maps each Read tool of g to its Grep and Glob tools, which its
-// deny and ask entries bind too (rule P17); nil when there are none.
+// readers maps each tool of g that reads the file its subject names (reads
+// "file": Read, Claude Code's Read, Gemini CLI's read_file) to the tools
+// that search a tree (reads "tree": Grep, Glob, theirs), which its deny and
+// ask entries bind too (rule P17), whoever runs them; nil when there are
+// none. It is a property the schema declares, so a runtime's tools are
+// bound as the built-ins are.
 func readers(g *Generation) map[string][]string {
 	var reads, searches []string
 	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
-		switch g.Tools[name].Builtin {
-		case "Read":
+		switch g.Tools[name].Reads {
+		case "file":
 			reads = append(reads, name)
-		case "Grep", "Glob":
+		case "tree":
 			searches = append(searches, name)
 		}
 	}
