@@ -54,6 +54,7 @@ type toolRule struct {
 	tool         string
 	subject      Subject
 	top          bool           // name-only everywhere: every call (P6)
+	byName       Decision       // a top tool's decision
 	levels       []*toolEntries // the tool's entries in each list, the caller first
 	rulePatterns []string       // every pattern a Ruler must answer for
 }
@@ -106,6 +107,11 @@ func Chain(lists ...*List) (*Effective, error) {
 		}
 		if r == nil {
 			continue
+		}
+		if r.top {
+			// Made once: every call of the tool is decided so (issue 49).
+			// Clipped, so that an append to a decision's entries copies.
+			r.byName = Decision{Allowed: true, Rule: rule.P6, Reason: t + " is allowed by name.", Entries: slices.Clip(r.raws(func(in entryInfo) bool { return !in.HasPattern }))}
 		}
 		e.rules[t] = r
 		if _, known := subjects[t]; known {
@@ -263,7 +269,7 @@ func (e *Effective) decideAllow(tool string, in map[string]any, written any, wor
 		return Decision{Rule: rule.P9, Reason: fmt.Sprintf("%s is not allowed on this surface: it has no entry in allowed-tools. Allowed tools are %s.", tool, e.toolList())}
 	}
 	if r.top {
-		return Decision{Allowed: true, Rule: rule.P6, Reason: tool + " is allowed by name.", Entries: r.raws(func(in entryInfo) bool { return !in.HasPattern })}
+		return r.byName
 	}
 	if bad := r.deniesAll(); bad != nil {
 		_, shown := r.allowedText("")

@@ -67,6 +67,27 @@ func TestP5NameOnlyNeedsNoSubject(t *testing.T) {
 	}
 }
 
+// TestP6ByNameDecisionIsEachCalls: a tool listed by name along the chain
+// is decided from the one decision made with the chain (issue 49), its
+// reason and entries the list's; a caller that appends to or changes a
+// decision's own fields leaves the next call's decision as it was.
+func TestP6ByNameDecisionIsEachCalls(t *testing.T) {
+	e := mustChain(t, compile(t, "Echo", "Read"), compile(t, "Echo"))
+	first := e.Decide("Echo", map[string]any{"message": "a"}, "/")
+	if !first.Allowed || first.Rule != "P6" || first.Reason != "Echo is allowed by name." || strings.Join(first.Entries, ",") != "Echo,Echo" {
+		t.Fatalf("by name: %+v", first)
+	}
+	first.Entries = append(first.Entries, "Bash")
+	first.Reason, first.Allowed = "changed", false
+	again := e.Decide("Echo", map[string]any{"message": "b"}, "/")
+	if !again.Allowed || again.Reason != "Echo is allowed by name." || strings.Join(again.Entries, ",") != "Echo,Echo" {
+		t.Errorf("a change to one decision reached the next: %+v", again)
+	}
+	if d := e.Decide("Read", map[string]any{"file_path": "/x"}, "/"); d.Allowed {
+		t.Errorf("Read is not in the second list: %+v", d)
+	}
+}
+
 func TestP6MixedEntries(t *testing.T) {
 	for _, entries := range [][]string{
 		{"Read", "Read(/tmp/**)"},
