@@ -98,6 +98,9 @@ func Exec(ctx context.Context, r ExecRequest) error {
 	if !filepath.IsAbs(r.Workdir) {
 		return &ExitError{Code: 2, Reason: fmt.Sprintf("ExecRequest.Workdir %q is not an absolute directory; give the directory the hook decided the command in", r.Workdir)}
 	}
+	if r.LoadTimeout < 0 {
+		return &ExitError{Code: 2, Reason: fmt.Sprintf("ExecRequest.LoadTimeout %s is not a positive duration; give one such as 5s, or 0 for five seconds", r.LoadTimeout)}
+	}
 	if r.LoadTimeout == 0 {
 		r.LoadTimeout = defaultLoadTimeout
 	}

@@ -158,7 +158,7 @@ limits: w: {tool: "Write", rate: "1/h", burst: 2}
 // forged one, or with the sealed one and another command, nothing runs
 // (the file the command would make is not there) and the answer is exit
 // 126 with the sentence; a request it cannot act on (no surface, a
-// relative directory) is exit 2.
+// relative directory, a negative load bound) is exit 2.
 func TestP16ExecRunsNothingItsTicketDoesNotSay(t *testing.T) {
 	wd, _ := filepath.EvalSymlinks(t.TempDir())
 	dir, _ := filepath.Abs("../examples/policies/claude-code")
@@ -188,6 +188,7 @@ func TestP16ExecRunsNothingItsTicketDoesNotSay(t *testing.T) {
 		{"forged", req("e30.AAAA"), gateway.ExitNotRun, "exec runs only what the hook sealed (rule P16)"},
 		{"another command", req(sealed), gateway.ExitNotRun, "exec runs only what the hook sealed (rule P16)"},
 		{"no surface", gateway.ExecRequest{Policy: dir, Workdir: wd, Command: run, Ticket: sealed}, 2, "ExecRequest.Surface is empty"},
+		{"negative bound", gateway.ExecRequest{Policy: dir, Surface: []string{"agent"}, Workdir: wd, Command: run, Ticket: sealed, LoadTimeout: -time.Second}, 2, "ExecRequest.LoadTimeout -1s is not a positive duration"},
 		{"relative", gateway.ExecRequest{Policy: dir, Surface: []string{"agent"}, Workdir: "proj", Command: run, Ticket: sealed}, 2, `ExecRequest.Workdir "proj" is not an absolute directory`},
 	} {
 		err := gateway.Exec(context.Background(), tc.req)

@@ -232,6 +232,58 @@ principals: alice: {subject: "alice", surface: ["agent"]}
 			}
 		}
 	})
+	// A PostToolUse whose result labels a session that cannot be kept
+	// (its store does not answer) is answered with a block, by the
+	// command hook and the HTTP hook alike; its result's record holds the
+	// answer's sentence (P18), one record, under a plain log too (a
+	// result's record names no rule: its decision is the one before it).
+	t.Run("the hooks' unkept labels", func(t *testing.T) {
+		t.Parallel()
+		dir, wd, page := p18Setup(t)
+		writeFile(t, filepath.Join(dir, "principals.cue"), "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n")
+		post := hookInput("PostToolUse", sessionID(t), wd, "Read", map[string]any{"file_path": page})
+		unanswered := "redis://127.0.0.1:1" // no Redis listens there
+		allRecords := func(path string) []map[string]any {
+			data, _ := os.ReadFile(path)
+			var rs []map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var r map[string]any
+				if json.Unmarshal([]byte(line), &r) == nil {
+					rs = append(rs, r)
+				}
+			}
+			return rs
+		}
+		unkept := func(note, log, said string) {
+			t.Helper()
+			rs := allRecords(log)
+			if len(rs) != 1 {
+				t.Fatalf("%s: %d records, want one; the answer %q", note, len(rs), said)
+			}
+			reason, _ := rs[0]["reason"].(string)
+			if rs[0]["phase"] != "result" || !strings.Contains(said, "and the label cannot be kept") ||
+				!strings.EqualFold(strings.TrimSuffix(reason, "."), strings.TrimSuffix(said, ".")) {
+				t.Errorf("%s: want the result's record with the answer's sentence; answered %q, recorded %v", note, said, rs[0])
+			}
+		}
+		log := filepath.Join(t.TempDir(), "hook.jsonl")
+		hook := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", dir, "--cache", "off", "--state", unanswered, "--decision-log", log)
+		hook.Stdin, hook.Dir = strings.NewReader(post), wd
+		var stderr strings.Builder
+		hook.Stderr = &stderr
+		if out, err := hook.Output(); hook.ProcessState.ExitCode() != 2 || len(out) != 0 {
+			t.Fatalf("the command hook answered %s (%v), want exit 2 with a sentence: %s", out, err, stderr.String())
+		}
+		unkept("the command hook", log, strings.TrimPrefix(strings.TrimSpace(stderr.String()), "aimon-gw hook claude-code: "))
+		log = filepath.Join(t.TempDir(), "http.jsonl")
+		g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", wd, "--tokens", tokensFile(t, staticTokens), "--state", unanswered, "--decision-log", log)
+		status, _, body := g.post("/hooks/claude-code", "tok-alice", post)
+		var o struct{ Decision, Reason string }
+		if json.Unmarshal([]byte(body), &o) != nil || status != 200 || o.Decision != "block" {
+			t.Fatalf("the HTTP hook: %d %s, want a block", status, body)
+		}
+		unkept("the HTTP hook", log, o.Reason)
+	})
 }
 
 // outcomeOf names a decision record's verdict and rule.

@@ -87,7 +87,10 @@ func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string,
 	home, _ := os.UserHomeDir()
 	chain := Chain(gen.Generation, in)
 	gw, input := hookGateway(gen, in, chain, home, opts)
-	labels, err := gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: input}, string(in.ToolResponse))
+	call := gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: input}
+	// A label not kept is answered with the sentence its result's
+	// record holds (gateway.Unkept).
+	labels, err := gw.Label(context.Background(), chain, call, string(in.ToolResponse))
 	if inner := unwrapped(input); err == nil && string(inner) != string(input) {
 		// Both readings label: a command made to look wrapped gets the
 		// labels of all it says. The decision log records the result
@@ -95,13 +98,11 @@ func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string,
 		opts.Decisions = nil
 		gw, _ = hookGateway(gen, in, chain, home, opts)
 		var more []string
-		more, err = gw.Label(context.Background(), chain, gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: inner}, string(in.ToolResponse))
+		call.Input = inner
+		more, err = gw.Label(context.Background(), chain, call, string(in.ToolResponse))
 		labels = append(labels, more...)
 	}
-	if err != nil {
-		return labels, fmt.Errorf("the result of %s (call %s) labels the session %s, and the label cannot be kept (%v); later calls that a flow binds may be decided as if it had not been read", in.ToolName, in.ToolUseID, strings.Join(labels, ", "), strings.TrimSuffix(err.Error(), "."))
-	}
-	return labels, nil
+	return labels, err
 }
 
 // unwrapped is a Bash input whose command the hook wrapped in aimon-gw

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -177,12 +178,26 @@ func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result st
 	if s != nil {
 		labels, lerr = g.label(ctx, cur, s, p, result)
 	}
-	if calls {
+	d := rule.Decision{Allowed: true}
+	if lerr != nil {
+		// What the hook answers when the label is not kept is this
+		// sentence, which the result's record holds, under any detail
+		// (rules P18, R10).
+		lerr = Unkept(c, labels, lerr)
+		d.Rule, d.Reason = rule.P18, lerr.Error()
+	}
+	if calls || lerr != nil {
 		p.labels, p.text = labels, &result
 		ok := false
-		g.unrecorded(g.record(cur, chain, p, rule.Decision{Allowed: true}, time.Now(), decisionlog.Result, &ok))
+		g.unrecorded(g.record(cur, chain, p, d, time.Now(), decisionlog.Result, &ok))
 	}
 	return labels, lerr
+}
+
+// Unkept is the sentence of a result whose labels (of the call c) cannot
+// be kept in its session, for the cause err.
+func Unkept(c Call, labels []string, err error) error {
+	return fmt.Errorf("the result of %s (call %s) labels the session %s, and the label cannot be kept (%v); later calls that a flow binds may be decided as if it had not been read", c.Name, c.ID, strings.Join(labels, ", "), strings.TrimSuffix(err.Error(), "."))
 }
 
 // label is Label of the prepared call p in session s, under cur.
