@@ -68,28 +68,33 @@ func (w *Watcher) sumsListed(budget int64, listed map[string][]string) (sums map
 	}
 	var read int64
 	buf := make([]byte, 32<<10) // one for every file: the hook's heap is not collected
-	add := func(p string) {
+	// add hashes p, a directory entry of type typ: one the listing says
+	// is a regular file is opened without a Stat first.
+	add := func(p string, typ fs.FileMode) {
 		if busy != "" {
 			return
 		}
-		fi, err := os.Stat(p)
-		if err != nil || !fi.Mode().IsRegular() {
-			return // the loader reports what is not a regular file
-		}
-		if read += fi.Size(); budget > 0 && read > budget {
-			busy = "the files a policy there may be read from hold more than " + strconv.FormatInt(budget, 10) + " bytes"
-			return
+		if !typ.IsRegular() {
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+				return // the loader reports what is not a regular file
+			}
 		}
 		// Opened without waiting and checked again on the descriptor: a
-		// FIFO put in the file's place since the Stat must not hang a read.
+		// FIFO put in the file's place since it was listed must not hang
+		// a read.
 		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			busy = "cannot read " + p
 			return
 		}
 		defer f.Close()
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
 			busy = p + " is no longer a regular file"
+			return
+		}
+		if read += st.Size(); budget > 0 && read > budget {
+			busy = "the files a policy there may be read from hold more than " + strconv.FormatInt(budget, 10) + " bytes"
 			return
 		}
 		h := sha256.New()
@@ -125,7 +130,7 @@ func (w *Watcher) sumsListed(budget int64, listed map[string][]string) (sums map
 			case d.IsDir() && p != top && strings.HasPrefix(d.Name(), "."):
 				return fs.SkipDir
 			case !d.IsDir() && !editorTemp(d.Name()):
-				add(p)
+				add(p, d.Type())
 			}
 			return nil
 		})
@@ -146,7 +151,7 @@ func (w *Watcher) sumsListed(budget int64, listed map[string][]string) (sums map
 		for _, e := range entries {
 			list(a, e.Name())
 			if !e.IsDir() && strings.HasSuffix(e.Name(), ".cue") {
-				add(filepath.Join(a, e.Name()))
+				add(filepath.Join(a, e.Name()), e.Type())
 			}
 		}
 		keep()
