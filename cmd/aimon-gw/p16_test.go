@@ -67,10 +67,14 @@ type p16Env struct {
 	u                                  gatewayUser
 	root, proj, policy, log, key, home string
 	env                                []string
+	gw                                 string // the gateway's binary, when not gatewayBinary's
 }
 
 // bin is the command line that starts the gateway as the layout's user.
 func (e *p16Env) bin(t *testing.T) []string {
+	if e.gw != "" {
+		return append(slices.Clone(e.u.prefix), e.gw)
+	}
 	return append(slices.Clone(e.u.prefix), gatewayBinary(t))
 }
 

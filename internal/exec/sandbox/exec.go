@@ -30,12 +30,11 @@ const traceArgs = 7
 // j about each program the command starts (rule P16). decided are the
 // execs after cmd's own that start the command: already decided. The
 // tracer starts cmd in g, when not nil (tracedPids); Release closes what
-// withTrace opened, Finish removes g.
-func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup) error {
-	exe, err := Launcher()
-	if err != nil {
-		return fmt.Errorf("the gateway's own binary, which watches a sandbox's programs, cannot be found: %w", err)
-	}
+// withTrace opened, Finish removes g. The tracer is the launcher's binary,
+// on its descriptor launcherFD in cmd: the file chosen and checked once
+// (program.go), not a path looked up again.
+func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup, launcherFD int) error {
+	exe := cmd.ExtraFiles[launcherFD-3].Name()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -58,7 +57,8 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup
 		cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
 	}
 	cmd.Args = slices.Concat([]string{exe, trace.Arg, strconv.Itoa(fd), join, group, cmd.Path, "--"}, cmd.Args)
-	cmd.Path = exe
+	// The child's own descriptor, in place before its execve opens it.
+	cmd.Path = "/proc/self/fd/" + strconv.Itoa(launcherFD)
 	// The tracer is the command's parent instead of the gateway, so bwrap's
 	// --die-with-parent no longer ends it with the gateway: the tracer ends
 	// with it (its death kills every traced process, PTRACE_O_EXITKILL).

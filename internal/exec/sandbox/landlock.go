@@ -18,17 +18,19 @@ import (
 	"aimon.dev/gw/tools"
 )
 
-// Every sandbox's first process is the gateway's binary as a launcher
-// (package launch), which bwrap executes after its mounts: it makes the
+// Every sandbox's first process is the launcher (package launch): the
+// gateway's sandbox program, or its own binary (program.go). bwrap
+// executes it after its mounts: it makes the
 // paths the command may write not executable with Landlock, and sets up
 // the network of listed hosts when there is one, then executes the
 // command. bwrap executes it as /proc/self/fd/N, a descriptor of the
 // binary, so that it needs no bind (the private /tmp may cover it: go
 // run) and PID 1's argument vector names no path of the gateway's.
 
-// Launcher is the binary that runs as a sandbox's first process with
-// launch.Arg: the running one, which imports package launch through this
-// package, as every binary that makes a sandbox does.
+// Launcher is the gateway's binary, beside which its sandbox program is
+// looked for, and which runs as a sandbox's first process with
+// launch.Arg where there is none: the running one, which imports package
+// launch through this package, as every binary that makes a sandbox does.
 var Launcher = os.Executable
 
 // NotExecutable is the sentence for a command whose program could not be
@@ -125,15 +127,12 @@ func specArgs(spec launch.Spec) []string {
 
 // withLaunch makes a, bwrap's arguments running argv, start the launcher
 // on its descriptor, with the network of listed hosts when network; it
-// returns the arguments and the launcher's base name.
-func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, error) {
-	exe, err := Launcher()
+// returns the arguments, the launcher's base name and its descriptor in
+// cmd, which the tracer is started from too (withTrace).
+func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, int, error) {
+	f, name, err := launcherFile()
 	if err != nil {
-		return nil, "", fmt.Errorf("the gateway's own binary, which starts every sandbox, cannot be found: %w", err)
-	}
-	f, err := os.Open(exe)
-	if err != nil {
-		return nil, "", fmt.Errorf("the gateway's own binary, which starts every sandbox, cannot be opened: %w", err)
+		return nil, "", 0, err
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
@@ -143,5 +142,5 @@ func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, erro
 		opts = append(opts, "--sync-fd", strconv.Itoa(syncFD))
 		run = append(run, launch.NetArg)
 	}
-	return slices.Concat(opts, run, a[i:]), filepath.Base(exe), nil
+	return slices.Concat(opts, run, a[i:]), name, fd, nil
 }

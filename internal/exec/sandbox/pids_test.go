@@ -242,7 +242,7 @@ func TestR8TracerClonesIntoAV2Group(t *testing.T) {
 			return nil, err
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
-		if err := withTrace(cmd, allowAll(), nil, &pidsGroup{dir: dir, procs: d}); err != nil {
+		if err := traceAlone(cmd, &pidsGroup{dir: dir, procs: d}); err != nil {
 			return nil, err
 		}
 		defer Release(cmd)
@@ -258,7 +258,7 @@ func TestR8TracerClonesIntoAV2Group(t *testing.T) {
 	d, _ := os.Open(dir)
 	removeGroup(dir)
 	cmd := exec.Command("/usr/bin/touch", ran)
-	if err := withTrace(cmd, allowAll(), nil, &pidsGroup{dir: dir, procs: d}); err != nil {
+	if err := traceAlone(cmd, &pidsGroup{dir: dir, procs: d}); err != nil {
 		t.Fatal(err)
 	}
 	out, err = cmd.CombinedOutput()
@@ -266,6 +266,17 @@ func TestR8TracerClonesIntoAV2Group(t *testing.T) {
 	if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup") {
 		t.Errorf("a program whose group was gone ran, or the call does not say why (%v): %s", err, out)
 	}
+}
+
+// traceAlone makes cmd, started outside any sandbox, start under the
+// tracer in g, which lets every program run.
+func traceAlone(cmd *exec.Cmd, g *pidsGroup) error {
+	f, _, err := launcherFile()
+	if err != nil {
+		return err
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	return withTrace(cmd, allowAll(), nil, g, 2+len(cmd.ExtraFiles))
 }
 
 // TestR8NoPidsGroupWhereNoneCanBeMade: a directory that is not a pids

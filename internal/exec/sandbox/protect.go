@@ -24,6 +24,9 @@ var protected struct {
 	// gate are the paths that make an agent runtime call the gateway
 	// (ProtectGate, rule R9).
 	gate map[string]bool
+	// programs are the gateway's sandbox programs, whether they exist or
+	// not (ProtectPrograms).
+	programs []string
 }
 
 // concealed are the gateway's secrets (the key that seals approval

@@ -121,7 +121,7 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 			return nil, err
 		}
 	}
-	a, launcher, err := withLaunch(cmd, a, network)
+	a, launcher, launcherFD, err := withLaunch(cmd, a, network)
 	if err != nil {
 		Release(cmd)
 		return nil, err
@@ -154,7 +154,7 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
 			decided = append(decided, filepath.Base(argv[i+1]))
 		}
-		if err := withTrace(cmd, sb.Exec, decided, traced); err != nil {
+		if err := withTrace(cmd, sb.Exec, decided, traced, launcherFD); err != nil {
 			if traced != nil {
 				traced.procs.Close()
 				removeGroup(traced.dir)
@@ -278,6 +278,16 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	for _, r := range protected {
 		pin(r)
 	}
+	// While the gateway's sandbox program is absent, no command may put
+	// one where the next gateway would start it (ProtectPrograms): its
+	// directory is read-only where the sandbox could write it.
+	var guarded []string
+	for _, d := range absentPrograms() {
+		if all && !within(d, "/tmp") || slices.ContainsFunc(slices.Collect(maps.Keys(binds)), func(b string) bool { return binds[b] == "--bind" && within(d, b) }) {
+			guarded = append(guarded, d)
+			pin(d)
+		}
+	}
 	// Parents before children, so a deeper bind is not covered.
 	for _, p := range slices.Sorted(maps.Keys(binds)) {
 		a = append(a, binds[p], p, p)
@@ -288,6 +298,9 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	}
 	for _, r := range protected {
 		a = append(a, "--ro-bind", r, r)
+	}
+	for _, d := range guarded {
+		a = append(a, "--ro-bind", d, d)
 	}
 	// Root or not, no command moves itself out of its pids cgroup or
 	// raises its bound (pids.go), and no sysfs file is written.

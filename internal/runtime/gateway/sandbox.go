@@ -17,12 +17,12 @@ import (
 )
 
 // protectGateway protects what the gateway itself reads or runs (rule
-// R8): its own binary, its decision log, and the hook's default cache of
+// R8): its own binary and its sandbox program beside it, its decision log, and the hook's default cache of
 // compiled policies, created if need be before the first sandbox so that
 // no command can create it first.
 func protectGateway(opts Options) {
 	if exe, err := os.Executable(); err == nil {
-		sandbox.Protect("the gateway's own program", exe)
+		sandbox.ProtectPrograms(exe)
 	}
 	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
 		sandbox.Protect(sandbox.WhatLog, l.Path())

@@ -31,6 +31,14 @@ type build struct {
 	err  error
 }
 
+// Gateway is the gateway's main package; Binary builds its sandbox
+// program, SandboxProgram, beside it, as go install ./cmd/... installs
+// them, so that tests run what users run.
+const (
+	Gateway        = "aimon.dev/gw/cmd/aimon-gw"
+	SandboxProgram = "aimon.dev/gw/cmd/aimon-gw-sandbox"
+)
+
 // Binary builds the main package pkg (an import path) once per test process,
 // with go build's other arguments args (such as -ldflags), and returns the
 // binary's path. A failed build fails t.
@@ -69,7 +77,13 @@ func Build(pkg string, args ...string) (string, error) {
 			return
 		}
 		b.path = filepath.Join(b.into, filepath.Base(pkg))
-		cmd := exec.Command("go", append(append([]string{"build", "-o", b.path}, args...), pkg)...)
+		// Into the directory, each named as its package: the gateway
+		// with its sandbox program beside it, where it looks for it.
+		pkgs := []string{pkg}
+		if pkg == Gateway {
+			pkgs = append(pkgs, SandboxProgram)
+		}
+		cmd := exec.Command("go", append(append([]string{"build", "-o", b.into + "/"}, args...), pkgs...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}

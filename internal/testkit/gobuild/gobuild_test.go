@@ -48,3 +48,19 @@ func TestPrebuild(t *testing.T) {
 		t.Errorf("after Cleanup, %s: %v", first, err)
 	}
 }
+
+// TestGatewayHasItsSandboxProgramBeside: the gateway is built with its
+// sandbox program in the same directory, where the gateway looks for it,
+// so that the tests that run the gateway run what go install ./cmd/...
+// installs; another package is built alone.
+func TestGatewayHasItsSandboxProgramBeside(t *testing.T) {
+	gw := Binary(t, Gateway)
+	if st, err := os.Stat(filepath.Join(filepath.Dir(gw), "aimon-gw-sandbox")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("no sandbox program beside %s: %v, %v", gw, st, err)
+	}
+	other := Binary(t, "aimon.dev/gw/internal/exec/pluginhost/testdata/misbehave")
+	if entries, _ := os.ReadDir(filepath.Dir(other)); len(entries) != 1 {
+		t.Errorf("beside %s: %v; want it alone", other, entries)
+	}
+	Cleanup()
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"testing"
+
+	"aimon.dev/gw/internal/testkit/gobuild"
+)
+
+func TestMain(m *testing.M) { gobuild.Main(m) }
+
+// TestP16SandboxProgramRefusesToRunAlone: started by hand, with no
+// arguments or any but the tracer's and the launcher's, the sandbox
+// program does nothing: it says on standard error, in one sentence, that
+// aimon-gw starts it, writes nothing on standard output, and exits 2.
+func TestP16SandboxProgramRefusesToRunAlone(t *testing.T) {
+	bin := gobuild.Binary(t, gobuild.SandboxProgram)
+	const want = "aimon-gw-sandbox is started by aimon-gw, which runs each sandboxed command through it; run aimon-gw instead.\n"
+	for _, args := range [][]string{nil, {"--help"}, {"version"}, {"__aimon-gw-sandbox"}, {"-", "__aimon-gw-sandbox-launch"}} {
+		cmd := exec.Command(bin, args...)
+		var out, errs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || out.Len() != 0 || errs.String() != want {
+			t.Errorf("aimon-gw-sandbox %q: %v, stdout %q, stderr %q; want exit 2 and %q", args, err, out.String(), errs.String(), want)
+		}
+	}
+}
