@@ -14,8 +14,10 @@ RUN go mod download
 COPY . .
 # The revision is given, since .git is not in the build's context.
 ARG REVISION=""
-# Static: the runtime image needs no C library of the build's.
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X main.revision=${REVISION}" -o /out/aimon-gw ./cmd/aimon-gw
+# Static: the runtime image needs no C library of the build's. Both
+# binaries in one build: the gateway and, beside it, its sandbox program,
+# which each sandboxed command starts instead of the gateway's binary.
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X main.revision=${REVISION}" -o /out/ ./cmd/aimon-gw ./cmd/aimon-gw-sandbox
 
 FROM ${BASE_IMAGE}
 # bubblewrap is the sandbox a command runs in (rules R6, R8); ca-certificates
@@ -25,7 +27,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 aimon \
  && useradd --system --uid 10001 --gid 10001 --home-dir /home/aimon --create-home --shell /usr/sbin/nologin aimon
-COPY --from=build /out/aimon-gw /usr/local/bin/aimon-gw
+COPY --from=build /out/aimon-gw /out/aimon-gw-sandbox /usr/local/bin/
 # Nothing the gateway reads or runs is writable by the user it runs as (rule R8).
 USER 10001:10001
 WORKDIR /home/aimon

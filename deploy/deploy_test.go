@@ -334,14 +334,15 @@ func waitOK(addr, path string) int {
 }
 
 // The image runs the gateway as the user the pod's securityContext names,
-// never root, with bubblewrap for the sandbox (rules R6, R8).
+// never root, with bubblewrap for the sandbox (rules R6, R8), and with the
+// sandbox program beside the gateway (issue 41).
 func TestR8DockerfileRunsAsNonRootWithBubblewrap(t *testing.T) {
 	data, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var user, stages string
-	var bwrap bool
+	var bwrap, builds, beside bool
 	args := map[string]string{} // ARG defaults, which FROM may name
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
@@ -356,7 +357,14 @@ func TestR8DockerfileRunsAsNonRootWithBubblewrap(t *testing.T) {
 			stages += os.Expand(f[1], func(name string) string { return args[name] }) + " "
 		case strings.Contains(sc.Text(), "apt-get install") && strings.Contains(sc.Text(), "bubblewrap"):
 			bwrap = true
+		case len(f) >= 2 && f[0] == "RUN" && strings.Contains(sc.Text(), "go build") && slices.Contains(f, "./cmd/aimon-gw") && slices.Contains(f, "./cmd/aimon-gw-sandbox"):
+			builds = true
+		case len(f) >= 2 && f[0] == "COPY" && slices.Contains(f, "/out/aimon-gw") && slices.Contains(f, "/out/aimon-gw-sandbox") && f[len(f)-1] == "/usr/local/bin/":
+			beside = true
 		}
+	}
+	if !builds || !beside {
+		t.Errorf("the image does not build the sandbox program with the gateway (%v) or put it beside it in /usr/local/bin (%v): each sandboxed command would start the 62 MB gateway twice", builds, beside)
 	}
 	uid, _, _ := strings.Cut(user, ":")
 	want := load(t).deployment.Spec.Template.Spec.SecurityContext.RunAsUser
