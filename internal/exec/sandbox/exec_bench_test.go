@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"aimon.dev/gw/internal/testkit/cputime"
+	"aimon.dev/gw/internal/testkit/gobuild"
 	"aimon.dev/gw/tools"
 )
 
@@ -61,8 +63,11 @@ func BenchmarkP16ThousandProcesses(b *testing.B) {
 // BenchmarkP16SandboxedTrue: a sandboxed true as a call runs it (judged,
 // in its pids group) against bwrap alone with the same mounts and filter
 // (issue 41's goal: at most 1.2), with what each part adds beside it, in
-// one loop: the launcher alone (no judgement, no pids group), and judged
-// without the pids group (the tracer's start and its stops).
+// one loop: started by the sandbox program beside the gateway (the
+// tracer and the launcher), started by the gateway's own binary where
+// there is none (the fallback, as before: the 62 MB aimon-gw), and by the
+// sandbox program the launcher alone (no judgement, no pids group), and
+// judged without the pids group (the tracer's start and its stops).
 func BenchmarkP16SandboxedTrue(b *testing.B) {
 	if err := Available(); err != nil {
 		b.Skip(err)
@@ -77,26 +82,51 @@ func BenchmarkP16SandboxedTrue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	small := besideSmall(b, func(dir string) { linkSmall(b, dir, 0o755) })
+	own := gatewayAlone(b)
+	saved := Launcher
+	defer func() { Launcher = saved }()
+	use := func(exe string) { Launcher = func() (string, error) { return exe, nil } }
 	argv := []string{"true"}
-	var full, traced, launched, bare time.Duration
+	var full, fallback, traced, launched, bare time.Duration
 	for b.Loop() {
 		t0 := time.Now()
+		use(small)
 		benchRun(b, dir, argv, benchJudge(), pids)
 		t1 := time.Now()
-		benchRun(b, dir, argv, benchJudge(), none)
+		use(own)
+		benchRun(b, dir, argv, benchJudge(), pids)
 		t2 := time.Now()
-		benchRun(b, dir, argv, nil, none)
+		use(small)
+		benchRun(b, dir, argv, benchJudge(), none)
 		t3 := time.Now()
+		benchRun(b, dir, argv, nil, none)
+		t4 := time.Now()
 		bareBwrap(b, bw, a)
 		full += t1.Sub(t0)
-		traced += t2.Sub(t1)
-		launched += t3.Sub(t2)
-		bare += time.Since(t3)
+		fallback += t2.Sub(t1)
+		traced += t3.Sub(t2)
+		launched += t4.Sub(t3)
+		bare += time.Since(t4)
 	}
 	b.ReportMetric(float64(full)/float64(bare), "sandboxed/bwrap")
+	b.ReportMetric(float64(fallback)/float64(bare), "own-binary/bwrap")
 	b.ReportMetric(float64(traced)/float64(bare), "traced/bwrap")
 	b.ReportMetric(float64(launched)/float64(bare), "launched/bwrap")
 	b.ReportMetric(float64(bare)/float64(b.N)/1e6, "bwrap-ms")
+}
+
+// gatewayAlone is the gateway's binary, linked into a directory of its
+// own with no sandbox program beside it: what starts a sandbox where
+// only aimon-gw is installed (go run, go install ./cmd/aimon-gw).
+func gatewayAlone(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	exe := filepath.Join(dir, "aimon-gw")
+	if err := os.Link(gobuild.Binary(b, gobuild.Gateway), exe); err != nil {
+		b.Fatal(err)
+	}
+	return exe
 }
 
 // BenchmarkP16ProgramsOfACall: the programs a sandboxed call's deny
