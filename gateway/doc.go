@@ -35,6 +35,10 @@
 //	err = gw.Serve(ctx, os.Stdin, os.Stdout)    // the line protocol
 //	err = gw.ServeMCP(ctx, os.Stdin, os.Stdout) // or MCP over standard input
 //
+// Listen serves such a gateway over HTTP to the callers the policy's
+// principals map, as aimon-gw mcp --listen does: MCP, Claude Code's HTTP
+// hook, the approvers' pages and the operations endpoints.
+//
 // The same gateway answers the line protocol (Serve, as aimon-gw serve),
 // MCP (ServeMCP, MCPServer and HTTPHandler, as aimon-gw mcp), and agent runtimes'
 // hooks (Hook, as aimon-gw hook; AnswerHook is the same path for a process

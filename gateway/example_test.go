@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"testing/fstest"
@@ -173,6 +174,20 @@ func ExampleWatch_errors() {
 	// Output:
 	// true false
 	// false true
+}
+
+// Listen serves a policy directory over HTTP until ctx is done, as
+// aimon-gw mcp --listen does: MCP at /mcp and Claude Code's HTTP hook, to
+// the callers a tokens file knows, each on the surface the policy's
+// principals give it. (Not run: it listens until stopped.)
+func ExampleListen() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := gateway.Listen(ctx, "policies/team", gateway.Options{DecisionLog: "decisions.jsonl", State: "redis://state:6379"},
+		gateway.ListenOptions{Addr: ":8443", TLSCert: "tls/cert.pem", TLSKey: "tls/key.pem", Tokens: "tokens", Resource: "https://gw.example.com/mcp"})
+	if err != nil {
+		fmt.Println(err)
+	}
 }
 
 // Swap puts an edited policy in force for every later call.

@@ -15,6 +15,7 @@ import (
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/front/mcpfront"
 	"aimon.dev/gw/internal/front/policyref"
+	"aimon.dev/gw/internal/front/telemetry"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	igw "aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -209,7 +210,8 @@ type Gateway struct {
 	rt      *reload.Runtime
 	dir     string
 	closers []func()
-	logErr  error // the decision log's Close's
+	logErr  error              // the decision log's Close's
+	tracing *telemetry.Tracing // Options.TraceFromEnv's; nil for none
 
 	mu         sync.Mutex // Swap, Register, Close and the MCP surfaces
 	pol        *policy.Policy

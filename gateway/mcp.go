@@ -38,11 +38,7 @@ func (g *Gateway) mcpSurfaces() *mcpfront.Surfaces {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.surfaces == nil {
-		version := g.opts.Version
-		if version == "" {
-			version = "aimon.dev/gw"
-		}
-		g.surfaces = mcpfront.Over(g.ctx, g.inner, g.log, version)
+		g.surfaces = mcpfront.Over(g.ctx, g.inner, g.log, g.version())
 	}
 	return g.surfaces
 }

@@ -189,7 +189,7 @@ func (g *Gateway) setup(ctx context.Context, prefix string) (igw.Options, error)
 		if err != nil {
 			return igw.Options{}, field("TraceFromEnv", err)
 		}
-		iopts.Trace = t.Tracer()
+		iopts.Trace, g.tracing = t.Tracer(), t
 		g.closers = append(g.closers, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -229,3 +229,31 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// TestR5ListenRefusesBadInput: Listen serves no one until every caller
+// authenticates (rule R5), and each option it cannot serve is a sentence
+// that names it; nothing listens then.
+func TestR5ListenRefusesBadInput(t *testing.T) {
+	dir := writePolicy(t, watchedPolicy)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("sha256:00 alice\n"), 0o644) // readable by others
+	for _, tc := range []struct {
+		note string
+		o    gateway.Options
+		l    gateway.ListenOptions
+		want string
+	}{
+		{"no address", gateway.Options{}, gateway.ListenOptions{Tokens: tokens}, "ListenOptions.Addr is empty"},
+		{"no one authenticates", gateway.Options{}, gateway.ListenOptions{Addr: "127.0.0.1:0"}, "every caller must authenticate"},
+		{"two ways of knowing callers", gateway.Options{}, gateway.ListenOptions{Addr: "127.0.0.1:0", Tokens: tokens, Issuer: "https://idp.example"}, "two ways of knowing callers"},
+		{"an issuer without an audience", gateway.Options{}, gateway.ListenOptions{Addr: "127.0.0.1:0", Issuer: "https://idp.example"}, "needs Resource"},
+		{"a certificate without its key", gateway.Options{}, gateway.ListenOptions{Addr: "127.0.0.1:0", Tokens: tokens, TLSCert: "cert.pem"}, "go together"},
+		{"a tokens file others may read", gateway.Options{Workdir: t.TempDir()}, gateway.ListenOptions{Addr: "127.0.0.1:0", Tokens: tokens}, "may be read or written by others (mode 0644); chmod 600 it."},
+		{"two logs", gateway.Options{DecisionLog: "x", Decisions: &gateway.DecisionLog{}}, gateway.ListenOptions{Addr: "127.0.0.1:0", Tokens: tokens}, "two decision logs"},
+	} {
+		err := gateway.Listen(t.Context(), dir, tc.o, tc.l)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want a sentence with %q", tc.note, err, tc.want)
+		}
+	}
+}

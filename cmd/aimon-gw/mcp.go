@@ -3,32 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"aimon.dev/gw/gateway"
-	ipolicy "aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/exec/sandbox"
-	oob "aimon.dev/gw/internal/front/approvals"
-	"aimon.dev/gw/internal/front/authn"
-	"aimon.dev/gw/internal/front/httpfront"
-	"aimon.dev/gw/internal/front/telemetry"
-	"aimon.dev/gw/internal/runtime/decisionlog"
-	igw "aimon.dev/gw/internal/runtime/gateway"
-	"aimon.dev/gw/internal/runtime/loadcache"
-	"aimon.dev/gw/internal/runtime/reload"
-	"aimon.dev/gw/internal/runtime/state"
-	"aimon.dev/gw/internal/runtime/ticket"
 	"aimon.dev/gw/policy"
 )
 
@@ -44,9 +28,6 @@ type mcpParams struct {
 	Stdout        io.Writer
 	Log           *slog.Logger
 	Decisions     *gateway.DecisionLog
-	// httpDecisions is --listen's decision log, which the HTTP front end
-	// still takes as the internal gateway's.
-	httpDecisions igw.DecisionLog
 	// Transport, when set, replaces Stdin and Stdout (tests).
 	Transport mcp.Transport
 	// HTTP: Listen is the address ("" for stdio), the rest its TLS, who may
@@ -119,26 +100,14 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if c.String("listen") == "" {
 				delay = 0 // stdio: no load balancer to wait for
 			}
-			var dlog *gateway.DecisionLog
-			var hlog *decisionlog.File
-			if c.String("listen") == "" {
-				dlog, err = openDecisionLog(c)
-			} else {
-				hlog, err = decisionLog(c)
-			}
+			dlog, err := openDecisionLog(c)
 			if err != nil {
 				return err
 			}
-			closeLog := func() {
-				dlog.Close()
-				if hlog != nil {
-					hlog.Close()
-				}
-			}
-			defer closeLog()
+			defer dlog.Close()
 			// The listener's delay, the drain, and a second for the rest.
-			defer exitWithin(c.Context, delay+d+time.Second, closeLog, log)()
-			return serveMCP(c.Context, mcpParams{Decisions: dlog, httpDecisions: dlogOrNil(hlog),
+			defer exitWithin(c.Context, delay+d+time.Second, func() { dlog.Close() }, log)()
+			return serveMCP(c.Context, mcpParams{Decisions: dlog,
 				Policy: c.String("policy"), Surface: c.String("surface"), Workdir: c.String("workdir"),
 				LoadTimeout: c.Duration("load-timeout"), Secrets: c.String("secrets"), Settle: settle, MaxFrameBytes: c.Int("max-line-bytes"),
 				Stdin: stdin, Stdout: stdout, Log: log,
@@ -243,47 +212,47 @@ func (p mcpParams) httpOnly() string {
 // hook, to the callers the policy's principals map, until SIGTERM; then
 // it answers the calls in flight and exits 0.
 func serveMCPHTTP(ctx context.Context, p mcpParams, chain []string, workdir string) error {
-	approvals, closeState, err := approvals(p.ApprovalKey, p.ApprovalTTL, p.State, p.Log)
+	o, err := approvalOptions(p.ApprovalKey, p.ApprovalTTL, p.State)
 	if err != nil {
 		return err
 	}
-	defer closeState()
-	sandbox.Conceal(p.Secrets) // each caller's upstream credentials are the gateway's alone (rule R8)
-	ro := reload.Options{Dir: p.Policy, LoadTimeout: p.LoadTimeout, Secrets: p.Secrets, Debounce: p.Settle, Cache: loadcache.Open(p.Cache, p.Log),
-		Gateway: igw.Options{Workdir: workdir, Chain: chain, Logger: p.Log, Decisions: p.httpDecisions, Approvals: approvals, Limits: igw.LimitsIn(approvals)}}
-	tracing, stopTracing, err := traced(ctx, &ro.Gateway)
-	if err != nil {
+	if err := p.listenProblem(); err != nil {
 		return err
 	}
-	defer stopTracing()
-	warnUnbounded(p.Log)
-	defer sandbox.Sweep() // after the runtime's close, which stops the plugins
+	o.Surface, o.Workdir, o.Logger, o.Decisions, o.TraceFromEnv, o.Version = chain, workdir, p.Log, p.Decisions, true, version()
+	o.LoadTimeout, o.Settle, o.Cache, o.Secrets = p.LoadTimeout, p.Settle, p.Cache, p.Secrets
+	if bin, err := os.Executable(); err == nil {
+		o.ExecBinary = bin // the HTTP hook's Bash commands run through its exec
+	}
+	err = gateway.Listen(ctx, p.Policy, o, gateway.ListenOptions{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Resource: p.Resource,
+		Tokens: p.Tokens, Issuer: p.Issuer, Audience: p.Audience, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim, JWKSRefresh: p.JWKSRefresh,
+		Drain: p.Drain, DrainDelay: p.DrainDelay, ApprovalWebhook: p.ApprovalWebhook, ApprovalsURL: p.ApprovalsURL})
+	var errs policy.Errors
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gateway.ErrSurface):
+		return fail(exitUsage, "%s", surfaceProblem(err))
+	case errors.As(err, &errs):
+		return fail(exitFinding, "%s", loadProblem(p.Policy, err))
+	}
+	return fail(exitUsage, "--listen: %v", err)
+}
+
+// listenProblem is the usage error of --listen's flags, given together as
+// they cannot be; nil when they can.
+func (p mcpParams) listenProblem() error {
 	usage := func(format string, args ...any) error {
 		return fail(exitUsage, "--listen: "+format, args...)
 	}
 	if (p.TLSCert == "") != (p.TLSKey == "") {
 		return usage("--tls-cert and --tls-key go together; give both, or neither for plain HTTP behind a proxy that terminates TLS.")
 	}
-	sandbox.Conceal(p.TLSKey) // a tool that read it could pose as this server (rule R8)
 	if p.Resource != "" {
 		if u, err := url.Parse(p.Resource); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
 			return usage("--resource %q is not an absolute http(s) URL without a fragment; give this server's URL, e.g. https://gw.example.com/mcp.", p.Resource)
 		}
 	}
-	// Operations (issue 30 item 5): /metrics counts every decision the
-	// decision log records; each request's trace is its client's.
-	metrics := telemetry.NewMetrics()
-	ro.Gateway.Decisions = metrics.Decisions(ro.Gateway.Decisions)
-	o := httpfront.Options{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Reload: ro, Version: version(),
-		Resource: p.Resource, Wrap: hookWrap(p.Policy, p.Cache, p.httpDecisions), Sessions: igw.SessionsIn(ro.Gateway.Approvals), Drain: p.Drain, DrainDelay: p.DrainDelay,
-		Degraded: func(ctx context.Context) error {
-			if err := ro.Gateway.Approvals.Ping(ctx); err != nil {
-				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)
-			}
-			return nil
-		},
-		Handlers: map[string]http.Handler{"GET /metrics": metrics.Handler()}, Middleware: tracing.Middleware,
-		OnReady: func(gw *igw.Gateway) { metrics.Follow(func() *igw.Gateway { return gw }) }}
 	switch {
 	case p.Issuer != "" && p.Tokens != "":
 		return usage("--issuer and --tokens are two ways of knowing callers; give one.")
@@ -291,80 +260,22 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, chain []string, workdir stri
 		if p.Audience != "" || p.JWKSURL != "" {
 			return usage("--audience and --jwks-url are for --issuer's JWTs, not --tokens.")
 		}
-		if o.Verifier, err = authn.StaticTokens(p.Tokens); err != nil {
-			return usage("%v.", err)
-		}
 	case p.Issuer != "":
-		aud := p.Audience
-		if aud == "" {
-			aud = p.Resource
-		}
-		if aud == "" {
+		if p.Audience == "" && p.Resource == "" {
 			return usage("--issuer needs --resource (this server's URL, the audience its tokens must name, RFC 8707), or --audience.")
-		}
-		// An identity provider that cannot be reached keeps the replica up
-		// and not ready, retrying, rather than in a crash loop.
-		v, err := authn.NewOIDC(authn.OIDCConfig{Issuer: p.Issuer, Audience: aud, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim, Refresh: p.JWKSRefresh}, ro.Gateway.Logger)
-		if err != nil {
-			return usage("%v.", err)
-		}
-		v.Start(ctx)
-		o.Verifier, o.Unready, o.AuthServers = v.Verify, v.Ready, []string{p.Issuer}
-		spend := o.Degraded
-		o.Degraded = func(ctx context.Context) error {
-			var errs []error
-			if err := spend(ctx); err != nil {
-				errs = append(errs, err)
-			}
-			if err := v.Degraded(); err != nil {
-				errs = append(errs, fmt.Errorf("the identity provider's keys are not refreshed, so a key it removed is still taken: %w", err))
-			}
-			return errors.Join(errs...)
 		}
 	default:
 		return usage("every caller must authenticate: give --issuer and --resource (an identity provider's JWTs), or --tokens FILE (static tokens).")
 	}
-	if o.Approvals, err = approvalPages(p, ro, o.Verifier); err != nil {
-		return usage("%v", err)
-	}
-	err = httpfront.Serve(ctx, o)
-	var surface *httpfront.SurfaceError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &surface):
-		return fail(exitUsage, "%s", surfaceProblem(err))
-	case isLoadError(err):
-		return fail(exitFinding, "%s", loadProblem(p.Policy, err))
-	}
-	return fail(exitUsage, "--listen: %v", err)
-}
-
-// approvalPages is the out-of-band approvals of the policy's approvers
-// (rule P15): pending approvals kept where tokens are spent (so that every
-// replica sharing the store serves them), else in this process's memory.
-func approvalPages(p mcpParams, ro reload.Options, verifier auth.TokenVerifier) (*oob.Service, error) {
 	for _, f := range []struct{ name, value string }{{"approval-webhook", p.ApprovalWebhook}, {"approvals-url", p.ApprovalsURL}} {
 		if f.value == "" {
 			continue
 		}
 		if u, err := url.Parse(f.value); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("--%s %q is not an absolute http(s) URL; give one such as https://example.com/path.", f.name, redactURL(f.value))
+			return usage("--%s %q is not an absolute http(s) URL; give one such as https://example.com/path.", f.name, redactURL(f.value))
 		}
 	}
-	base := p.ApprovalsURL
-	if u, err := url.Parse(p.Resource); base == "" && p.Resource != "" && err == nil {
-		base = u.Scheme + "://" + u.Host
-	}
-	records := state.MemoryRecords()
-	if st := ro.Gateway.Approvals.Store(); st != nil {
-		if r := state.RecordsOf(st); r != nil {
-			records = r
-		}
-	}
-	return oob.New(oob.Options{Records: records, Key: ro.Gateway.Approvals.Derive("approval pages"), Verifier: verifier,
-		Webhook: p.ApprovalWebhook, BaseURL: base, TTL: p.ApprovalTTL, Decisions: p.httpDecisions,
-		Secure: strings.HasPrefix(base, "https:"), Logger: p.Log}), nil
+	return nil
 }
 
 // redactURL is u without what could be a secret: a webhook's path and query.
@@ -373,100 +284,4 @@ func redactURL(u string) string {
 		return x.Scheme + "://" + x.Host + "/…"
 	}
 	return "(an unreadable URL)"
-}
-
-// approvals seals approval tokens (rule P15) with the key in the file, or
-// with one of this process's own when file is "", and spends them in the
-// store spec names (rule R10). close closes the store.
-func approvals(file string, ttl time.Duration, spec string, log *slog.Logger) (a *igw.Approvals, close func(), err error) {
-	ticket.Conceal() // no sandbox of serve or mcp shows the key of exec's tickets either (rule R8)
-	var key []byte
-	if file != "" {
-		if key, err = igw.ReadApprovalKey(file); err != nil {
-			return nil, nil, fail(exitUsage, "%v", err)
-		}
-	}
-	if a, err = igw.NewApprovals(key, ttl); err != nil {
-		return nil, nil, fail(exitUsage, "%v", err)
-	}
-	if file == "" && spec == "" {
-		// A key of this process's own seals tokens no other process
-		// accepts: its memory is where they are spent.
-		return a, func() {}, nil
-	}
-	dir := ""
-	if spec == "" {
-		if dir, err = state.DefaultDir(); err != nil {
-			return nil, nil, fail(exitUsage, "there is no state directory to record spent approvals in (%v); give --state DIR or --state redis://HOST:PORT", err)
-		}
-	}
-	st, err := state.Open(spec, dir)
-	if err != nil {
-		return nil, nil, fail(exitUsage, "%v", err)
-	}
-	if d := state.LocalDir(st); d != "" {
-		sandbox.Conceal(d) // a tool that removed a spend could run an approval again (rule R8)
-	} else if err := st.Ping(context.Background()); err != nil {
-		// Not fatal: asked calls are refused until it answers, the rest served.
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("approved calls will be refused until the state store answers", "cause", err)
-	}
-	a.SpendIn(st)
-	return a, func() { st.Close() }, nil
-}
-
-// warnUnbounded says once, at the start of serve and mcp, that sandboxed
-// Bash calls will be refused: the gateway is root and can make no pids
-// cgroup to bound their processes (rule R8).
-func warnUnbounded(log *slog.Logger) {
-	if err := sandbox.Bounded(); err != nil {
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("sandboxed Bash calls will be refused", "cause", err)
-	}
-}
-
-// start starts the runtime of serve and mcp; a policy that does not load
-// is a finding.
-func start(ctx context.Context, o reload.Options) (*reload.Runtime, error) {
-	rt, err := reload.Start(ctx, o)
-	if err != nil {
-		return nil, fail(exitFinding, "%s", loadProblem(o.Dir, err))
-	}
-	return rt, nil
-}
-
-// What mcp --listen still takes as the internal gateway's (issue 47 item
-// 1 moves it onto the public gateway next): the decision log, and the
-// load error it tells apart.
-
-// decisionLog opens --decision-log as the internal gateway's; nil when it
-// is not given.
-func decisionLog(c *cli.Context) (*decisionlog.File, error) {
-	path, o := decisionLogOptions(c)
-	if path == "" {
-		return nil, nil
-	}
-	l, err := decisionlog.Open(path, decisionlog.Options{Sync: o.Sync, Detail: decisionlog.Detail{Calls: o.Calls || o.Content, Content: o.Content}})
-	if err != nil {
-		return nil, decisionLogProblem(err)
-	}
-	return l, nil
-}
-
-// dlogOrNil keeps a nil *decisionlog.File a nil interface.
-func dlogOrNil(l *decisionlog.File) igw.DecisionLog {
-	if l == nil {
-		return nil
-	}
-	return l
-}
-
-// isLoadError reports whether err is a policy that does not load.
-func isLoadError(err error) bool {
-	var errs ipolicy.Errors
-	return errors.As(err, &errs)
 }
