@@ -557,3 +557,17 @@ func (c *Chains) Get(key string, lists ...*List) (*Effective, error) {
 	}
 	return e, err
 }
+
+// With is e with the deny and ask entries of more added (rule P14), as
+// when more's lists were along e's chain: a session's flows (rule P18),
+// whose lists declare no allowed-tools, bind the sandbox and the programs
+// of a call as they bind the call. It is e when more adds nothing.
+func (e *Effective) With(more *Effective) (*Effective, error) {
+	if more == nil || len(more.lists) == 0 {
+		return e, nil
+	}
+	if e == nil {
+		return more, nil
+	}
+	return Chain(append(slices.Clip(e.lists), more.lists...)...)
+}

@@ -83,6 +83,20 @@ type Prepared struct {
 	// At is when the call's decision began, when that was read (the
 	// limits' clock, rule P19); zero otherwise.
 	At time.Time
+	// Bound is Eff with the flows of the labels the session held when
+	// the call was decided (rule P18), which its sandbox and the programs
+	// its command starts are held to (Decide sets it for a sandboxed
+	// tool); nil for Eff alone.
+	Bound *allow.Effective
+}
+
+// Programs is what the programs a command of p starts are judged by
+// (rule P16): its entries with its session's flows.
+func (p *Prepared) Programs() *allow.Effective {
+	if p.Bound != nil {
+		return p.Bound
+	}
+	return p.Eff
 }
 
 // Settle settles p's decision before its input is gated.
@@ -264,9 +278,17 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 		d = dc.approve(p, d)
 	}
 	if p.Tool.Sandbox != nil {
-		d.Sandbox = dc.Sandbox(p.Gen, p.Eff, p.Tool)
+		// What the session's labels deny or ask for binds the command's
+		// writes, reads and programs as it binds the call (rules P18,
+		// P14, P16, P17): one decision, from the same lists.
+		bound, err := dc.bound(p)
+		if err != nil && (d.Allowed || d.Ask) {
+			d = rule.Refused(rule.P18, fmt.Sprintf("%s was not run: a flow of the policy bounds its sandbox by what the session has read, and the session's labels cannot be read (%v); try again once the state store answers.", p.Name, strings.TrimSuffix(err.Error(), ".")))
+		}
+		p.Bound = bound
+		d.Sandbox = dc.Sandbox(p.Gen, bound, p.Tool)
 		if d.Allowed || d.Ask {
-			if why := dc.hideFiles(p.Gen, p.Eff, d.Sandbox); why != "" {
+			if why := dc.hideFiles(p.Gen, bound, d.Sandbox); why != "" {
 				d = rule.Refused(rule.P17, fmt.Sprintf("%s %s.", p.Name, why))
 			}
 		}

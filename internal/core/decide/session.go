@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/provenance"
 	"aimon.dev/gw/internal/core/rule"
@@ -158,6 +159,28 @@ func (dc *Decider) flows(p *Prepared, in tools.Input, d rule.Decision) rule.Deci
 	// The flows together refused what none refused alone: refuse.
 	h := held.labels[0]
 	return rule.Refused(rule.P18, fmt.Sprintf("%s is not allowed on this surface while the session holds the labels %s, whose flows together refuse it. The result of %s labelled the session %s earlier.", p.Name, strings.Join(held.names, ", "), h.By(), h.label))
+}
+
+// bound is the call's effective list with the flows of the labels its
+// session holds (rule P18), which its sandbox and the programs its command
+// starts are held to; p.Eff when the session holds none that a flow of the
+// chain names. An error (the labels cannot be read) comes with p.Eff.
+func (dc *Decider) bound(p *Prepared) (*allow.Effective, error) {
+	if p.Session == nil || p.Gen.Session == nil {
+		return p.Eff, nil
+	}
+	held, err := p.Session.Held(context.Background())
+	if err != nil {
+		return p.Eff, err
+	}
+	if len(held.labels) == 0 {
+		return p.Eff, nil
+	}
+	eff, err := p.Eff.With(p.Gen.Flows(p.Chain, held.names, held.key))
+	if err != nil {
+		return p.Eff, err
+	}
+	return eff, nil
 }
 
 // MaxSeenBytes bounds what a session keeps of each kind of text for

@@ -61,14 +61,14 @@ func protect(gen *provision.Generation) {
 }
 
 // execJudge judges each program a sandboxed command of p starts by the
-// call's deny and ask entries (rule P16); approved says a person approved
+// call's deny and ask entries, with its session's flows (rules P16, P18); approved says a person approved
 // the call, whose simple commands an ask entry then lets run.
 func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools.ExecJudge {
 	command, _ := in["command"].(string)
 	if command == "" {
 		return nil
 	}
-	name, eff, wd := p.Name, p.Eff, g.opts.Workdir
+	name, eff, wd := p.Name, p.Programs(), g.opts.Workdir
 	j := &tools.ExecJudge{
 		Names: eff.ExecNames(name),
 		Decide: func(words []string) (string, bool) {
@@ -102,7 +102,7 @@ func (g *Gateway) recordProgram(p prepared, command string, words []string, prog
 	if log == nil {
 		return
 	}
-	d := p.Eff.ExecDecide(p.Name, words, g.opts.Workdir)
+	d := p.Programs().ExecDecide(p.Name, words, g.opts.Workdir)
 	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.Program, CallID: p.ID, Tool: p.Name, Surface: p.Chain,
 		Principal: p.Principal, Subject: command, Rule: rule.P16, Entries: d.Entries, Revision: p.cur.Revision, Commit: p.cur.Commit(),
 		Generation: p.cur.Number, Reason: reason, Program: program, Argv: argv}
