@@ -254,7 +254,11 @@ func (g Guard) Refusal() string {
 // links, a dangling one to where it points; from the first missing
 // component on, the rest is taken as written; proc is the last link of
 // /proc followed, "" for none. One lstat a component.
-func landsAt(path string) (at, proc string, err error) {
+func landsAt(path string) (at, proc string, err error) { return walk(path, nil) }
+
+// walk is landsAt that tells onLink, when not nil, each symbolic link it
+// follows, by the link's own path (its directory resolved).
+func walk(path string, onLink func(link string)) (at, proc string, err error) {
 	const maxLinks = 40
 	done, rest, links := "", path, 0 // done is "" for the root
 	var st syscall.Stat_t
@@ -286,6 +290,9 @@ func landsAt(path string) (at, proc string, err error) {
 		if links++; links > maxLinks {
 			return "", "", fmt.Errorf("%s: more than %d symbolic links", path, maxLinks)
 		}
+		if onLink != nil {
+			onLink(next)
+		}
 		t, err := os.Readlink(next)
 		if err != nil {
 			return "", "", err
@@ -302,6 +309,39 @@ func landsAt(path string) (at, proc string, err error) {
 		return "/", proc, nil
 	}
 	return done, proc, nil
+}
+
+// relinkable refuses a sandbox in which a command could point elsewhere a
+// symbolic link the gateway reads through: a protected or concealed path,
+// as the gateway was given it (--policy ./.policy), named through a link
+// that lies where the sandbox may write (inside reports that). The
+// sandbox binds what the link names read-only, but the link itself stays
+// the command's to replace, and the next start or reload would read what
+// it then names: the agent's policy, key or state (rule R8).
+func relinkable(inside func(dir string) bool) error {
+	protected.mu.RLock()
+	paths := slices.Clone(protected.paths)
+	protected.mu.RUnlock()
+	for _, p := range paths {
+		var link string
+		walk(p, func(l string) {
+			if link == "" && inside(filepath.Dir(l)) {
+				link = l
+			}
+		})
+		if link == "" {
+			continue
+		}
+		protected.mu.RLock()
+		what := protected.what[p]
+		protected.mu.RUnlock()
+		real := resolved(p)
+		if real == "" {
+			real = "where it leads"
+		}
+		return fmt.Errorf("%s, %s, is named through the symbolic link %s, which lies where this command may write: a command could point the link elsewhere, and the gateway would read what it then names (rule R8), so no command runs; give the gateway the real path (%s) in its flags or the runtime's settings", p, what, link, real)
+	}
+	return nil
 }
 
 // Conceal adds paths to what no tool may read or write; a relative path

@@ -288,15 +288,19 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 			pin(d)
 		}
 	}
+	readOnly := slices.Concat(resolvedAll(sb.ReadOnly), protected)
+	if err := relinkable(func(d string) bool {
+		writes := all && !within(d, "/tmp") || slices.ContainsFunc(writable, func(w string) bool { return within(d, w) })
+		return writes && !slices.ContainsFunc(slices.Concat(readOnly, guarded), func(r string) bool { return within(d, r) })
+	}); err != nil {
+		return nil, err
+	}
 	// Parents before children, so a deeper bind is not covered.
 	for _, p := range slices.Sorted(maps.Keys(binds)) {
 		a = append(a, binds[p], p, p)
 	}
 	// After the writable binds, so that they win (rule R8).
-	for _, real := range resolvedAll(sb.ReadOnly) {
-		a = append(a, "--ro-bind", real, real)
-	}
-	for _, r := range protected {
+	for _, r := range readOnly {
 		a = append(a, "--ro-bind", r, r)
 	}
 	for _, d := range guarded {
@@ -322,7 +326,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		}
 	}
 	a = append(a, "--setenv", "TMPDIR", "/tmp")
-	a = append(a, specArgs(execSpec(binds, exe, all, slices.Concat(resolvedAll(sb.ReadOnly), protected), dir))...)
+	a = append(a, specArgs(execSpec(binds, exe, all, readOnly, dir))...)
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/exec/sandbox"
 )
 
 // claimsKey holds a caller's claims in TokenInfo.Extra.
@@ -137,6 +139,10 @@ func StaticTokens(path string) (auth.TokenVerifier, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the tokens file %s: %v", path, unwrapPath(err))
+	}
+	// A command that added a line would be a caller from the next start.
+	if abs, err := filepath.Abs(path); err == nil {
+		sandbox.Protect("the tokens file of mcp --listen's callers", abs)
 	}
 	var tokens []staticToken
 	seen := map[[sha256.Size]byte]int{}
