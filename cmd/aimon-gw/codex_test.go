@@ -59,8 +59,8 @@ func newCodexRun(t *testing.T, hookPolicy string) *codexRun {
 func (r *codexRun) config(n int, url, extra string) string {
 	bin := gatewayBinary(r.t)
 	return readmeSetup(r.t, "Codex", "toml", n,
-		`"aimon-gw hook codex --policy /etc/aimon-gw/codex"`, `"`+shellQuote(bin)+` hook codex --policy `+shellQuote(r.hookPolicy)+`"`,
-		`command = "aimon-gw"`, `command = "`+bin+`"`,
+		`"/usr/local/bin/aimon-gw hook codex --policy /etc/aimon-gw/codex"`, `"`+shellQuote(bin)+` hook codex --policy `+shellQuote(r.hookPolicy)+`"`,
+		`command = "/usr/local/bin/aimon-gw"`, `command = "`+bin+`"`,
 		"/etc/aimon-gw/tools", r.mcpPolicy,
 		"https://gw.example.com/mcp", url) + "\n" + extra
 }

@@ -56,8 +56,8 @@ func newGeminiRun(t *testing.T, hookPolicy string) *geminiRun {
 func (r *geminiRun) settings(n int, url string) map[string]any {
 	bin := gatewayBinary(r.t)
 	text := readmeSetup(r.t, "Gemini CLI", "json", n,
-		`"aimon-gw hook gemini-cli --policy /etc/aimon-gw/gemini-cli"`, strconvQuote(shellQuote(bin)+` hook gemini-cli --policy `+shellQuote(r.hookPolicy)),
-		`"command": "aimon-gw"`, `"command": `+strconvQuote(bin),
+		`"/usr/local/bin/aimon-gw hook gemini-cli --policy /etc/aimon-gw/gemini-cli"`, strconvQuote(shellQuote(bin)+` hook gemini-cli --policy `+shellQuote(r.hookPolicy)),
+		`"command": "/usr/local/bin/aimon-gw"`, `"command": `+strconvQuote(bin),
 		"/etc/aimon-gw/tools", r.mcpPolicy,
 		"https://gw.example.com/mcp", url)
 	var settings map[string]any
