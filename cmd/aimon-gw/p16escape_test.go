@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,15 +19,21 @@ import (
 type p16Escape struct{ note, command, marker, why string }
 
 // p16Escapes runs each escape in one serve session of a fresh layout per
-// user, after files sets the project up (as the agent's Write would), and
+// user, after setup sets the project up (as the agent's Write would), and
 // then a control that shows the program itself runs when allowed.
-func p16Escapes(t *testing.T, files func(t *testing.T, e *p16Env), escapes []p16Escape, control p16Escape) {
+func p16Escapes(t *testing.T, setup func(t *testing.T, e *p16Env) []p16Escape, control p16Escape) {
+	t.Helper()
+	p16EscapesOf(t, p16Lists, setup, control)
+}
+
+// p16EscapesOf is p16Escapes under the deny and ask entries lists.
+func p16EscapesOf(t *testing.T, lists string, setup func(t *testing.T, e *p16Env) []p16Escape, control p16Escape) {
 	t.Helper()
 	needBwrap(t)
 	for _, u := range gatewayUsers(t) {
 		t.Run(u.name, func(t *testing.T) {
-			e := p16Layout(t, u, p16Lists)
-			files(t, e)
+			e := p16Layout(t, u, lists)
+			escapes := setup(t, e)
 			if u.uid >= 0 {
 				chownAll(t, e.proj, u.uid, u.gid)
 			}
@@ -47,7 +54,7 @@ func p16Escapes(t *testing.T, files func(t *testing.T, e *p16Env), escapes []p16
 				}
 			}
 			r := replies[len(escapes)]
-			if _, err := os.Stat(e.proj + "/" + control.marker); err != nil || r["is_error"] == true {
+			if _, err := os.Stat(e.proj + "/" + control.marker); control.marker != "" && err != nil || r["is_error"] == true || !strings.Contains(text(r), control.why) {
 				t.Errorf("%s: %s did not run: %v %v", control.note, control.command, err, r)
 			}
 		})
@@ -85,11 +92,112 @@ func TestP16UntracedClonesAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p16Escapes(t, func(t *testing.T, e *p16Env) {
+	p16Escapes(t, func(t *testing.T, e *p16Env) []p16Escape {
 		writeFile(t, e.proj+"/u.py", p16Untraced)
 		writeFile(t, e.proj+"/f.py", strings.ReplaceAll(p16Untraced, "0x00800000 | 17", "17"))
-	}, []p16Escape{
-		{"touch", "python3 u.py " + touch + " untraced", "untraced", "CLONE_UNTRACED"},
-		{"rm", "python3 u.py " + rm + " victim", "untraced", "CLONE_UNTRACED"},
+		return []p16Escape{
+			{"touch", "python3 u.py " + touch + " untraced", "untraced", "CLONE_UNTRACED"},
+			{"rm", "python3 u.py " + rm + " victim", "untraced", "CLONE_UNTRACED"},
+		}
 	}, p16Escape{"fork", "python3 f.py " + mkdir + " forked", "forked", ""})
+}
+
+// p16Loader is the dynamic loader of the system's programs (PT_INTERP).
+func p16Loader(t *testing.T) string {
+	t.Helper()
+	f, err := elf.Open("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			p.ReadAt(b, 0)
+			return strings.TrimRight(string(b), "\x00")
+		}
+	}
+	t.Fatal("/bin/true names no loader")
+	return ""
+}
+
+// TestP16LoaderRunsNoProgramWhereEntriesAre: the dynamic loader run as a
+// program, which opens the file it runs after the exec is judged and in
+// the sandbox's own view, is refused while the call has entries on
+// programs, whatever it is given (probe F2: the process's /proc/self/fd/N,
+// a link in its private /tmp, a modified copy of touch in a memfd) and
+// whatever the loader's file is called (F3: a copy named elf, as a
+// build-id cache holds one; a copy named ld-2.31.so behind a link named
+// as the loader, as glibc before 2.34 lays it out): known by what it is.
+// ldd, which runs the loader in its listing modes, still lists.
+func TestP16LoaderRunsNoProgramWhereEntriesAre(t *testing.T) {
+	t.Parallel()
+	ld := p16Loader(t)
+	touch, err := exec.LookPath("touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p16Escapes(t, func(t *testing.T, e *p16Env) []p16Escape {
+		os.MkdirAll(e.root+"/debug", 0o755)
+		os.MkdirAll(e.root+"/old", 0o755)
+		copied, old := e.root+"/debug/elf", e.root+"/old/ld-linux-x86-64.so.2"
+		copyFile(t, ld, copied)
+		copyFile(t, ld, e.root+"/old/ld-2.31.so")
+		os.Symlink("ld-2.31.so", old)
+		writeFile(t, e.proj+"/fdld.py", fmt.Sprintf(`import os
+fd = os.open(%[1]q, os.O_RDONLY); os.set_inheritable(fd, True)
+os.execv(%[2]q, ["ld", "/proc/self/fd/%%d" %% fd, "ldfd"])
+`, touch, ld))
+		writeFile(t, e.proj+"/ldsym.sh", fmt.Sprintf("ln -s %s /tmp/zz\n%s /tmp/zz ldsym\n", touch, ld))
+		writeFile(t, e.proj+"/memld.py", fmt.Sprintf(`import os
+fd = os.memfd_create("x", 0)
+os.write(fd, open(%[1]q, "rb").read() + b"\0written-by-agent"); os.set_inheritable(fd, True)
+os.execv(%[2]q, ["ld", "/proc/self/fd/%%d" %% fd, "memld"])
+`, touch, ld))
+		return []p16Escape{
+			{"/proc/self/fd/N", "python3 fdld.py", "ldfd", "Bash(touch:*)"},
+			{"a link in the sandbox's /tmp", "sh ldsym.sh", "ldsym", "Bash(touch:*)"},
+			{"a memfd", "python3 memld.py", "memld", "run the program itself, not through the loader"},
+			{"a copy of the loader named elf", copied + " " + touch + " dbgld", "dbgld", "Bash(touch:*)"},
+			{"ld-2.31.so behind ld-linux's name", old + " ./c oldglibc", "oldglibc", "Bash(touch:*)"},
+			{"an unknown file", copied + " ./nothere", "nothere", "run the program itself, not through the loader"},
+		}
+	}, p16Escape{"ldd", "ldd /bin/true", "", "libc"})
+}
+
+// TestP16DeniedScriptsAreKnownInTheirInterpreters: a denied program that
+// is a #! script (installed outside what commands may write, as npm is)
+// is that program when its interpreter runs it, whose file is then the
+// exe at the exec stop: the interpreter's argument that names the
+// script's file, in the command's own view (its working directory, a link
+// in the project), is judged as the program (probe F4: sh n.sh running
+// npm, node /usr/bin/npm). A sh script and an env python3 one, run by a
+// script, directly by their interpreter and through a link; a script
+// that is no program an entry names still runs.
+func TestP16DeniedScriptsAreKnownInTheirInterpreters(t *testing.T) {
+	t.Parallel()
+	lists := `agent: "denied-tools": ["Bash(touch:*)", "Bash(mkmark:*)", "Bash(pymark:*)"]
+agent: "ask-tools": ["Bash(rm:*)"]`
+	p16EscapesOf(t, lists, func(t *testing.T, e *p16Env) []p16Escape {
+		bin := e.root + "/bin"
+		os.MkdirAll(bin, 0o755)
+		if err := os.WriteFile(bin+"/mkmark", []byte("#!/bin/sh\n: > \"$1\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin+"/pymark", []byte("#!/usr/bin/env python3\nimport sys\nopen(sys.argv[1], 'w').close()\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e.env = append(e.env, "PATH="+bin+":"+os.Getenv("PATH"))
+		writeFile(t, e.proj+"/n.sh", "mkmark shmark\n")
+		writeFile(t, e.proj+"/p.sh", "pymark envpy\n")
+		writeFile(t, e.proj+"/ok.sh", ": > okmark\n")
+		os.Symlink(bin+"/mkmark", e.proj+"/lnk")
+		return []p16Escape{
+			{"sh n.sh", "sh n.sh", "shmark", "Bash(mkmark:*)"},
+			{"sh SCRIPT", "sh " + bin + "/mkmark direct", "direct", "Bash(mkmark:*)"},
+			{"sh LINK", "sh ./lnk vialink", "vialink", "Bash(mkmark:*)"},
+			{"python3 SCRIPT", "python3 " + bin + "/pymark py", "py", "Bash(pymark:*)"},
+			{"sh p.sh (env python3)", "sh p.sh", "envpy", "Bash(pymark:*)"},
+		}
+	}, p16Escape{"sh ok.sh", "sh ok.sh", "okmark", ""})
 }

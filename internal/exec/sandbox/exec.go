@@ -40,7 +40,11 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup
 		return err
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "trace-control"), os.NewFile(uintptr(pair[1]), "trace-control")
-	spec := trace.Spec{Decided: decided, Programs: programs(j.Names)}
+	spec := trace.Spec{Decided: decided, Programs: programs(j.Names), Entries: len(j.Names) > 0}
+	if spec.Entries {
+		spec.Loaders = loaders(spec.Programs)
+		spec.Interpreters = interpreters(spec.Programs)
+	}
 	b, _ := json.Marshal(spec)
 	if _, err := ours.Write(append(b, '\n')); err != nil {
 		ours.Close()
@@ -171,12 +175,17 @@ func execProgram(name string, on *found) (trace.Program, bool) {
 	if p == "" {
 		return trace.Program{}, false
 	}
+	return programAt(name, p)
+}
+
+// programAt is the file at p, named name, by what it is.
+func programAt(name, p string) (trace.Program, bool) {
 	var st unix.Stat_t
 	if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return trace.Program{}, false
 	}
 	k := programKey{p, st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}
-	prog := trace.Program{Name: name, Dev: st.Dev, Ino: st.Ino, Size: st.Size}
+	prog := trace.Program{Name: name, Path: p, Dev: st.Dev, Ino: st.Ino, Size: st.Size}
 	if d, ok := digests.Load(k); ok {
 		prog.SHA256 = d.(string)
 		return prog, true

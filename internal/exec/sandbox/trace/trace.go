@@ -61,6 +61,14 @@ type Spec struct {
 	// Decided are the base names of the execs that start the command
 	// (bwrap, the launcher, prlimit, bash), in order: decided already.
 	Decided []string `json:"decided"`
+	// Entries says the call has deny or ask entries on programs.
+	Entries bool `json:"entries,omitempty"`
+	// Loaders are the system's dynamic loaders, by their files: run as
+	// a program, one runs whatever file it is given.
+	Loaders []Program `json:"loaders,omitempty"`
+	// Interpreters are the programs that run the entries' programs that
+	// are scripts (their #! lines'), by their files.
+	Interpreters []Program `json:"interpreters,omitempty"`
 }
 
 // Program is a file a deny or ask entry's command name resolves to.
@@ -70,6 +78,15 @@ type Program struct {
 	Ino    uint64 `json:"ino"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// Path is where the gateway found it (its own view; not sent).
+	Path string `json:"-"`
+	// Lists says a loader is glibc's, whose --list and --verify (first)
+	// and LD_TRACE_LOADED_OBJECTS load a program without running it.
+	Lists bool `json:"lists,omitempty"`
+	// Tells says a glibc loader is 2.33's or later, whose --help and
+	// --version (first) print and exit; an earlier one takes them as the
+	// name of the file to run.
+	Tells bool `json:"tells,omitempty"`
 }
 
 // Request asks whether Words may run; the answer is a line: empty to run,
@@ -300,17 +317,17 @@ func (t *tracer) judge(pid int) string {
 	}
 	file := fmt.Sprintf("/proc/%d/exe", pid)
 	args := words[1:]
-	if isLoader(base) {
-		// The loader run as a program runs the program it loads.
-		if i := loaded(args); i >= 0 {
-			p := args[i]
-			if !strings.HasPrefix(p, "/") {
-				p = fmt.Sprintf("/proc/%d/cwd/%s", pid, p)
-			}
-			file, exe, base, args = p, args[i], baseOf(args[i]), args[i+1:]
+	if t.spec.Entries {
+		if l, ok := t.loader(file, base); ok && !listing(l, pid, args) {
+			return t.throughLoader(pid, exe, words)
 		}
 	}
-	name := t.identify(file)
+	if len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != "" {
+		if why := t.scripts(pid, exe, words); why != "" {
+			return why
+		}
+	}
+	name := t.identify(file, t.spec.Programs).Name
 	for _, n := range slices.Compact([]string{name, base}) {
 		if n == "" {
 			continue
@@ -320,6 +337,96 @@ func (t *tracer) judge(pid int) string {
 		}
 	}
 	return ""
+}
+
+// scripts judges the arguments of an interpreter that runs one of the
+// entries' scripts (Spec.Interpreters): an argument that names, in the
+// process's own view, a file that is an entry's program, by what it is,
+// is that program with the arguments after it (sh n.sh's npm, node
+// /usr/bin/npm). The interpreter opens its script after this stop: a
+// file swapped in at that path then is not what was judged (the README's
+// caveat).
+func (t *tracer) scripts(pid int, exe string, words []string) string {
+	for i := 1; i < len(words); i++ {
+		a := words[i]
+		if a == "" || a[0] == '-' && a != "-" {
+			continue
+		}
+		if p := t.identifyIn(pid, a, t.spec.Programs); p.Name != "" {
+			if why := t.ask(Request{Words: append([]string{p.Name}, words[i+1:]...), Exe: exe, Argv: words}); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// identifyIn is the one of ps that path names in the view of pid: its
+// root and working directory (openat2's RESOLVE_IN_ROOT under
+// /proc/PID/root, which follows the process's own links, absolute ones
+// inside its root), and its own descriptors for /proc/self/ and /dev/fd/.
+func (t *tracer) identifyIn(pid int, path string, ps []Program) Program {
+	if len(ps) == 0 || len(path) > 4096 {
+		return Program{}
+	}
+	for _, self := range []string{"/proc/self/", "/proc/thread-self/", "/dev/fd/"} {
+		if rest, ok := strings.CutPrefix(path, self); ok {
+			if self == "/dev/fd/" {
+				rest = "fd/" + rest
+			}
+			// The process's own magic links, followed from here.
+			return t.identify(fmt.Sprintf("/proc/%d/%s", pid, rest), ps)
+		}
+	}
+	root, err := syscall.Open(fmt.Sprintf("/proc/%d/root", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return Program{}
+	}
+	defer syscall.Close(root)
+	if !strings.HasPrefix(path, "/") {
+		// The working directory in the process's view: its path from
+		// here, less its root's.
+		cwd, err1 := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		top, err2 := os.Readlink(fmt.Sprintf("/proc/%d/root", pid))
+		if err1 != nil || err2 != nil {
+			return Program{}
+		}
+		if top != "/" {
+			rel, ok := strings.CutPrefix(cwd, top)
+			if !ok || rel != "" && rel[0] != '/' {
+				return Program{}
+			}
+			cwd = rel
+		}
+		path = cwd + "/" + path
+	}
+	fd, err := openat2(root, path, oPath|syscall.O_CLOEXEC, resolveInRoot)
+	if err != nil {
+		return Program{}
+	}
+	defer syscall.Close(fd)
+	return t.identify(fmt.Sprintf("/proc/self/fd/%d", fd), ps)
+}
+
+// openat2 and RESOLVE_IN_ROOT, which package syscall lacks (437 on every
+// architecture since Linux 5.6's common numbering).
+const (
+	sysOpenat2    = 437
+	resolveInRoot = 0x10
+	oPath         = 0x200000 // O_PATH of the common architectures (amd64, arm64, riscv64)
+)
+
+func openat2(dir int, path string, flags int, resolve uint64) (int, error) {
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return -1, err
+	}
+	how := struct{ flags, mode, resolve uint64 }{uint64(flags), 0, resolve}
+	fd, _, e := syscall.Syscall6(sysOpenat2, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
 }
 
 // ask asks the gateway about r, once for each word list.
@@ -341,20 +448,20 @@ func (t *tracer) ask(r Request) string {
 	return a
 }
 
-// identify is the name of the program file is, when it is one the
-// entries name: the same file, or a copy of it; "" otherwise.
-func (t *tracer) identify(file string) string {
+// identify is the one of ps that file is: the same file, or a copy of
+// it (size, then SHA-256); zero otherwise.
+func (t *tracer) identify(file string, ps []Program) Program {
 	var st syscall.Stat_t
 	if syscall.Stat(file, &st) != nil {
-		return ""
+		return Program{}
 	}
 	var sum string
-	for _, p := range t.spec.Programs {
+	for _, p := range ps {
 		if p.Dev == st.Dev && p.Ino == st.Ino {
-			return p.Name
+			return p
 		}
 	}
-	for _, p := range t.spec.Programs {
+	for _, p := range ps {
 		if p.Size != st.Size {
 			continue
 		}
@@ -362,10 +469,68 @@ func (t *tracer) identify(file string) string {
 			sum = t.hash(file, st)
 		}
 		if sum == p.SHA256 {
-			return p.Name
+			return p
 		}
 	}
-	return ""
+	return Program{}
+}
+
+// loader is the system's loader file is, by what it is, or by its name.
+func (t *tracer) loader(file, base string) (Program, bool) {
+	if l := t.identify(file, t.spec.Loaders); l.Name != "" {
+		return l, true
+	}
+	return Program{Name: base}, isLoader(base)
+}
+
+// listing reports whether the loader l, run with args, loads a program
+// without running it: glibc's --list or --verify as its first argument,
+// or LD_TRACE_LOADED_OBJECTS in its environment, read at the exec stop
+// (the new image's, no other thread left to change it), as ldd runs it;
+// --help and --version first where the loader knows them (ldd asks for
+// its version). Nothing else: glibc before 2.33 takes --help or
+// --version as the file to run, and musl's loader ignores the variable.
+func listing(l Program, pid int, args []string) bool {
+	if !l.Lists {
+		return false
+	}
+	if len(args) > 0 && (args[0] == "--list" || args[0] == "--verify" || l.Tells && (args[0] == "--help" || args[0] == "--version")) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	for _, v := range strings.Split(string(b), "\x00") {
+		if strings.HasPrefix(v, "LD_TRACE_LOADED_OBJECTS=") {
+			return true
+		}
+	}
+	return false
+}
+
+// throughLoader refuses the loader run as a program while the call has
+// entries on programs: what it loads is a path it opens after this stop,
+// in the sandbox's view (/proc/self/fd/N, a link in its /tmp, a memfd),
+// which no judgement here can hold it to. The program it names is first
+// judged by its name, for the sentence of an entry that names it.
+func (t *tracer) throughLoader(pid int, exe string, words []string) string {
+	args := words[1:]
+	prog := "no program"
+	if i := loaded(args); i >= 0 {
+		prog = args[i]
+		names := []string{baseOf(args[i])}
+		if p := t.identifyIn(pid, args[i], t.spec.Programs); p.Name != "" {
+			names = append([]string{p.Name}, names...)
+		}
+		for _, n := range slices.Compact(names) {
+			if why := t.ask(Request{Words: append([]string{n}, args[i+1:]...), Exe: exe, Argv: words}); why != "" {
+				return why
+			}
+		}
+	}
+	return t.ask(Request{Words: words, Exe: exe, Argv: words, Refused: fmt.Sprintf(
+		"The program %s was not run: it was started through the dynamic loader %s, which runs whatever file it opens after it is judged, and this call has deny or ask entries on programs (rule P16); run the program itself, not through the loader.", prog, exe)})
 }
 
 func (t *tracer) hash(file string, st syscall.Stat_t) string {
