@@ -54,6 +54,10 @@ type ExecRequest struct {
 	// Tool is the runtime's shell tool the command is decided as; "" for
 	// Bash (Gemini CLI's is run_shell_command).
 	Tool string
+	// Labels are the labels the hook's session held when it decided the
+	// command (rule P18), as its ticket says: the command is decided, and
+	// its sandbox bounded, by their flows.
+	Labels []string
 	// The command's standard streams.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -152,7 +156,17 @@ func Exec(ctx context.Context, r ExecRequest) error {
 	}
 	gw := igw.New(gen, opts)
 	input, _ := json.Marshal(map[string]string{"command": r.Command})
-	_, d := gw.Decide(nil, igw.Call{ID: id, Name: tool, Input: input})
+	c := igw.Call{ID: id, Name: tool, Input: input}
+	if len(r.Labels) > 0 {
+		// The hook's session as it decided the command, held to the
+		// ticket (rule P18): what its labels' flows deny the command does
+		// not run, write, read or start.
+		c.Session = igw.NewSession()
+		if err := c.Session.Gain(ctx, r.Labels, igw.Source{Tool: "a call the hook decided"}); err != nil {
+			return notRun("the command was not run: its session's labels cannot be held: %v", err)
+		}
+	}
+	_, d := gw.Decide(nil, c)
 	switch {
 	case d.Ask && tk.Approved:
 	case !d.Allowed:
@@ -220,7 +234,7 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 		return sealedTicket{}, notRun("the command was not run: its ticket cannot be checked: %v; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket", err)
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
-		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool})
+		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

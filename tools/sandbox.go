@@ -36,6 +36,10 @@ type Sandbox struct {
 	// Exec, when set, judges every program the command starts, where it
 	// starts (rule P16).
 	Exec *ExecJudge `json:"-"`
+	// Labels are the session's labels whose flows bound the sandbox and
+	// Exec (rule P18), sorted; a hook hands them to aimon-gw exec in its
+	// ticket, which bounds the command by the same entries.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // ExecJudge judges the programs a sandboxed command starts (rule P16).

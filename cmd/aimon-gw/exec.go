@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -38,14 +39,15 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"},
-			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"}),
+			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
+			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fail(exitUsage, "give one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'")
 			}
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
-				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Tool: c.String("tool"), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
+				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Tool: c.String("tool"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},
 	}
 }
@@ -78,4 +80,12 @@ func runExec(ctx context.Context, p execParams) error {
 		return fail(exitNotRun, "the command was not run: %v", err)
 	}
 	return nil
+}
+
+// labelList is the labels of --labels; none for "".
+func labelList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -118,5 +119,70 @@ func TestP18FlowsBindTheCommandsSandbox(t *testing.T) {
 	}
 	if strings.Contains(text(4), "TOPSECRET-p18") {
 		t.Errorf("after the label cat printed the secret the flow's Read deny withholds: %s", text(4))
+	}
+}
+
+// TestP18HookFlowsBindTheCommandsSandbox: under the hook and aimon-gw
+// exec, a command decided in a session the PostToolUse of a Read labelled
+// is run by exec with that session's flows (its ticket carries the labels
+// the hook saw), so the script's write lands nowhere, git status does not
+// run, the push does not happen, and the secret is not printed; the same
+// commands in another session run whole (rule P18; probe F9). A wrapped
+// command whose --labels are dropped is refused by its ticket.
+func TestP18HookFlowsBindTheCommandsSandbox(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	root, policy := p18SandboxLayout(t)
+	proj := root + "/proj"
+	self := gatewayUser{name: "self", uid: -1, gid: -1}
+	tainted, clean := sessionID(t), sessionID(t)
+	pre := func(sid, command string) string {
+		t.Helper()
+		out, stderr, code := runHook(t, "claude-code", policy, hookInput("PreToolUse", sid, proj, "Bash", map[string]any{"command": command}))
+		var ans struct {
+			Out struct {
+				Decision string         `json:"permissionDecision"`
+				Updated  map[string]any `json:"updatedInput"`
+			} `json:"hookSpecificOutput"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &ans) != nil || ans.Out.Decision != "allow" {
+			t.Fatalf("the hook on %q in %s: exit %d: %s %s", command, sid, code, out, stderr)
+		}
+		wrapped, _ := ans.Out.Updated["command"].(string)
+		return wrapped
+	}
+	if out, stderr, code := runHook(t, "claude-code", policy, hookInput("PostToolUse", tainted, proj, "Read", map[string]any{"file_path": proj + "/web/page.html"})); code != 0 || strings.TrimSpace(out) != "{}" {
+		t.Fatalf("the labelling PostToolUse: exit %d: %s %s", code, out, stderr)
+	}
+	run := func(sid, command string) string {
+		t.Helper()
+		out, _ := runAs(t, self, proj, pre(sid, command))
+		return out
+	}
+	if out := run(clean, "python3 script.py clean"); !exists(proj+"/locked/clean") || !strings.Contains(out, "STATUS 0") || !strings.Contains(pushed(t, root), "clean") {
+		t.Fatalf("in an unlabelled session the script did not run whole (the layout is wrong): %s; remote: %q", out, pushed(t, root))
+	}
+	if out := run(clean, "cat "+root+"/secret/s.txt"); !strings.Contains(out, "TOPSECRET-p18") {
+		t.Fatalf("in an unlabelled session cat did not print the secret: %s", out)
+	}
+	wrapped := pre(tainted, "python3 script.py tainted")
+	if !strings.Contains(wrapped, "'--labels' 'untrusted'") {
+		t.Errorf("the hook wrapped the command without the session's labels: %s", wrapped)
+	}
+	if out, code := runAs(t, self, proj, strings.Replace(wrapped, "'--labels' 'untrusted' ", "", 1)); code != 126 || !strings.Contains(out, "its ticket was sealed with other protections") || exists(proj+"/locked/tainted") {
+		t.Errorf("exec without the labels its ticket was sealed with: exit %d: %s", code, out)
+	}
+	out, _ := runAs(t, self, proj, pre(tainted, "python3 script.py tainted"))
+	if exists(proj + "/locked/tainted") {
+		t.Errorf("in the labelled session the script wrote %s/locked/tainted, which the flow's Write deny withholds: %s", proj, out)
+	}
+	if strings.Contains(out, "STATUS 0") || !strings.Contains(out, "git status") {
+		t.Errorf("in the labelled session git status ran, or was refused without a sentence: %s", out)
+	}
+	if b := pushed(t, root); strings.Contains(b, "tainted") {
+		t.Errorf("in the labelled session the push happened without approval: remote has %q; %s", b, out)
+	}
+	if out := run(tainted, "cat "+root+"/secret/s.txt"); strings.Contains(out, "TOPSECRET-p18") {
+		t.Errorf("in the labelled session cat printed the secret the flow's Read deny withholds: %s", out)
 	}
 }

@@ -281,12 +281,13 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 		// What the session's labels deny or ask for binds the command's
 		// writes, reads and programs as it binds the call (rules P18,
 		// P14, P16, P17): one decision, from the same lists.
-		bound, err := dc.bound(p)
+		bound, labels, err := dc.bound(p)
 		if err != nil && (d.Allowed || d.Ask) {
 			d = rule.Refused(rule.P18, fmt.Sprintf("%s was not run: a flow of the policy bounds its sandbox by what the session has read, and the session's labels cannot be read (%v); try again once the state store answers.", p.Name, strings.TrimSuffix(err.Error(), ".")))
 		}
 		p.Bound = bound
 		d.Sandbox = dc.Sandbox(p.Gen, bound, p.Tool)
+		d.Sandbox.Labels = labels
 		if d.Allowed || d.Ask {
 			if why := dc.hideFiles(p.Gen, bound, d.Sandbox); why != "" {
 				d = rule.Refused(rule.P17, fmt.Sprintf("%s %s.", p.Name, why))

@@ -163,24 +163,26 @@ func (dc *Decider) flows(p *Prepared, in tools.Input, d rule.Decision) rule.Deci
 
 // bound is the call's effective list with the flows of the labels its
 // session holds (rule P18), which its sandbox and the programs its command
-// starts are held to; p.Eff when the session holds none that a flow of the
-// chain names. An error (the labels cannot be read) comes with p.Eff.
-func (dc *Decider) bound(p *Prepared) (*allow.Effective, error) {
+// starts are held to, and the labels held; p.Eff when the session holds
+// none that a flow of the chain names. An error (the labels cannot be
+// read) comes with p.Eff.
+func (dc *Decider) bound(p *Prepared) (*allow.Effective, []string, error) {
 	if p.Session == nil || p.Gen.Session == nil {
-		return p.Eff, nil
+		return p.Eff, nil, nil
 	}
 	held, err := p.Session.Held(context.Background())
 	if err != nil {
-		return p.Eff, err
+		return p.Eff, nil, err
 	}
-	if len(held.labels) == 0 {
-		return p.Eff, nil
+	flows := p.Gen.Flows(p.Chain, held.names, held.key)
+	if flows == nil {
+		return p.Eff, nil, nil
 	}
-	eff, err := p.Eff.With(p.Gen.Flows(p.Chain, held.names, held.key))
+	eff, err := p.Eff.With(flows)
 	if err != nil {
-		return p.Eff, err
+		return p.Eff, nil, err
 	}
-	return eff, nil
+	return eff, held.names, nil
 }
 
 // MaxSeenBytes bounds what a session keeps of each kind of text for

@@ -208,7 +208,7 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 				return d
 			}
 			var err error
-			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision); err != nil {
+			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision, d.Sandbox.Labels); err != nil {
 				refused := rule.Refused(rule.P16, fmt.Sprintf("%s is refused: the hook cannot seal the ticket its sandbox runs the command with: %v.", in.ToolName, strings.TrimSuffix(err.Error(), ".")))
 				refused.Effective, refused.Entries = d.Effective, d.Entries
 				return refused
@@ -277,8 +277,8 @@ func hookGateway(gen *provision.Generation, in Input, chain []string, home strin
 // command is cmd run through aimon-gw exec with the ticket sealed for it
 // under revision, every word quoted for the shell Claude Code starts, so
 // that it sees the command as one argument.
-func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision string) (string, error) {
-	b := ticket.Binding{Command: cmd, Chain: chain, Workdir: cwd, Policy: w.Policy, Revision: revision, Approved: asked, Cache: w.Cache, Protect: w.Log}
+func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision string, labels []string) (string, error) {
+	b := ticket.Binding{Command: cmd, Chain: chain, Workdir: cwd, Policy: w.Policy, Revision: revision, Approved: asked, Cache: w.Cache, Protect: w.Log, Labels: labels}
 	if w.Log != "" {
 		b.Call = w.call
 	}
@@ -305,6 +305,11 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		// entries the policy lists (run_shell_command(git status)).
 		words = append(words, "--tool", w.Shell)
 		b.Tool = w.Shell
+	}
+	if len(labels) > 0 {
+		// The session's labels when the hook decided: exec bounds the
+		// command by their flows as the decision did (rule P18).
+		words = append(words, "--labels", strings.Join(labels, ","))
 	}
 	if w.Seal == nil {
 		return "", errors.New("it was given no key to seal tickets with")

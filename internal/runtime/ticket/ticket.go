@@ -62,6 +62,9 @@ type Binding struct {
 	// protects; and the runtime's shell tool the command is decided as
 	// ("" for Bash).
 	Cache, Protect, Call, Runtime, RuntimeHome, RuntimeProject, Tool string
+	// Labels are the session's labels whose flows bound the command's
+	// sandbox when the hook decided it (rule P18): exec bounds it by them.
+	Labels []string
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -117,7 +120,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool)}
+		Extra: short(append([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool}, b.Labels...)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -355,7 +358,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home or --runtime-project)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --tool or --labels)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
