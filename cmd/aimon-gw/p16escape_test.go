@@ -172,8 +172,9 @@ os.execv(%[2]q, ["ld", "/proc/self/fd/%%d" %% fd, "memld"])
 // script's file, in the command's own view (its working directory, a link
 // in the project), is judged as the program (probe F4: sh n.sh running
 // npm, node /usr/bin/npm). A sh script and an env python3 one, run by a
-// script, directly by their interpreter and through a link; a script
-// that is no program an entry names still runs.
+// script, directly by their interpreter and through a link, and a file
+// read once as harmless and then rewritten in place as the script; a
+// script that is no program an entry names still runs.
 func TestP16DeniedScriptsAreKnownInTheirInterpreters(t *testing.T) {
 	t.Parallel()
 	lists := `agent: "denied-tools": ["Bash(touch:*)", "Bash(mkmark:*)", "Bash(pymark:*)"]
@@ -192,12 +193,24 @@ agent: "ask-tools": ["Bash(rm:*)"]`
 		writeFile(t, e.proj+"/p.sh", "pymark envpy\n")
 		writeFile(t, e.proj+"/ok.sh", ": > okmark\n")
 		os.Symlink(bin+"/mkmark", e.proj+"/lnk")
+		// A file of the script's size read once as harmless, then
+		// rewritten in place as the script (the same inode).
+		writeFile(t, e.proj+"/inplace.py", fmt.Sprintf(`import subprocess
+mk = open(%q, "rb").read()
+open("x", "wb").write(b"#" + b"x" * (len(mk) - 2) + b"\n")
+subprocess.run(["sh", "x", "first"])
+with open("x", "r+b") as f:
+    f.write(mk)
+r = subprocess.run(["sh", "x", "rewritten"])
+raise SystemExit(r.returncode)
+`, bin+"/mkmark"))
 		return []p16Escape{
 			{"sh n.sh", "sh n.sh", "shmark", "Bash(mkmark:*)"},
 			{"sh SCRIPT", "sh " + bin + "/mkmark direct", "direct", "Bash(mkmark:*)"},
 			{"sh LINK", "sh ./lnk vialink", "vialink", "Bash(mkmark:*)"},
 			{"python3 SCRIPT", "python3 " + bin + "/pymark py", "py", "Bash(pymark:*)"},
 			{"sh p.sh (env python3)", "sh p.sh", "envpy", "Bash(pymark:*)"},
+			{"a file rewritten in place", "python3 inplace.py", "rewritten", "Bash(mkmark:*)"},
 		}
 	}, p16Escape{"sh ok.sh", "sh ok.sh", "okmark", ""})
 }

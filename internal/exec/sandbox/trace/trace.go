@@ -117,9 +117,9 @@ type tracer struct {
 	spec    Spec
 	ctl     *os.File
 	in      *bufio.Reader
-	decided int                  // how many of Spec.Decided have run
-	hashes  map[[2]uint64]string // sha256 of an executed file by dev and inode
-	answers map[string]string    // the gateway's answer by words
+	decided int                // how many of Spec.Decided have run
+	hashes  map[fileKey]string // sha256 of a file as it was
+	answers map[string]string  // the gateway's answer by words
 	seen    map[int]bool
 	refused bool // a program was refused: the call fails with 126
 }
@@ -140,7 +140,7 @@ func run(args []string) (int, error) {
 		}
 		syscall.CloseOnExec(join)
 	}
-	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[[2]uint64]string{}, answers: map[string]string{}, seen: map[int]bool{}}
+	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[fileKey]string{}, answers: map[string]string{}, seen: map[int]bool{}}
 	t.in = bufio.NewReader(t.ctl)
 	line, err := t.in.ReadBytes('\n')
 	if err != nil {
@@ -533,8 +533,16 @@ func (t *tracer) throughLoader(pid int, exe string, words []string) string {
 		"The program %s was not run: it was started through the dynamic loader %s, which runs whatever file it opens after it is judged, and this call has deny or ask entries on programs (rule P16); run the program itself, not through the loader.", prog, exe)})
 }
 
+// fileKey is a file as it is: a write in place keeps its inode, not its
+// change time, so a script read once and then rewritten is read again.
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime syscall.Timespec
+}
+
 func (t *tracer) hash(file string, st syscall.Stat_t) string {
-	k := [2]uint64{st.Dev, st.Ino}
+	k := fileKey{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}
 	if h, ok := t.hashes[k]; ok {
 		return h
 	}
