@@ -38,15 +38,7 @@ subagents: cp: "allowed-tools": ["Write(./**)", "Write(~/**)", "Bash(cp:*)"]
 	cwd, agent := project+"/sub", ""
 	hook := func(tool string, input map[string]any) (string, string, map[string]any) {
 		t.Helper()
-		in, _ := json.Marshal(map[string]any{"cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "agent_type": agent})
-		h := exec.Command(bin, "hook", "claude-code", "--policy", policy, "--cache", "off")
-		h.Stdin, h.Env = strings.NewReader(string(in)), env
-		out, err := h.Output()
-		if err != nil {
-			t.Fatalf("hook: %v", err)
-		}
-		var ans hookAnswer
-		json.Unmarshal(out, &ans)
+		ans := claudeHook(t, bin, policy, env, map[string]any{"cwd": cwd, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "agent_type": agent})
 		return ans.Out.Decision, ans.Out.Reason, ans.Out.Updated
 	}
 	for _, path := range []string{
@@ -105,4 +97,63 @@ func TestR9ExecRefusesAnUnknownRuntime(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
 		t.Error("exec ran the command")
 	}
+}
+
+// TestR9AMissingClaudeConfigDirIsMadeFirst: a CLAUDE_CONFIG_DIR that does
+// not exist yet, in a home the surface's commands may write, is made
+// (empty, read-only in the sandbox) before the hook's command runs, so a
+// command cannot make it first with a settings file that switches the
+// hooks off; the command's other copy into the home lands (rule R9; the
+// hostile probe's F8).
+func TestR9AMissingClaudeConfigDirIsMadeFirst(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	bin := gatewayBinary(t)
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	home, project := root+"/home", root+"/proj"
+	config := home + "/claude-config"
+	for _, d := range []string{home, project + "/off"} {
+		os.MkdirAll(d, 0o755)
+	}
+	writeFile(t, project+"/off/settings.json", `{"disableAllHooks": true}`)
+	policy := moduleDir(t, `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Write(./**)", "Write(~/**)", "Bash(cp:*)"]
+`)
+	env := append(os.Environ(), "HOME="+home, "CLAUDE_PROJECT_DIR="+project, "CLAUDE_CONFIG_DIR="+config)
+	for _, target := range []string{config, home + "/other"} {
+		ans := claudeHook(t, bin, policy, env, map[string]any{"cwd": project, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": "cp -r off " + target}})
+		cmd, _ := ans.Out.Updated["command"].(string)
+		if ans.Out.Decision != "allow" || cmd == "" {
+			t.Fatalf("cp -r off %s: %s %q", target, ans.Out.Decision, ans.Out.Reason)
+		}
+		c := exec.Command("bash", "-c", cmd)
+		c.Dir, c.Env = project, env
+		run, _ := c.CombinedOutput()
+		_, err := os.Stat(filepath.Join(target, "settings.json"))
+		switch {
+		case target == config && err == nil:
+			t.Errorf("a command made the user configuration %s first, with settings that switch the hooks off:\n%s", config, run)
+		case target != config && err != nil:
+			t.Errorf("the command's copy beside it did not land (%v), so the test shows nothing:\n%s", err, run)
+		}
+	}
+}
+
+// claudeHook runs hook claude-code --cache off under policy on the input.
+func claudeHook(t *testing.T, bin, policy string, env []string, input map[string]any) hookAnswer {
+	t.Helper()
+	in, _ := json.Marshal(input)
+	h := exec.Command(bin, "hook", "claude-code", "--policy", policy, "--cache", "off")
+	h.Stdin, h.Env = strings.NewReader(string(in)), env
+	out, err := h.Output()
+	if err != nil {
+		t.Fatalf("hook: %v", err)
+	}
+	var ans hookAnswer
+	json.Unmarshal(out, &ans)
+	return ans
 }

@@ -160,9 +160,12 @@ func ClaudeCode(w Where) []File {
 			add("Claude Code's state file (its MCP servers and trusted projects)", filepath.Join(dir, ".claude.json"), false)
 		}
 	}
+	// Made before a sandbox when absent, as the project's is: a command
+	// that made it first could fill it with a settings file that switches
+	// the hooks off.
 	for _, dir := range []string{filepath.Join(w.Home, ".claude"), config} {
 		if w.Home != "" || dir == config {
-			add("Claude Code's user configuration (its settings, hooks, agents, skills and plugins)", dir, false)
+			add("Claude Code's user configuration (its settings, hooks, agents, skills and plugins)", dir, true)
 		}
 	}
 	add("Claude Code's managed settings", "/etc/claude-code", false)
