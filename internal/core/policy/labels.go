@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -301,8 +303,14 @@ func (s *Sessions) lists(g *Generation) *sessionLists {
 }
 
 // LabelsOf is the labels that the result of a call of t, with the
-// canonical input in, gives its session (rule P18); nil for none.
-func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []string {
+// canonical input in, gives its session (rule P18); nil for none. A path
+// subject is judged as written and, with landsAt (where a path leads once
+// its links are followed; nil for as written only), where it leads, as
+// the deny entries judge it (P14): a link to a labelled page reads the
+// page. A search of a tree (reads "tree": Grep, Glob) labels the session
+// when what it may read below its directory holds a labelled path, as a
+// Read deny withholds a search of the directory above it (P17).
+func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string, landsAt func(string) string) []string {
 	s := g.Session
 	if s == nil || t == nil {
 		return nil
@@ -312,8 +320,22 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 	if !ls.marks[t.Name] && !server {
 		return nil
 	}
+	ins, dirs := labelInputs(t, in, workdir, landsAt)
+	hits := func(m *allow.Effective) bool {
+		for _, in := range ins {
+			if !m.Decide(t.Name, in, workdir).Allowed {
+				return true
+			}
+		}
+		for _, d := range dirs {
+			if by, _, _ := m.TreeWithheld(t.Name, d); len(by) > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	// A call that no label's entry matches is looked at no further.
-	matched := ls.matchAll != nil && ls.marks[t.Name] && !ls.matchAll.Decide(t.Name, in, workdir).Allowed
+	matched := ls.matchAll != nil && ls.marks[t.Name] && hits(ls.matchAll)
 	if !matched && !server {
 		return nil
 	}
@@ -321,7 +343,7 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 	for _, l := range s.Labels {
 		labelled := t.Upstream != nil && slices.Contains(l.Servers, t.Upstream.Server)
 		if m := ls.match[l.Name]; matched && !labelled && m != nil && len(m.Entries(t.Name)) > 0 {
-			labelled = !m.Decide(t.Name, in, workdir).Allowed
+			labelled = hits(m)
 		}
 		if labelled {
 			if tr := ls.trusted[l.Name]; tr != nil && tr.Listed(t.Name) && tr.Decide(t.Name, in, workdir).Allowed {
@@ -331,6 +353,41 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string) []stri
 		}
 	}
 	return out
+}
+
+// labelInputs are the inputs a call's labels are judged on: in, and in
+// with its path where it leads when that differs; and, for a search of a
+// tree, the directories it searches below (as written and where it
+// leads, absolute).
+func labelInputs(t *Tool, in map[string]any, workdir string, landsAt func(string) string) (ins []map[string]any, dirs []string) {
+	ins = []map[string]any{in}
+	sub := t.Subject
+	if sub == nil || sub.Kind != "path" {
+		return ins, nil
+	}
+	at, ok := in[sub.Field].(string)
+	if !ok {
+		at = sub.Default
+	}
+	if at == "" {
+		return ins, nil
+	}
+	if !filepath.IsAbs(at) {
+		at = filepath.Join(workdir, at)
+	}
+	at = filepath.Clean(at)
+	paths := []string{at}
+	if landsAt != nil {
+		if real := landsAt(at); real != "" && real != at {
+			there := maps.Clone(in)
+			there[sub.Field] = real
+			ins, paths = append(ins, there), append(paths, real)
+		}
+	}
+	if t.Reads == "tree" {
+		dirs = paths
+	}
+	return ins, dirs
 }
 
 // Flows is the effective flow of every label of labels along chain at

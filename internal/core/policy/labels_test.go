@@ -39,7 +39,7 @@ func TestP18LabelsAndFlowsCompile(t *testing.T) {
 	}
 	for name, g := range map[string]*Generation{"loaded": g, "restored": restored} {
 		labels := func(tool string, in map[string]any) string {
-			return strings.Join(g.LabelsOf(g.Tools[tool], in, "/work"), ",")
+			return strings.Join(g.LabelsOf(g.Tools[tool], in, "/work", nil), ",")
 		}
 		if got := labels("Read", map[string]any{"file_path": "/tmp/page.html"}); got != "untrusted" {
 			t.Errorf("%s: a Read outside the trusted tree gives %q, want untrusted", name, got)
@@ -152,7 +152,7 @@ agent: when: untrusted: "denied-tools": ["Read"]
 		{"web__fetch", map[string]any{"url": "https://docs.internal/guide"}, "untrusted"},
 		{"Read", map[string]any{"file_path": "/tmp/x"}, ""},
 	} {
-		if got := strings.Join(g.LabelsOf(g.Tools[tc.tool], tc.in, "/work"), ","); got != tc.want {
+		if got := strings.Join(g.LabelsOf(g.Tools[tc.tool], tc.in, "/work", nil), ","); got != tc.want {
 			t.Errorf("%s %v gives %q, want %q", tc.tool, tc.in, got, tc.want)
 		}
 	}

@@ -130,7 +130,7 @@ func (g *Gateway) observe(ctx context.Context, s Session, p prepared, in tools.I
 	if p.Gen.Session == nil && len(p.Gen.Provenance) == 0 {
 		return nil, nil
 	}
-	labels := p.Gen.LabelsOf(p.Tool, in, g.opts.Workdir)
+	labels := p.Gen.LabelsOf(p.Tool, in, g.opts.Workdir, hostFS{}.LandsAt)
 	from := Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, in)}
 	if sn := decide.SeenIn(s); sn != nil && len(p.Gen.Provenance) > 0 {
 		sn.Note(from, labels, text)
