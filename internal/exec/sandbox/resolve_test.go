@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -70,6 +71,13 @@ func TestR8ResolverLeadsWhereEvalSymlinksDoes(t *testing.T) {
 // refused with what the first call said it is.
 func TestR9ProtectingAgainAddsNothing(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
+	// The set only grows, and Protected makes its directories: the later
+	// tests' sandboxes would make this one again after the test is gone.
+	t.Cleanup(func() {
+		protected.mu.Lock()
+		protected.dirs = slices.DeleteFunc(protected.dirs, func(d string) bool { return within(d, root) })
+		protected.mu.Unlock()
+	})
 	settings := filepath.Join(root, ".claude", "settings.json")
 	gates := []Named{{"Claude Code's settings", settings}, {"Claude Code's hooks", filepath.Join(root, ".claude", "hooks")}, {"another name", settings}}
 	ProtectGates(gates)
