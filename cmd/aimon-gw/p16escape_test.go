@@ -1,6 +1,7 @@
 package main
 
 import (
+	"aimon.dev/gw/internal/testkit/need"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -163,6 +164,26 @@ os.execv(%[2]q, ["ld", "/proc/self/fd/%%d" %% fd, "memld"])
 			{"an unknown file", copied + " ./nothere", "nothere", "run the program itself, not through the loader"},
 		}
 	}, p16Escape{"ldd", "ldd /bin/true", "", "libc"})
+}
+
+// TestP16InProcessRunnersAreRefused: valgrind runs the program it is
+// given inside its own process, with no execve the tracer stops at, so
+// with deny or ask entries on programs it is refused where it starts, and
+// the denied touch it was given does not run; its own --version neither
+// (re-probe N1); an allowed program beside them runs.
+func TestP16InProcessRunnersAreRefused(t *testing.T) {
+	t.Parallel()
+	vg := need.Command(t, "valgrind", "apt-get install valgrind")
+	touch, err := exec.LookPath("touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p16Escapes(t, func(t *testing.T, e *p16Env) []p16Escape {
+		return []p16Escape{
+			{"valgrind", vg + " -q " + touch + " vgmark", "vgmark", "inside its own process"},
+			{"valgrind from a script", "sh -c '" + vg + " -q " + touch + " vgsh'", "vgsh", "inside its own process"},
+		}
+	}, p16Escape{"mkdir", "mkdir made", "made", ""})
 }
 
 // TestP16DeniedScriptsAreKnownInTheirInterpreters: a denied program that

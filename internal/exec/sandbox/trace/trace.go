@@ -321,6 +321,10 @@ func (t *tracer) judge(pid int) string {
 		if l, ok := t.loader(file, base); ok && !listing(l, pid, args) {
 			return t.throughLoader(pid, exe, words)
 		}
+		if inProcess(exe) {
+			return t.ask(Request{Words: words, Exe: exe, Argv: words, Refused: fmt.Sprintf(
+				"The program %s was not run: %s runs the programs it is given inside its own process, without starting them, so what it runs could not be judged, and this call has deny or ask entries on programs (rule P16); run the program itself.", words[0], exe)})
+		}
 	}
 	if len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != "" {
 		if why := t.scripts(pid, exe, words); why != "" {
@@ -578,6 +582,28 @@ func cmdline(pid int) ([]string, error) {
 func baseOf(p string) string {
 	return p[strings.LastIndexByte(p, '/')+1:]
 }
+
+// inProcess reports whether exe (a program's own file, links followed)
+// runs the programs it is given inside its own process, with a loader of
+// its own and no execve the tracer would stop at: valgrind's launcher and
+// tools, qemu's user-mode emulators, box64 and box86, FEX (re-probe N1).
+// Known by name: a copy under another name would lie where commands may
+// write, and Landlock keeps it from running there.
+func inProcess(exe string) bool {
+	base := baseOf(exe)
+	switch {
+	case base == "valgrind" || base == "valgrind.bin" || strings.Contains(exe, "/valgrind/") && strings.HasSuffix(base, "-linux"):
+		return true
+	case base == "box64" || base == "box86" || base == "FEXInterpreter" || base == "FEXLoader":
+		return true
+	case strings.HasPrefix(base, "qemu-"):
+		return slices.Contains(qemuUser, strings.TrimSuffix(strings.TrimPrefix(base, "qemu-"), "-static"))
+	}
+	return false
+}
+
+// qemuUser are the targets of qemu's user-mode emulators (qemu-ARCH).
+var qemuUser = []string{"aarch64", "aarch64_be", "alpha", "arm", "armeb", "cris", "hexagon", "hppa", "i386", "loongarch64", "m68k", "microblaze", "microblazeel", "mips", "mips64", "mips64el", "mipsel", "mipsn32", "mipsn32el", "or1k", "ppc", "ppc64", "ppc64le", "riscv32", "riscv64", "s390x", "sh4", "sh4eb", "sparc", "sparc32plus", "sparc64", "x86_64", "xtensa", "xtensaeb"}
 
 func isLoader(base string) bool {
 	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld64.so") || base == "ld.so" || strings.HasPrefix(base, "ld-musl")
