@@ -165,7 +165,9 @@ func approverBrowser(t *testing.T) context.Context {
 	}
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		// Its singleton socket's directory, which a killed browser leaves.
+		chromedp.Env("TMPDIR="+t.TempDir()))
 	t.Cleanup(cancel)
 	browser, cancelB := chromedp.NewContext(alloc)
 	t.Cleanup(cancelB)
