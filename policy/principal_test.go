@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"aimon.dev/gw/internal/testkit/policydir"
 	"aimon.dev/gw/policy"
 )
 
@@ -110,18 +111,7 @@ func TestR5PrincipalSurfaceRefusesTheUnmapped(t *testing.T) {
 // that differs is (rule C1: the policy means what this binary's schema
 // says). A directory it cannot write is an error.
 func TestC1VendorSchema(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("cue.mod/module.cue", "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	write("policy.cue", "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\nagent: \"allowed-tools\": [\"Echo\"]\n")
+	dir := policydir.Write(t, map[string]string{"policy.cue": "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\nagent: \"allowed-tools\": [\"Echo\"]\n"})
 	if err := policy.VendorSchema(filepath.Join(dir, "cue.mod", "pkg")); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +130,9 @@ func TestC1VendorSchema(t *testing.T) {
 		t.Errorf("a stale vendored schema loads: %v", err)
 	}
 	file := filepath.Join(dir, "file")
-	write("file", "")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := policy.VendorSchema(file); err == nil {
 		t.Errorf("VendorSchema below a file succeeded")
 	}

@@ -22,6 +22,7 @@ import (
 
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // policyDir writes a policy of n built-in tools, a few kinds declared
@@ -30,7 +31,7 @@ import (
 func policyDir(b *testing.B, n int, edit int) string {
 	b.Helper()
 	dir := b.TempDir()
-	writeFile(b, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
+	writeFile(b, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 	writePolicy(b, dir, n, edit)
 	return dir
 }

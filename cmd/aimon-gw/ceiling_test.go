@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +13,7 @@ import (
 func TestR5SurfaceIsACeiling(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"
 
@@ -23,7 +21,7 @@ tools: {Echo: schema.#Echo, Glob: schema.#Glob}
 agent: "allowed-tools": ["Echo", "Glob"]
 subagents: reviewer: "allowed-tools": ["Glob"]
 skills: lint: "allowed-tools": ["Glob"]
-`)
+`})
 	echo := func(surface string) string {
 		return `{"type":"tool_use","id":"e","name":"Echo","input":{"message":"ran"},"surface":` + surface + `}`
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,6 +32,7 @@ func TestR2HTTPReadsFramesAsStdio(t *testing.T) {
 			work := t.TempDir()
 			var client []string
 			var want []byte
+			files := map[string]string{"principals.cue": "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n"}
 			for _, f := range arch.Files {
 				switch {
 				case f.Name == "client":
@@ -40,16 +40,12 @@ func TestR2HTTPReadsFramesAsStdio(t *testing.T) {
 				case f.Name == "server":
 					want = f.Data
 				case strings.HasPrefix(f.Name, "policy/"):
-					writeFile(t, filepath.Join(work, f.Name), string(f.Data))
+					files[strings.TrimPrefix(f.Name, "policy/")] = string(f.Data)
 				case f.Name == "args":
 					t.Fatalf("%s: a case with args is not one HTTP can take as it is", path)
 				}
 			}
-			policy := filepath.Join(work, "policy")
-			if _, err := os.Stat(filepath.Join(policy, "cue.mod")); err != nil {
-				writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), policydir.Module)
-			}
-			writeFile(t, filepath.Join(policy, "principals.cue"), "package policy\n\nprincipals: alice: {subject: \"alice\", surface: [\"agent\"]}\n")
+			policy := policydir.WriteIn(t, filepath.Join(work, "policy"), files)
 			g := startHTTP(t, http.DefaultClient, "--policy", policy, "--workdir", work, "--cache", "off", "--tokens", tokensFile(t, staticTokens))
 
 			// Stateless HTTP has no initialize: the frames after

@@ -70,7 +70,7 @@ func runConformance(t *testing.T, bin, path string) {
 	var args, client []string
 	var inFlight map[int]bool
 	var want []byte
-	haveMod := false
+	files := map[string]string{}
 	for _, f := range arch.Files {
 		switch {
 		case f.Name == "args":
@@ -80,8 +80,7 @@ func runConformance(t *testing.T, bin, path string) {
 		case f.Name == "server":
 			want = f.Data
 		case strings.HasPrefix(f.Name, "policy/"):
-			haveMod = haveMod || strings.HasPrefix(f.Name, "policy/cue.mod/")
-			writeFile(t, filepath.Join(work, f.Name), string(f.Data))
+			files[strings.TrimPrefix(f.Name, "policy/")] = string(f.Data)
 		default:
 			t.Fatalf("%s: unknown section %q; the sections are args, client, server and policy/...", path, f.Name)
 		}
@@ -89,9 +88,7 @@ func runConformance(t *testing.T, bin, path string) {
 	if len(client) == 0 {
 		t.Fatalf("%s: no client frames", path)
 	}
-	if !haveMod {
-		writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), policydir.Module)
-	}
+	policydir.WriteIn(t, policy, files)
 
 	cmd := exec.Command(bin, append([]string{"mcp", "--log-level", "error", "--cache", "off", "--policy", policy, "--workdir", work}, args...)...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(work, ".state"))

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/need"
 )
 
 // TestDecisionLogIsLossless: a stream of parallel batches through serve
@@ -78,9 +80,7 @@ parallel: {enabled: true, maxConcurrency: 8}
 // gateway allowing calls, with a sentence on standard error.
 func TestDecisionLogFailsClosed(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full here")
-	}
+	need.File(t, "the device that is always full", "/dev/full", "a Linux system has it (mknod -m 666 /dev/full c 1 7)")
 	dir := moduleDir(t, reloadHeader+`agent: "allowed-tools": ["Echo"]`+"\n")
 	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--decision-log", "/dev/full")
 	cmd.Stdin = strings.NewReader(`{"type":"tool_use","id":"1","name":"Echo","input":{"message":"first"}}

@@ -154,10 +154,9 @@ func TestR3MarkdownEditsReload(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "policy")
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader+`agent: "allowed-tools": ["Echo", "Glob"]
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": reloadHeader + `agent: "allowed-tools": ["Echo", "Glob"]
 surfaces: from: ["../.claude"]
-`)
+`})
 	md := filepath.Join(root, ".claude", "agents", "helper.md")
 	writeFile(t, md, "---\ntools: Echo\n---\n")
 	s := startServe(t, dir)

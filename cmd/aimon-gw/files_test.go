@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -33,15 +32,14 @@ func filesRoot(t *testing.T, extra string) (root string, serve func(lines ...str
 	os.Symlink(filepath.Join(root, "outside"), filepath.Join(root, "allowed/link"))
 	os.Symlink(filepath.Join(root, "outside/new.txt"), filepath.Join(root, "allowed/dangling"))
 	os.Symlink(filepath.Join(root, "allowed/f.txt"), filepath.Join(root, "allowed/inside-link"))
-	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(root, "policy/policy.cue"), fmt.Sprintf(`package policy
+	policydir.WriteIn(t, filepath.Join(root, "policy"), map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Read: schema.#Read, Write: schema.#Write & {maxFileBytes: 64}, Edit: schema.#Edit & {maxFileBytes: 64}, Grep: schema.#Grep, Glob: schema.#Glob}
 agent: "allowed-tools": ["Read(%[1]s/allowed/**)", "Read(/dev/**)", "Read(/proc/**)", "Write(%[1]s/allowed/**)", "Edit(%[1]s/allowed/**)", "Grep(%[1]s/allowed/*)", "Glob(%[1]s/allowed/**)"]
 validation: "enforce"
-%[2]s`, root, extra))
+%[2]s`, root, extra)})
 	return root, func(lines ...string) []map[string]any {
 		t.Helper()
 		return runServe(t, []string{"--policy", filepath.Join(root, "policy"), "--workdir", filepath.Join(root, "allowed")}, nil, lines...)
@@ -137,21 +135,8 @@ func TestC6StaleReadsAreRefused(t *testing.T) {
 	f := filepath.Join(root, "allowed/f.txt")
 	// The policy's file changes between the Read and the Write (another
 	// process): a later serve sees the session's read of the old content.
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", filepath.Join(root, "policy"), "--workdir", filepath.Join(root, "allowed"))
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(outPipe)
-	send := func(line string) map[string]any {
-		fmt.Fprintln(in, line)
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	p := startServeProc(t, "--policy", filepath.Join(root, "policy"), "--workdir", filepath.Join(root, "allowed"))
+	send := p.send
 	send(toolLine("r", "Read", map[string]any{"file_path": f}))
 	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(f, []byte("changed by someone else\n"), 0o644)
@@ -160,8 +145,7 @@ func TestC6StaleReadsAreRefused(t *testing.T) {
 	slash := send(toolLine("s", "Edit", map[string]any{"file_path": f + "/", "old_string": "a", "new_string": "b"}))
 	send(toolLine("r2", "Read", map[string]any{"file_path": f}))
 	again := send(toolLine("e2", "Edit", map[string]any{"file_path": f, "old_string": "someone", "new_string": "me"}))
-	in.Close()
-	cmd.Wait()
+	p.close()
 	for _, r := range []map[string]any{w, e} {
 		if r["is_error"] != true || !strings.Contains(text(r), "has changed since it was read; Read it again") {
 			t.Errorf("%s after an outside change: %v", r["tool_use_id"], text(r))
@@ -245,14 +229,13 @@ func TestP4WorkdirWithGlobCharactersIsItsName(t *testing.T) {
 		os.WriteFile(filepath.Join(root, f), []byte(body), 0o644)
 	}
 	os.MkdirAll(filepath.Join(root, "policy/cue.mod"), 0o755)
-	writeFile(t, filepath.Join(root, "policy/cue.mod/module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(root, "policy/policy.cue"), `package policy
+	policydir.WriteIn(t, filepath.Join(root, "policy"), map[string]string{"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Read: schema.#Read, Grep: schema.#Grep}
 agent: "allowed-tools": ["Read(./src/**)", "Grep(.)", "Grep(./src/**)"]
-`)
+`})
 	replies := runServe(t, []string{"--policy", filepath.Join(root, "policy"), "--workdir", wd}, nil,
 		toolLine("r-in", "Read", map[string]any{"file_path": wd + "/src/a.txt"}),
 		toolLine("r-beside", "Read", map[string]any{"file_path": root + "/w1x/src/b.txt"}),

@@ -23,14 +23,13 @@ func TestR6GlobWalksNoLinkOutOfTheList(t *testing.T) {
 	if err := os.Symlink(outside, proj+"/gs"); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, root+"/policy/cue.mod/module.cue", policydir.Module)
-	writeFile(t, root+"/policy/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, root+"/policy", map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Glob: schema.#Glob, Grep: schema.#Grep}
 agent: "allowed-tools": ["Glob(%[1]s/**)", "Grep(%[1]s/**)"]
-`, proj))
+`, proj)})
 	var lines []string
 	for i, p := range []string{"**", "**/*name*", "gs/**", "*/*", "gs/deep/*"} {
 		lines = append(lines, toolUse(fmt.Sprint("glob", i), "Glob", map[string]any{"pattern": p, "path": proj}))

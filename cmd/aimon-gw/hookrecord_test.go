@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // hookAnswered is what a hook answered and what its decision log recorded,
@@ -95,8 +97,7 @@ func TestP16UnsealableTicketIsRefusedInTheDecision(t *testing.T) {
 	const uid = 61736
 	setpriv, bin, root, place := stateless(t, uid, "unsealed")
 	policy, wd := filepath.Join(root, "policy"), filepath.Join(root, "work")
-	writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	writeFile(t, filepath.Join(policy, "policy.cue"), strings.ReplaceAll(agentsPolicy, `sandbox: mode: "off"`, `sandbox: {}`))
+	policydir.WriteIn(t, policy, map[string]string{"policy.cue": strings.ReplaceAll(agentsPolicy, `sandbox: mode: "off"`, `sandbox: {}`)})
 	os.MkdirAll(wd, 0o755)
 	chownAll(t, root, uid, uid)
 

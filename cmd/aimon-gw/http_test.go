@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/testkit/authntest"
+	"aimon.dev/gw/internal/testkit/lockedbuf"
 	"aimon.dev/gw/internal/testkit/mcptest"
 )
 
@@ -77,14 +77,11 @@ type httpGW struct {
 	base   string
 	client *http.Client
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	stderr lockedbuf.Buffer
 	exited chan struct{}
 }
 
 func (g *httpGW) logs() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	return g.stderr.String()
 }
 
@@ -134,9 +131,7 @@ func listenHTTPEnv(t *testing.T, client *http.Client, env []string, args ...stri
 	go func() {
 		sc := bufio.NewScanner(errPipe)
 		for sc.Scan() {
-			g.mu.Lock()
 			g.stderr.Write(append(sc.Bytes(), '\n'))
-			g.mu.Unlock()
 			var l struct{ Msg, Addr string }
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "listening" {
 				addr <- l.Addr

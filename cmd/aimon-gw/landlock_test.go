@@ -26,15 +26,14 @@ func llLayout(t *testing.T, u gatewayUser, extra, deny string) (root, proj, poli
 	proj, policy = root+"/work/proj", root+"/policy"
 	os.MkdirAll(proj, 0o755)
 	os.MkdirAll(policy+"/cue.mod", 0o755)
-	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, policy, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Write: schema.#Write, Bash: schema.#Bash & {%[2]s}}
 agent: "allowed-tools": ["Write(%[1]s/**)", "Bash"]
 agent: "denied-tools": [%[3]s]
-`, proj, extra, deny))
+`, proj, extra, deny)})
 	mkdir, err := exec.LookPath("mkdir")
 	if err != nil {
 		t.Fatal(err)

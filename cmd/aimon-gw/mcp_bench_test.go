@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -24,16 +22,9 @@ import (
 func BenchmarkMCPCall(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir := b.TempDir()
-	for name, text := range map[string]string{
-		"cue.mod/module.cue": policydir.Module,
-		"policy.cue":         "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\nvalidation: \"enforce\"\nagent: \"allowed-tools\": [\"Echo\"]\n",
-	} {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
+	dir := policydir.Write(b, map[string]string{
+		"policy.cue": "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Echo: schema.#Echo\nvalidation: \"enforce\"\nagent: \"allowed-tools\": [\"Echo\"]\n",
+	})
 	gw := benchClient(b, ctx, func(in io.Reader, out io.Writer) {
 		if err := serveMCP(ctx, mcpParams{Surface: "agent", Policy: dir, Workdir: dir, Stdin: in, Stdout: out, Log: discard}); err != nil {
 			b.Error(err)

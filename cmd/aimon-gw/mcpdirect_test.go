@@ -144,13 +144,12 @@ func (s *mcpSession) end(t *testing.T) {
 // member, a _meta the SDK refuses).
 func TestR7MCPDirectAndSDKAnswerAlike(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
 	got := filepath.Join(dir, "frames")
-	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 servers: r: {command: [%q], env: AIMON_TEST_FRAMES: %q, expose: ["echo", "two", "image", "structured", "fails", "broken"], pin: false}
 agent: "allowed-tools": ["r__echo", "r__two", "r__image", "r__structured", "r__fails", "r__broken"]
-`, binary(t, relayServerPkg), got))
+`, binary(t, relayServerPkg), got)})
 	for _, version := range []string{"2025-06-18", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			meta := ""
@@ -273,13 +272,12 @@ func TestP15MCPDirectElicitsApproval(t *testing.T) {
 // on.
 func TestR2MCPCancelledUpstreamCallReachesTheServer(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
 	got := filepath.Join(dir, "frames")
-	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 servers: r: {command: [%q], env: AIMON_TEST_FRAMES: %q, expose: ["slow"], pin: false}
 agent: "allowed-tools": ["r__slow"]
-`, binary(t, relayServerPkg), got))
+`, binary(t, relayServerPkg), got)})
 	upstream := func(method string) []map[string]json.RawMessage {
 		b, _ := os.ReadFile(got)
 		var out []map[string]json.RawMessage
@@ -343,13 +341,12 @@ agent: "allowed-tools": ["r__slow"]
 // records are the SDK path's, and a clean result is written straight too.
 func TestP18MCPDirectWritesTheRedactedResult(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, dir+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 servers: r: {command: [%q], expose: ["echo"], pin: false}
 labels: secret: {content: ["aws-access-key"], redact: true}
 agent: "allowed-tools": ["r__echo"]
-`, binary(t, relayServerPkg)))
+`, binary(t, relayServerPkg))})
 	const token = "AKIAIOSFODNN7EXAMPLE"
 	frames := []string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,

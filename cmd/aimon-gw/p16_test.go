@@ -95,8 +95,7 @@ func p16Layout(t testing.TB, u gatewayUser, lists string) *p16Env {
 		os.MkdirAll(d, 0o755)
 	}
 	e.env = []string{"HOME=" + e.home, "XDG_CACHE_HOME=" + e.home + "/.cache", "XDG_STATE_HOME=" + e.home + "/.state"}
-	writeFile(t, e.policy+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, e.policy+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, e.policy, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
@@ -105,7 +104,7 @@ import "aimon.dev/gw/schema"
 tools: {Write: schema.#Write, Bash: schema.#Bash & {sandbox: exec: ["./**"]}}
 agent: "allowed-tools": ["Write(%[1]s/**)", "Bash"]
 %[2]s
-`, e.proj, lists))
+`, e.proj, lists)})
 	if err := os.WriteFile(e.key, []byte(strings.Repeat("p16-", 16)), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,7 @@ func p17Layout(t *testing.T, u gatewayUser) (proj, policy string) {
 	} {
 		writeFile(t, proj+"/"+name, content)
 	}
-	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, policy, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
@@ -39,7 +38,7 @@ tools: {Read: schema.#Read, Grep: schema.#Grep, Glob: schema.#Glob, Bash: schema
 agent: "allowed-tools": ["Read(%[1]s/**)", "Grep(%[1]s/**)", "Glob(%[1]s/**)", "Bash"]
 agent: "denied-tools": ["Read(**/.env)", "Read(%[1]s/secret/**)"]
 agent: "ask-tools": ["Read(%[1]s/asked/**)"]
-`, proj))
+`, proj)})
 	if u.uid >= 0 {
 		chownAll(t, root, u.uid, u.gid)
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,35 +174,7 @@ func TestP18FlowAskIsApprovedOnce(t *testing.T) {
 	t.Parallel()
 	dir, wd, page := p18Setup(t)
 	touch := filepath.Join(wd, "touched")
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", wd)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	replies := bufio.NewReader(out)
-	send := func(line string) map[string]any {
-		t.Helper()
-		if _, err := io.WriteString(in, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		reply, err := replies.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no reply to %s: %v", line, err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(reply), &m); err != nil {
-			t.Fatalf("reply %q: %v", reply, err)
-		}
-		return m
-	}
+	send := startServeProc(t, "--policy", dir, "--workdir", wd).send
 	if r := send(p18Line("read_1", "Read", map[string]any{"file_path": page})); r["is_error"] != false {
 		t.Fatalf("the read of the page: %v", r)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"aimon.dev/gw/internal/testkit/need"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP18PlainHookRecordsForReplayWithoutState: with --decision-log-calls,
@@ -24,11 +25,9 @@ func TestP18PlainHookRecordsForReplayWithoutState(t *testing.T) {
 	t.Parallel()
 	const uid = 61734
 	setpriv, bin, root, place := stateless(t, uid, "plain")
-	module := "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
 	head := "package policy\n\nimport \"aimon.dev/gw/schema/claudecode\"\n\ntools: {Read: claudecode.#Read, Write: claudecode.#Write}\nagent: \"allowed-tools\": [\"Read\", \"Write(/tmp/**)\"]\n"
 	for name, body := range map[string]string{"plain": head, "labelled": head + "labels: untrusted: {entries: [\"Read\"], trusted: [\"Read(/tmp/**)\"]}\n"} {
-		writeFile(t, filepath.Join(root, name, "cue.mod", "module.cue"), module)
-		writeFile(t, filepath.Join(root, name, "policy.cue"), body)
+		policydir.WriteIn(t, filepath.Join(root, name), map[string]string{"policy.cue": body})
 	}
 	chownAll(t, root, uid, uid)
 

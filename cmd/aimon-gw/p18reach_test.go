@@ -29,8 +29,7 @@ func TestP18LabelsJudgeWhereTheReadLeads(t *testing.T) {
 		}
 	}
 	policy := filepath.Join(root, "policy")
-	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, policy, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
@@ -40,7 +39,7 @@ agent: {
 	"allowed-tools": ["Read", "Grep", "Write(%[1]s/**)"]
 	when: untrusted: "denied-tools": ["Write(%[1]s/**)"]
 }
-`, proj))
+`, proj)})
 	for i, c := range []struct {
 		note, tool string
 		input      map[string]any

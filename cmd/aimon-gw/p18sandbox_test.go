@@ -48,8 +48,7 @@ print("STATUS", r.returncode)
 subprocess.run(["git", "-C", %[1]q + "/proj/w", "push", "-q", %[1]q + "/remote.git", "master:" + tag])
 `, root))
 	policy = root + "/policy"
-	writeFile(t, policy+"/cue.mod/module.cue", policydir.Module)
-	writeFile(t, policy+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(t, policy, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
@@ -63,7 +62,7 @@ agent: {
 	}
 }
 validation: "enforce"
-`, root+"/remote.git", root))
+`, root+"/remote.git", root)})
 	return root, policy
 }
 

@@ -20,7 +20,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"aimon.dev/gw/internal/testkit/lockedbuf"
 	"aimon.dev/gw/internal/testkit/need"
 	"aimon.dev/gw/internal/testkit/policydir"
 )
@@ -101,8 +100,7 @@ func TestR10ACallWhoseRecordCannotBeWrittenDoesNotRun(t *testing.T) {
 				os.Mkdir(work, 0o777)
 				os.Chmod(work, 0o777)
 				policy := filepath.Join(base, "policy")
-				writeFile(t, filepath.Join(policy, "cue.mod", "module.cue"), policydir.Module)
-				writeFile(t, filepath.Join(policy, "policy.cue"), "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Write: schema.#Write\nagent: \"allowed-tools\": [\"Write(./**)\"]\n")
+				policydir.WriteIn(t, policy, map[string]string{"policy.cue": "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Write: schema.#Write\nagent: \"allowed-tools\": [\"Write(./**)\"]\n"})
 				filepath.Walk(policy, func(p string, _ os.FileInfo, _ error) error { return os.Chmod(p, 0o755) })
 				write := func(id string) string {
 					return fmt.Sprintf(`{"type":"tool_use","id":%q,"name":"Write","input":{"file_path":%q,"content":"x"}}`, id, filepath.Join(work, id))
@@ -497,14 +495,7 @@ func TestR10RetryOfASilentServerIsBounded(t *testing.T) {
 	dir := echoBeside(t, `servers: mute: {command: [%[1]q, "60.75"], expose: ["x"], pin: false, timeout: "1s"}
 agent: "allowed-tools": ["Echo", "mute__x"]
 `)
-	cmd := exec.Command(gatewayBinary(t), "--log-level", "debug", "serve", "--policy", dir, "--cache", "off")
-	in, _ := cmd.StdinPipe()
-	var stderr lockedbuf.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); cmd.Wait() }()
+	stderr := &startPiped(t, nil, gatewayBinary(t), "--log-level", "debug", "serve", "--policy", dir, "--cache", "off").stderr
 	const retried = "an upstream server is still unavailable"
 	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), retried); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -33,14 +33,13 @@ func TestR8ALinkTheGatewayReadsThroughIsNotTheCommands(t *testing.T) {
 			for _, d := range []string{proj, real + "/cue.mod", root + "/links", root + "/evil"} {
 				os.MkdirAll(d, 0o755)
 			}
-			writeFile(t, real+"/cue.mod/module.cue", policydir.Module)
-			writeFile(t, real+"/policy.cue", `package policy
+			policydir.WriteIn(t, real, map[string]string{"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Bash: schema.#Bash, Write: schema.#Write}
-agent: "allowed-tools": ["Bash", "Write(`+proj+`/**)"]
-`)
+agent: "allowed-tools": ["Bash", "Write(` + proj + `/**)"]
+`})
 			for _, l := range []string{proj + "/.policy", root + "/links/policy"} {
 				if err := os.Symlink(real, l); err != nil {
 					t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,15 +42,14 @@ func sandboxRoot(t *testing.T) string {
 	for _, d := range []string{"allowed/docs", "outside", "allowed/policy/cue.mod"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
-	writeFile(t, filepath.Join(root, "allowed/policy/cue.mod/module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(root, "allowed/policy/policy.cue"), fmt.Sprintf(`package policy
+	policydir.WriteIn(t, filepath.Join(root, "allowed/policy"), map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
 tools: {Read: schema.#Read, Write: schema.#Write, Edit: schema.#Edit, Bash: schema.#Bash}
 agent: "allowed-tools": ["Read(%[1]s/allowed/**)", "Write(%[1]s/allowed/**)", "Edit(%[1]s/allowed/**)", "Bash"]
 subagents: docs: "allowed-tools": ["Write(%[1]s/allowed/docs/**)", "Bash"]
-`, root))
+`, root)})
 	if out, err := exec.Command("git", "init", "-q", filepath.Join(root, "allowed")).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
@@ -235,17 +233,11 @@ func TestR6NoDescendantOutlivesAKilledGateway(t *testing.T) {
 	t.Parallel()
 	needBwrap(t)
 	root := sandboxRoot(t)
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", filepath.Join(root, "allowed/policy"), "--workdir", filepath.Join(root, "allowed"))
-	in, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(in, bashLine("long", "bash -c 'sleep 1003.5'"))
+	p := startServeProc(t, "--policy", filepath.Join(root, "allowed/policy"), "--workdir", filepath.Join(root, "allowed"))
+	p.write(bashLine("long", "bash -c 'sleep 1003.5'"))
 	waitStarted(t, "1003.5")
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	bufio.NewReader(stdout).ReadString('\n')
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.close()
 	waitGone(t, "1003.5")
 }
 

@@ -111,9 +111,8 @@ const reloadHeader = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools:
 func TestR3ServeFollowsPolicyEdits(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": reloadHeader + `agent: "allowed-tools": ["Echo"]` + "\n"})
 	policyFile := filepath.Join(dir, "policy.cue")
-	writeFile(t, policyFile, reloadHeader+`agent: "allowed-tools": ["Echo"]`+"\n")
 	s := startServe(t, dir)
 
 	first := s.send(`{"type":"status"}`)
@@ -153,8 +152,7 @@ func TestR3ServeFollowsPolicyEdits(t *testing.T) {
 // TestR3SIGHUPReloads: SIGHUP reloads even when no event was seen.
 func TestR3SIGHUPReloads(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(dir, "policy.cue"), reloadHeader)
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": reloadHeader})
 	s := startServe(t, dir)
 	s.send(`{"type":"status"}`)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -180,9 +178,8 @@ func pluginPids(path string) []string {
 func TestR4ReloadStopsDroppedPlugin(t *testing.T) {
 	bin := wordcount(t)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": reloadHeader + "tools: WordCount: plugin: command: [\"" + bin + "\"]\n"})
 	policyFile := filepath.Join(dir, "policy.cue")
-	writeFile(t, policyFile, reloadHeader+"tools: WordCount: plugin: command: [\""+bin+"\"]\n")
 	s := startServe(t, dir)
 	if r := s.send(`{"type":"tool_use","id":"w","name":"WordCount","input":{"text":"a b"}}`); r["is_error"] != false {
 		t.Fatalf("WordCount: %v", r)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"aimon.dev/gw/internal/testkit/lockedbuf"
 )
 
 // TestR3TwoFileEditGoesInForceWhole: an edit of two files renamed into
@@ -26,27 +22,18 @@ agent: "allowed-tools": ["Echo", if _x != _y {"Glob"}]
 `)
 	writeFile(t, filepath.Join(dir, "a.cue"), "package policy\n\n_x: \"1\"\n")
 	writeFile(t, filepath.Join(dir, "b.cue"), "package policy\n\n_y: \"1\"\n")
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off") // the default --settle
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	var stderr lockedbuf.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); cmd.Wait() }()
+	p := startServeProc(t, "--policy", dir, "--workdir", dir, "--cache", "off") // the default --settle
+	stderr := &p.stderr
 	stop := make(chan struct{})
 	defer close(stop)
 	cpuLoad(stop)
 	edited := make(chan struct{})
-	sc := bufio.NewScanner(out)
 	call := func(i int) map[string]any {
-		fmt.Fprintf(in, `{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.cue"}}`+"\n", i)
-		if !sc.Scan() {
+		p.write(fmt.Sprintf(`{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.cue"}}`, i))
+		r, ok := p.next()
+		if !ok {
 			t.Fatalf("serve ended: %s", stderr.String())
 		}
-		var r map[string]any
-		json.Unmarshal(sc.Bytes(), &r)
 		return r
 	}
 calls:
@@ -133,19 +120,11 @@ agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs
 	files("2")
 	git("commit", "-q", "-am", "two")
 	git("checkout", "-q", "main")
-	cmd := exec.Command(gatewayBinary(t), "serve", "--policy", dir, "--workdir", dir, "--cache", "off")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	var stderr lockedbuf.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); cmd.Wait() }()
+	p := startServeProc(t, "--policy", dir, "--workdir", dir, "--cache", "off")
+	stderr := &p.stderr
 	stop := make(chan struct{})
 	defer close(stop)
 	cpuLoad(stop) // beside the checkout
-	sc := bufio.NewScanner(out)
 	for i := 0; ; i++ {
 		if i == 4 {
 			checkout := exec.Command(gitBin, "-C", dir, "checkout", "-q", "two")
@@ -154,12 +133,11 @@ agent: "allowed-tools": ["Echo", if list.Contains(_vs, "1") && list.Contains(_vs
 			}
 			defer checkout.Wait()
 		}
-		fmt.Fprintf(in, `{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.md"}}`+"\n", i)
-		if !sc.Scan() {
+		p.write(fmt.Sprintf(`{"type":"tool_use","id":"g%d","name":"Glob","input":{"pattern":"*.md"}}`, i))
+		r, ok := p.next()
+		if !ok {
 			t.Fatalf("serve ended: %s", stderr.String())
 		}
-		var r map[string]any
-		json.Unmarshal(sc.Bytes(), &r)
 		if r["is_error"] != true {
 			t.Fatalf("call %d: Glob allowed: a half-way checkout was in force: %v\n%s", i, r, stderr.String())
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,13 +15,12 @@ import (
 
 func bashPolicy(t *testing.T) string {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeFile(t, filepath.Join(dir, "policy.cue"), `package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"
 
 tools: Bash: schema.#Bash & {sandbox: mode: "off"}
-`)
+`})
 	return dir
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,8 +50,8 @@ func TestR10ApprovalRunsOnceAcrossProcessesAndRestarts(t *testing.T) {
 			args = append(args, "--state", st.flag)
 		}
 		tok := askToken(t, runServe(t, args, nil, toolLine("ask", "Read", map[string]any{"file_path": "secret/a"}))[0])
-		a := newLineSession(t, args)
-		b := newLineSession(t, args)
+		a := startServeProc(t, args...)
+		b := startServeProc(t, args...)
 		if r := a.send(approvedRead("a", "secret/a", tok)); r["is_error"] != false || !strings.Contains(text(r), "the secret") {
 			t.Fatalf("%s: the approved call must run on the first process: %v", st.name, r)
 		}
@@ -133,8 +132,8 @@ func TestR10ApprovalRunsOnceAcrossReplicasThroughRedis(t *testing.T) {
 	dir, wd := askSetup(t)
 	key := approvalKey(t)
 	args := []string{"--policy", dir, "--workdir", wd, "--approval-key", key, "--state", "redis://" + addr}
-	a := newLineSession(t, args)
-	b := newLineSession(t, args)
+	a := startServeProc(t, args...)
+	b := startServeProc(t, args...)
 	for round := range 100 {
 		tok := askToken(t, a.send(toolLine(fmt.Sprintf("ask%d", round), "Read", map[string]any{"file_path": "secret/a"})))
 		var wg sync.WaitGroup
@@ -188,60 +187,6 @@ func TestR10ApprovalRunsOnceAcrossReplicasThroughRedis(t *testing.T) {
 	}
 	if s := readyz(); !strings.Contains(s, "degraded: approved calls are refused, as are the calls a limit counts") || !strings.Contains(s, addr) {
 		t.Errorf("/readyz with Redis down must say why approved calls are refused: %q", s)
-	}
-}
-
-// lineSession is a serve process read a line at a time.
-type lineSession struct {
-	t   *testing.T
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-	mu  sync.Mutex
-}
-
-func newLineSession(t *testing.T, args []string) *lineSession {
-	t.Helper()
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve"}, args...)...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &lineSession{t: t, cmd: cmd, in: in, out: bufio.NewReader(out)}
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *lineSession) send(line string) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
-		s.t.Errorf("serve: %v", err)
-		return nil
-	}
-	l, err := s.out.ReadBytes('\n')
-	var m map[string]any
-	if err != nil || json.Unmarshal(l, &m) != nil {
-		s.t.Errorf("serve's reply %q: %v", l, err)
-	}
-	return m
-}
-
-func (s *lineSession) close() {
-	if s.in == nil {
-		return
-	}
-	s.in.Close()
-	s.in = nil
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
 	}
 }
 

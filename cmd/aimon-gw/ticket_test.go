@@ -309,8 +309,7 @@ agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
 	r := newClaudeRun(t, policy)
 	p := func(name string) string { return filepath.Join(r.project, name) }
 	// What the session could have written with allowed calls.
-	writeFile(t, p("agent/cue.mod/module.cue"), policydir.Module)
-	writeFile(t, p("agent/policy.cue"), "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Bash: schema.#Bash & {sandbox: mode: \"off\"}\nagent: \"allowed-tools\": [\"Bash\"]\n")
+	policydir.WriteIn(t, p("agent"), map[string]string{"policy.cue": "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: Bash: schema.#Bash & {sandbox: mode: \"off\"}\nagent: \"allowed-tools\": [\"Bash\"]\n"})
 	own := shellQuote(gatewayBinary(t)) + " exec --approved --policy ./agent --workdir . -- 'touch own.txt'"
 	key := filepath.Join(ticket.Dir(), ticket.KeyName)
 	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{

@@ -35,12 +35,11 @@ import (
 func BenchmarkUpstreamFrontEnds(b *testing.B) {
 	bin := fsServer(b)
 	dir := b.TempDir()
-	writeFile(b, dir+"/cue.mod/module.cue", policydir.Module)
-	writeFile(b, dir+"/policy.cue", fmt.Sprintf(`package policy
+	policydir.WriteIn(b, dir, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 servers: fs: {command: [%q], expose: ["echo"], pin: false}
 agent: "allowed-tools": ["fs__echo"]
-`, bin))
+`, bin)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -14,25 +14,13 @@ import (
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/defaultpolicy"
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // writePolicy lays out a policy module in a temporary directory.
 func writePolicy(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if _, ok := files["cue.mod/module.cue"]; !ok {
-		files["cue.mod/module.cue"] = "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
-	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return policydir.Write(t, files)
 }
 
 const header = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"

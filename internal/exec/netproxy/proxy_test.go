@@ -13,11 +13,11 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"aimon.dev/gw/internal/core/hostpattern"
+	"aimon.dev/gw/internal/testkit/lockedbuf"
 )
 
 // resolver maps names to addresses, as DNS would answer.
@@ -273,9 +273,8 @@ func TestR8ProxyIdleTimeout(t *testing.T) {
 func TestR8ProxyBoundsConnections(t *testing.T) {
 	up := holdServer(t, "", 0, 0)
 	allow, _ := hostpattern.Parse([]string{up})
-	var log strings.Builder
-	var mu sync.Mutex
-	p := &Proxy{Allow: allow, MaxConns: 2, Log: slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &mu}, nil))}
+	var log lockedbuf.Buffer
+	p := &Proxy{Allow: allow, MaxConns: 2, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	proxy := serveProxy(t, p)
 	var rest []byte
 	tunnel := func() (net.Conn, string) {
@@ -319,11 +318,9 @@ func TestR8ProxyBoundsConnections(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	open[1].Close()
-	mu.Lock()
-	if !strings.Contains(log.String(), "beyond its bound") {
-		t.Errorf("the refusal is not logged:\n%s", log.String())
+	if logs := log.String(); !strings.Contains(logs, "beyond its bound") {
+		t.Errorf("the refusal is not logged:\n%s", logs)
 	}
-	mu.Unlock()
 	for _, tc := range []struct {
 		note string
 		max  int
@@ -349,16 +346,4 @@ func TestR8ProxyBoundsConnections(t *testing.T) {
 			c.Close()
 		}
 	}
-}
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	testneed "aimon.dev/gw/internal/testkit/need"
 	"aimon.dev/gw/tools"
 )
 
@@ -15,18 +15,10 @@ import (
 func need(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bwrap with user namespaces is needed and cannot run here: %v", err)
-		}
-		t.Skip(err)
+		testneed.Missing(t, "bwrap with user namespaces is needed and cannot run here: %v", err)
 	}
 	// The filter's cases make their system calls from python3.
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("python3 is needed to make the refused system calls: %v; .ci/run installs it", err)
-		}
-		t.Skip(err)
-	}
+	testneed.Command(t, "python3", "it makes the refused system calls; .ci/run installs it")
 }
 
 // run runs a bash script in sb with dir as working directory.
@@ -170,9 +162,7 @@ func TestR8WorkdirUnderTmpStaysWritable(t *testing.T) {
 }
 
 func TestR8NoSandboxWithoutBwrap(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("no bwrap")
-	}
+	// The sentence is made from bwrap's own output: no bwrap is needed.
 	var e error = &bwrapError{err: os.ErrPermission, out: "No permissions to create new namespace"}
 	if !strings.Contains(e.Error(), "user namespaces") {
 		t.Errorf("the sentence does not say what is missing: %v", e)

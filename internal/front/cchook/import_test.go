@@ -19,6 +19,7 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // TestP14ImportIsNeverLooser is the import differential: for a corpus of
@@ -91,10 +92,7 @@ func TestP14ImportIsNeverLooser(t *testing.T) {
 // loadSource loads a policy of one file, src, in a module of its own.
 func loadSource(t *testing.T, src, wd string) *provision.Generation {
 	t.Helper()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(src), 0o644)
+	dir := policydir.Write(t, map[string]string{"policy.cue": src})
 	h := pluginhost.New(slog.New(slog.DiscardHandler))
 	t.Cleanup(h.Close)
 	gen, err := reload.Load(context.Background(), reload.Registry(h, &provision.Upstreams{}), dir, wd, 0)

@@ -38,16 +38,14 @@ func (tp traceparent) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestR7TracesAnMCPCallOverHTTP(t *testing.T) {
 	tr, exp := tracing(t)
 	m := NewMetrics()
-	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeTestFile(t, filepath.Join(dir, "policy.cue"), `package policy
+	dir := policydir.Write(t, map[string]string{"policy.cue": `package policy
 
 import "aimon.dev/gw/schema"
 
 tools: Echo: schema.#Echo
 agent: "allowed-tools": ["Echo"]
 principals: alice: {subject: "alice", surface: ["agent"]}
-`)
+`})
 	sum := sha256.Sum256([]byte("tok-alice"))
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	writeTestFile(t, tokens, "sha256:"+hex.EncodeToString(sum[:])+" alice\n")

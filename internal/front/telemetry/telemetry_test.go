@@ -342,8 +342,7 @@ func TestR4MetricsShowUpstreamHealth(t *testing.T) {
 	echo := mcptest.NewEcho(t, "s3cret")
 	t.Setenv("AIMON_TEST_TOKEN", "s3cret")
 	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
-	writeTestFile(t, filepath.Join(dir, "policy.cue"), fmt.Sprintf(`package policy
+	policydir.WriteIn(t, dir, map[string]string{"policy.cue": fmt.Sprintf(`package policy
 
 import "aimon.dev/gw/schema"
 
@@ -351,7 +350,7 @@ servers: gone: {command: [%q], expose: ["read_file"], pin: false}
 servers: web: {url: %q, headers: Authorization: "Bearer ${AIMON_TEST_TOKEN}", expose: "*", pin: false}
 tools: Echo: schema.#Echo
 agent: "allowed-tools": ["Echo", "gone__read_file", "web__echo"]
-`, filepath.Join(dir, "no-such-server"), echo.URL))
+`, filepath.Join(dir, "no-such-server"), echo.URL)})
 	m := NewMetrics()
 	rt, err := reload.Start(t.Context(), reload.Options{Dir: dir, Gateway: gateway.Options{Workdir: dir}})
 	if err != nil {

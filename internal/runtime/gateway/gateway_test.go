@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/exec/builtin"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/testkit/lockedbuf"
+	"aimon.dev/gw/internal/testkit/policydir"
 	"aimon.dev/gw/tools"
 )
 
@@ -60,32 +59,16 @@ func provisioned(t testing.TB, gen *policy.Generation, plugins fakePlugins) *pro
 
 // newGateway loads the policy body and returns a gateway on it whose logs
 // go to the returned buffer.
-func newGateway(t testing.TB, body string, plugins fakePlugins) (*Gateway, *bytes.Buffer) {
+func newGateway(t testing.TB, body string, plugins fakePlugins) (*Gateway, *lockedbuf.Buffer) {
 	t.Helper()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(header+body), 0o644)
-	gen, err := policy.Load(dir)
+	gen, err := policy.Load(policydir.Write(t, map[string]string{"policy.cue": header + body}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs lockedbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := Options{Workdir: t.TempDir(), Logger: log}
 	return New(provisioned(t, gen, plugins), o), &logs
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func handle(t *testing.T, g *Gateway, line string) map[string]any {

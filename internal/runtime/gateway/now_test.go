@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/exec/builtin"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/testkit/policydir"
 	"aimon.dev/gw/tools"
 )
 
@@ -36,14 +35,11 @@ func (k gatedServer) Bind(ctx context.Context, t *policy.Tool) (provision.Bindin
 // srv, held until the returned channel is closed.
 func waitingGateway(t *testing.T) (*Gateway, *provision.Generation, chan struct{}) {
 	t.Helper()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte("module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte(header+`tools: Echo: schema.#Echo
+	dir := policydir.Write(t, map[string]string{"policy.cue": header + `tools: Echo: schema.#Echo
 validation: "enforce"
 servers: srv: {command: ["/bin/true"], expose: ["x"], pin: false}
 agent: "allowed-tools": ["Echo", "srv__x"]
-`), 0o644)
+`})
 	gen, err := policy.Load(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"aimon.dev/gw/internal/core/defaultpolicy"
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 const head = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Bash: schema.#Bash, Read: schema.#Read}\n"
@@ -21,10 +22,7 @@ const head = "package policy\n\nimport \"aimon.dev/gw/schema\"\n\ntools: {Bash: 
 // module writes a policy module and returns its directory.
 func module(t *testing.T, policyCue string) string {
 	t.Helper()
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "cue.mod", "module.cue"), "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n")
-	write(t, filepath.Join(dir, "policy.cue"), policyCue)
-	return dir
+	return policydir.Write(t, map[string]string{"policy.cue": policyCue})
 }
 
 func write(t *testing.T, p, s string) {

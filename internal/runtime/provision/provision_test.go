@@ -32,11 +32,7 @@ func (k *counting) Bind(_ context.Context, t *policy.Tool) (Binding, error) {
 
 func load(t *testing.T, body string) *policy.Generation {
 	t.Helper()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "cue.mod"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cue.mod", "module.cue"), []byte(policydir.Module), 0o644)
-	os.WriteFile(filepath.Join(dir, "policy.cue"), []byte("package policy\n\nimport \"aimon.dev/gw/schema\"\n\n"+body), 0o644)
-	g, err := policy.Load(dir)
+	g, err := policy.Load(policydir.Write(t, map[string]string{"policy.cue": "package policy\n\nimport \"aimon.dev/gw/schema\"\n\n" + body}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,12 @@ import (
 
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/testkit/lockedbuf"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // waitLimit bounds every wait for a reload: it is a deadline against a hang,
 // never a measure of speed (that is the benchmarks' job).
 const waitLimit = 30 * time.Second
-
-const moduleFile = "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
 
 // source is a policy.cue offering the named built-ins, all allowed to the agent.
 func source(tools ...string) string {
@@ -54,12 +53,7 @@ func write(t testing.TB, path, data string) {
 // returns it; it lies in a temporary parent the test may also use.
 func policyDir(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "policy")
-	write(t, filepath.Join(dir, "cue.mod", "module.cue"), moduleFile)
-	for name, data := range files {
-		write(t, filepath.Join(dir, name), data)
-	}
-	return dir
+	return policydir.WriteIn(t, filepath.Join(t.TempDir(), "policy"), files)
 }
 
 // revision is the revision policy.Load gives files, wherever they lie: the
@@ -160,8 +154,6 @@ func (h *harness) drain() {
 		}
 	}
 }
-
-var execLookPath = exec.LookPath
 
 // runIn runs a command in dir, with a clean git environment.
 func runIn(dir, name string, args ...string) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 // idle returns a watcher that is not run, so that a test can feed it events.
@@ -108,7 +109,7 @@ func TestR3EventsThatReload(t *testing.T) {
 // module's cue.mod are watched, and the package's files in them count.
 func TestR3WatchesUpToModuleRoot(t *testing.T) {
 	root := t.TempDir()
-	write(t, filepath.Join(root, "cue.mod", "module.cue"), moduleFile)
+	write(t, filepath.Join(root, "cue.mod", "module.cue"), policydir.Module)
 	dir := filepath.Join(root, "a", "b")
 	write(t, filepath.Join(dir, "policy.cue"), source("Echo"))
 	w := idle(t, dir)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/need"
+	"aimon.dev/gw/internal/testkit/policydir"
 )
 
 var posRE = regexp.MustCompile(`policy\.cue:\d+:\d+`)
@@ -202,10 +204,7 @@ func TestR3BurstOfManyFilesGivesOneReload(t *testing.T) {
 
 // A git checkout rewrites, adds and removes files at once.
 func TestR3GitCheckout(t *testing.T) {
-	git, err := execLookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
-	}
+	git := need.Command(t, "git", "apt-get install git")
 	dir := policyDir(t, manyFiles(60, "A"))
 	run := func(args ...string) {
 		t.Helper()
@@ -290,7 +289,7 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 		{"removed and recreated",
 			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(dir)) },
 			func(t *testing.T, dir, data string) {
-				write(t, filepath.Join(dir, "cue.mod", "module.cue"), moduleFile)
+				write(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 				write(t, filepath.Join(dir, "policy.cue"), data)
 			}, 0},
 		{"renamed away and back",
@@ -303,7 +302,7 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(dir)) },
 			func(t *testing.T, dir, data string) {
 				staged := dir + ".new"
-				write(t, filepath.Join(staged, "cue.mod", "module.cue"), moduleFile)
+				write(t, filepath.Join(staged, "cue.mod", "module.cue"), policydir.Module)
 				write(t, filepath.Join(staged, "lib", "x.cue"), "package lib\n")
 				write(t, filepath.Join(staged, "policy.cue"), data)
 				must(t, os.Rename(staged, dir))
@@ -311,7 +310,7 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 		{"its parent removed and recreated",
 			func(t *testing.T, dir, _ string) { must(t, os.RemoveAll(filepath.Dir(dir))) },
 			func(t *testing.T, dir, data string) {
-				write(t, filepath.Join(dir, "cue.mod", "module.cue"), moduleFile)
+				write(t, filepath.Join(dir, "cue.mod", "module.cue"), policydir.Module)
 				write(t, filepath.Join(dir, "policy.cue"), data)
 			}, 20 * time.Millisecond}, // nothing is left to watch: found by polling
 	}
@@ -353,7 +352,7 @@ func TestR3DirectoryRemovedAndRestored(t *testing.T) {
 // are policy too.
 func TestR3ModuleRootAboveDirectory(t *testing.T) {
 	root := t.TempDir()
-	write(t, filepath.Join(root, "cue.mod", "module.cue"), moduleFile)
+	write(t, filepath.Join(root, "cue.mod", "module.cue"), policydir.Module)
 	write(t, filepath.Join(root, "policies", "main", "policy.cue"), source("Read", "Echo"))
 	dir := filepath.Join(root, "policies", "main")
 	h := start(t, dir, Options{})
@@ -368,7 +367,7 @@ func TestR3ModuleRootAboveDirectory(t *testing.T) {
 	if !strings.Contains(s.LastError, "module") {
 		t.Errorf("LastError = %q; want the module file's problem", s.LastError)
 	}
-	write(t, filepath.Join(root, "cue.mod", "module.cue"), moduleFile)
+	write(t, filepath.Join(root, "cue.mod", "module.cue"), policydir.Module)
 	h.waitFor(t, "the repaired module", func(s Status) bool { return s.LastError == "" })
 }
 

@@ -17,7 +17,14 @@ const Module = "module: \"example.com/p@v0\"\nlanguage: version: \"v0.12.0\"\n"
 // the directory.
 func Write(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return WriteIn(t, t.TempDir(), files)
+}
+
+// WriteIn is Write into dir, made if it is not there: for a policy that
+// must lie at a given place (beside a project, under a root the test
+// owns, where a process of another user can read it).
+func WriteIn(t testing.TB, dir string, files map[string]string) string {
+	t.Helper()
 	if _, ok := files["cue.mod/module.cue"]; !ok {
 		write(t, dir, "cue.mod/module.cue", Module)
 	}
