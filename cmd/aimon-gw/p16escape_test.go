@@ -81,18 +81,7 @@ if pid > 0:
 // the flag (the control's fork) runs as before.
 func TestP16UntracedClonesAreRefused(t *testing.T) {
 	t.Parallel()
-	touch, err := exec.LookPath("touch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm, err := exec.LookPath("rm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mkdir, err := exec.LookPath("mkdir")
-	if err != nil {
-		t.Fatal(err)
-	}
+	touch, rm, mkdir := lookPaths(t, "touch", "rm", "mkdir")
 	p16Escapes(t, func(t *testing.T, e *p16Env) []p16Escape {
 		writeFile(t, e.proj+"/u.py", p16Untraced)
 		writeFile(t, e.proj+"/f.py", strings.ReplaceAll(p16Untraced, "0x00800000 | 17", "17"))
@@ -101,6 +90,59 @@ func TestP16UntracedClonesAreRefused(t *testing.T) {
 			{"rm", "python3 u.py " + rm + " victim", "untraced", "CLONE_UNTRACED"},
 		}
 	}, p16Escape{"fork", "python3 f.py " + mkdir + " forked", "forked", ""})
+}
+
+// p16Threaded runs its arguments from a thread of its own: with run, as
+// a child the thread starts (subprocess, a vfork from that thread); with
+// exec, by executing them on that thread, which takes the process over;
+// with clone, in a process cloned with no exit signal (reported as a
+// clone, not a fork).
+const p16Threaded = `import ctypes, os, subprocess, sys, threading
+how, argv = sys.argv[1], sys.argv[2:]
+def clone():
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = libc.syscall(56, 0, 0, 0, 0, 0)
+    if pid == 0:
+        os.execv(argv[0], argv)
+    if pid > 0:
+        os.waitpid(pid, 0x40000000)
+t = threading.Thread(target={"run": lambda: subprocess.run(argv), "exec": lambda: os.execv(argv[0], argv), "clone": clone}[how])
+t.start()
+t.join()
+`
+
+// TestP16ThreadsOfTheCommandAreFollowed: the tracer follows the threads
+// of the command as they are made (the launcher's own are not followed,
+// which the command's exec ends), so a program a thread starts, one a
+// thread executes, and one a process cloned with no exit signal executes
+// are judged as the main thread's: the denied touch and the asked rm do
+// not run; the same from a thread with mkdir runs.
+func TestP16ThreadsOfTheCommandAreFollowed(t *testing.T) {
+	t.Parallel()
+	touch, rm, mkdir := lookPaths(t, "touch", "rm", "mkdir")
+	p16Escapes(t, func(t *testing.T, e *p16Env) []p16Escape {
+		writeFile(t, e.proj+"/t.py", p16Threaded)
+		var out []p16Escape
+		for _, how := range []string{"run", "exec", "clone"} {
+			out = append(out, p16Escape{how + " touch", "python3 t.py " + how + " " + touch + " " + how, how, "Bash(touch:*)"},
+				p16Escape{how + " rm", "python3 t.py " + how + " " + rm + " victim", how, "Bash(rm:*)"})
+		}
+		return out
+	}, p16Escape{"a thread's mkdir", "python3 t.py run " + mkdir + " threaded", "threaded", ""})
+}
+
+// lookPaths are where three programs are on PATH.
+func lookPaths(t *testing.T, a, b, c string) (string, string, string) {
+	t.Helper()
+	var out [3]string
+	for i, n := range []string{a, b, c} {
+		p, err := exec.LookPath(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = p
+	}
+	return out[0], out[1], out[2]
 }
 
 // p16Loader is the dynamic loader of the system's programs (PT_INTERP).

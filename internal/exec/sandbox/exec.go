@@ -33,14 +33,14 @@ const traceArgs = 7
 // withTrace opened, Finish removes g. The tracer is the launcher's binary,
 // on its descriptor launcherFD in cmd: the file chosen and checked once
 // (program.go), not a path looked up again.
-func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, g *pidsGroup, launcherFD int) error {
+func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, launcher string, g *pidsGroup, launcherFD int) error {
 	exe := cmd.ExtraFiles[launcherFD-3].Name()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "trace-control"), os.NewFile(uintptr(pair[1]), "trace-control")
-	spec := trace.Spec{Decided: decided, Programs: programs(j.Names), Entries: len(j.Names) > 0}
+	spec := trace.Spec{Decided: decided, Launcher: launcher, Programs: programs(j.Names), Entries: len(j.Names) > 0}
 	if spec.Entries {
 		spec.Loaders = loaders(spec.Programs)
 		spec.Interpreters = interpreters(spec.Programs)

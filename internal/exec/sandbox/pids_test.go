@@ -278,7 +278,7 @@ func traceAlone(cmd *exec.Cmd, g *pidsGroup) error {
 		return err
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-	return withTrace(cmd, allowAll(), nil, g, 2+len(cmd.ExtraFiles))
+	return withTrace(cmd, allowAll(), nil, "", g, 2+len(cmd.ExtraFiles))
 }
 
 // TestR8NoPidsGroupWhereNoneCanBeMade: a directory that is not a pids

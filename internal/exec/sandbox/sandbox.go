@@ -154,7 +154,7 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
 			decided = append(decided, filepath.Base(argv[i+1]))
 		}
-		if err := withTrace(cmd, sb.Exec, decided, traced, launcherFD); err != nil {
+		if err := withTrace(cmd, sb.Exec, decided, launcher, traced, launcherFD); err != nil {
 			if traced != nil {
 				traced.procs.Close()
 				removeGroup(traced.dir)

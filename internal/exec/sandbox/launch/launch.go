@@ -16,7 +16,6 @@ package launch
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,8 +45,10 @@ func init() {
 
 func launch(args []string) error {
 	// Landlock binds the thread that restricts itself: the exec must be
-	// made by the same one.
-	runtime.LockOSThread()
+	// made by the same one. This runs in the package's init, which Go
+	// runs on the main thread, locked to it (runtime.main): no
+	// LockOSThread, which would start a thread more (the tracer's quiet
+	// launcher relies on the exec being the main thread's, too).
 	network := len(args) > 0 && args[0] == NetArg
 	if network {
 		args = args[1:]

@@ -20,8 +20,8 @@ import (
 // the launcher with CAP_SYS_ADMIN and CAP_SETPCAP in the sandbox's user
 // namespace and without its seccomp filter; the launcher, on the one
 // thread that will execute the command, takes a mount namespace of its
-// own (bwrap's may belong to a user namespace above the command's, when it
-// maps the command's user back after mounting /dev), marks the mounts
+// own where bwrap's belongs to a user namespace above the command's (bwrap
+// maps a user other than root back after mounting /dev), marks the mounts
 // noexec, drops every capability, from the bounding set too, and loads
 // the filter from FilterFD, then executes the command. Anything that
 // fails runs nothing.
@@ -29,14 +29,16 @@ import (
 // FilterFD is the descriptor the seccomp filter is read from, to its end.
 const FilterFD = 3
 
-// noexec gives this thread a mount namespace of its own in which every
-// read-write mount at or below one of roots, but for those at keep, is
-// noexec. The mounts are read from the namespace itself, so that a bind
+// noexec makes noexec, in this thread's mount namespace (one of its own
+// where bwrap's is not its user namespace's), every read-write mount at
+// or below one of roots, but for those at keep. The mounts are read from the namespace itself, so that a bind
 // nested in a writable one (a pinned parent) is marked too, a read-only
 // one (the gateway's binaries) is left alone, and no path is resolved.
 func noexec(roots, keep []string) error {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("no mount namespace of its own: %w", err)
+	if !ownsMounts() {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("no mount namespace of its own: %w", err)
+		}
 	}
 	// This thread's namespace, not the process's.
 	b, err := os.ReadFile("/proc/thread-self/mountinfo")
@@ -73,6 +75,27 @@ func noexec(roots, keep []string) error {
 		}
 	}
 	return nil
+}
+
+// ownsMounts reports whether this thread's mount namespace belongs to its
+// user namespace, in which it holds CAP_SYS_ADMIN: bwrap's, where bwrap
+// made no second user namespace (the gateway runs as root). Then the
+// mounts are marked where they are, and no namespace of its own is copied
+// from bwrap's, then torn down when the command ends (some forty mounts,
+// each a grace period's wait in the kernel's unmount).
+func ownsMounts() bool {
+	mnt, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(mnt)
+	owner, err := unix.IoctlRetInt(mnt, unix.NS_GET_USERNS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(owner)
+	var a, b unix.Stat_t
+	return unix.Fstat(owner, &a) == nil && unix.Stat("/proc/thread-self/ns/user", &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // Unescape undoes mountinfo's octal escapes (\040 for a space).

@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +60,9 @@ type Spec struct {
 	// Decided are the base names of the execs that start the command
 	// (bwrap, the launcher, prlimit, bash), in order: decided already.
 	Decided []string `json:"decided"`
+	// Launcher is the base name, in Decided, of the sandbox's launcher
+	// (package launch), whose own threads are not followed (quiet).
+	Launcher string `json:"launcher,omitempty"`
 	// Entries says the call has deny or ask entries on programs.
 	Entries bool `json:"entries,omitempty"`
 	// Loaders are the system's dynamic loaders, by their files: run as
@@ -122,6 +124,10 @@ type tracer struct {
 	answers map[string]string  // the gateway's answer by words
 	seen    map[int]bool
 	refused bool // a program was refused: the call fails with 126
+	// quiet is the launcher's process while it runs, its threads not
+	// followed; launched says it has been.
+	quiet    int
+	launched bool
 }
 
 func run(args []string) (int, error) {
@@ -150,8 +156,9 @@ func run(args []string) (int, error) {
 		return 0, fmt.Errorf("the gateway's programs do not read: %w", err)
 	}
 	// ptrace answers only the thread that is the tracer: the one that
-	// started the child, which the child's pids cgroup is of.
-	runtime.LockOSThread()
+	// started the child, which the child's pids cgroup is of. This runs
+	// in the package's init, which Go runs on the main thread, locked to
+	// it (runtime.main): no LockOSThread, which would start a thread more.
 	group := strings.TrimPrefix(args[2], "aimon-gw-pids:")
 	sys := &syscall.SysProcAttr{Ptrace: true}
 	if join >= 0 {
@@ -191,6 +198,18 @@ const ptraceOExitKill = 0x100000
 
 const opts = syscall.PTRACE_O_TRACEEXEC | syscall.PTRACE_O_TRACEFORK | syscall.PTRACE_O_TRACEVFORK | syscall.PTRACE_O_TRACECLONE | ptraceOExitKill
 
+// quietOpts are the options of the launcher's process from its exec to
+// the command's: its own threads (the Go runtime's three or four) are not
+// attached, each of which would stop twice as it is made and be reported
+// as it ends at the command's exec, a sixth of a sandboxed true's start
+// on a loaded machine (issue 41). Nothing of the command runs then: the
+// launcher is the gateway's code, which executes only the command, from
+// its main thread (traced: the process bwrap forked; a thread that
+// executes becomes the process's first), and the command's exec, which
+// leaves that thread alone in the process (de_thread), sets opts again
+// before it runs an instruction. The launcher forks nothing.
+const quietOpts = opts &^ syscall.PTRACE_O_TRACECLONE
+
 // loop runs until the root process ends, and exits as it did.
 func (t *tracer) loop(root int) (int, error) {
 	t.seen[root] = true
@@ -229,6 +248,14 @@ func (t *tracer) loop(root int) (int, error) {
 				sig = 0
 			}
 		case sig == syscall.SIGTRAP && ws.TrapCause() == syscall.PTRACE_EVENT_EXEC:
+			if pid == t.quiet {
+				// The launcher executed the command: follow it all again.
+				t.quiet = 0
+				if err := syscall.PtraceSetOptions(pid, opts); err != nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+					return 0, fmt.Errorf("the command cannot be traced: %w", err)
+				}
+			}
 			if why := t.judge(pid); why != "" {
 				syscall.Kill(pid, syscall.SIGKILL)
 				// On standard error, so that the call's result carries it.
@@ -311,6 +338,12 @@ func (t *tracer) judge(pid int) string {
 	if t.decided < len(t.spec.Decided) {
 		if base == t.spec.Decided[t.decided] {
 			t.decided++
+			if base == t.spec.Launcher && !t.launched {
+				t.launched = true
+				if syscall.PtraceSetOptions(pid, quietOpts) == nil {
+					t.quiet = pid
+				}
+			}
 			return ""
 		}
 		t.decided = len(t.spec.Decided) // the start is over
