@@ -50,23 +50,30 @@ type guard struct {
 	lastErr  error          // the end of input, met with the last frame (Read's only)
 	closed   chan struct{}
 	once     sync.Once
+	started  sync.Once // the read loop's start
 	frames   chan frame
 }
 
+// frame is a frame as read (data), or, where the read loop checks what
+// it reads, the message it holds for the SDK (msg); err is the end of
+// input met with it.
 type frame struct {
 	data []byte
+	msg  jsonrpc.Message
 	err  error
 }
 
 func newGuard(r io.Reader, w io.Writer, max int) *guard {
 	g := &guard{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, cancelled: map[string]bool{}, inFlight: map[string]bool{}, calls: map[string]json.RawMessage{}, running: map[string]context.CancelFunc{}, answered: make(chan struct{}, 1), closed: make(chan struct{}), frames: make(chan frame)}
 	g.base, g.stop = context.WithCancel(context.Background())
-	go g.readLoop()
 	return g
 }
 
-// Connect implements mcp.Transport.
-func (g *guard) Connect(context.Context) (mcp.Connection, error) { return g, nil }
+// Connect implements mcp.Transport; the frames are read from here on.
+func (g *guard) Connect(context.Context) (mcp.Connection, error) {
+	g.started.Do(func() { go g.readLoop(true) })
+	return g, nil
+}
 
 func (g *guard) SessionID() string { return "" }
 
@@ -77,12 +84,24 @@ func (g *guard) Close() error {
 
 var errTooLong = errors.New("frame too long")
 
-// readLoop reads frames ahead, so that Close can unblock a waiting Read.
-func (g *guard) readLoop() {
+// readLoop reads frames ahead, so that Close can unblock a waiting Read;
+// started once g is set up (direct). checked, it checks each frame as it
+// reads it, so that a tools/call the guard answers itself starts on the
+// goroutine that read it rather than after a hand-over to the SDK's
+// reading goroutine, a wake-up less on each call (issue 49); frames then
+// carries only the messages for the SDK and the end of input.
+func (g *guard) readLoop(checked bool) {
 	for {
 		line, err := readFrame(g.r, g.max)
+		f := frame{data: line, err: err}
+		if checked {
+			var ok bool
+			if f, ok = g.checkFrame(line, err); !ok {
+				continue
+			}
+		}
 		select {
-		case g.frames <- frame{line, err}:
+		case g.frames <- f:
 		case <-g.closed:
 			return
 		}
@@ -90,6 +109,20 @@ func (g *guard) readLoop() {
 			return
 		}
 	}
+}
+
+// checkFrame answers the frame the guard must answer itself and returns
+// false when nothing is left for the SDK: no message, no end of input.
+func (g *guard) checkFrame(line []byte, err error) (frame, bool) {
+	if errors.Is(err, errTooLong) {
+		g.reply(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the frame is longer than the limit of %d bytes and was skipped; send smaller messages or raise --max-line-bytes", g.max))
+		return frame{}, false
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return frame{err: err}, err != nil
+	}
+	msg := g.check(line)
+	return frame{msg: msg, err: err}, msg != nil || err != nil
 }
 
 func readFrame(br *bufio.Reader, limit int) ([]byte, error) {
@@ -119,37 +152,23 @@ func (g *guard) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if g.lastErr != nil {
 		return nil, g.drain(ctx, g.lastErr)
 	}
-	for {
-		var f frame
-		select {
-		case f = <-g.frames:
-		case <-g.closed:
-			return nil, io.EOF
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if errors.Is(f.err, errTooLong) {
-			g.reply(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the frame is longer than the limit of %d bytes and was skipped; send smaller messages or raise --max-line-bytes", g.max))
-			continue
-		}
-		if len(bytes.TrimSpace(f.data)) == 0 {
-			if f.err != nil {
-				return nil, g.drain(ctx, f.err)
-			}
-			continue
-		}
-		if msg := g.check(f.data); msg != nil {
-			if f.err != nil {
-				// The last frame had no newline: hand it over, and end
-				// the input at the next Read.
-				g.lastErr = f.err
-			}
-			return msg, nil
-		}
-		if f.err != nil {
-			return nil, g.drain(ctx, f.err)
-		}
+	var f frame
+	select {
+	case f = <-g.frames:
+	case <-g.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
+	if f.msg == nil {
+		return nil, g.drain(ctx, f.err)
+	}
+	if f.err != nil {
+		// The last frame had no newline: hand it over, and end the
+		// input at the next Read.
+		g.lastErr = f.err
+	}
+	return f.msg, nil
 }
 
 // drain holds the end of input back until every request read has been

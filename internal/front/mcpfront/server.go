@@ -596,6 +596,7 @@ const codeNotServing = -32000
 // at most wait; at the end of input it returns at once.
 func Refuse(in io.Reader, out io.Writer, sentence string, wait time.Duration) {
 	g := newGuard(in, out, 1<<20)
+	g.started.Do(func() { go g.readLoop(false) })
 	defer g.Close()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
