@@ -21,7 +21,8 @@ import (
 )
 
 // The relay carries an upstream tools/call beside the SDK's client
-// session, on the same connection (stdio pipes or streamable HTTP): the
+// session, on the same connection (stdio pipes, or streamable HTTP as
+// httprelay.go says): the
 // call the gateway decided is written as one frame, under an id of the
 // relay's own, and its answer is taken off the connection before the SDK
 // sees it and read once. The SDK keeps everything else (initialisation,
@@ -51,7 +52,8 @@ func (r *relayTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // relayConn is the SDK's connection, less the answers to the relay's calls.
 type relayConn struct {
 	mcp.Connection
-	seq atomic.Int64
+	http bool // the SDK's streamable connection, whose answers take takes (httprelay.go)
+	seq  atomic.Int64
 
 	mu      sync.Mutex
 	pending map[string]chan relayAnswer // by id, the calls awaiting their answer
@@ -82,17 +84,23 @@ func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok || len(id) <= len(relayPrefix) || id[:len(relayPrefix)] != relayPrefix {
 			return msg, nil
 		}
-		c.mu.Lock()
-		ch := c.pending[id]
-		delete(c.pending, id)
-		c.mu.Unlock()
-		if ch != nil { // else the answer to a call given up on: dropped
-			a := relayAnswer{result: jsontext.Value(resp.Result)}
-			if resp.Error != nil {
-				a.err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error) // as the SDK's call says it
-			}
-			ch <- a
+		a := relayAnswer{result: jsontext.Value(resp.Result)}
+		if resp.Error != nil {
+			a.err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error) // as the SDK's call says it
 		}
+		c.deliver(id, a)
+	}
+}
+
+// deliver hands a to the call id awaiting it; the answer to a call given
+// up on, or one already answered, is dropped.
+func (c *relayConn) deliver(id string, a relayAnswer) {
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- a
 	}
 }
 
@@ -153,8 +161,12 @@ func (c *relayConn) call(ctx context.Context, name string, args tools.Input) (js
 		return nil, fmt.Errorf("the call's arguments cannot be sent as JSON: %v", err)
 	}
 	rid, _ := jsonrpc.MakeID(id)
+	wctx := ctx
+	if c.http {
+		wctx = context.WithValue(ctx, relayCallKey{}, relayCall{c: c, id: id})
+	}
 	// Over HTTP, Write returns once the server begins its answer.
-	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: rid, Method: "tools/call", Params: params}); err != nil {
+	if err := c.Connection.Write(wctx, &jsonrpc.Request{ID: rid, Method: "tools/call", Params: params}); err != nil {
 		if ctx.Err() != nil {
 			return nil, c.cancel(ctx, id)
 		}

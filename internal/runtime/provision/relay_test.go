@@ -1,11 +1,13 @@
 package provision
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -23,10 +25,13 @@ func relayServer(t testing.TB) string {
 }
 
 // A recorder is an upstream server of the relay server's tools that keeps
-// every frame it receives.
+// every frame it receives (and over HTTP, the MCP headers of each POST,
+// line for line with frames).
 type recorder struct {
-	tool   func(name string) *policy.Tool
-	frames func() []map[string]json.RawMessage
+	tool    func(name string) *policy.Tool
+	frames  func() []map[string]json.RawMessage
+	headers func() []string
+	again   bool // a server that died is started again (stdio)
 }
 
 // stdioRecorder runs the relay server over stdio, env added to its own.
@@ -45,7 +50,70 @@ func stdioRecorder(t *testing.T, env map[string]string) recorder {
 			b, _ := os.ReadFile(file)
 			return framesOf(t, b)
 		},
+		again: true,
 	}
+}
+
+// httpRecorder runs the relay server over streamable HTTP, its own
+// process, env added to its own; the server's calls are answered in event
+// streams, or in JSON with AIMON_TEST_JSON set.
+func httpRecorder(t *testing.T, env map[string]string) recorder {
+	dir := t.TempDir()
+	frames, headers := filepath.Join(dir, "frames"), filepath.Join(dir, "headers")
+	cmd := exec.Command(relayServer(t))
+	cmd.Env = append(os.Environ(), "AIMON_TEST_HTTP=1", "AIMON_TEST_FRAMES="+frames, "AIMON_TEST_HEADERS="+headers)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// The server writes its endpoint first, or exits (EOF).
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the HTTP relay server did not start: %v", err)
+	}
+	url = strings.TrimSpace(url)
+	return recorder{
+		tool: func(name string) *policy.Tool {
+			return &policy.Tool{Name: "r__" + name, Upstream: &policy.Upstream{Server: "r", Tool: name, URL: url, NoPin: true}}
+		},
+		frames: func() []map[string]json.RawMessage {
+			b, _ := os.ReadFile(frames)
+			return framesOf(t, b)
+		},
+		headers: func() []string {
+			b, _ := os.ReadFile(headers)
+			return strings.Split(strings.TrimSpace(string(b)), "\n")
+		},
+	}
+}
+
+// with is env with k set to v.
+func with(env map[string]string, k, v string) map[string]string {
+	e := map[string]string{k: v}
+	for n, x := range env {
+		e[n] = x
+	}
+	return e
+}
+
+// transports are the ways an upstream server is reached: stdio, and
+// streamable HTTP answering in event streams or in JSON.
+var transports = []struct {
+	name string
+	rec  func(t *testing.T, env map[string]string) recorder
+}{
+	{"stdio", stdioRecorder},
+	{"HTTP events", httpRecorder},
+	{"HTTP JSON", func(t *testing.T, env map[string]string) recorder {
+		return httpRecorder(t, with(env, "AIMON_TEST_JSON", "1"))
+	}},
 }
 
 // framesOf reads a stream of JSON-RPC frames into their members.
@@ -83,11 +151,25 @@ var paths = []struct {
 
 // TestR7RelayAndSDKAgree: the same calls, through the relay and through
 // the SDK's client, reach the server as the same params, byte for byte
-// (the call the gateway decided, with the SDK's _meta), and come back as
-// the same results, for each shape of result (texts, an image, structured
-// content, an error result, a JSON-RPC error); the relay's frames carry
-// its own ids, so the relay was the path.
+// (the call the gateway decided, with the SDK's _meta), over HTTP with
+// the same MCP headers, and come back as the same results, for each shape
+// of result (texts, an image, structured content, an error result, a
+// JSON-RPC error), on each transport; the relay's frames carry its own
+// ids, so the relay was the path.
 func TestR7RelayAndSDKAgree(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { relayAndSDKAgree(t, tr.rec) })
+	}
+	// Stateless, the server speaks 2026-07-28: each request carries the
+	// SDK's _meta, and its method and tool name in headers.
+	t.Run("HTTP 2026-07-28", func(t *testing.T) {
+		relayAndSDKAgree(t, func(t *testing.T, env map[string]string) recorder {
+			return httpRecorder(t, with(env, "AIMON_TEST_STATELESS", "1"))
+		})
+	})
+}
+
+func relayAndSDKAgree(t *testing.T, newRecorder func(*testing.T, map[string]string) recorder) {
 	inputs := []struct {
 		tool string
 		in   tools.Input
@@ -102,9 +184,9 @@ func TestR7RelayAndSDKAgree(t *testing.T) {
 		{"echo", tools.Input{"text": "after the error"}},
 	}
 	var results [2][]tools.Result
-	var params [2][]string
+	var params, headers [2][]string
 	for i, p := range paths {
-		rec := stdioRecorder(t, nil)
+		rec := newRecorder(t, nil)
 		up := &Upstreams{sdkCalls: p.sdk}
 		defer up.Close()
 		for _, c := range inputs {
@@ -112,8 +194,21 @@ func TestR7RelayAndSDKAgree(t *testing.T) {
 			r.Cause = nil
 			results[i] = append(results[i], r)
 		}
-		for _, f := range calls(rec.frames()) {
+		frames := rec.frames()
+		var hs []string
+		if rec.headers != nil {
+			if hs = rec.headers(); len(hs) != len(frames) {
+				t.Fatalf("%s: %d header lines for %d frames", p.name, len(hs), len(frames))
+			}
+		}
+		for k, f := range frames {
+			if string(f["method"]) != `"tools/call"` {
+				continue
+			}
 			params[i] = append(params[i], string(f["params"]))
+			if hs != nil {
+				headers[i] = append(headers[i], hs[k])
+			}
 			if own := strings.HasPrefix(string(f["id"]), `"`+relayPrefix); own == p.sdk {
 				t.Errorf("%s: a call went out under the id %s", p.name, f["id"])
 			}
@@ -121,6 +216,9 @@ func TestR7RelayAndSDKAgree(t *testing.T) {
 	}
 	if !reflect.DeepEqual(params[0], params[1]) {
 		t.Errorf("the server received other params:\nrelay %q\n  SDK %q", params[0], params[1])
+	}
+	if !reflect.DeepEqual(headers[0], headers[1]) {
+		t.Errorf("the server received other headers:\nrelay %q\n  SDK %q", headers[0], headers[1])
 	}
 	if len(params[0]) != len(inputs) {
 		t.Errorf("the server received %d calls, want %d", len(params[0]), len(inputs))
@@ -135,14 +233,17 @@ func TestR7RelayAndSDKAgree(t *testing.T) {
 	}
 }
 
-// onPaths runs f on each path, with its own server of env and pool.
+// onPaths runs f on each transport and path, with its own server of env
+// and pool.
 func onPaths(t *testing.T, env map[string]string, f func(t *testing.T, up *Upstreams, rec recorder)) {
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			up := &Upstreams{sdkCalls: p.sdk}
-			defer up.Close()
-			f(t, up, stdioRecorder(t, env))
-		})
+	for _, tr := range transports {
+		for _, p := range paths {
+			t.Run(tr.name+"/"+p.name, func(t *testing.T) {
+				up := &Upstreams{sdkCalls: p.sdk}
+				defer up.Close()
+				f(t, up, tr.rec(t, env))
+			})
+		}
 	}
 }
 
@@ -201,23 +302,47 @@ func TestR4RelayCancelsAtTheServer(t *testing.T) {
 // TestR4RelayAnswerUnderAnotherID: a server that answers a call under
 // other ids than the call's (one of the relay's own form it was never
 // sent, and one of the SDK's) leaves the call unanswered: it fails at its
-// timeout with a sentence, and no answer is taken for another call's.
+// timeout with a sentence, and no answer is taken for another call's;
+// over HTTP, where the relay knows that a JSON answer is the only one, at
+// once.
 func TestR4RelayAnswerUnderAnotherID(t *testing.T) {
 	onPaths(t, map[string]string{"AIMON_TEST_OTHERID": "1"}, func(t *testing.T, up *Upstreams, rec recorder) {
 		pt := rec.tool("echo")
 		// The bound covers the server's start too, which takes more than
 		// a moment under load.
 		pt.Timeout = 3 * time.Second
+		want := "failed the call of echo (context deadline exceeded)"
+		if rec.headers != nil && !up.sdkCalls {
+			// Over HTTP a JSON answer is the one message the call gets:
+			// the relay fails it at once.
+			want = "with another message than its response"
+		}
 		r := bind(t, up, pt).Tool.Run(context.Background(), nil, tools.Input{"text": "hello"})
-		if !r.IsError || !strings.Contains(r.Text, "failed the call of echo (context deadline exceeded)") {
-			t.Errorf("a call answered under another id: %+v", r)
+		if !r.IsError || !strings.Contains(r.Text, want) {
+			t.Errorf("a call answered under another id: %+v, want %q", r, want)
+		}
+	})
+}
+
+// TestR4RelayAnswerThatIsNotJSON: a server that answers a call with what
+// is not JSON (a line over stdio, a JSON body or an event over HTTP)
+// fails the call at once with a sentence, on either path, rather than at
+// its timeout.
+func TestR4RelayAnswerThatIsNotJSON(t *testing.T) {
+	onPaths(t, map[string]string{"AIMON_TEST_GARBAGE": "1"}, func(t *testing.T, up *Upstreams, rec recorder) {
+		pt := rec.tool("echo")
+		pt.Timeout = time.Minute
+		r := bind(t, up, pt).Tool.Run(context.Background(), nil, tools.Input{"text": "hello"})
+		if !r.IsError || !strings.Contains(r.Text, "failed the call of echo (") || strings.Contains(r.Text, "deadline exceeded") {
+			t.Errorf("a call answered with what is not JSON: %+v", r)
 		}
 	})
 }
 
 // TestR4RelayServerDiesMidCall: a server that exits in the middle of a
-// call fails that call with a sentence, on either path, and the next call
-// runs on a new process.
+// call fails that call with a sentence, on either path and transport, and
+// the next call runs on a new process (stdio: over HTTP the server is
+// gone).
 func TestR4RelayServerDiesMidCall(t *testing.T) {
 	onPaths(t, nil, func(t *testing.T, up *Upstreams, rec recorder) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -225,6 +350,9 @@ func TestR4RelayServerDiesMidCall(t *testing.T) {
 		r := bind(t, up, rec.tool("die")).Tool.Run(ctx, nil, tools.Input{})
 		if !r.IsError || !strings.Contains(r.Text, "failed the call of die") || ctx.Err() != nil {
 			t.Errorf("a call whose server died: %+v", r)
+		}
+		if !rec.again {
+			return
 		}
 		if r := bind(t, up, rec.tool("echo")).Tool.Run(ctx, nil, tools.Input{"text": "again"}); r.IsError || r.Text != "again" {
 			t.Errorf("the next call: %+v", r)

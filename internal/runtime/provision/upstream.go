@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,9 +29,10 @@ import (
 	"aimon.dev/gw/tools"
 )
 
-// Upstreams is the kind of tools of upstream MCP servers (stdio), reached
-// with the official Go SDK's client (a stdio server's calls through the
-// relay on its connection, relay.go). A server's process is shared by every
+// Upstreams is the kind of tools of upstream MCP servers (stdio, or
+// streamable HTTP), reached with the official Go SDK's client (each call
+// through the relay on its connection, relay.go, httprelay.go). A
+// server's process is shared by every
 // tool and generation that leases it, restarted after a crash for later
 // calls, and stopped when its last lease is released or the gateway stops
 // (rule R4).
@@ -117,6 +119,7 @@ type upstream struct {
 	cmd      *exec.Cmd
 	tools    map[string]*mcp.Tool
 	pins     map[string]string // PinOf each of tools
+	headed   map[string]bool   // the tools whose input binds a parameter to an HTTP header (x-mcp-header)
 	retired  bool
 	inflight int // calls running
 	relists  coalescer
@@ -595,7 +598,7 @@ func (s *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	var cmd *exec.Cmd
 	var err error
 	if s.spec.URL != "" {
-		session, err = s.reach(ctx, client) // no relay: see relayTransport
+		session, relay, err = s.reach(ctx, client)
 	} else {
 		session, relay, cmd, err = s.start(ctx, client)
 	}
@@ -678,23 +681,25 @@ func (s *upstream) environ() ([]string, error) {
 }
 
 // reach opens a session with a streamable-HTTP server, its headers sent
-// with every request.
-func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, error) {
+// with every request, and the relay on its connection (httprelay.go).
+func (s *upstream) reach(ctx context.Context, client *mcp.Client) (*mcp.ClientSession, *relayConn, error) {
 	headers := http.Header{}
 	for k, v := range s.spec.Headers {
 		val, err := expandEnv(v)
 		if err != nil {
-			return nil, fmt.Errorf("the MCP server %s's header %s %v; set it in the gateway's environment", s.spec.Server, k, err)
+			return nil, nil, fmt.Errorf("the MCP server %s's header %s %v; set it in the gateway's environment", s.spec.Server, k, err)
 		}
 		headers.Set(k, val)
 	}
-	transport := &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2, MaxEventSize: MaxMessage,
-		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}, CheckRedirect: sameOrigin}}
+	relay := &relayConn{http: true, pending: map[string]chan relayAnswer{}}
+	transport := &captureTransport{t: &mcp.StreamableClientTransport{Endpoint: s.spec.URL, MaxRetries: 2, MaxEventSize: MaxMessage,
+		HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport, relay}, CheckRedirect: sameOrigin}}}
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("the MCP server %s at %s cannot be reached: %v; check servers.%s.url and its headers", s.spec.Server, s.spec.URL, err, s.spec.Server)
+		return nil, nil, fmt.Errorf("the MCP server %s at %s cannot be reached: %v; check servers.%s.url and its headers", s.spec.Server, s.spec.URL, err, s.spec.Server)
 	}
-	return session, nil
+	relay.Connection = transport.conn
+	return session, relay, nil
 }
 
 // sameOrigin refuses a redirect to another origin (scheme, host, port):
@@ -732,10 +737,12 @@ func expandEnv(v string) (string, error) {
 	return out, nil
 }
 
-// headerTransport sets headers on every request.
+// headerTransport sets headers on every request, and takes the answers
+// to the relay's calls off their responses.
 type headerTransport struct {
-	h    http.Header
-	next http.RoundTripper
+	h     http.Header
+	next  http.RoundTripper
+	relay *relayConn
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -748,11 +755,18 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if c, ok := r.Context().Value(credentialKey{}).(*credential); ok {
 		r.Header.Set(c.header, c.value)
 	}
+	call, relayed := r.Context().Value(relayCallKey{}).(relayCall)
+	if !relayed && t.relay != nil {
+		t.relay.noteMeta(r)
+	}
 	resp, err := t.next.RoundTrip(r)
 	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A JSON answer is read whole; an event stream is bounded per
-		// event by the SDK (MaxEventSize).
+		// event by the SDK (MaxEventSize), or the relay (events).
 		resp.Body = &boundedBody{ReadCloser: resp.Body, left: int64(MaxMessage)}
+	}
+	if err == nil && relayed && resp.StatusCode/100 == 2 {
+		return call.c.take(call.id, resp), nil
 	}
 	return resp, err
 }
@@ -777,12 +791,18 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 // setTools records what the server lists; s.mu is held.
 func (s *upstream) setTools(list []*mcp.Tool) (changed bool) {
-	tools, pins := map[string]*mcp.Tool{}, map[string]string{}
+	tools, pins, headed := map[string]*mcp.Tool{}, map[string]string{}, map[string]bool{}
 	for _, t := range list {
 		tools[t.Name], pins[t.Name] = t, PinOf(t)
+		if s.spec.URL == "" {
+			continue // headers are HTTP's
+		}
+		if b, err := json.Marshal(t.InputSchema); err != nil || bytes.Contains(b, []byte("x-mcp-header")) {
+			headed[t.Name] = true
+		}
 	}
 	changed = s.pins != nil && !maps.Equal(s.pins, pins)
-	s.tools, s.pins = tools, pins
+	s.tools, s.pins, s.headed = tools, pins, headed
 	return changed
 }
 
@@ -953,12 +973,13 @@ func (t *upstreamTool) Run(ctx context.Context, env *tools.Env, in tools.Input) 
 }
 
 // call calls the tool on the session: through the relay on its
-// connection (stdio), else through the SDK's client (streamable HTTP, or
-// when u.sdkCalls says so).
+// connection, else through the SDK's client (when u.sdkCalls says so, or
+// over HTTP a tool whose input binds a parameter to a header, which the
+// SDK's client sets from the definition it keeps).
 func (s *upstream) call(ctx context.Context, session *mcp.ClientSession, name string, in tools.Input) (tools.Result, error) {
 	s.mu.Lock()
 	relay := s.relay
-	if s.session != session || s.u.sdkCalls {
+	if s.session != session || s.u.sdkCalls || (relay != nil && relay.http && s.headed[name]) {
 		relay = nil
 	}
 	s.mu.Unlock()

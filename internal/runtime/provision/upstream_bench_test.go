@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"aimon.dev/gw/internal/core/policy"
+	"aimon.dev/gw/internal/testkit/mcptest"
 	"aimon.dev/gw/tools"
 )
 
@@ -93,4 +95,52 @@ func liveHeap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// BenchmarkUpstreamHTTPBinding: one echo call to a streamable-HTTP server
+// (the SDK's, in this process, answering in event streams) through the
+// binding on the relay and on the SDK's client, against the same call
+// made directly with the SDK's client, interleaved in one loop:
+// relay/direct and sdk/direct are what each path of the binding costs
+// over the direct call (issue 49).
+func BenchmarkUpstreamHTTPBinding(b *testing.B) {
+	web := mcptest.NewEcho(b, "tok")
+	tool := &policy.Tool{Name: "web__echo", Upstream: &policy.Upstream{Server: "web", Tool: "echo", URL: web.URL, Headers: map[string]string{"Authorization": "Bearer tok"}, NoPin: true}}
+	run := map[bool]func(){}
+	for _, sdk := range []bool{false, true} {
+		up := &Upstreams{sdkCalls: sdk}
+		defer up.Close()
+		bind, err := up.Bind(context.Background(), tool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bind.Release()
+		run[sdk] = func() {
+			if r := bind.Tool.Run(context.Background(), nil, tools.Input{"text": "hello"}); r.IsError {
+				b.Fatal(r.Text)
+			}
+		}
+	}
+	direct, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: web.URL,
+		HTTPClient: &http.Client{Transport: headerTransport{h: http.Header{"Authorization": {"Bearer tok"}}, next: http.DefaultTransport}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	var viaRelay, viaSDK, viaDirect time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		run[false]()
+		t1 := time.Now()
+		run[true]()
+		t2 := time.Now()
+		if _, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}); err != nil {
+			b.Fatal(err)
+		}
+		viaRelay += t1.Sub(t0)
+		viaSDK += t2.Sub(t1)
+		viaDirect += time.Since(t2)
+	}
+	b.ReportMetric(float64(viaRelay)/float64(viaDirect), "relay/direct")
+	b.ReportMetric(float64(viaSDK)/float64(viaDirect), "sdk/direct")
 }

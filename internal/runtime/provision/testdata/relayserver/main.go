@@ -4,6 +4,15 @@
 // tell what reached it; its tool die exits in the middle of a call. With AIMON_TEST_OTHERID set it answers every
 // tools/call under other ids than the call's (one of the gateway's form
 // that it never sent, and a number), and never under the call's own.
+//
+// With AIMON_TEST_HTTP set it serves streamable HTTP instead, stateful, at
+// an address of its own, whose endpoint it writes as its first line: each
+// POST's body is copied to the frames file, one a line, and the MCP
+// headers of each to the file named by AIMON_TEST_HEADERS; calls are
+// answered in event streams, or in JSON with AIMON_TEST_JSON set; with
+// AIMON_TEST_STATELESS set it is stateless, and speaks 2026-07-28; with
+// AIMON_TEST_OTHERID set, in JSON under another id; with
+// AIMON_TEST_GARBAGE set, with what is not JSON.
 package main
 
 import (
@@ -13,7 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,7 +42,11 @@ func main() {
 		}
 		in = io.TeeReader(in, fh)
 	}
-	if os.Getenv("AIMON_TEST_OTHERID") != "" {
+	if os.Getenv("AIMON_TEST_HTTP") != "" {
+		serveHTTP()
+		return
+	}
+	if os.Getenv("AIMON_TEST_OTHERID") != "" || os.Getenv("AIMON_TEST_GARBAGE") != "" {
 		otherIDs(in)
 		return
 	}
@@ -46,7 +63,8 @@ func main() {
 }
 
 // otherIDs speaks just enough MCP to list one tool, and answers its calls
-// under ids that are not theirs.
+// under ids that are not theirs (with AIMON_TEST_GARBAGE set, with a line
+// that is not JSON).
 func otherIDs(in io.Reader) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 1<<20)
@@ -69,6 +87,10 @@ func otherIDs(in io.Reader) {
 		case "tools/list":
 			answer(m.ID, map[string]any{"tools": []any{map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}}})
 		case "tools/call":
+			if os.Getenv("AIMON_TEST_GARBAGE") != "" {
+				fmt.Println("hello, not JSON")
+				continue
+			}
 			r := map[string]any{"content": []any{map[string]any{"type": "text", "text": "under another id"}}}
 			answer("aimon-gw/999999", r)
 			answer(424242, r)
@@ -122,4 +144,72 @@ func addTools(s *mcp.Server) {
 			return text("not cancelled"), nil
 		}
 	})
+}
+
+// serveHTTP serves the tools over streamable HTTP (see the package's
+// comment) until the process is killed.
+func serveHTTP() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "relayserver", Version: "v1"}, nil)
+	addTools(s)
+	s.AddTool(&mcp.Tool{Name: "die", Description: "Exits in the middle of the call.", InputSchema: map[string]any{"type": "object"}}, func(ctx.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		os.Exit(3)
+		return nil, nil
+	})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: os.Getenv("AIMON_TEST_JSON") != "", Stateless: os.Getenv("AIMON_TEST_STATELESS") != ""})
+	var mu sync.Mutex
+	// Both files under one lock, so that their lines pair.
+	record := func(body, headers []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range []struct {
+			name string
+			b    []byte
+		}{{os.Getenv("AIMON_TEST_FRAMES"), body}, {os.Getenv("AIMON_TEST_HEADERS"), headers}} {
+			if fh, err := os.OpenFile(f.name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+				fh.Write(append(f.b, '\n'))
+				fh.Close()
+			}
+		}
+	}
+	garbage, other := os.Getenv("AIMON_TEST_GARBAGE"), os.Getenv("AIMON_TEST_OTHERID") != ""
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			hs := map[string]string{}
+			for _, k := range []string{"Accept", "Content-Type", "Mcp-Method", "Mcp-Name", "Mcp-Protocol-Version", "Authorization"} {
+				hs[k] = r.Header.Get(k)
+			}
+			hs["Mcp-Session-Id set"] = fmt.Sprint(r.Header.Get("Mcp-Session-Id") != "")
+			hb, _ := json.Marshal(hs)
+			record(body, hb)
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" && (garbage != "" || other) {
+				w.Header().Set("Mcp-Session-Id", r.Header.Get("Mcp-Session-Id"))
+				switch {
+				case other:
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, `{"jsonrpc":"2.0","id":424242,"result":{"content":[{"type":"text","text":"under another id"}]}}`)
+				case os.Getenv("AIMON_TEST_JSON") != "":
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, `hello, not JSON`)
+				default:
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, "event: message\ndata: hello, not JSON\n\n")
+				}
+				return
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s/mcp\n", l.Addr())
+	fmt.Fprintln(os.Stderr, http.Serve(l, h))
+	os.Exit(1)
 }
