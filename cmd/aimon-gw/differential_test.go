@@ -284,6 +284,107 @@ principals: alice: {subject: "alice", surface: ["agent"]}
 		}
 		unkept("the HTTP hook", log, o.Reason)
 	})
+	// One listening gateway decides the HTTP hook's requests of every
+	// project, each in its own cwd: calls in two projects (and a link to
+	// one, and cwds that cannot be used) sent alternately get, each, the
+	// answer and the record the command hook gives them in that cwd, so a
+	// cwd, a canonical path or a sandbox left from one request in the
+	// next fails it (issue 47 item 2: no gateway per request).
+	t.Run("the HTTP hook's projects, alternately", func(t *testing.T) {
+		t.Parallel()
+		root, _ := filepath.EvalSymlinks(t.TempDir())
+		a, b, gw := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "gw")
+		for _, d := range []string{a, b, gw} {
+			os.Mkdir(d, 0o755)
+			writeFile(t, filepath.Join(d, "notes.txt"), "notes of "+d+"\n")
+		}
+		link := filepath.Join(root, "link")
+		os.Symlink(a, link)
+		dir := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: {Read: claudecode.#Read, Write: claudecode.#Write, Glob: claudecode.#Glob, Bash: claudecode.#Bash}
+agent: {
+	"allowed-tools": ["Read(%[1]s/**)", "Write(%[1]s/**)", "Glob(%[1]s/**)", "Read(%[2]s/**)", "Bash(git:*)"]
+	"denied-tools": ["Write(%[2]s/**)"]
+}
+principals: alice: {subject: "alice", surface: ["agent"]}
+`, a, b))
+		calls := []string{`"Read","tool_input":{"file_path":"notes.txt"}`, `"Glob","tool_input":{"pattern":"*.txt"}`,
+			`"Write","tool_input":{"file_path":"out.txt","content":"x"}`, `"Read","tool_input":{"file_path":"../b/notes.txt"}`,
+			`"Bash","tool_input":{"command":"git status"}`}
+		type sent struct{ cwd, call string }
+		var inputs []sent
+		for range 2 {
+			for _, cwd := range []string{a, b, link} {
+				for _, c := range calls {
+					inputs = append(inputs, sent{cwd, c})
+				}
+			}
+			// Bad cwds: relative, missing, not there.
+			for _, cwd := range []string{"relative", "", filepath.Join(root, "gone")} {
+				inputs = append(inputs, sent{cwd, calls[0]})
+			}
+		}
+		httpLog, hookLog := filepath.Join(t.TempDir(), "http.jsonl"), filepath.Join(t.TempDir(), "hook.jsonl")
+		g := startHTTP(t, http.DefaultClient, "--policy", dir, "--workdir", gw, "--tokens", tokensFile(t, staticTokens), "--decision-log", httpLog, "--decision-log-calls")
+		// What differs by process alone: the time, the caller, the
+		// session's scope (the HTTP caller's), the generation's number.
+		same := func(r map[string]any) string {
+			for _, k := range []string{"time", "duration_ms", "principal", "session", "generation"} {
+				delete(r, k)
+			}
+			out, _ := json.Marshal(r)
+			return unticketed(string(out))
+		}
+		allowed := map[string]bool{}
+		for i, in := range inputs {
+			cwd := ""
+			if in.cwd != "" {
+				cwd = `"cwd":` + strconvQuote(in.cwd) + `,`
+			}
+			input := fmt.Sprintf(`{"session_id":"s",%s"hook_event_name":"PreToolUse","tool_name":%s,"tool_use_id":"c%d"}`, cwd, in.call, i)
+			hook := exec.Command(bin, "hook", "claude-code", "--policy", dir, "--cache", "off", "--decision-log", hookLog, "--decision-log-calls")
+			hook.Stdin, hook.Dir = strings.NewReader(input), gw
+			var stderr strings.Builder
+			hook.Stderr = &stderr
+			want, _ := hook.Output()
+			status, _, got := g.post("/hooks/claude-code", "tok-alice", input)
+			if status != 200 {
+				t.Fatalf("%s: status %d: %s", input, status, got)
+			}
+			if hook.ProcessState.ExitCode() == 2 {
+				var o struct {
+					Out struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+				}
+				json.Unmarshal([]byte(got), &o)
+				sentence := strings.TrimPrefix(strings.TrimSpace(stderr.String()), "aimon-gw hook claude-code: ")
+				if o.Out.PermissionDecision != "deny" || !strings.EqualFold(o.Out.PermissionDecisionReason, sentence) {
+					t.Errorf("%s:\n  HTTP    %s\n  command blocked with %q", input, got, sentence)
+				}
+			} else if got = strings.ReplaceAll(got, httpLog, hookLog); unticketed(got) != unticketed(string(want)) {
+				// Each protects its own decision log from the command.
+				t.Errorf("%s:\n  HTTP    %s\n  command %s", input, got, want)
+			}
+			hs, cs := readRecords(t, httpLog), readRecords(t, hookLog)
+			if len(hs) != i+1 || len(cs) != i+1 {
+				t.Fatalf("%s: %d HTTP and %d command records after %d calls, want one each per call", input, len(hs), len(cs), i+1)
+			}
+			h, c := hs[i], cs[i]
+			if allow, _ := c["allowed"].(bool); allow {
+				allowed[in.cwd+" "+in.call] = true
+			}
+			if same(h) != same(c) {
+				t.Errorf("%s:\n  HTTP record    %v\n  command record %v", input, h, c)
+			}
+		}
+		// The corpus tells the projects apart: what a's lists allow b's
+		// refuse, and the answers name each call's own directory.
+		if !allowed[a+" "+calls[2]] || allowed[b+" "+calls[2]] || !allowed[b+" "+calls[0]] {
+			t.Errorf("the corpus does not tell a from b: allowed %v", allowed)
+		}
+	})
 }
 
 // outcomeOf names a decision record's verdict and rule.

@@ -29,6 +29,11 @@ import (
 // A Call is one call as a front end read it.
 type Call struct {
 	ID, Name string
+	// Workdir is the working directory the call is read and decided in
+	// (its relative paths, a search's default directory, a command's
+	// sandbox): a hook input's cwd, when one gateway decides the calls of
+	// many directories (the HTTP hook); "" for the gateway's own.
+	Workdir string
 	// Input is the call's input as JSON.
 	Input json.RawMessage
 	// Decoded is the input when the front end's reader decoded it in the

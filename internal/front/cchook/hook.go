@@ -5,6 +5,7 @@ package cchook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -140,10 +142,84 @@ func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wr
 // it: codex's and gemini-cli's hooks decide through it), whose files it
 // protects, with every other runtime's, and whose project directory it
 // names to be made before a sandbox is (gatefiles.Protect): once, where
-// each hook protected its own and Claude Code's again (issue 43).
+// each hook protected its own and Claude Code's again (issue 43). It
+// decides by a Gateway made for the one input (a command hook's process
+// answers one), the same path as the HTTP hook's gateway of every input.
 func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
-	chain := Chain(gen.Generation, in)
+	g, s := gatewayOf(gen, opts)
+	return g.Decide(runtime, in, s, wrap)
+}
+
+// A Sender is who sent a hook input, and its session: what the one
+// decision takes with each call rather than with the gateway, so that one
+// gateway decides the inputs of every caller (the HTTP hook's). The zero
+// Sender is the command hook's, whose process is the user's own.
+type Sender struct {
+	// Principal names the caller in the decision log; Claims are its
+	// token's, which the limits select callers by (rule P19).
+	Principal string
+	Claims    *policy.Claims
+	// Session is the input's session (Session, Named); nil for none.
+	Session gateway.Session
+}
+
+// A Gateway decides (or labels by) the hook inputs of one generation,
+// reading each as Claude Code writes it: paths trimmed, ~ the user's home,
+// relative to the input's own cwd (each call's, gateway.Call.Workdir:
+// the gateway has none of its own); tools the policy does not define by
+// their MCP entries or unknownTools. It holds nothing of any one input, so
+// one serves every input of its generation at once (the HTTP hook's).
+type Gateway struct {
+	gen *provision.Generation
+	// gw is the gateway, made at its first call: an input that needs
+	// none (a PostToolUse the policy labels nothing by) costs none.
+	gw   func() *gateway.Gateway
+	home string
+	// ceiling is the callers' chain, which an input's must begin with
+	// (rule R5); nil for none: the input's own is decided.
+	ceiling []string
+	records bool // the decision log records calls (RecordsCalls)
+	// quiet is gw without the decision log: a second reading of a result
+	// labels without recording it again (Label).
+	quiet func() *gateway.Gateway
+}
+
+// NewGateway is the Gateway of the hook inputs under gen, with the options
+// of every call: opts.Chain is a ceiling the inputs' chains must begin with
+// (a caller's, rule R5), nil for none; its Workdir, Session, Principal and
+// Caller are ignored, since they are each input's (Sender, the input's
+// cwd). gen stays its caller's: the gateway never retires it.
+func NewGateway(gen *provision.Generation, opts gateway.Options) *Gateway {
 	home, _ := os.UserHomeDir()
+	opts.Workdir, opts.Session, opts.Principal, opts.Caller = "", nil, "", nil
+	opts.Paths = gateway.PathForm{Home: home, Trim: true}
+	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
+	g := &Gateway{gen: gen, home: home, ceiling: opts.Chain, records: gateway.RecordsCalls(opts.Decisions)}
+	// The gateway's chain is the ceiling; without one, the root, which
+	// every input's chain begins with.
+	g.gw = sync.OnceValue(func() *gateway.Gateway { return gateway.New(gen, opts) })
+	quiet := opts
+	quiet.Decisions = nil
+	g.quiet = sync.OnceValue(func() *gateway.Gateway { return gateway.New(gen, quiet) })
+	return g
+}
+
+// gatewayOf is the Gateway of one input decided with opts (the command
+// hook's), and its sender.
+func gatewayOf(gen *provision.Generation, opts gateway.Options) (*Gateway, Sender) {
+	return NewGateway(gen, opts), Sender{Principal: opts.Principal, Claims: opts.Caller, Session: opts.Session}
+}
+
+// call is the gateway's call of in, sent by s, in the input's cwd.
+func (s Sender) call(id string, in Input) gateway.Call {
+	return gateway.Call{ID: id, Name: in.ToolName, Workdir: in.Cwd, Principal: s.Principal, Caller: s.Claims, Session: s.Session}
+}
+
+// Decide is DecideAs by g: the decision of one input of runtime, sent by
+// s, with wrap (nil: Bash answered as sent).
+func (g *Gateway) Decide(runtime string, in Input, s Sender, wrap *Wrap) Output {
+	gen, home := g.gen, g.home
+	chain := Chain(gen.Generation, in)
 	// The files that make the runtime call the gateway are protected as
 	// the policy is: no tool switches the gate off (rule R9). Another
 	// runtime's project is its cwd, whatever CLAUDE_PROJECT_DIR says.
@@ -168,7 +244,7 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 	var moved map[string]any
 	// Nothing moves for an input the decision below refuses unread or
 	// above the caller's chain.
-	within := opts.Chain == nil || policy.Extends(opts.Chain, chain)
+	within := g.ceiling == nil || policy.Extends(g.ceiling, chain)
 	if wrap != nil && wrap.Shell == "" && in.ToolName == wrap.shell() && in.Cwd != "" && in.Unread == "" && within {
 		var call map[string]any
 		if json.Unmarshal(in.ToolInput, &call) == nil {
@@ -198,11 +274,12 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 	// recorded: a ticket that cannot be sealed refuses the call in the
 	// decision, and the record says so (rules P16, R10).
 	var wrapped string
+	var complete func(rule.Decision) rule.Decision
 	if wrap != nil && in.ToolName == wrap.shell() && moves == nil {
 		w := *wrap
 		w.call = id
 		w.Home, w.Project = home, in.Project
-		opts.Complete = func(d rule.Decision) rule.Decision {
+		complete = func(d rule.Decision) rule.Decision {
 			cmd, ok := d.Input["command"].(string)
 			if d.Sandbox == nil || d.Sandbox.Off || !ok {
 				return d
@@ -216,12 +293,15 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 			return d
 		}
 	}
-	gw, input := hookGateway(gen, in, chain, home, opts)
-	c := gateway.Call{ID: id, Name: in.ToolName, Input: input, Unread: in.Unread, Writes: in.Writes, Moves: moves}
+	// An input without tool_input, or with null, is refused as serve
+	// refuses a call without input (rule R7): Claude Code always sends
+	// an object, {} for a tool without parameters.
+	c := s.call(id, in)
+	c.Input, c.Unread, c.Writes, c.Moves = in.ToolInput, in.Unread, in.Writes, moves
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
-	_, d := gw.Decide(chain, c)
+	_, d := g.gw().DecideCompleting(context.Background(), chain, c, complete)
 	out := Blocked(d.Reason)
 	switch {
 	case d.Allowed:
@@ -249,29 +329,10 @@ func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.
 			updated["command"] = cdPrefix(cdDir, cdFrom) + " && " + cmd
 		}
 	}
-	if changed(input, updated) {
+	if changed(in.ToolInput, updated) {
 		out.HookSpecificOutput.UpdatedInput = updated
 	}
 	return out
-}
-
-// hookGateway is the gateway that decides (or labels by) one hook input,
-// reading it as Claude Code writes it: paths trimmed, ~ the user's home,
-// relative to the input's cwd; tools the policy does not define by its MCP
-// entries or unknownTools. input is the call's input, {} for none.
-func hookGateway(gen *provision.Generation, in Input, chain []string, home string, opts gateway.Options) (*gateway.Gateway, json.RawMessage) {
-	// A chain the caller gave is a ceiling the input's must begin with,
-	// as a line's (rule R5); else the input's own is the gateway's.
-	opts.Workdir = in.Cwd
-	if opts.Chain == nil {
-		opts.Chain = chain
-	}
-	opts.Paths = gateway.PathForm{Home: home, Trim: true}
-	opts.ClientTools, opts.ClientAsks = unknown(gen.Generation), true
-	// An input without tool_input, or with null, is refused as serve
-	// refuses a call without input (rule R7): Claude Code always sends
-	// an object, {} for a tool without parameters.
-	return gateway.New(gen, opts), in.ToolInput
 }
 
 // command is cmd run through aimon-gw exec with the ticket sealed for it
@@ -392,14 +453,24 @@ func CheckCwd(cwd string) error {
 // it once (rules R7, R10); it returns the sentence the runtime is answered
 // with, the record's.
 func Refuse(gen *provision.Generation, in Input, opts gateway.Options, why string) string {
+	g, s := gatewayOf(gen, opts)
+	return g.Refuse(in, s, why)
+}
+
+// Refuse is Refuse by g, of an input s sent.
+func (g *Gateway) Refuse(in Input, s Sender, why string) string {
 	id := in.ToolUseID
 	if id == "" {
 		id = "hook"
 	}
-	if opts.Chain == nil {
-		opts.Chain = Chain(gen.Generation, in)
+	// On the caller's chain, else the input's as far as it was read.
+	surface := g.ceiling
+	if surface == nil {
+		surface = Chain(g.gen.Generation, in)
 	}
-	_, d := gateway.New(gen, opts).Decide(nil, gateway.Call{ID: id, Name: in.ToolName, Unread: why})
+	c := s.call(id, in)
+	c.Workdir, c.Unread = "", why // its cwd is not known to be one
+	_, d := g.gw().Decide(surface, c)
 	return d.Reason
 }
 

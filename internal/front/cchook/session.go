@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -81,25 +80,28 @@ func (u unreachable) Words(context.Context, string) ([][]byte, error)           
 // did (paths as Claude Code writes them, in its cwd, on its chain). An
 // error is a sentence: the label could not be kept.
 func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string, error) {
-	if opts.Session == nil && !gateway.RecordsCalls(opts.Decisions) {
+	g, s := gatewayOf(gen, opts)
+	return g.Label(in, s)
+}
+
+// Label is Label by g, of an input s sent.
+func (g *Gateway) Label(in Input, s Sender) ([]string, error) {
+	if s.Session == nil && !g.records {
 		return nil, nil
 	}
-	home, _ := os.UserHomeDir()
-	chain := Chain(gen.Generation, in)
-	gw, input := hookGateway(gen, in, chain, home, opts)
-	call := gateway.Call{ID: in.ToolUseID, Name: in.ToolName, Input: input}
+	chain := Chain(g.gen.Generation, in)
+	call := s.call(in.ToolUseID, in)
+	call.Input = in.ToolInput
 	// A label not kept is answered with the sentence its result's
 	// record holds (gateway.Unkept).
-	labels, err := gw.Label(context.Background(), chain, call, string(in.ToolResponse))
-	if inner := unwrapped(input); err == nil && string(inner) != string(input) {
+	labels, err := g.gw().Label(context.Background(), chain, call, string(in.ToolResponse))
+	if inner := unwrapped(call.Input); err == nil && string(inner) != string(call.Input) {
 		// Both readings label: a command made to look wrapped gets the
 		// labels of all it says. The decision log records the result
 		// once, above.
-		opts.Decisions = nil
-		gw, _ = hookGateway(gen, in, chain, home, opts)
 		var more []string
 		call.Input = inner
-		more, err = gw.Label(context.Background(), chain, call, string(in.ToolResponse))
+		more, err = g.quiet().Label(context.Background(), chain, call, string(in.ToolResponse))
 		labels = append(labels, more...)
 	}
 	return labels, err
@@ -131,7 +133,13 @@ func unwrapped(input json.RawMessage) json.RawMessage {
 // P18), and the answer ({}) asks the runtime for nothing. An error is a
 // sentence; the hook exits 2 with it, which the runtime shows the model.
 func Post(gen *provision.Generation, in Input, opts gateway.Options) (json.RawMessage, error) {
-	if _, err := Label(gen, in, opts); err != nil {
+	g, s := gatewayOf(gen, opts)
+	return g.Post(in, s)
+}
+
+// Post is Post by g, of an input s sent.
+func (g *Gateway) Post(in Input, s Sender) (json.RawMessage, error) {
+	if _, err := g.Label(in, s); err != nil {
 		return nil, err
 	}
 	return json.RawMessage("{}"), nil
@@ -159,9 +167,15 @@ const taskReport = "<task-notification>"
 // policy that keeps none, the prompt is only recorded, when the decision
 // log records calls.
 func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawMessage {
+	g, s := gatewayOf(gen, opts)
+	return g.Prompt(in, s)
+}
+
+// Prompt is Prompt by g, of an input s sent.
+func (g *Gateway) Prompt(in Input, s Sender) json.RawMessage {
 	text := *in.Prompt
-	keep := len(gen.Provenance) > 0 && opts.Session != nil
-	if !keep && !gateway.RecordsCalls(opts.Decisions) || text == "" || strings.HasPrefix(text, taskReport) {
+	keep := len(g.gen.Provenance) > 0 && s.Session != nil
+	if !keep && !g.records || text == "" || strings.HasPrefix(text, taskReport) {
 		return json.RawMessage("{}")
 	}
 	var note string
@@ -176,10 +190,10 @@ func Prompt(gen *provision.Generation, in Input, opts gateway.Options) json.RawM
 	if !keep {
 		// Recorded as what a policy that reads them would keep, and
 		// kept nowhere: this one reads none of the user's words.
-		gateway.New(gen, opts).RecordUserWords(text)
+		g.gw().RecordUserWords(s.Session, text)
 		return json.RawMessage("{}")
 	}
-	if err := gateway.New(gen, opts).KeepUserWords(context.Background(), text); err != nil {
+	if err := g.gw().KeepUserWords(context.Background(), s.Session, text); err != nil {
 		note = fmt.Sprintf("aimon-gw did not keep this prompt as your words (%s); a value the policy requires to come from your words is refused until a prompt is kept.", strings.TrimSuffix(err.Error(), "."))
 	}
 	if note == "" {

@@ -228,6 +228,17 @@ type front struct {
 	calls    inFlight
 	infoOnce sync.Once
 	info     []byte // serverInfo's
+	hooks    atomic.Pointer[hookGateways]
+}
+
+// hookGateways are the HTTP hook's gateways of one generation, one for
+// each callers' chain (nil: none, a PostToolUse's), which decide every
+// request with its own cwd and session: made once for the generation, not
+// for each request (issue 47 item 2).
+type hookGateways struct {
+	gen *provision.Generation
+	mu  sync.Mutex
+	by  map[string]*cchook.Gateway
 }
 
 func (f *front) mux() http.Handler {
@@ -556,7 +567,8 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		out = f.refuseHook(cchook.Input{}, c, fmt.Sprintf("The hook input cannot be read (%v); the call is blocked.", err))
 	case rerr != nil:
-		out = f.refuseHook(in, c, sentence(rerr))
+		// Recorded in the command hook's words, answered as a sentence.
+		out = f.refuseHook(in, c, rerr.Error())
 	case in.HookEventName == cchook.PostToolUse || in.HookEventName == cchook.UserPromptSubmit:
 		f.postHook(w, in, c)
 		return
@@ -566,14 +578,13 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// refuseHook refuses an HTTP hook input that cannot be read (why, its
-// sentence) by the one decision under the generation in force, recorded
-// once with the caller's principal.
+// refuseHook refuses an HTTP hook input that cannot be read (why) by the
+// one decision under the generation in force, recorded once with the
+// caller's principal, and answers with the record's sentence, capitalized.
 func (f *front) refuseHook(in cchook.Input, c caller, why string) cchook.Output {
 	cur := f.enter()
 	defer cur.Exit()
-	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true, Caller: &c.claims, Chain: c.chain}
-	return cchook.Blocked(cchook.Refuse(cur, in, opts, why))
+	return cchook.Blocked(sentence(errors.New(f.hookGateway(cur, c.chain).Refuse(in, cchook.Sender{Principal: c.claims.Subject, Claims: &c.claims}, why))))
 }
 
 // enter starts a hook input's decision under the generation in force.
@@ -587,6 +598,42 @@ func (f *front) enter() *provision.Generation {
 	}
 }
 
+// hookGateway is the gateway of the HTTP hook's requests under cur, the
+// generation the request entered, whose callers' chain is ceiling (nil for
+// none). Its logs would only say again which policy is in force; its
+// decisions are the front's decision log's.
+func (f *front) hookGateway(cur *provision.Generation, ceiling []string) *cchook.Gateway {
+	hs := f.hooks.Load()
+	if hs == nil || hs.gen != cur {
+		fresh := &hookGateways{gen: cur, by: map[string]*cchook.Gateway{}}
+		// A request that entered a generation a reload has since
+		// replaced is decided under it still, by a gateway of its own
+		// that replaces none of the newer's.
+		if hs == nil || hs.gen.Number <= cur.Number {
+			f.hooks.CompareAndSwap(hs, fresh)
+		}
+		if hs = f.hooks.Load(); hs.gen != cur {
+			hs = fresh
+		}
+	}
+	key := "\x01" // no chain
+	if ceiling != nil {
+		key = strings.Join(ceiling, "\x00")
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	g := hs.by[key]
+	if g == nil {
+		g = cchook.NewGateway(cur, gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Protected: true,
+			Limits: f.o.Reload.Gateway.Limits, Chain: ceiling})
+		hs.by[key] = g
+	}
+	return g
+}
+
+// decideHook decides a PreToolUse input by the one decision, in its own
+// cwd, under the generation in force. The caller's chain is the ceiling
+// of the input's, refused and recorded by the one decision (R5).
 func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	cur := f.enter()
 	defer cur.Exit()
@@ -594,12 +641,8 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 	if in.Cwd != wd && cur.Relative() {
 		in.Unread = fmt.Sprintf("The policy has ./ patterns, which this gateway resolved against its working directory %s, and the input's cwd is %s; the call is blocked. Write absolute patterns, or use the command hook.", wd, in.Cwd)
 	}
-	// The hook's gateway lives for one decision: its logs would only say
-	// again which policy is in force. The caller's chain is the ceiling
-	// of the input's, refused and recorded by the one decision (R5).
-	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true,
-		Limits: f.o.Reload.Gateway.Limits, Caller: &c.claims, Session: f.hookSession(cur, in, c), Chain: c.chain}
-	return cchook.DecideWrapped(cur, in, opts, f.o.Wrap)
+	s := cchook.Sender{Principal: c.claims.Subject, Claims: &c.claims, Session: f.hookSession(cur, in, c)}
+	return f.hookGateway(cur, c.chain).Decide(cchook.Runtime, in, s, f.o.Wrap)
 }
 
 // hookSession is the session of an HTTP hook input, the caller's own: a
@@ -620,15 +663,15 @@ func (f *front) hookSession(cur *provision.Generation, in cchook.Input, c caller
 func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
 	cur := f.enter()
 	defer cur.Exit()
-	opts := gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Principal: c.claims.Subject, Protected: true, Session: f.hookSession(cur, in, c)}
+	g, s := f.hookGateway(cur, nil), cchook.Sender{Principal: c.claims.Subject, Session: f.hookSession(cur, in, c)}
 	if in.HookEventName == cchook.UserPromptSubmit {
-		w.Write(append(cchook.Prompt(cur, in, opts), '\n'))
+		w.Write(append(g.Prompt(in, s), '\n'))
 		return
 	}
 	if cur.Relative() && in.Cwd != f.o.Reload.Gateway.Workdir {
-		opts.Session = nil // its ./ patterns are not this cwd's: decideHook refuses the calls
+		s.Session = nil // its ./ patterns are not this cwd's: decideHook refuses the calls
 	}
-	out, err := cchook.Post(cur, in, opts)
+	out, err := g.Post(in, s)
 	if err != nil {
 		out, _ = json.Marshal(map[string]string{"decision": "block", "reason": sentence(err)})
 	}

@@ -37,9 +37,7 @@ type prepared struct {
 // unprepared is c in cur, as a call refused before it is prepared is
 // recorded: in its own session, else the gateway's.
 func (g *Gateway) unprepared(cur *provision.Generation, c Call) prepared {
-	if c.Session == nil {
-		c.Session = g.opts.Session
-	}
+	g.own(&c)
 	return prepared{Prepared: decide.Prepared{Call: c, Gen: cur.Generation}, cur: cur}
 }
 
@@ -47,10 +45,8 @@ func (g *Gateway) unprepared(cur *provision.Generation, c Call) prepared {
 // through the one decision; eff is the chain's effective list, computed
 // once per line, chainErr why the chain cannot run.
 func (g *Gateway) prepare(cur *provision.Generation, chain []string, eff *allow.Effective, ceil decide.Ceiling, chainErr error, c Call) prepared {
-	if c.Session == nil {
-		c.Session = g.opts.Session
-	}
-	dc := g.decider()
+	g.own(&c)
+	dc := g.decider(c.Workdir)
 	return prepared{Prepared: dc.Prepare(cur.Generation, chain, eff, ceil, chainErr, c), cur: cur}
 }
 
@@ -58,12 +54,23 @@ func (g *Gateway) prepare(cur *provision.Generation, chain []string, eff *allow.
 // judge of the programs its sandboxed command starts (rule P16), which
 // records what it refuses.
 func (g *Gateway) decide(p *prepared) rule.Decision {
-	dc := g.decider()
+	dc := g.decider(p.Workdir)
 	d := dc.Decide(&p.Prepared)
 	if d.Sandbox != nil {
 		d.Sandbox.Exec = g.execJudge(*p, d.Input, decide.Approved(d))
 	}
 	return d
+}
+
+// own gives c what it does not name of its own: the gateway's session and
+// working directory.
+func (g *Gateway) own(c *Call) {
+	if c.Session == nil {
+		c.Session = g.opts.Session
+	}
+	if c.Workdir == "" {
+		c.Workdir = g.opts.Workdir
+	}
 }
 
 // A Call is one call as a front end read it, for Decide (decide.Call).
@@ -81,6 +88,15 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 
 // DecideContext is Decide within ctx, which carries the caller's trace.
 func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) ([]string, rule.Decision) {
+	return g.DecideCompleting(ctx, surface, c, nil)
+}
+
+// DecideCompleting is DecideContext with complete, when not nil, given an
+// allowed or asked decision of this call to complete before it is
+// recorded (the hook seals the ticket its command runs with, rule P16): a
+// refusal it returns is what is recorded, and answered (R10). It is the
+// call's, not the gateway's: one gateway decides every hook request.
+func (g *Gateway) DecideCompleting(ctx context.Context, surface []string, c Call, complete func(rule.Decision) rule.Decision) ([]string, rule.Decision) {
 	cur := g.enter()
 	defer cur.Exit()
 	ctx, endCall := g.step(ctx, StepCall, c.Name)
@@ -104,12 +120,12 @@ func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) (
 		if err == nil && d.Effective == nil && c.Unread == "" && c.Refusal == nil {
 			d.Effective = eff.Entries(c.Name)
 		}
-		if g.opts.Complete != nil && (d.Allowed || d.Ask) {
-			d = g.opts.Complete(d)
+		if complete != nil && (d.Allowed || d.Ask) {
+			d = complete(d)
 		}
 	}
 	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Decided)
-	d.EntryAt = entryPlaces(cur, chain, d, g.opts.Workdir)
+	d.EntryAt = entryPlaces(cur, chain, d, p.Workdir)
 	return chain, d
 }
 
@@ -249,7 +265,7 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 		r.retryAfter = d.RetryAfter
 		if d.Approval != "" {
 			r.Content, r.approval = g.askSentence(d), d.Approval
-			r.asked = &Asked{Input: d.Input, Entries: writtenEntries(d.Entries, g.opts.Workdir), Revision: p.cur.Revision, Reason: d.Reason}
+			r.asked = &Asked{Input: d.Input, Entries: writtenEntries(d.Entries, p.Workdir), Revision: p.cur.Revision, Reason: d.Reason}
 		}
 		return r
 	}
@@ -264,8 +280,8 @@ func (g *Gateway) execute(ctx context.Context, chain []string, p prepared, d rul
 		log = log.With("tool", p.Name, "id", p.ID)
 		log.Debug("running", "input", d.Input)
 	}
-	env := g.env(p.ID, chain)
-	env.Sandbox, env.Scope, env.MaxFileBytes = d.Sandbox, decide.Scope(&p.Prepared, d, g.opts.Workdir), p.Tool.MaxFileBytes
+	env := g.env(p.ID, p.Workdir, chain)
+	env.Sandbox, env.Scope, env.MaxFileBytes = d.Sandbox, decide.Scope(&p.Prepared, d, p.Workdir), p.Tool.MaxFileBytes
 	r := safeRun(ctx, impl, env, d.Input)
 	// Built-ins log their own failures at the level rule C7 gives; the
 	// gateway logs a panic, and the cause of another tool's failure.

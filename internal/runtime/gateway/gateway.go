@@ -15,7 +15,6 @@ import (
 
 	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/core/policy"
-	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/runtime/decisionlog"
 	"aimon.dev/gw/internal/runtime/provision"
 	"aimon.dev/gw/internal/runtime/state"
@@ -41,10 +40,6 @@ type Options struct {
 	// "deny" or "ask"; an MCP tool named mcp__SERVER[__TOOL] is decided by
 	// the lists' entries for it. "" refuses such a tool as unknown (P9).
 	ClientTools string
-	// Complete, when set, completes an allowed or asked decision before it
-	// is recorded (the hook seals the ticket its command runs with, rule
-	// P16): a refusal it returns is what is recorded, and answered (R10).
-	Complete func(rule.Decision) rule.Decision
 	// Paths is how the front end's client writes path subjects (rule R7).
 	Paths PathForm
 	// Chain is the default surface chain of a line (PROTOCOL.md, "The surface").
@@ -111,9 +106,11 @@ type Gateway struct {
 	hideWalk int
 }
 
-// decider is the one decision with the gateway's options, as they are now.
-func (g *Gateway) decider() decide.Decider {
-	dc := decide.Decider{Workdir: g.opts.Workdir, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, CannotAsk: g.opts.CannotAsk, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
+// decider is the one decision with the gateway's options, as they are now,
+// for a call in the working directory wd (Call.Workdir, the gateway's own
+// when the call names none).
+func (g *Gateway) decider(wd string) decide.Decider {
+	dc := decide.Decider{Workdir: wd, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, CannotAsk: g.opts.CannotAsk, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
 	if g.opts.Approvals != nil {
 		dc.Approvals = g.opts.Approvals
 	}
@@ -279,9 +276,10 @@ func (g *Gateway) Close() {
 	g.cur.Load().Retire()
 }
 
-// env is the context of a call in this session (rule C5).
-func (g *Gateway) env(id string, chain []string) *tools.Env {
-	return &tools.Env{Workdir: g.opts.Workdir, Chain: chain, CallID: id, Files: g.files, Log: g.log}
+// env is the context of a call in this session, in the working directory
+// wd (rule C5).
+func (g *Gateway) env(id, wd string, chain []string) *tools.Env {
+	return &tools.Env{Workdir: wd, Chain: chain, CallID: id, Files: g.files, Log: g.log}
 }
 
 // Handle answers one line. It never fails: a bad line gets an error line.

@@ -44,7 +44,7 @@ agent: {
 			cur.Exit()
 			t.Fatal(err)
 		}
-		dc := g.decider()
+		dc := g.decider(g.opts.Workdir)
 		sb := dc.Sandbox(cur.Generation, eff, cur.Tools["Bash"])
 		cur.Exit()
 		got := slices.Sorted(slices.Values(sb.Hidden))

@@ -31,21 +31,24 @@ func (s *session) seenIn(store *stored) *decide.Seen {
 // (decide.Seen.Stored).
 func (s *stored) Words(ctx context.Context) ([][]byte, error) { return s.store.Words(ctx, s.id) }
 
-// KeepUserWords keeps text as the user's own words in the gateway's
-// session (rule P18): in its store for a session that spans processes (a
-// hook's UserPromptSubmit prompt), else as NoteUser does; the decision
-// log records them as a user line's. An error is a sentence: the words
-// are not kept.
-func (g *Gateway) KeepUserWords(ctx context.Context, text string) error {
-	if st, ok := g.opts.Session.(*stored); ok {
+// KeepUserWords keeps text as the user's own words in the session s, nil
+// for the gateway's (rule P18): in its store for a session that spans
+// processes (a hook's UserPromptSubmit prompt), else as NoteUser does; the
+// decision log records them as a user line's. An error is a sentence: the
+// words are not kept.
+func (g *Gateway) KeepUserWords(ctx context.Context, s Session, text string) error {
+	if s == nil {
+		s = g.opts.Session
+	}
+	if st, ok := s.(*stored); ok {
 		if err := st.store.AddWords(ctx, st.id, []byte(text), time.Now().Add(SessionTTL)); err != nil {
 			return err
 		}
-	} else if !g.NoteUser(text) {
+	} else if !NoteUser(s, text) {
 		return errors.New("the session keeps none of the user's words, or no more of them (past 64 MiB a text is not kept)")
 	}
 	if g.opts.Decisions != nil {
-		g.recordUser([]string{text})
+		g.recordUser(s, []string{text})
 	}
 	return nil
 }
@@ -76,7 +79,7 @@ func (g *Gateway) userLine(req *request) []byte {
 		n += len(t)
 	}
 	if g.opts.Decisions != nil {
-		g.recordUser(userText(req))
+		g.recordUser(g.opts.Session, userText(req))
 	}
 	return marshal(struct {
 		Type  string `json:"type"`

@@ -78,7 +78,7 @@ func TestP18ProvenanceOfArguments(t *testing.T) {
 	// given there, which a later process reads, and none of its results.
 	store := state.MemorySessions()
 	shared.opts.Session = StoredSession(store, "claude-code:s1")
-	if err := shared.KeepUserWords(context.Background(), "Mail Alice@Example.com"); err != nil {
+	if err := shared.KeepUserWords(context.Background(), nil, "Mail Alice@Example.com"); err != nil {
 		t.Fatal(err)
 	}
 	shared.opts.Session = StoredSession(store, "claude-code:s1")

@@ -53,13 +53,16 @@ func detailOf(l DecisionLog) decisionlog.Detail {
 // replay re-decides (--decision-log-calls).
 func RecordsCalls(l DecisionLog) bool { return l != nil && detailOf(l).Calls }
 
-// RecordUserWords records text as the user's words of the gateway's
-// session, with a decision log that records calls, and keeps them
-// nowhere: a hook whose policy reads none of the user's words records
+// RecordUserWords records text as the user's words of the session s (nil
+// for the gateway's), with a decision log that records calls, and keeps
+// them nowhere: a hook whose policy reads none of the user's words records
 // them still, for replay under a candidate that does (rule P18).
-func (g *Gateway) RecordUserWords(text string) {
+func (g *Gateway) RecordUserWords(s Session, text string) {
+	if s == nil {
+		s = g.opts.Session
+	}
 	if g.opts.Decisions != nil {
-		g.recordUser([]string{text})
+		g.recordUser(s, []string{text})
 	}
 }
 
@@ -67,7 +70,7 @@ func (g *Gateway) RecordUserWords(text string) {
 // session, the canonical call a decision was made on, a result's labels
 // and digest, and with dt.Content its text.
 func (g *Gateway) replayable(rec *decisionlog.Record, dt decisionlog.Detail, p prepared, d rule.Decision) {
-	rec.V, rec.Session, rec.Workdir = decisionlog.Version, sessionName(p.Session), g.opts.Workdir
+	rec.V, rec.Session, rec.Workdir = decisionlog.Version, sessionName(p.Session), p.Workdir
 	if rec.Phase != decisionlog.Result {
 		if rec.Input = d.Input; rec.Input == nil {
 			rec.Input = p.In
@@ -89,13 +92,13 @@ func digestText(rec *decisionlog.Record, text string, content bool) {
 	}
 }
 
-// recordUser records the user's words a user line gave the session.
-func (g *Gateway) recordUser(texts []string) {
+// recordUser records the user's words a user line gave the session s.
+func (g *Gateway) recordUser(s Session, texts []string) {
 	dt := g.detail()
 	if !dt.Calls {
 		return
 	}
-	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.User, V: decisionlog.Version, Session: g.SessionID(), Workdir: g.opts.Workdir, Revision: g.Current().Revision, Generation: g.Current().Number}
+	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.User, V: decisionlog.Version, Session: sessionName(s), Workdir: g.opts.Workdir, Revision: g.Current().Revision, Generation: g.Current().Number}
 	digestText(&rec, strings.Join(texts, "\n"), dt.Content)
 	g.unrecorded(g.opts.Decisions.Log(rec))
 }

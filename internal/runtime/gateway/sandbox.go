@@ -68,7 +68,7 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 	if command == "" {
 		return nil
 	}
-	name, eff, wd := p.Name, p.Programs(), g.opts.Workdir
+	name, eff, wd := p.Name, p.Programs(), p.Workdir
 	j := &tools.ExecJudge{
 		Names: eff.ExecNames(name),
 		Decide: func(words []string) (string, bool) {
@@ -102,7 +102,7 @@ func (g *Gateway) recordProgram(p prepared, command string, words []string, prog
 	if log == nil {
 		return
 	}
-	d := p.Programs().ExecDecide(p.Name, words, g.opts.Workdir)
+	d := p.Programs().ExecDecide(p.Name, words, p.Workdir)
 	rec := decisionlog.Record{Time: time.Now().UTC(), Phase: decisionlog.Program, CallID: p.ID, Tool: p.Name, Surface: p.Chain,
 		Principal: p.Principal, Subject: command, Rule: rule.P16, Entries: d.Entries, Revision: p.cur.Revision, Commit: p.cur.Commit(),
 		Generation: p.cur.Number, Reason: reason, Program: program, Argv: argv}

@@ -130,7 +130,7 @@ func (g *Gateway) observe(ctx context.Context, s Session, p prepared, in tools.I
 	if p.Gen.Session == nil && len(p.Gen.Provenance) == 0 {
 		return nil, nil
 	}
-	labels := p.Gen.LabelsOf(p.Tool, in, g.opts.Workdir, hostFS{}.LandsAt)
+	labels := p.Gen.LabelsOf(p.Tool, in, p.Workdir, hostFS{}.LandsAt)
 	from := Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, in)}
 	if sn := decide.SeenIn(s); sn != nil && len(p.Gen.Provenance) > 0 {
 		sn.Note(from, labels, text)
@@ -215,7 +215,7 @@ func (g *Gateway) label(ctx context.Context, cur *provision.Generation, s Sessio
 	if p.Tool == nil || p.In == nil {
 		return held, nil
 	}
-	in, why := decide.Canonical(p.Tool, p.In, g.opts.Workdir, g.opts.Paths)
+	in, why := decide.Canonical(p.Tool, p.In, p.Workdir, g.opts.Paths)
 	if why != "" {
 		return held, nil
 	}
