@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 
+	"aimon.dev/gw/internal/exec/sandbox/launch"
+	"aimon.dev/gw/internal/exec/sandbox/trace"
 	"aimon.dev/gw/internal/testkit/gobuild"
 )
 
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) { gobuild.Main(m) }
 func TestP16SandboxProgramRefusesToRunAlone(t *testing.T) {
 	bin := gobuild.Binary(t, gobuild.SandboxProgram)
 	const want = "aimon-gw-sandbox is started by aimon-gw, which runs each sandboxed command through it; run aimon-gw instead.\n"
-	for _, args := range [][]string{nil, {"--help"}, {"version"}, {"__aimon-gw-sandbox"}, {"-", "__aimon-gw-sandbox-launch"}} {
+	for _, args := range [][]string{nil, {"--help"}, {"version"}, {"__aimon-gw-sandbox"}, {"-", "__aimon-gw-sandbox-launch"}, {"__aimon-gw-sandbox-sources", "x"}} {
 		cmd := exec.Command(bin, args...)
 		var out, errs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
@@ -28,6 +30,20 @@ func TestP16SandboxProgramRefusesToRunAlone(t *testing.T) {
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || out.Len() != 0 || errs.String() != want {
 			t.Errorf("aimon-gw-sandbox %q: %v, stdout %q, stderr %q; want exit 2 and %q", args, err, out.String(), errs.String(), want)
 		}
+	}
+}
+
+// TestP16SandboxProgramSaysItsSources: asked for its sources alone, the
+// sandbox program prints the digest of its packages' sources, the one the
+// gateway of its build computes (package sandbox compares them), and
+// nothing on standard error.
+func TestP16SandboxProgramSaysItsSources(t *testing.T) {
+	cmd := exec.Command(gobuild.Binary(t, gobuild.SandboxProgram), trace.SourcesArg)
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
+	out, err := cmd.Output()
+	if want := trace.Digest(trace.Sources, launch.Sources) + "\n"; err != nil || string(out) != want || errs.Len() > 0 {
+		t.Errorf("%v, stdout %q, stderr %q; want %q", err, out, errs.String(), want)
 	}
 }
 

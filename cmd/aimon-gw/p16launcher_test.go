@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"aimon.dev/gw/internal/testkit/gobuild"
 )
 
 // The gateway's sandbox program (cmd/aimon-gw-sandbox) beside its binary
@@ -228,6 +230,13 @@ func TestP16SmallLauncherUntrustedIsNotUsed(t *testing.T) {
 		}},
 		{"of another build", "it is not a Go program of the gateway's", func(t *testing.T, dir, sib, hostile string) {
 			writeExec(t, sib, hostile, 0o755)
+		}},
+		{"built from other sources", "it was built from other sources than this gateway", func(t *testing.T, dir, sib, hostile string) {
+			b, err := os.ReadFile(gobuild.OtherSandboxProgram(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeExec(t, sib, string(b), 0o755)
 		}},
 	}
 	for _, u := range gatewayUsers(t) {

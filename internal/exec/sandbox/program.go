@@ -1,18 +1,25 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"aimon.dev/gw/internal/exec/sandbox/launch"
+	"aimon.dev/gw/internal/exec/sandbox/trace"
 )
 
 // ProgramName is the file name of the gateway's sandbox program
@@ -223,15 +230,42 @@ func sameBuild(f *os.File) string {
 	if !ok {
 		return "this gateway knows nothing of its build to compare it with"
 	}
-	return otherBuild(ours, theirs)
+	if why := otherBuild(ours, theirs); why != "" {
+		return why
+	}
+	return otherSources(f)
+}
+
+// otherSources is why the program f was not built from the sources of
+// packages trace and launch that this binary was built from; "" when it
+// was. Each build embeds them (trace.Sources): f, started once by its
+// descriptor with trace.SourcesArg, says their digest. The build's
+// records (otherBuild) cannot tell an older program from this one where
+// neither records a revision (-buildvcs=false, as the image builds them)
+// and the modules are the same.
+func otherSources(f *os.File) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/proc/self/fd/3", trace.SourcesArg)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Env = []string{}
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		return fmt.Sprintf("it does not say what it was built from (%v: %s), as the sandbox program of this gateway's build does", err, bytes.TrimSpace(errs.Bytes()))
+	}
+	if got, want := string(bytes.TrimSpace(out.Bytes())), trace.Digest(trace.Sources, launch.Sources); got != want {
+		return fmt.Sprintf("it was built from other sources than this gateway (the digest of its packages trace and launch is %.12s, this gateway's %.12s)", got, want)
+	}
+	return ""
 }
 
 // otherBuild is why theirs is not the sandbox program of the build ours;
 // "" when it is. Each field is compared that both builds record: the
 // program's package, Go's version, the main module's path, version and
 // sum, the revision and whether it was modified, and every module both
-// hold. Two builds of one modified revision cannot be told
-// apart: go install ./cmd/... builds both at once.
+// hold. Builds that record no revision, or of one modified revision, are
+// told apart by their sources (otherSources).
 func otherBuild(ours, theirs *debug.BuildInfo) string {
 	if want := ours.Main.Path + "/cmd/" + ProgramName; theirs.Path != want {
 		return fmt.Sprintf("it is not the gateway's sandbox program (its package is %q, not %s)", theirs.Path, want)

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -47,8 +49,15 @@ func besideSmall(t testing.TB, put func(dir string)) string {
 // linkSmall puts the sandbox program in dir with mode.
 func linkSmall(t testing.TB, dir string, mode os.FileMode) string {
 	t.Helper()
+	return putProgram(t, dir, smallProgram(t), mode)
+}
+
+// putProgram puts a copy of the program src in dir as the sandbox
+// program, with mode.
+func putProgram(t testing.TB, dir, src string, mode os.FileMode) string {
+	t.Helper()
 	p := filepath.Join(dir, ProgramName)
-	data, err := os.ReadFile(smallProgram(t))
+	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +213,47 @@ func TestP16SmallLauncherOtherBuild(t *testing.T) {
 		if why := otherBuild(base(), small(c.change)); !strings.Contains(why, c.want) {
 			t.Errorf("%s: %q; want %q", c.note, why, c.want)
 		}
+	}
+}
+
+// TestP16SmallLauncherOfAnotherBuild: a sandbox program built from other
+// sources than the gateway's, with no revision recorded by either (as the
+// image builds them) and the same modules, is not the gateway's: it is
+// not used, the gateway's own binary starts each sandbox instead, and the
+// warning says why and what to do; the sandbox program of the gateway's
+// own build, built apart from it as go install does, is used.
+func TestP16SmallLauncherOfAnotherBuild(t *testing.T) {
+	for _, c := range []struct {
+		note, why string
+		program   func(t testing.TB) string
+	}{
+		{"another build", "it was built from other sources than this gateway (the digest of its packages trace and launch is ", gobuild.OtherSandboxProgram},
+		{"the same build", "", smallProgram},
+	} {
+		t.Run(c.note, func(t *testing.T) {
+			exe := besideSmall(t, func(dir string) { putProgram(t, dir, c.program(t), 0o755) })
+			var logged bytes.Buffer
+			old := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+			defer slog.SetDefault(old)
+			l, err := chooseLauncher(exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.f.Close()
+			if c.why == "" {
+				if l.name != ProgramName || logged.Len() > 0 {
+					t.Errorf("the sandbox program of the same build is not used (%s): %s", l.name, logged.String())
+				}
+				return
+			}
+			if l.name != filepath.Base(exe) || l.f.Name() != exe {
+				t.Errorf("the sandbox program of another build is used: %s, %s", l.name, l.f.Name())
+			}
+			if s := logged.String(); !strings.Contains(s, "is not used, since "+c.why) || !strings.Contains(s, "go install ./cmd/...") {
+				t.Errorf("the warning does not say why the program is not used (%q): %s", c.why, s)
+			}
+		})
 	}
 }
 

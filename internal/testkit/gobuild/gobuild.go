@@ -53,7 +53,12 @@ func Binary(t testing.TB, pkg string, args ...string) string {
 
 // Build is Binary for a TestMain, which has no t.
 func Build(pkg string, args ...string) (string, error) {
-	key := fmt.Sprint(pkg, args)
+	return buildIn(fmt.Sprint(pkg, args), pkg, args, nil)
+}
+
+// buildIn builds pkg once per key, in the module directory src makes
+// (the current one when src is nil).
+func buildIn(key, pkg string, args []string, src func() (string, error)) (string, error) {
 	mu.Lock()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "aimon-gw-test-bin")
@@ -84,6 +89,15 @@ func Build(pkg string, args ...string) (string, error) {
 			pkgs = append(pkgs, SandboxProgram)
 		}
 		cmd := exec.Command("go", append(append([]string{"build", "-o", b.into + "/"}, args...), pkgs...)...)
+		if src != nil {
+			d, err := src()
+			if d != "" {
+				defer os.RemoveAll(d)
+			}
+			if b.err, cmd.Dir = err, d; err != nil {
+				return
+			}
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}

@@ -14,6 +14,7 @@
 package launch
 
 import (
+	"embed"
 	"fmt"
 	"os"
 	"slices"
@@ -23,6 +24,12 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// Sources are this package's source files, embedded by the build (see
+// package trace's Sources).
+//
+//go:embed *.go
+var Sources embed.FS
 
 // Arg, as the first argument, makes the binary the launcher:
 // Arg [NetArg] -- ARGV..., with the Landlock rules in SpecEnv.

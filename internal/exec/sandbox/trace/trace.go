@@ -29,6 +29,7 @@ package trace
 import (
 	"bufio"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -52,6 +53,37 @@ import (
 // for a locked one from its template thread, not by cloning the locked
 // one). If the join fails, nothing runs.
 const Arg = "__aimon-gw-sandbox-trace"
+
+// Sources are this package's source files, embedded by the build: the
+// gateway knows its sandbox program for one of its own build by the
+// digest of these and package launch's (Digest), which the program says
+// when started with SourcesArg alone. Nothing else need tell two builds
+// apart: one with -buildvcs=false (the image's) records no revision.
+//
+//go:embed *.go
+var Sources embed.FS
+
+// SourcesArg, as the only argument, makes the sandbox program print
+// Digest of its sources and exit (cmd/aimon-gw-sandbox).
+const SourcesArg = "__aimon-gw-sandbox-sources"
+
+// Digest is the hex SHA-256 of the files of fss, each by its name, its
+// length and its content, in order.
+func Digest(fss ...embed.FS) string {
+	h := sha256.New()
+	for _, f := range fss {
+		entries, _ := f.ReadDir(".")
+		for _, e := range entries { // sorted by name
+			b, err := f.ReadFile(e.Name())
+			if err != nil {
+				continue // a directory
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(b))
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // Spec is what the gateway sends first: the programs to know by their
 // file, and the decided programs that start the sandbox.
