@@ -113,7 +113,12 @@ func (c *relayConn) take(id string, resp *http.Response) *http.Response {
 // delivers; it writes each other message to w for the SDK's connection,
 // without its event id, and closes w when the answer came or body ended.
 func (c *relayConn) stream(id string, body io.ReadCloser, w *io.PipeWriter) {
-	defer body.Close()
+	defer func() {
+		// Read to its end, as the SDK's connection reads a stream, so
+		// that the HTTP connection is kept for the next request.
+		io.Copy(io.Discard, body)
+		body.Close()
+	}()
 	defer w.Close()
 	answered := false
 	err := events(body, MaxMessage, func(data []byte) bool {

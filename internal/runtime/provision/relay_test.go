@@ -154,8 +154,9 @@ var paths = []struct {
 // (the call the gateway decided, with the SDK's _meta), over HTTP with
 // the same MCP headers, and come back as the same results, for each shape
 // of result (texts, an image, structured content, an error result, a
-// JSON-RPC error), on each transport; the relay's frames carry its own
-// ids, so the relay was the path.
+// JSON-RPC error, one after a request of the server's to the client in
+// the middle of the call), on each transport; the relay's frames carry
+// its own ids, so the relay was the path.
 func TestR7RelayAndSDKAgree(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) { relayAndSDKAgree(t, tr.rec) })
@@ -182,6 +183,7 @@ func relayAndSDKAgree(t *testing.T, newRecorder func(*testing.T, map[string]stri
 		{"fails", tools.Input{}},
 		{"broken", tools.Input{}},
 		{"echo", tools.Input{"text": "after the error"}},
+		{"roots", tools.Input{}},
 	}
 	var results [2][]tools.Result
 	var params, headers [2][]string
@@ -230,6 +232,11 @@ func relayAndSDKAgree(t *testing.T, newRecorder func(*testing.T, map[string]stri
 	}
 	if r := results[0][6]; !r.IsError || !strings.Contains(r.Text, "broken on purpose") {
 		t.Errorf("a JSON-RPC error: %+v", r)
+	}
+	// The server's request in the middle of the call reached the SDK's
+	// client and was answered, where the protocol has such requests.
+	if r := results[0][8]; r.Text != "0 roots" && !strings.Contains(r.Text, "cannot be sent while serving a request on protocol version 2026-07-28") {
+		t.Errorf("a call that asks the client for its roots: %+v", r)
 	}
 }
 

@@ -104,8 +104,9 @@ func otherIDs(in io.Reader) {
 // tools/call can have, for tests that compare two ways of calling them:
 // echo (its text), two (two texts), image (an image and a text),
 // structured (structured content alone), fails (an error result), broken
-// (a JSON-RPC error) and slow (an answer only once the call is
-// cancelled, or after a minute).
+// (a JSON-RPC error), roots (a request to the client in the middle of the
+// call) and slow (an answer only once the call is cancelled, or after a
+// minute).
 func addTools(s *mcp.Server) {
 	obj := map[string]any{"type": "object"}
 	text := func(ts ...string) *mcp.CallToolResult {
@@ -135,6 +136,13 @@ func addTools(s *mcp.Server) {
 	})
 	s.AddTool(&mcp.Tool{Name: "broken", Description: "Answers with a JSON-RPC error.", InputSchema: obj}, func(ctx.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("broken on purpose")
+	})
+	s.AddTool(&mcp.Tool{Name: "roots", Description: "Asks the client for its roots in the middle of the call, and answers with their number.", InputSchema: obj}, func(c ctx.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.ListRoots(c, nil)
+		if err != nil {
+			return nil, err
+		}
+		return text(fmt.Sprintf("%d roots", len(res.Roots))), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "slow", Description: "Answers once the call is cancelled.", InputSchema: obj}, func(c ctx.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		select {
