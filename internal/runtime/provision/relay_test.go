@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -362,6 +363,22 @@ func TestR4RelayServerDiesMidCall(t *testing.T) {
 			return
 		}
 		if r := bind(t, up, rec.tool("echo")).Tool.Run(ctx, nil, tools.Input{"text": "again"}); r.IsError || r.Text != "again" {
+			t.Errorf("the next call: %+v", r)
+		}
+	})
+}
+
+// TestR8RelayAnswerPastTheBound: an answer past MaxMessage (a line over
+// stdio, a JSON body or an event over HTTP) is dropped unread with the
+// sentence that says so, on either path, and the server answers the next
+// call.
+func TestR8RelayAnswerPastTheBound(t *testing.T) {
+	onPaths(t, nil, func(t *testing.T, up *Upstreams, rec recorder) {
+		r := bind(t, up, rec.tool("big")).Tool.Run(context.Background(), nil, tools.Input{"size": MaxMessage + 1})
+		if want := fmt.Sprintf("with more than %d bytes", MaxMessage); !r.IsError || !strings.Contains(r.Text, want) {
+			t.Errorf("an answer past the bound: %.300s, want %q", r.Text, want)
+		}
+		if r := bind(t, up, rec.tool("echo")).Tool.Run(context.Background(), nil, tools.Input{"text": "next"}); r.IsError || r.Text != "next" {
 			t.Errorf("the next call: %+v", r)
 		}
 	})

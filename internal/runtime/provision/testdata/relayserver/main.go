@@ -104,7 +104,7 @@ func otherIDs(in io.Reader) {
 // tools/call can have, for tests that compare two ways of calling them:
 // echo (its text), two (two texts), image (an image and a text),
 // structured (structured content alone), fails (an error result), broken
-// (a JSON-RPC error), roots (a request to the client in the middle of the
+// (a JSON-RPC error), big (a text of the size asked), roots (a request to the client in the middle of the
 // call) and slow (an answer only once the call is cancelled, or after a
 // minute).
 func addTools(s *mcp.Server) {
@@ -136,6 +136,12 @@ func addTools(s *mcp.Server) {
 	})
 	s.AddTool(&mcp.Tool{Name: "broken", Description: "Answers with a JSON-RPC error.", InputSchema: obj}, func(ctx.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("broken on purpose")
+	})
+	type bigIn struct {
+		Size int `json:"size"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with a text of size bytes."}, func(_ ctx.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
+		return text(strings.Repeat("x", in.Size)), nil, nil
 	})
 	s.AddTool(&mcp.Tool{Name: "roots", Description: "Asks the client for its roots in the middle of the call, and answers with their number.", InputSchema: obj}, func(c ctx.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := req.Session.ListRoots(c, nil)
