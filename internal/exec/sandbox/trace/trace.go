@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,9 +189,11 @@ func run(args []string) (int, error) {
 		return 0, fmt.Errorf("the gateway's programs do not read: %w", err)
 	}
 	// ptrace answers only the thread that is the tracer: the one that
-	// started the child, which the child's pids cgroup is of. This runs
-	// in the package's init, which Go runs on the main thread, locked to
-	// it (runtime.main): no LockOSThread, which would start a thread more.
+	// started the child, which the child's pids cgroup is of. Go runs
+	// init locked to the main thread already, but LockOSThread starts the
+	// template thread now, before the join: the threads Go starts later
+	// come from it, outside the group (see Arg), not cloned from this one.
+	runtime.LockOSThread()
 	group := strings.TrimPrefix(args[2], "aimon-gw-pids:")
 	sys := &syscall.SysProcAttr{Ptrace: true}
 	if join >= 0 {
