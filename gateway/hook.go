@@ -119,11 +119,24 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	if c.LoadTimeout == 0 {
 		c.LoadTimeout = defaultLoadTimeout
 	}
+	cache := loadcache.Open(c.Cache, c.Logger)
+	if _, ok := hookRuntimes[c.Runtime]; ok && cache != nil {
+		// The record is read and checked while the input is read (and
+		// the user's home looked up, for the state directory): the
+		// load below goes on from there (reload.OnceCached takes the
+		// policy's directory absolute, as here).
+		dir, err := c.Policy, error(nil)
+		if dir != "" {
+			dir, err = filepath.Abs(dir)
+		}
+		if err == nil {
+			cache.Prefetch(dir)
+		}
+	}
 	call, unread := readHook(c.Runtime, input)
 	if call.rt.read == nil {
 		return nil, unread // no runtime's input
 	}
-	cache := loadcache.Open(c.Cache, c.Logger)
 	switch {
 	case cache != nil:
 		cache.Fresh = c.BeforeLoad

@@ -57,6 +57,23 @@ func (g *Generation) Save() ([]byte, error) {
 // generation is for deciding calls. Its lists are compiled from the plan
 // as a load's are, each when a chain first needs it.
 func Restore(data []byte, opts ...Option) (*Generation, error) {
+	d, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	return d.Restore(opts...)
+}
+
+// A Decoded is a plan Save wrote, read and checked, which no options
+// change: the hook decodes it while it reads its input and checks the
+// files it was loaded from, and restores it with the input's options.
+type Decoded struct {
+	plan Plan
+	used bool
+}
+
+// Decode reads and checks what Save wrote, as Restore does.
+func Decode(data []byte) (*Decoded, error) {
 	s, err := decodePlan(data)
 	if err != nil {
 		return nil, err
@@ -67,9 +84,20 @@ func Restore(data []byte, opts ...Option) (*Generation, error) {
 	if err := s.Plan.check(); err != nil {
 		return nil, fmt.Errorf("the saved policy %w", err)
 	}
-	c := newCompiler(s.Dir, opts)
+	return &Decoded{plan: s.Plan}, nil
+}
+
+// Restore makes the generation of the decoded plan, as Restore of its
+// bytes with opts does. It makes one: the generation holds the plan's
+// maps, which a second would share.
+func (d *Decoded) Restore(opts ...Option) (*Generation, error) {
+	if d.used {
+		return nil, errors.New("the saved policy was restored once already; decode it again")
+	}
+	d.used = true
+	c := newCompiler(d.plan.Dir, opts)
 	c.ctx, c.lists = cuecontext.New(), cuecontext.New()
-	return newGeneration(s.Plan, c), nil
+	return newGeneration(d.plan, c), nil
 }
 
 // decodePlan decodes what Save wrote with json v2's jsontext, streaming

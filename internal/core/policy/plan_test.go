@@ -512,3 +512,27 @@ func TestR3PlanFirstDecodeChild(t *testing.T) {
 	}
 	fmt.Printf("first decode %d\n", time.Since(start).Nanoseconds())
 }
+
+// TestR3DecodedRestoresOnce: a decoded plan makes one generation, as
+// Restore of the bytes does; a second is refused, not one sharing the
+// first one's maps.
+func TestR3DecodedRestoresOnce(t *testing.T) {
+	data := teamPlan(t)
+	d, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Restore(WithWorkdir("/w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := r.Save(); err != nil || string(again) != string(data) {
+		t.Fatalf("the first restore saves again as %v; want the bytes it was decoded from", err)
+	}
+	if again, err := d.Restore(WithWorkdir("/w")); err == nil || again != nil {
+		t.Fatalf("a second restore of one decoded plan gave %v, %v; want an error", again, err)
+	}
+	if _, err := Decode(data[:len(data)/2]); err == nil {
+		t.Fatal("a plan cut short decoded")
+	}
+}

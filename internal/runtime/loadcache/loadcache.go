@@ -59,6 +59,9 @@ type Cache struct {
 	// Fresh, when set, is called before a policy is loaded afresh (the
 	// hook resumes its collector for a load).
 	Fresh func()
+	// ahead is the check Prefetch began, which the next restore of its
+	// directory takes.
+	ahead *ahead
 }
 
 // DefaultDir is the user's cache directory for aimon-gw
@@ -154,53 +157,117 @@ func (c *Cache) path(dir string) string {
 }
 
 func (c *Cache) restore(dir string, opts []policy.Option) (*policy.Generation, miss) {
+	var ck checked
+	if a := c.ahead; a != nil && a.dir == dir {
+		c.ahead = nil
+		<-a.done
+		ck = a.checked
+	} else {
+		ck = c.check(dir)
+	}
+	if ck.miss.why != "" {
+		return nil, ck.miss
+	}
+	g, err := ck.plan.Restore(opts...)
+	if err != nil {
+		return nil, suspect(err.Error())
+	}
+	if !slices.Equal(g.Dirs, ck.dirs) || !slices.Equal(g.Inputs, ck.inputs) {
+		return nil, suspect("the record's manifest is not of its policy")
+	}
+	return g, miss{}
+}
+
+// A checked record is what restore makes of a record before the
+// options: its plan decoded, and the policy's files found as its
+// manifest says, or why not.
+type checked struct {
+	plan         *policy.Decoded
+	dirs, inputs []string
+	miss
+}
+
+// An ahead is a check begun by Prefetch, done when done is closed.
+type ahead struct {
+	dir  string
+	done chan struct{}
+	checked
+}
+
+// Prefetch begins, in the background, what Load and Open of dir
+// (absolute; "" for the embedded policy) do with its record before they
+// need their options: read it, verify it, check the policy's files
+// against its manifest and decode its plan. The next Load or Open of
+// dir waits for that and goes on from it, so that a hook reads its input
+// meanwhile; a later change of the files is the next call's. Prefetch
+// and the Load are called from one goroutine.
+func (c *Cache) Prefetch(dir string) {
+	a := &ahead{dir: dir, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.checked = c.check(dir)
+	}()
+	c.ahead = a
+}
+
+// check reads dir's record and verifies it: its checksum, the binary
+// and the policy it is of, the policy's files against its manifest; its
+// plan is decoded meanwhile, and used only when all of that holds.
+func (c *Cache) check(dir string) checked {
 	data, m := c.read(c.path(dir))
 	if m.why != "" {
-		return nil, m
+		return checked{miss: m}
 	}
 	rest, ok := bytes.CutPrefix(data, []byte(magic))
 	if !ok {
 		if bytes.HasPrefix(data, []byte("aimon-gw loadcache ")) {
-			return nil, normal("the record is not of this version")
+			return checked{miss: normal("the record is not of this version")}
 		}
-		return nil, suspect("the record is not of this version, nor of any")
+		return checked{miss: suspect("the record is not of this version, nor of any")}
 	}
 	sumHex, body, ok := bytes.Cut(rest, []byte("\n"))
 	sum := sha256.Sum256(body)
 	if !ok || string(sumHex) != hex.EncodeToString(sum[:]) {
-		return nil, suspect("the record's checksum does not match")
+		return checked{miss: suspect("the record's checksum does not match")}
 	}
 	head, saved, _ := bytes.Cut(body, []byte("\n"))
 	r, err := readRecord(head)
 	if err != nil {
-		return nil, suspect("the record cannot be read: " + err.Error())
+		return checked{miss: suspect("the record cannot be read: " + err.Error())}
 	}
 	exe, err := executable()
 	if err != nil {
-		return nil, suspect(err.Error())
+		return checked{miss: suspect(err.Error())}
 	}
 	switch {
 	case r.Exe != exe:
-		return nil, normal("another binary wrote the record")
+		return checked{miss: normal("another binary wrote the record")}
 	case r.Dir != dir:
-		return nil, suspect("the record is of another policy")
+		return checked{miss: suspect("the record is of another policy")}
 	}
-	// The plan is decoded only once the policy's files match the manifest.
+	// The plan is decoded while the policy's files are read, and used
+	// only once they match the manifest: a stale plan is decoded for
+	// nothing, never restored. A hook waits for both.
+	type decodedPlan struct {
+		plan *policy.Decoded
+		err  error
+	}
+	decoded := make(chan decodedPlan, 1)
+	go func() {
+		d, err := policy.Decode(saved)
+		decoded <- decodedPlan{d, err}
+	}()
 	now, why := manifestOf(dir, r.Dirs, r.Inputs)
-	if why != "" {
-		return nil, normal(why)
+	d := <-decoded
+	switch {
+	case why != "":
+		return checked{miss: normal(why)}
+	case !now.equal(r.Manifest):
+		return checked{miss: normal("the policy's files changed since the record was written")}
+	case d.err != nil:
+		return checked{miss: suspect(d.err.Error())}
 	}
-	if !now.equal(r.Manifest) {
-		return nil, normal("the policy's files changed since the record was written")
-	}
-	g, err := policy.Restore(saved, opts...)
-	if err != nil {
-		return nil, suspect(err.Error())
-	}
-	if !slices.Equal(g.Dirs, r.Dirs) || !slices.Equal(g.Inputs, r.Inputs) {
-		return nil, suspect("the record's manifest is not of its policy")
-	}
-	return g, miss{}
+	return checked{plan: d.plan, dirs: r.Dirs, inputs: r.Inputs}
 }
 
 // read reads a record only from a directory and a file that the user owns

@@ -179,34 +179,52 @@ func TestR3CacheNeverChangesADecision(t *testing.T) {
 		}, true, true},
 	}
 	for _, tc := range tests {
-		t.Run(tc.note, func(t *testing.T) {
-			dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
-			c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
-			if _, hit := load(t, c, dir, "/w"); hit {
-				t.Fatal("the first load hit a record")
+		// A hook's check begins before it reads its input (Prefetch):
+		// it misses alike.
+		for _, ahead := range []bool{false, true} {
+			note := tc.note
+			if ahead {
+				note += ", checked ahead"
 			}
-			st, err := os.Stat(c.path(dir))
-			if err != nil || st.Mode().Perm() != 0o600 {
-				t.Fatalf("the record: %v, %v; want a file of mode 0600", st, err)
-			}
-			g, hit := load(t, c, dir, "/w")
-			if !hit || !decide(t, g, "Bash", "command", "git status", "/w") {
-				t.Fatalf("the second load: hit %v; want a restored policy that allows git status", hit)
-			}
-			tc.spoil(t, c, dir)
-			var log bytes.Buffer
-			c.Log = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			g, hit = load(t, c, dir, "/w")
-			if hit {
-				t.Fatal("a spoiled record was used")
-			}
-			if warned := strings.Contains(log.String(), "level=WARN"); warned != tc.warn {
-				t.Errorf("warned %v, want %v:\n%s", warned, tc.warn, log.String())
-			}
-			if got := decide(t, g, "Bash", "command", "git status", "/w"); got != tc.git {
-				t.Fatalf("git status allowed = %v, want %v", got, tc.git)
-			}
-		})
+			t.Run(note, func(t *testing.T) {
+				spoiled(t, tc.spoil, tc.git, tc.warn, ahead)
+			})
+		}
+	}
+}
+
+// spoiled is a case of TestR3CacheNeverChangesADecision: a record of the
+// git policy, then spoil, then a load that must miss, checked ahead by
+// Prefetch when ahead.
+func spoiled(t *testing.T, spoil func(t *testing.T, c *Cache, dir string), git, warn, ahead bool) {
+	dir := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	if _, hit := load(t, c, dir, "/w"); hit {
+		t.Fatal("the first load hit a record")
+	}
+	st, err := os.Stat(c.path(dir))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the record: %v, %v; want a file of mode 0600", st, err)
+	}
+	g, hit := load(t, c, dir, "/w")
+	if !hit || !decide(t, g, "Bash", "command", "git status", "/w") {
+		t.Fatalf("the second load: hit %v; want a restored policy that allows git status", hit)
+	}
+	spoil(t, c, dir)
+	var log bytes.Buffer
+	c.Log = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if ahead {
+		c.Prefetch(dir)
+	}
+	g, hit = load(t, c, dir, "/w")
+	if hit {
+		t.Fatal("a spoiled record was used")
+	}
+	if warned := strings.Contains(log.String(), "level=WARN"); warned != warn {
+		t.Errorf("warned %v, want %v:\n%s", warned, warn, log.String())
+	}
+	if got := decide(t, g, "Bash", "command", "git status", "/w"); got != git {
+		t.Fatalf("git status allowed = %v, want %v", got, git)
 	}
 }
 
@@ -390,5 +408,30 @@ func TestR3CacheFreshBeforeEachLoad(t *testing.T) {
 		if _, hit, err := c.Load(dir, counted, policy.WithWorkdir("/w")); err != nil || hit != tc.hit || fresh != tc.fresh || loads != tc.loads {
 			t.Errorf("%s: hit %v, Fresh called %d times, %d loads (%v); want hit %v, %d, %d", tc.note, hit, fresh, loads, err, tc.hit, tc.fresh, tc.loads)
 		}
+	}
+}
+
+// TestR3CachePrefetchIsOfItsDirectoryOnce: a check begun ahead stands for
+// the next load of its own directory only, and for one load: a load of
+// another policy meanwhile is that policy's, and a load after an edit
+// that follows the first is checked again.
+func TestR3CachePrefetchIsOfItsDirectoryOnce(t *testing.T) {
+	git := module(t, head+`agent: "allowed-tools": ["Bash(git:*)"]`+"\n")
+	ls := module(t, head+`agent: "allowed-tools": ["Bash(ls)"]`+"\n")
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	load(t, c, git, "/w")
+	load(t, c, ls, "/w")
+	c.Prefetch(git)
+	g, hit := load(t, c, ls, "/w")
+	if !hit || decide(t, g, "Bash", "command", "git status", "/w") || !decide(t, g, "Bash", "command", "ls", "/w") {
+		t.Fatalf("a load of another policy than the one checked ahead: hit %v, or it is not that policy", hit)
+	}
+	g, hit = load(t, c, git, "/w")
+	if !hit || !decide(t, g, "Bash", "command", "git status", "/w") {
+		t.Fatalf("the load checked ahead: hit %v, or it does not allow git status", hit)
+	}
+	write(t, filepath.Join(git, "policy.cue"), head+`agent: "allowed-tools": ["Bash(ls)"]`+"\n")
+	if g, hit = load(t, c, git, "/w"); hit || decide(t, g, "Bash", "command", "git status", "/w") {
+		t.Fatalf("a load after an edit was answered from the check ahead of the one before: hit %v", hit)
 	}
 }
