@@ -3,7 +3,9 @@ package ticket
 import (
 	"context"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -164,5 +166,55 @@ func TestR8TicketKeyIsMadeOnceAndOwnersAlone(t *testing.T) {
 	os.Chmod(open, 0o755)
 	if _, err := newSealer(open); err == nil || !strings.Contains(err.Error(), "make it 0700") {
 		t.Errorf("a state directory open to others: %v", err)
+	}
+}
+
+// TestR8StateDirHomeIsThePasswordDatabases: the home that names the state
+// directory is read from the password file only where the name service
+// reads that file first, and is then the C library's answer; anywhere
+// else the C library is asked (rule R8: the key's directory is the
+// password database's, not one a command could point at).
+func TestR8StateDirHomeIsThePasswordDatabases(t *testing.T) {
+	for _, uid := range []int{os.Geteuid(), 0, 65534} {
+		u, err := user.LookupId(strconv.Itoa(uid))
+		home, ok := filesHome(uid, "/etc/nsswitch.conf", "/etc/passwd")
+		if ok && (err != nil || home != u.HomeDir) {
+			t.Errorf("uid %d: the password file says %q, the C library %v, %v", uid, home, u, err)
+		}
+	}
+	dir := t.TempDir()
+	file := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	passwd := file("passwd", "root:x:0:0:root:/root:/bin/bash\nbad line\nlong:x:12345:1:l:/home/long:/bin/sh\nu:x:1234:1234:U,,,:/home/u:/bin/sh\nsecond:x:1234:1:s:/home/second:/bin/sh\n")
+	for _, tc := range []struct {
+		note, nsswitch, passwd string
+		uid                    int
+		home                   string // "" where the C library answers
+	}{
+		{"files first", "# passwd: sss\npasswd:  files systemd\ngroup: files\n", passwd, 1234, "/home/u"},
+		{"files alone", "passwd: files", passwd, 0, "/root"},
+		{"no entry for the uid", "passwd: files systemd\n", passwd, 4321, ""},
+		{"another source first", "passwd: sss files\n", passwd, 1234, ""},
+		{"compat", "passwd: compat\n", passwd, 1234, ""},
+		{"an action after files", "passwd: files [SUCCESS=continue] ldap\n", passwd, 1234, ""},
+		{"two passwd lines", "passwd: files\npasswd: ldap\n", passwd, 1234, ""},
+		{"no passwd line", "group: files\n", passwd, 1234, ""},
+		{"no switch file", "", passwd, 1234, ""},
+		{"compat's entries", "passwd: files\n", file("compat", "+@admins::::::\nu:x:1234:1234:U:/home/u:/bin/sh\n"), 1234, ""},
+		{"no password file", "passwd: files\n", filepath.Join(dir, "none"), 1234, ""},
+	} {
+		nss := filepath.Join(dir, "none")
+		if tc.nsswitch != "" {
+			nss = file("nsswitch.conf", tc.nsswitch)
+		}
+		home, ok := filesHome(tc.uid, nss, tc.passwd)
+		if ok != (tc.home != "") || home != tc.home {
+			t.Errorf("%s: %q, %v; want %q", tc.note, home, ok, tc.home)
+		}
 	}
 }
