@@ -300,7 +300,16 @@ func mac(key []byte, payload string) string {
 // on the first call that needs one (rule P16); a failure is tried again
 // on the next call. Safe for concurrent use: the HTTP hook seals from
 // many requests at once.
-func SealOnFirstUse() func(Binding) (string, error) {
+func SealOnFirstUse() func(Binding) (string, error) { return sealOnFirstUse(NewSealer) }
+
+// SealOnFirstUseIn is SealOnFirstUse with the state directory dir that
+// the caller's Conceal returned: a hook conceals it as it reads its
+// input, and its paths are not followed twice a call.
+func SealOnFirstUseIn(dir string) func(Binding) (string, error) {
+	return sealOnFirstUse(func() (*Sealer, error) { return newSealer(dir) })
+}
+
+func sealOnFirstUse(newSealer func() (*Sealer, error)) func(Binding) (string, error) {
 	var (
 		mu sync.Mutex
 		s  *Sealer
@@ -310,7 +319,7 @@ func SealOnFirstUse() func(Binding) (string, error) {
 		defer mu.Unlock()
 		if s == nil {
 			var err error
-			if s, err = NewSealer(); err != nil {
+			if s, err = newSealer(); err != nil {
 				return "", err
 			}
 		}

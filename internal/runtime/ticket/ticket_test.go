@@ -15,6 +15,17 @@ import (
 // stateDir is a state directory not yet made, as on first use.
 func stateDir(t *testing.T) string { return filepath.Join(t.TempDir(), "aimon-gw") }
 
+// checker is exec's checker of the key in dir, closed when t ends.
+func checker(t *testing.T, dir string) *Checker {
+	t.Helper()
+	c, err := newChecker(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func binding() Binding {
 	return Binding{Command: "git status", Chain: []string{"agent"}, Workdir: "/w", Policy: "/p", Revision: "r1",
 		Runtime: "claude-code", RuntimeHome: "/h", RuntimeProject: "/w"}
@@ -29,11 +40,7 @@ func TestP16TicketHoldsOnlyWhatItWasSealedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newChecker(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := checker(t, dir)
 	tok := s.Seal(binding())
 	for _, tc := range []struct {
 		note string
@@ -216,5 +223,28 @@ func TestR8StateDirHomeIsThePasswordDatabases(t *testing.T) {
 		if ok != (tc.home != "") || home != tc.home {
 			t.Errorf("%s: %q, %v; want %q", tc.note, home, ok, tc.home)
 		}
+	}
+}
+
+// TestP16SealOnFirstUseInSealsWithItsDirsKey: the hook's sealer uses the
+// state directory it was given, made with its key on the first seal; a
+// directory that cannot be made refuses the seal, and the next is tried
+// again.
+func TestP16SealOnFirstUseInSealsWithItsDirsKey(t *testing.T) {
+	dir := stateDir(t)
+	if err := os.WriteFile(dir, nil, 0o600); err != nil { // a file where the directory belongs
+		t.Fatal(err)
+	}
+	seal := SealOnFirstUseIn(dir)
+	if tok, err := seal(binding()); err == nil {
+		t.Fatalf("sealed %q with no state directory to keep the key in", tok)
+	}
+	os.Remove(dir)
+	tok, err := seal(binding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checker(t, dir).Check(tok, binding()); err != nil {
+		t.Errorf("the ticket does not check under its directory's key: %v", err)
 	}
 }
