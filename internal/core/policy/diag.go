@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
 
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/tools"
 )
 
 // A Position is a place in a policy's files: a file, and a line and column
@@ -209,6 +211,38 @@ func message(errs []errors.Error) string {
 		return fmt.Sprintf("%s is not allowed here: it must be one of %s", value, strings.Join(alts, ", "))
 	}
 	return fmt.Sprintf("%s is not allowed here: it must be %s", value, strings.Join(alts, " or "))
+}
+
+// suggestFields adds to each "field not allowed" the schema's field the
+// policy's key is closest to, among those the schema allows where it is
+// written, so that a misspelt key (rule P8) says what to write instead.
+func suggestFields(errs []Diagnostic, v cue.Value) []Diagnostic {
+	for i, d := range errs {
+		path, ok := strings.CutSuffix(d.Message, ": field not allowed")
+		if !ok {
+			continue
+		}
+		p := cue.ParsePath(path)
+		sels := p.Selectors()
+		if p.Err() != nil || len(sels) == 0 || sels[len(sels)-1].LabelType() != cue.StringLabel {
+			continue
+		}
+		bad := sels[len(sels)-1].Unquoted()
+		it, err := v.LookupPath(cue.MakePath(sels[:len(sels)-1]...)).Fields(cue.Optional(true))
+		if err != nil {
+			continue
+		}
+		var names []string
+		for it.Next() {
+			if s := it.Selector(); s.LabelType() == cue.StringLabel && s.Unquoted() != bad {
+				names = append(names, s.Unquoted())
+			}
+		}
+		if near := tools.Closest(bad, names); near != "" {
+			errs[i].Message += fmt.Sprintf("; did you mean %q?", near)
+		}
+	}
+	return errs
 }
 
 var posRE = regexp.MustCompile(`\S+:\d+:\d+: `)

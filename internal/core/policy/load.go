@@ -585,7 +585,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 	if err := v.Validate(); err != nil {
 		// Compile what can be compiled anyway, so that one load reports
 		// every problem rather than the first layer of them.
-		errs = fromCUE(err, schemaDir)
+		errs = suggestFields(fromCUE(err, schemaDir), v)
 	}
 	revision, inputs, err := revisionOf(inst, cfg.ModuleRoot)
 	if err != nil {

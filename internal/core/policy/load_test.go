@@ -125,7 +125,7 @@ parallel: {maxConcurrency: 2, perBatchMax: 3}
 	want := []string{
 		"policy.cue:7:31: tool Read: input.extra is not a parameter of the built-in Read",
 		"policy.cue:8:37: tools.Echo.concurrency: conflicting values \"concurrent_safe\" and \"parallel\"",
-		"policy.cue:10:8: agent.allowedTools: field not allowed",
+		"policy.cue:10:8: agent.allowedTools: field not allowed; did you mean \"allowed-tools\"?",
 		"policy.cue:11:44: parallel.perBatchMax:",
 	}
 	text := err.Error()
