@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -61,13 +60,19 @@ func importClaudeCode(p importParams) error {
 func (p importParams) write(name, runtime string, im *policy.Imported) error {
 	if len(im.Lossy) > 0 && !p.Lossy {
 		for _, l := range im.Lossy {
-			fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+strings.TrimSuffix(l, ".")+".")
+			fmt.Fprintln(p.Stderr, sentence("aimon-gw import "+name, l))
 		}
-		return fail(exitFinding, "%d rule(s) above cannot be kept exactly, so no policy was written; rewrite them, or give --lossy to write a policy in which each is stricter than in %s", len(im.Lossy), runtime)
+		what, them, each := "the rule above", "it", "it"
+		if n := len(im.Lossy); n > 1 {
+			what, them, each = fmt.Sprintf("the %d rules above", n), "them", "each"
+		}
+		return fail(exitFinding, "%s cannot be kept exactly, so no policy was written; rewrite %s, or give --lossy to write a policy in which %s is stricter than in %s", what, them, each, runtime)
 	}
 	fmt.Fprint(p.Stdout, im.Source)
+	// Each note a sentence, as every line the command prints on stderr:
+	// a lossy rule's note reads as it did when it stopped the import.
 	for _, n := range im.Notes {
-		fmt.Fprintln(p.Stderr, "aimon-gw import "+name+": "+n)
+		fmt.Fprintln(p.Stderr, sentence("aimon-gw import "+name, n))
 	}
 	return nil
 }

@@ -213,16 +213,72 @@ func flagAfterArgument(c *cli.Context, flags []cli.Flag, command string) error {
 }
 
 // usageError turns the flag package's complaint into a sentence that says
-// where to look.
+// what to write and where to look. The flag package words it for Go
+// programmers ("flag needs an argument: -policy", "invalid value "x" for
+// flag -drain: parse error"); the sentence names the flag as it is
+// written (--policy) and the kind of value it takes.
 func usageError(command string) cli.OnUsageErrorFunc {
-	return func(_ *cli.Context, err error, _ bool) error {
-		msg := err.Error()
-		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-			msg = fmt.Sprintf("there is no flag --%s", strings.TrimLeft(name, "-"))
-		}
-		msg = strings.Replace(msg, " for flag -", " for flag --", 1)
-		return cli.Exit(fmt.Sprintf("%s: %s; see %s --help.", command, msg, command), exitUsage)
+	return func(c *cli.Context, err error, _ bool) error {
+		return cli.Exit(fmt.Sprintf("%s: %s; see %s --help.", command, flagProblem(c, err.Error()), command), exitUsage)
 	}
+}
+
+// flagProblem is the flag package's message msg in words.
+func flagProblem(c *cli.Context, msg string) string {
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return fmt.Sprintf("there is no flag --%s", strings.TrimLeft(name, "-"))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		name = strings.TrimLeft(name, "-")
+		return fmt.Sprintf("--%s is given no value; write the value after it (--%s VALUE)", name, name)
+	}
+	// invalid value "x" for flag -name: why; invalid boolean value "x" for -name: why
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		if value, rest, ok := strings.Cut(rest, " for -"); ok {
+			name, _, _ := strings.Cut(strings.TrimLeft(rest, "-"), ":")
+			return fmt.Sprintf("--%s=%s is not true or false: write --%s or --%s=false", name, value, name, name)
+		}
+	}
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		return msg
+	}
+	value, rest, ok := strings.Cut(rest, " for flag -")
+	if !ok {
+		return msg
+	}
+	name, why, _ := strings.Cut(strings.TrimLeft(rest, "-"), ": ")
+	kind := "a value it takes"
+	switch flagKind(c, name).(type) {
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		kind = "a whole number (such as 4096)"
+		if why == "value out of range" {
+			kind = "a whole number this machine can hold"
+		}
+	case *cli.DurationFlag:
+		kind = "a duration (such as 30s or 5m)"
+	case *cli.Float64Flag:
+		kind = "a number (such as 0.5)"
+	}
+	return fmt.Sprintf("--%s %s is not %s", name, value, kind)
+}
+
+// flagKind is the flag of that name the running command or the program
+// defines, nil when none does.
+func flagKind(c *cli.Context, name string) cli.Flag {
+	var flags []cli.Flag
+	if c.Command != nil {
+		flags = append(flags, c.Command.Flags...)
+	}
+	if c.App != nil {
+		flags = append(flags, c.App.Flags...)
+	}
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
 }
 
 // openDecisionLog opens --decision-log; nil when it is not given.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -172,10 +173,21 @@ func surfaceProblem(err error) string {
 	return msg + "; give --surface a chain the policy declares"
 }
 
-// loadProblem is the sentence for a policy that does not load.
+// loadProblem is the sentence for a policy that does not load: one line
+// for one problem, the problems a line each below it for several. A
+// directory that is not there is said as such, by the name it was given
+// (the loader names it by its absolute path, after a header that said it
+// already).
 func loadProblem(dir string, err error) string {
 	if dir == "" {
 		return err.Error()
 	}
-	return fmt.Sprintf("the policy in %s does not load:\n%v", dir, err)
+	if fi, statErr := os.Stat(dir); statErr != nil || !fi.IsDir() {
+		return fmt.Sprintf("the policy directory %s does not exist or cannot be read; give the directory that holds the policy's .cue files", dir)
+	}
+	sep := "\n"
+	if !strings.Contains(err.Error(), "\n") {
+		sep = " "
+	}
+	return fmt.Sprintf("the policy in %s does not load:%s%v", dir, sep, err)
 }
