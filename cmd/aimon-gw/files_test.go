@@ -244,7 +244,7 @@ agent: "allowed-tools": ["Read(./src/**)", "Grep(.)", "Grep(./src/**)"]
 	want := map[string]struct {
 		isErr bool
 		says  string
-	}{"r-in": {false, "needle a"}, "r-beside": {true, "w1x"}, "g": {false, "src/a.txt\n[1 directory below the search path were not searched"}}
+	}{"r-in": {false, "needle a"}, "r-beside": {true, "w1x"}, "g": {false, "src/a.txt\n[1 directory below the search path was not searched: this surface may not read it."}}
 	for _, r := range replies {
 		id := fmt.Sprint(r["tool_use_id"])
 		w, ok := want[id]

@@ -493,7 +493,11 @@ func skippedNote(files, dirs int) string {
 	if len(what) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("\n[%s below the search path were not searched: this surface may not read them.]", strings.Join(what, " and "))
+	verb, them := "were", "them"
+	if files+dirs == 1 {
+		verb, them = "was", "it"
+	}
+	return fmt.Sprintf("\n[%s below the search path %s not searched: this surface may not read %s.]", strings.Join(what, " and "), verb, them)
 }
 
 // globMatches applies the glob to the file's name, or to its path under root

@@ -299,8 +299,8 @@ func TestP14SearchThroughALinkVisitsOnlyWhatTheListsAllow(t *testing.T) {
 		note, tool, in string
 		says           string
 	}{
-		{"a glob through a link to a withheld directory", "Glob", `{"pattern":"**","path":"sl"}`, "1 file below the search path were not searched"},
-		{"a grep through a link to a withheld directory", "Grep", `{"pattern":"s3cr3t","path":"sl","output_mode":"content"}`, "1 file below the search path were not searched"},
+		{"a glob through a link to a withheld directory", "Glob", `{"pattern":"**","path":"sl"}`, "1 file below the search path was not searched: this surface may not read it."},
+		{"a grep through a link to a withheld directory", "Grep", `{"pattern":"s3cr3t","path":"sl","output_mode":"content"}`, "1 file below the search path was not searched: this surface may not read it."},
 		{"a glob through a link to an allowed directory", "Glob", `{"pattern":"**","path":"ol"}`, filepath.Join(env.Workdir, "ol/o")},
 		{"a grep through a link to an allowed directory", "Grep", `{"pattern":"s3cr3t","path":"ol","output_mode":"content"}`, "s3cr3t-free"},
 	} {
