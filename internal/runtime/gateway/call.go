@@ -337,8 +337,13 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 		return nil
 	}
 	out, refs := make([]string, 0, len(d.Entries)), policy.Rooted(chain)
+	// The entries come surface by surface, root first: the same text a
+	// second time ("Read" on the agent and on its skill) is the next
+	// surface's, not the first one's again.
+	from := map[string]int{}
 	for _, e := range d.Entries {
-		for _, ref := range refs {
+		for i := from[e]; i < len(refs); i++ {
+			ref := refs[i]
 			if s := cur.Surfaces[ref]; s != nil {
 				at, ok := cur.PlaceText(s, e, key)
 				if !ok {
@@ -347,6 +352,7 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 				}
 				if ok {
 					out = append(out, at)
+					from[e] = i + 1
 					break
 				}
 			}
