@@ -383,3 +383,35 @@ func TestR8RelayAnswerPastTheBound(t *testing.T) {
 		}
 	})
 }
+
+// TestR7HeaderBoundCallsKeepTheSDKsCall: over HTTP at 2026-07-28, a call
+// of a tool whose input binds a parameter to a header (x-mcp-header) goes
+// through the SDK's client, which sets the header from the definition it
+// keeps, and the server gets it; the session's other calls are relayed.
+func TestR7HeaderBoundCallsKeepTheSDKsCall(t *testing.T) {
+	rec := httpRecorder(t, map[string]string{"AIMON_TEST_STATELESS": "1"})
+	up := &Upstreams{}
+	defer up.Close()
+	if r := bind(t, up, rec.tool("headed")).Tool.Run(context.Background(), nil, tools.Input{"region": "eu"}); r.IsError || r.Text != "eu" {
+		t.Fatalf("a header-bound call: %+v", r)
+	}
+	if r := bind(t, up, rec.tool("echo")).Tool.Run(context.Background(), nil, tools.Input{"text": "x"}); r.IsError || r.Text != "x" {
+		t.Fatalf("a call: %+v", r)
+	}
+	frames, headers := rec.frames(), rec.headers()
+	var ids []string
+	for k, f := range frames {
+		if string(f["method"]) != `"tools/call"` {
+			continue
+		}
+		ids = append(ids, string(f["id"]))
+		var h map[string]string
+		json.Unmarshal([]byte(headers[k]), &h)
+		if strings.Contains(string(f["params"]), `"headed"`) && h["Mcp-Param-Region"] != "eu" {
+			t.Errorf("the header-bound call came with the headers %s", headers[k])
+		}
+	}
+	if len(ids) != 2 || strings.HasPrefix(ids[0], `"`+relayPrefix) || !strings.HasPrefix(ids[1], `"`+relayPrefix) {
+		t.Errorf("the calls went out under the ids %v: want the SDK's, then the relay's", ids)
+	}
+}

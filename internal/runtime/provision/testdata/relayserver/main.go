@@ -104,7 +104,8 @@ func otherIDs(in io.Reader) {
 // tools/call can have, for tests that compare two ways of calling them:
 // echo (its text), two (two texts), image (an image and a text),
 // structured (structured content alone), fails (an error result), broken
-// (a JSON-RPC error), big (a text of the size asked), roots (a request to the client in the middle of the
+// (a JSON-RPC error), big (a text of the size asked), headed (a parameter
+// bound to a header, x-mcp-header), roots (a request to the client in the middle of the
 // call) and slow (an answer only once the call is cancelled, or after a
 // minute).
 func addTools(s *mcp.Server) {
@@ -142,6 +143,14 @@ func addTools(s *mcp.Server) {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers with a text of size bytes."}, func(_ ctx.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", in.Size)), nil, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "headed", Description: "Answers with its region, which the client also sends in a header.", InputSchema: map[string]any{"type": "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}}}}, func(_ ctx.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Region string `json:"region"`
+		}
+		json.Unmarshal(req.Params.Arguments, &in)
+		return text(in.Region), nil
 	})
 	s.AddTool(&mcp.Tool{Name: "roots", Description: "Asks the client for its roots in the middle of the call, and answers with their number.", InputSchema: obj}, func(c ctx.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := req.Session.ListRoots(c, nil)
@@ -191,7 +200,7 @@ func serveHTTP() {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			hs := map[string]string{}
-			for _, k := range []string{"Accept", "Content-Type", "Mcp-Method", "Mcp-Name", "Mcp-Protocol-Version", "Authorization"} {
+			for _, k := range []string{"Accept", "Content-Type", "Mcp-Method", "Mcp-Name", "Mcp-Protocol-Version", "Mcp-Param-Region", "Authorization"} {
 				hs[k] = r.Header.Get(k)
 			}
 			hs["Mcp-Session-Id set"] = fmt.Sprint(r.Header.Get("Mcp-Session-Id") != "")
