@@ -143,6 +143,11 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	case c.BeforeLoad != nil:
 		c.BeforeLoad() // every load is fresh
 	}
+	seal := ticket.SealOnFirstUseIn(call.stateDir)
+	if unread == nil && c.ExecBinary != "" && c.Policy != "" && (call.in.ToolName == "Bash" || call.in.ToolName == geminihook.Shell) {
+		// A shell command's ticket: its key is read while the policy is.
+		seal = ticket.SealAhead(call.stateDir)
+	}
 	workdir := call.workdir()
 	if unread != nil {
 		workdir = "" // the input's own cannot be trusted: this process's
@@ -163,7 +168,7 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	if unread != nil {
 		return nil, call.refuse(gen, o, unread)
 	}
-	return call.answer(gen, o, c.State, execWrap(c.ExecBinary, policyDir, c.Cache, call.stateDir, dlog))
+	return call.answer(gen, o, c.State, execWrap(c.ExecBinary, policyDir, c.Cache, seal, dlog))
 }
 
 // Hook decides one hook input of an agent runtime ("claude-code" for
@@ -203,7 +208,7 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		defer release()
 		gen, o.Protected = at, false
 	}
-	return call.answer(gen, o, "", execWrap(g.opts.ExecBinary, ref.Dir, "", call.stateDir, g.dlog))
+	return call.answer(gen, o, "", execWrap(g.opts.ExecBinary, ref.Dir, "", ticket.SealOnFirstUseIn(call.stateDir), g.dlog))
 }
 
 // A hookCall is one hook input read, and the runtime that sent it.
@@ -331,17 +336,14 @@ func hookState(spec, dir string) (state.Store, func(), error) {
 // binary's exec under the policy in policyDir, in its sandbox; nil
 // without a binary, or for a policy with no directory for exec to load.
 // cache (HookConfig.Cache) is passed on when it names a directory of its
-// own, and the decision log dlog too, for exec to protect.
-func execWrap(binary, policyDir, cache, stateDir string, dlog *decisionlog.File) *cchook.Wrap {
+// own, and the decision log dlog too, for exec to protect; seal seals
+// the tickets (ticket.SealOnFirstUseIn, or SealAhead).
+func execWrap(binary, policyDir, cache string, seal func(ticket.Binding) (string, error), dlog *decisionlog.File) *cchook.Wrap {
 	if binary == "" || policyDir == "" {
 		return nil
 	}
 	// exec runs only a command the hook sealed (rule P16): a ticket under
 	// the key of the user's state directory, which readHook concealed.
-	seal := ticket.SealOnFirstUseIn(stateDir)
-	if stateDir == "" {
-		seal = ticket.SealOnFirstUse()
-	}
 	w := &cchook.Wrap{Binary: binary, Policy: policyDir, Seal: seal}
 	if cache != "" && cache != "off" {
 		w.Cache, _ = filepath.Abs(cache)

@@ -224,15 +224,21 @@ type Sealer struct {
 // makes (0700) and fills (a new random key, 0600) on first use.
 func NewSealer() (*Sealer, error) { return newSealer(Conceal()) }
 
-func newSealer(dir string) (*Sealer, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("the state directory %s cannot be made: %v", dir, err)
+func newSealer(dir string) (*Sealer, error) { return openSealer(dir, true) }
+
+// openSealer is newSealer that, unless it may make them, makes neither
+// the directory nor the key.
+func openSealer(dir string, mayMake bool) (*Sealer, error) {
+	if mayMake {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("the state directory %s cannot be made: %v", dir, err)
+		}
 	}
 	if err := OwnDir(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, KeyName)
-	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(path); mayMake && errors.Is(err, os.ErrNotExist) {
 		if err := create(path); err != nil {
 			return nil, fmt.Errorf("the key that seals exec's tickets cannot be made in %s: %v", dir, err)
 		}
@@ -307,6 +313,45 @@ func SealOnFirstUse() func(Binding) (string, error) { return sealOnFirstUse(NewS
 // input, and its paths are not followed twice a call.
 func SealOnFirstUseIn(dir string) func(Binding) (string, error) {
 	return sealOnFirstUse(func() (*Sealer, error) { return newSealer(dir) })
+}
+
+// SealAhead is SealOnFirstUseIn(dir) that begins now, in the background,
+// what its first seal waits for: the key read where it is there already,
+// and crypto/rand's first read (which maps its state). A hook begins it
+// as it reads its input, so that both are done while its policy is
+// checked. A key not there yet, or one that cannot be read ahead, is made
+// or read by the first seal, as SealOnFirstUseIn does, with its sentence.
+func SealAhead(dir string) func(Binding) (string, error) {
+	seal, _ := sealAhead(dir)
+	return seal
+}
+
+// sealAhead is SealAhead, and done, closed once the work ahead is.
+func sealAhead(dir string) (seal func(Binding) (string, error), done <-chan struct{}) {
+	ahead, finished := make(chan *Sealer, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		var nonce [12]byte
+		rand.Read(nonce[:])
+		var s *Sealer
+		// Only read, and only a regular file: no key is made for a call
+		// that seals nothing.
+		if fi, err := os.Lstat(filepath.Join(dir, KeyName)); err == nil && fi.Mode().IsRegular() {
+			s, _ = openSealer(dir, false)
+		}
+		ahead <- s
+	}()
+	return sealOnFirstUse(func() (*Sealer, error) {
+		// Never waited for: what is not done ahead is done here.
+		select {
+		case s := <-ahead:
+			if s != nil {
+				return s, nil
+			}
+		default:
+		}
+		return newSealer(dir)
+	}), finished
 }
 
 func sealOnFirstUse(newSealer func() (*Sealer, error)) func(Binding) (string, error) {

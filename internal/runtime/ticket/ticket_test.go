@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -247,4 +248,42 @@ func TestP16SealOnFirstUseInSealsWithItsDirsKey(t *testing.T) {
 	if _, err := checker(t, dir).Check(tok, binding()); err != nil {
 		t.Errorf("the ticket does not check under its directory's key: %v", err)
 	}
+}
+
+// TestP16SealAheadReadsOnlyAKeyThereAlready: the hook's sealer begun
+// ahead reads a key that is there and seals with it; where none is, it
+// makes none until it seals (a call it does not seal leaves no key), and
+// a key that is not a regular file (a FIFO) is not opened ahead, which
+// would wait.
+func TestP16SealAheadReadsOnlyAKeyThereAlready(t *testing.T) {
+	dir := stateDir(t)
+	seal, done := sealAhead(dir)
+	<-done
+	if _, err := os.Lstat(dir); err == nil {
+		t.Fatal("the sealer begun ahead made the state directory before it sealed")
+	}
+	tok, err := seal(binding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checker(t, dir)
+	if _, err := c.Check(tok, binding()); err != nil {
+		t.Errorf("the key made by the first seal: %v", err)
+	}
+	seal, done = sealAhead(dir)
+	<-done
+	tok, err = seal(binding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Check(tok, binding()); err != nil {
+		t.Errorf("the key read ahead: %v", err)
+	}
+	fifo := stateDir(t)
+	os.MkdirAll(fifo, 0o700)
+	if err := syscall.Mkfifo(filepath.Join(fifo, KeyName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, done = sealAhead(fifo)
+	<-done // it returns: the FIFO is not opened
 }
