@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/core/allow"
+	"aimon.dev/gw/internal/core/decide"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/decisionlog"
@@ -136,6 +137,14 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		return refuseTicket(err)
 	}
 	opts := igw.Options{Workdir: r.Workdir, Chain: r.Surface, Logger: discard, ClientAsks: true}
+	if tk.Approved {
+		// The person approved the ask, and the command runs now: the
+		// call is spent from the policy's limits here, as serve spends an
+		// approved call, in the state the hook counts in (rule P19). The
+		// hook counted nothing at the ask, and a refused ask never runs
+		// exec, so each approved call is spent once.
+		opts.ClientApproved, opts.Limits = true, tk.Limits()
+	}
 	if r.Protect != "" {
 		// The hook recorded the call; the programs its sandbox refuses
 		// are recorded beside it, and nothing runs that could not be.
@@ -167,9 +176,7 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		}
 	}
 	_, d := gw.Decide(nil, c)
-	switch {
-	case d.Ask && tk.Approved:
-	case !d.Allowed:
+	if !d.Allowed {
 		return notRun("the command was not run: %s", d.Reason)
 	}
 	if d.Sandbox == nil {
@@ -184,7 +191,7 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		if err := sandbox.Bounded(); err != nil {
 			return notRun("the command was not run: %v", err)
 		}
-		if j := d.Sandbox.Exec; j != nil && d.Ask && tk.Approved {
+		if j := d.Sandbox.Exec; j != nil && tk.Approved && decide.Approved(d) {
 			j.Approved = allow.SimpleCommands(r.Command) // what the person approved (rule P16)
 		}
 		// What the sandbox's proxy refuses goes to the command's stderr.

@@ -137,6 +137,11 @@ type Decider struct {
 	Paths       PathForm
 	ClientTools string // "deny" or "ask"; "" when the client runs no tools of its own
 	ClientAsks  bool   // the client asks a person itself: its asks carry no token
+	// ClientApproved says the client's person approved this asked call
+	// before it ran (the hook's exec of an approved ticket): the ask is
+	// allowed as approved, and counted against the limits as an approved
+	// call of serve is, here where it runs (rule P19), never at the ask.
+	ClientApproved bool
 	// CannotAsk names a front end whose client cannot ask a person
 	// (Codex's hook): an ask is refused there, by P15, in this decision,
 	// so that what it answers is what the decision log records.
@@ -370,6 +375,9 @@ func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
 		d.Ask, d.Rule, d.Reason = false, rule.P15, cannotAsk(d.Reason, dc.CannotAsk)
 		return d
 	}
+	if dc.ClientApproved {
+		return dc.approved(p, d)
+	}
 	if dc.ClientAsks {
 		return d
 	}
@@ -382,15 +390,7 @@ func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
 	for _, tok := range p.Approvals {
 		err := a.Open(tok, p.Name, d.Input, p.Chain, p.Gen.Revision)
 		if err == nil {
-			// The allow entries, not the ask entries, are what the
-			// approved call runs under (its anchors among them).
-			a := p.Eff.Approved(p.Name, d.Input, Written(p.Tool, p.In), dc.Workdir)
-			if !a.Allowed {
-				return a
-			}
-			d.Allowed, d.Ask, d.Rule, d.Entries = true, false, rule.P15, a.Entries
-			d.Reason = fmt.Sprintf("%s is allowed: a person approved this call. (%s)", p.Name, d.Reason)
-			return d
+			return dc.approved(p, d)
 		}
 		if why == nil && !errors.Is(err, ErrNotThisCall) {
 			why = err
@@ -400,6 +400,19 @@ func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
 		d.Reason = fmt.Sprintf("The approval given with the call was not accepted: %s. %s", why, d.Reason)
 	}
 	d.Approval, _ = a.Seal(p.Name, d.Input, p.Chain, p.Gen.Revision)
+	return d
+}
+
+// approved is d, an asked call a person approved, allowed (rule P15).
+func (dc *Decider) approved(p *Prepared, d rule.Decision) rule.Decision {
+	// The allow entries, not the ask entries, are what the approved call
+	// runs under (its anchors among them).
+	a := p.Eff.Approved(p.Name, d.Input, Written(p.Tool, p.In), dc.Workdir)
+	if !a.Allowed {
+		return a
+	}
+	d.Allowed, d.Ask, d.Rule, d.Entries = true, false, rule.P15, a.Entries
+	d.Reason = fmt.Sprintf("%s is allowed: a person approved this call. (%s)", p.Name, d.Reason)
 	return d
 }
 

@@ -462,6 +462,13 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
 
+// Limits is where the hook counts the policy's limits in the state
+// directory, the store tickets are spent in (rule P19).
+func (t *Ticket) Limits() state.Limiter {
+	l, _ := t.c.store.(state.Limiter)
+	return l
+}
+
 // Spend checks the ticket's policy revision against the one loaded and
 // spends it: a ticket runs one command once (rule R10's one-use store).
 func (t *Ticket) Spend(ctx context.Context, revision string) error {

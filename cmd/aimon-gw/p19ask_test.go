@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hookBash asks aimon-gw hook claude-code about a Bash command in wd, as
+// Claude Code does; it returns the decision, the command Claude Code runs
+// (the updatedInput's) and the reason.
+func hookBash(t *testing.T, policy, wd, command string) (decision, updated, reason string) {
+	t.Helper()
+	in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": command}})
+	h := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+	h.Stdin = strings.NewReader(string(in))
+	out, err := h.Output()
+	if err != nil {
+		t.Fatalf("hook on %q: %v", command, err)
+	}
+	var ans struct {
+		Out struct {
+			Decision string         `json:"permissionDecision"`
+			Reason   string         `json:"permissionDecisionReason"`
+			Updated  map[string]any `json:"updatedInput"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal(out, &ans); err != nil {
+		t.Fatalf("the hook's answer: %v: %s", err, out)
+	}
+	updated, _ = ans.Out.Updated["command"].(string)
+	return ans.Out.Decision, updated, ans.Out.Reason
+}
+
+// TestP19HookCountsApprovedAsksOnce: under the command hook an asked
+// Bash call the person approves is spent from the policy's limits when it
+// runs (exec of its approved ticket), as serve spends an approved call,
+// and once: an ask the person refuses (never run) spends nothing; of
+// three approved runs on a quota of 2, two run and the third is refused
+// by the limit, its repository not made; the next allowed call is denied
+// by the limit too (probe P8).
+func TestP19HookCountsApprovedAsksOnce(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	limit := fmt.Sprintf("asked-bash-%d", time.Now().UnixNano())
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	policy := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
+agent: "ask-tools": ["Bash(git init:*)"]
+limits: %q: {tool: "Bash", quota: "2/day"}
+`, limit))
+	// Asked and refused by the person: Claude Code never runs it.
+	if d, updated, r := hookBash(t, policy, wd, "git init refused"); d != "ask" || !strings.Contains(updated, "'--approved'") {
+		t.Fatalf("git init must be asked through exec: %s %q %q", d, updated, r)
+	}
+	for i := range 3 {
+		repo := fmt.Sprint("gi", i)
+		d, updated, r := hookBash(t, policy, wd, "git init "+repo)
+		if d != "ask" {
+			t.Fatalf("the hook must ask about git init %d (an ask spends nothing): %s %q", i, d, r)
+		}
+		// The person approves: Claude Code runs the command.
+		c := exec.Command("bash", "-c", updated)
+		c.Dir = wd
+		out, err := c.CombinedOutput()
+		_, made := os.Stat(filepath.Join(wd, repo, ".git"))
+		if i < 2 {
+			if err != nil || made != nil {
+				t.Fatalf("approved git init %d of a quota of 2 must run: %v %v\n%s", i, err, made, out)
+			}
+			continue
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNotRun || !strings.Contains(string(out), fmt.Sprintf("the limit %q", limit)) {
+			t.Errorf("the 3rd approved git init on a quota of 2 must be refused by the limit (exit 126): %v\n%s", err, out)
+		}
+		if made == nil {
+			t.Errorf("the 3rd approved git init ran past the quota: %s exists", repo)
+		}
+	}
+	if d, _, r := hookBash(t, policy, wd, "ls"); d != "deny" || !strings.Contains(r, fmt.Sprintf("the limit %q", limit)) {
+		t.Errorf("with the quota spent by approved calls, ls must be denied by the limit: %s %q", d, r)
+	}
+}
