@@ -103,10 +103,18 @@ func TestP18ServeSessionReadsAnInjectionThenIsRefused(t *testing.T) {
 	}
 
 	// A new session, which reads only the working tree's note: the same
-	// calls run.
+	// calls run, but for the reviewer's touch. The touch before it ran
+	// with its sandbox off, so it could have read the page, and its
+	// result labelled the session (probe P1).
 	rs = runServe(t, args, nil, seq(filepath.Join(wd, "notes.txt"))...)
 	for i, r := range rs {
-		if r["is_error"] != false {
+		text, _ := r["content"].(string)
+		switch {
+		case i == 3:
+			if r["is_error"] != true || !strings.Contains(text, "The result of Bash of touch "+touch+" (call bash_1) labelled the session untrusted") {
+				t.Errorf("line 4 after an unsandboxed command: %v; want it refused, naming the command's result as what labelled the session", r)
+			}
+		case r["is_error"] != false:
 			t.Errorf("line %d without the injected read: %v", i+1, r)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -298,6 +299,15 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 		p.Bound = bound
 		d.Sandbox = dc.Sandbox(p.Gen, bound, p.Tool)
 		d.Sandbox.Labels = labels
+		if !d.Sandbox.Off {
+			// What labels the session does not hold yet name, its
+			// commands do not read (rule P18): a Read of it labels.
+			for _, h := range p.Gen.LabelHidden(labels, dc.Workdir) {
+				if !slices.Contains(d.Sandbox.Hidden, h) {
+					d.Sandbox.Hidden = append(d.Sandbox.Hidden, h)
+				}
+			}
+		}
 		if d.Allowed || d.Ask {
 			if why := dc.hideFiles(p.Gen, bound, d.Sandbox); why != "" {
 				d = rule.Refused(rule.P17, fmt.Sprintf("%s %s.", p.Name, why))

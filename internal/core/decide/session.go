@@ -176,7 +176,7 @@ func (dc *Decider) bound(p *Prepared) (*allow.Effective, []string, error) {
 	}
 	flows := p.Gen.Flows(p.Chain, held.names, held.key)
 	if flows == nil {
-		return p.Eff, nil, nil
+		return p.Eff, held.names, nil
 	}
 	eff, err := p.Eff.With(flows)
 	if err != nil {

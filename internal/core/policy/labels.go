@@ -82,6 +82,8 @@ type sessionLists struct {
 	marks, servers map[string]bool
 	// content are the labels' shapes of secrets, compiled (content.go).
 	content []contentShape
+	// reads are, by label, what of it a command could read (commandReads).
+	reads map[string]labelReads
 	chains  sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
 }
 
@@ -210,7 +212,7 @@ func (c *compiler) stringsAt(v cue.Value) ([]string, []Position) {
 // reported it).
 func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessionLists {
 	subjects, readers := listSubjects(g), readers(g)
-	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}, bound: map[string]bool{}, marks: map[string]bool{}, servers: map[string]bool{}, content: compileContent(s)}
+	out := &sessionLists{match: map[string]*allow.Effective{}, trusted: map[string]*allow.Effective{}, flows: map[string]*allow.List{}, bound: map[string]bool{}, marks: map[string]bool{}, servers: map[string]bool{}, content: compileContent(s), reads: map[string]labelReads{}}
 	fail := func(what string, entries []string, pos []Position, err error) {
 		if !report {
 			return
@@ -244,6 +246,9 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 		}
 		for _, srv := range l.Servers {
 			out.servers[srv] = true
+		}
+		if r := commandReads(g, deny); r.anywhere || r.network || len(r.paths) > 0 {
+			out.reads[l.Name] = r
 		}
 		if len(deny) > 0 {
 			lst, errs := allow.CompileDecl(c.lists, allow.Decl{AllowNone: true, Deny: deny, Readers: readers}, subjects)
@@ -316,9 +321,14 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string, landsA
 		return nil
 	}
 	ls := s.lists(g)
+	var cmd []string
+	if t.Subject != nil && t.Subject.Kind == "command" && len(ls.reads) > 0 {
+		// What its programs read, besides what its command line names.
+		cmd = g.commandLabels(t, workdir)
+	}
 	server := t.Upstream != nil && ls.servers[t.Upstream.Server]
 	if !ls.marks[t.Name] && !server {
-		return nil
+		return cmd
 	}
 	ins, dirs := labelInputs(t, in, workdir, landsAt)
 	hits := func(m *allow.Effective) bool {
@@ -337,10 +347,14 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string, landsA
 	// A call that no label's entry matches is looked at no further.
 	matched := ls.matchAll != nil && ls.marks[t.Name] && hits(ls.matchAll)
 	if !matched && !server {
-		return nil
+		return cmd
 	}
 	var out []string
 	for _, l := range s.Labels {
+		if slices.Contains(cmd, l.Name) {
+			out = append(out, l.Name)
+			continue
+		}
 		labelled := t.Upstream != nil && slices.Contains(l.Servers, t.Upstream.Server)
 		if m := ls.match[l.Name]; matched && !labelled && m != nil && len(m.Entries(t.Name)) > 0 {
 			labelled = hits(m)
@@ -441,4 +455,116 @@ func (g *Generation) flowOf(chain, labels []string, key string) *allow.Effective
 	}
 	byLabel.(*sync.Map).Store(key, e)
 	return e
+}
+
+// labelReads is what of a label a command could read for itself: the
+// literal paths of its entries on tools that read files (as written:
+// relative to the working directory when not absolute), whether one of
+// them names files anywhere (a tool-wide entry, a pattern without a
+// literal directory), and whether one names a tool that fetches from the
+// network (a domain subject).
+type labelReads struct {
+	paths    []string
+	anywhere bool
+	network  bool
+}
+
+// commandReads is what a command could read of the calls the label's
+// resolved tools and entries match (rule P18 read with P17: a Read entry
+// binds every reader, a command's programs too).
+func commandReads(g *Generation, entries []string) labelReads {
+	var r labelReads
+	for _, raw := range entries {
+		e, err := allow.ParseEntry(raw)
+		if err != nil {
+			r.anywhere = true // fail closed
+			continue
+		}
+		t := g.Tools[e.Tool]
+		if t == nil || t.Subject == nil {
+			continue
+		}
+		switch {
+		case t.Subject.Kind == "domain":
+			r.network = true
+		case t.Subject.Kind != "path" || t.WritesFiles():
+		case !e.HasPattern:
+			r.anywhere = true
+		default:
+			if d := allow.LiteralDir(e.Pattern); d == "/" || d == "." || d == "" {
+				r.anywhere = true
+			} else {
+				r.paths = append(r.paths, d)
+			}
+		}
+	}
+	return r
+}
+
+// Hideable reports whether a command's sandbox can hide the path d whole
+// (rules P14, P17): an absolute path other than "/" that is neither the
+// working directory wd nor above it, in which the command runs.
+func Hideable(d, wd string) bool {
+	return d != "/" && filepath.IsAbs(d) && wd != d && !strings.HasPrefix(wd, d+"/")
+}
+
+// LabelHidden is what a command of a session holding the labels held must
+// not read (rule P18): the paths of the other labels' entries on tools
+// that read files, which its sandbox hides where it can (Hideable), so
+// that a command reads a labelled file only once its session carries the
+// label; what cannot be hidden labels the command's result (LabelsOf).
+func (g *Generation) LabelHidden(held []string, workdir string) []string {
+	if g.Session == nil {
+		return nil
+	}
+	ls := g.Session.lists(g)
+	var out []string
+	for _, l := range g.Session.Labels {
+		r, ok := ls.reads[l.Name]
+		if !ok || slices.Contains(held, l.Name) {
+			continue
+		}
+		for _, p := range r.paths {
+			if p = labelPath(p, workdir); Hideable(p, workdir) && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// labelPath is a label entry's literal path p where a command of the
+// working directory wd sees it.
+func labelPath(p, wd string) string {
+	if !filepath.IsAbs(p) {
+		return filepath.Join(wd, p)
+	}
+	return p
+}
+
+// commandLabels is the labels a command's result gives its session (rule
+// P18): a command reads whatever its sandbox lets it, so every label it
+// could have read a labelled file of for itself, where its sandbox cannot
+// hide the label's paths (a sandbox that is off, an entry with no
+// directory of its own, one that holds the working directory), or
+// fetched a labelled page over a network its sandbox reaches.
+func (g *Generation) commandLabels(t *Tool, workdir string) []string {
+	ls := g.Session.lists(g)
+	off := t.Sandbox == nil || t.Sandbox.Off
+	network := off || t.Sandbox.Network || len(t.Sandbox.Hosts) > 0
+	var out []string
+	for _, l := range g.Session.Labels {
+		r, ok := ls.reads[l.Name]
+		if !ok {
+			continue
+		}
+		labelled := r.anywhere || r.network && network || off && len(r.paths) > 0
+		for _, p := range r.paths {
+			labelled = labelled || !Hideable(labelPath(p, workdir), workdir)
+		}
+		if labelled && !slices.Contains(out, l.Name) {
+			out = append(out, l.Name)
+		}
+	}
+	return out
 }

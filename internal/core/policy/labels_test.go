@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,8 +52,10 @@ func TestP18LabelsAndFlowsCompile(t *testing.T) {
 		if got := labels("Echo", map[string]any{"message": "x"}); got != "untrusted" {
 			t.Errorf("%s: Echo gives %q, want untrusted", name, got)
 		}
-		if got := labels("Bash", map[string]any{"command": "ls"}); got != "" {
-			t.Errorf("%s: Bash gives %q, want none", name, got)
+		// A command reads what its sandbox lets it, and no sandbox hides
+		// everything Read reads (probe P1).
+		if got := labels("Bash", map[string]any{"command": "ls"}); got != "untrusted" {
+			t.Errorf("%s: Bash gives %q, want untrusted: the tool-wide Read entry cannot be hidden from it", name, got)
 		}
 		flow := g.Flow([]string{"agent"}, "untrusted")
 		if d := flow.Decide("Write", map[string]any{"file_path": "/work/a", "content": ""}, "/work"); d.Allowed || d.Ask || d.Rule != rule.P14 {
@@ -155,5 +159,61 @@ agent: when: untrusted: "denied-tools": ["Read"]
 		if got := strings.Join(g.LabelsOf(g.Tools[tc.tool], tc.in, "/work", nil), ","); got != tc.want {
 			t.Errorf("%s %v gives %q, want %q", tc.tool, tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestP18CommandsAreLabelledByWhatTheyCanRead: a label's entry on a tool
+// that reads files binds commands (rules P18, P17; probe P1): one with a
+// directory of its own is hidden from the commands of a session that does
+// not hold the label (LabelHidden) and labels none of them; one that cannot
+// be hidden (no directory of its own, the working directory or above it, a
+// sandbox that is off) labels every command's result; a label on a tool
+// that fetches by domain labels the commands whose sandbox reaches the
+// network.
+func TestP18CommandsAreLabelledByWhatTheyCanRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, bash, entries string
+		labels              string
+		hidden              []string
+	}{
+		{"a directory of its own", "schema.#Bash", `["Read(/srv/web/**)"]`, "", []string{"/srv/web"}},
+		{"relative", "schema.#Bash", `["Read(./web/**)"]`, "", []string{"/work/web"}},
+		{"a file", "schema.#Bash", `["Read(/srv/page.html)"]`, "", []string{"/srv/page.html"}},
+		{"no directory of its own", "schema.#Bash", `["Read(**/*.html)"]`, "untrusted", nil},
+		{"above the working directory", "schema.#Bash", `["Read(/work/**)"]`, "untrusted", nil},
+		{"sandbox off", `schema.#Bash & {sandbox: mode: "off"}`, `["Read(/srv/web/**)"]`, "untrusted", []string{"/srv/web"}},
+		{"a write entry", "schema.#Bash", `["Write(/srv/web/**)"]`, "", nil},
+		{"a domain, no network", "schema.#Bash", `["WebFetch(domain:evil.example)"]`, "", nil},
+		{"a domain, network", `schema.#Bash & {sandbox: network: true}`, `["WebFetch(domain:evil.example)"]`, "untrusted", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := fmt.Sprintf(`package policy
+
+import (
+	"aimon.dev/gw/schema"
+	"aimon.dev/gw/schema/claudecode"
+)
+
+tools: {Read: schema.#Read, Write: schema.#Write, WebFetch: claudecode.#WebFetch, Bash: %s}
+labels: untrusted: entries: %s
+agent: {
+	"allowed-tools": ["Read", "Bash", "Write", "WebFetch"]
+	when: untrusted: "denied-tools": ["Write"]
+}
+`, tc.bash, tc.entries)
+			g, err := Load(writePolicy(t, map[string]string{"policy.cue": pol}), WithWorkdir("/work"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(g.LabelsOf(g.Tools["Bash"], map[string]any{"command": "ls"}, "/work", nil), ","); got != tc.labels {
+				t.Errorf("Bash gives %q, want %q", got, tc.labels)
+			}
+			if got := g.LabelHidden(nil, "/work"); !slices.Equal(got, tc.hidden) {
+				t.Errorf("an unlabelled session's commands are hidden %q, want %q", got, tc.hidden)
+			}
+			if got := g.LabelHidden([]string{"untrusted"}, "/work"); len(got) != 0 {
+				t.Errorf("a session holding the label is hidden %q, want nothing", got)
+			}
+		})
 	}
 }
