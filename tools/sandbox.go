@@ -36,6 +36,10 @@ type Sandbox struct {
 	// Exec, when set, judges every program the command starts, where it
 	// starts (rule P16).
 	Exec *ExecJudge `json:"-"`
+	// NoExec are where other calls of the policy may write (its other
+	// surfaces, its file tools): the command executes nothing there
+	// either, outside Executable (rule P16).
+	NoExec []string `json:"noexec,omitempty"`
 	// Labels are the session's labels whose flows bound the sandbox and
 	// Exec (rule P18), sorted; a hook hands them to aimon-gw exec in its
 	// ticket, which bounds the command by the same entries.

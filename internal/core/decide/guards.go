@@ -296,6 +296,7 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 	for _, w := range spec.Write {
 		sb.Writable = append(sb.Writable, dc.home(w))
 	}
+	sb.NoExec = dc.writtenElsewhere(cur)
 	// What a deny or ask entry of a writer withholds, a command does not
 	// write either (rule P14): a writable directory it covers whole is
 	// dropped, and the rest is bound read-only inside the writable ones,
@@ -331,12 +332,58 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 	return sb
 }
 
+// writtenElsewhere is where any call of the policy may write files: the
+// literal directories of every surface's entries for the tools that write
+// files (the working directory for a surface that may write anywhere),
+// and every tool's sandbox.write. A command executes nothing there, though
+// it may not write there itself (rule P16; probe P10): what the agent
+// wrote stays on disk when a narrower surface, or a session a flow has
+// narrowed, runs a command.
+func (dc *Decider) writtenElsewhere(cur *policy.Generation) []string {
+	var out []string
+	add := func(d string) {
+		if d == "" {
+			return
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dc.Workdir, d)
+		}
+		if d = filepath.Clean(d); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	for _, ref := range cur.SurfaceRefs() {
+		eff, err := cur.Effective([]string{ref})
+		if err != nil {
+			continue
+		}
+		for _, name := range cur.Names() {
+			if !cur.Tools[name].WritesFiles() || !eff.Listed(name) {
+				continue
+			}
+			dirs, all := eff.Prefixes(name)
+			if all {
+				dirs = []string{dc.Workdir}
+			}
+			for _, d := range dirs {
+				add(d)
+			}
+		}
+	}
+	for _, name := range cur.Names() {
+		if sb := cur.Tools[name].Sandbox; sb != nil {
+			for _, w := range sb.Write {
+				add(dc.home(w))
+			}
+		}
+	}
+	return out
+}
+
 // mountable reports whether the directory d that a reader's entry
 // withholds can be hidden whole: a literal directory other than "/", the
 // working directory and those above it.
-func mountable(d, wd string) bool {
-	return d != "/" && filepath.IsAbs(d) && wd != d && !strings.HasPrefix(wd, d+"/")
-}
+func mountable(d, wd string) bool { return policy.Hideable(d, wd) }
 
 // hideFiles hides, file by file, what the readers' deny and ask entries
 // name where no mount of their literal directory can (rule P17): a pattern

@@ -87,6 +87,40 @@ func execSpec(binds map[string]string, execBinds map[string]bool, all bool, read
 	return spec
 }
 
+// elsewhere is spec refusing execution in the paths others, where other
+// calls may write, besides its own; again are the paths in them whose
+// programs run still (what the gateway protects, the sandbox.exec paths).
+func elsewhere(spec launch.Spec, others, again []string) launch.Spec {
+	added := false
+	for _, p := range others {
+		if p == "/" || slices.ContainsFunc(spec.NoExec, func(n string) bool { return within(p, n) }) {
+			continue
+		}
+		spec.NoExec, added = append(spec.NoExec, p), true
+	}
+	if !added {
+		return spec
+	}
+	for _, p := range again {
+		if slices.ContainsFunc(spec.NoExec, func(n string) bool { return within(p, n) }) && !slices.Contains(spec.Exec, p) {
+			spec.Exec = append(spec.Exec, p)
+		}
+	}
+	slices.Sort(spec.Exec)
+	return spec
+}
+
+// execRoots are the sandbox.exec paths that exist, resolved.
+func execRoots(sb *tools.Sandbox, dir string) []string {
+	var out []string
+	for _, e := range sb.Executable {
+		if real := resolved(execRoot(e, dir)); real != "" && real != "/" {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
 // execBinds are the sandbox.exec paths that exist and lie where the
 // command may write, resolved: each is bound writable on its own.
 func execBinds(sb *tools.Sandbox, dir string, all bool, writable []string) map[string]bool {

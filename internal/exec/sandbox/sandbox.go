@@ -326,7 +326,9 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		}
 	}
 	a = append(a, "--setenv", "TMPDIR", "/tmp")
-	a = append(a, specArgs(execSpec(binds, exe, all, readOnly, dir))...)
+	spec := execSpec(binds, exe, all, readOnly, dir)
+	spec = elsewhere(spec, resolvedAll(sb.NoExec), slices.Concat(readOnly, execRoots(sb, dir)))
+	a = append(a, specArgs(spec)...)
 	if dir != "" {
 		a = append(a, "--chdir", dir)
 	}
