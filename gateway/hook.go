@@ -40,18 +40,18 @@ const defaultLoadTimeout = 5 * time.Second
 // hookRuntime is how one runtime's hook input is read and answered.
 type hookRuntime struct {
 	read   func([]byte) (cchook.Input, error)
-	decide func(*provision.Generation, cchook.Input, igw.Options, *cchook.Wrap) any
+	answer func(*provision.Generation, cchook.Input, igw.Options, *cchook.Wrap) any
 }
 
 var hookRuntimes = map[string]hookRuntime{
 	cchook.Runtime: {cchook.ReadInput, func(gen *provision.Generation, in cchook.Input, o igw.Options, w *cchook.Wrap) any {
-		return cchook.DecideWrapped(gen, in, o, w)
+		return cchook.Answer(cchook.Runtime, gen, in, o, w)
 	}},
 	codexhook.Runtime: {codexhook.ReadInput, func(gen *provision.Generation, in cchook.Input, o igw.Options, w *cchook.Wrap) any {
-		return codexhook.Decide(gen, in, o, w)
+		return codexhook.Answer(gen, in, o, w)
 	}},
 	geminihook.Runtime: {geminihook.ReadInput, func(gen *provision.Generation, in cchook.Input, o igw.Options, w *cchook.Wrap) any {
-		return geminihook.Decide(gen, in, o, w)
+		return geminihook.Answer(gen, in, o, w)
 	}},
 }
 
@@ -295,7 +295,7 @@ func (h hookCall) answer(gen *provision.Generation, o igw.Options, spec string, 
 	case cchook.PostToolUse:
 		return cchook.Post(gen, in, o)
 	}
-	out, err := json.Marshal(h.rt.decide(gen, in, o, wrap))
+	out, err := json.Marshal(h.rt.answer(gen, in, o, wrap))
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode the decision: %v", err)
 	}

@@ -281,7 +281,7 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 	d = dc.flows(p, in, d)      // what the session has read (rule P18)
 	d = dc.provenance(p, in, d) // where its arguments came from (rule P18)
 	if d.Allowed || d.Ask {
-		d = dc.reach(p, in, dc.secret(p, in, dc.writes(p, dc.guard(p.Tool, in, dc.leading(p, in, dc.landing(p, in, d))))))
+		d = dc.reach(p, in, dc.secret(p, in, dc.protectWrites(p, dc.protectSubject(p.Tool, in, dc.leading(p, in, dc.landing(p, in, d))))))
 	}
 	d.Effective, d.Violations, d.Mode, d.Ceiling = p.Eff.Entries(p.Name), violations, mode, p.Ceil.Effect
 	d.Input = in
@@ -444,10 +444,10 @@ type FS interface {
 	Concealing(paths ...string) string
 	// ConcealedBelow is such a secret below the directory dir; "" for none.
 	ConcealedBelow(dir string) string
-	// Guarding is why a write at path is refused, because the gateway
+	// WriteRefusal is why a write at path is refused, because the gateway
 	// reads or runs what it names (rule R8), or it is a file that makes a
 	// runtime call the gateway (gate, rule R9); "" when it may be written.
-	Guarding(path string) (why string, gate bool)
+	WriteRefusal(path string) (why string, gate bool)
 	// Existing is path, or its nearest ancestor that exists.
 	Existing(path string) string
 	// Home is the user's home directory, "" when it is not known.

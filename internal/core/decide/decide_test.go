@@ -39,7 +39,7 @@ func (f *fakeFS) Concealing(paths ...string) string {
 	return ""
 }
 func (f *fakeFS) ConcealedBelow(string) string { return "" }
-func (f *fakeFS) Guarding(p string) (string, bool) {
+func (f *fakeFS) WriteRefusal(p string) (string, bool) {
 	gate, ok := f.guarded[p]
 	if !ok {
 		return "", false

@@ -86,11 +86,11 @@ func (dc *Decider) leading(p *Prepared, in map[string]any, d rule.Decision) rule
 	return rule.Refused(rule.R6, fmt.Sprintf("%s path %q leads through a symbolic link to %q, which %s does not allow; Claude Code would open it there. Give the path where the file really is, inside what the list allows.", p.Name, at, real, text))
 }
 
-// guard refuses a call that writes where the gateway reads or runs (rule
+// protectSubject refuses a call that writes where the gateway reads or runs (rule
 // R8), whatever the lists allow: under the hook, Claude Code's own Write
 // and Edit write what was only decided here. The protected paths are
-// the gateway's (FS.Guarding); the call costs the resolution of its path.
-func (dc *Decider) guard(t *policy.Tool, in tools.Input, d rule.Decision) rule.Decision {
+// the gateway's (FS.WriteRefusal); the call costs the resolution of its path.
+func (dc *Decider) protectSubject(t *policy.Tool, in tools.Input, d rule.Decision) rule.Decision {
 	if !writesPath(t) || !(d.Allowed || d.Ask) {
 		return d
 	}
@@ -98,32 +98,32 @@ func (dc *Decider) guard(t *policy.Tool, in tools.Input, d rule.Decision) rule.D
 	if !ok {
 		return d // no path, nothing written: the gate's and P5's to refuse
 	}
-	if id, why := dc.guarding(at); why != "" {
+	if id, why := dc.writeRefusal(at); why != "" {
 		return rule.Refused(id, fmt.Sprintf("%s was not run: %s.", t.Name, why))
 	}
 	return d
 }
 
-// guarding is why a write of path is refused, and by which rule: R9 for
+// writeRefusal is why a write of path is refused, and by which rule: R9 for
 // a file that makes a runtime call the gateway, else R8; "" when it may
 // be written.
-func (dc *Decider) guarding(path string) (rule.ID, string) {
-	why, gate := dc.FS.Guarding(path)
+func (dc *Decider) writeRefusal(path string) (rule.ID, string) {
+	why, gate := dc.FS.WriteRefusal(path)
 	if gate {
 		return rule.R9, why
 	}
 	return rule.R8, why
 }
 
-// writes refuses a call the lists allow or ask for when a file its client
+// protectWrites refuses a call the lists allow or ask for when a file its client
 // writes besides the subject (Call.Writes) is where the gateway reads or
 // runs (rule R8), or one that makes a runtime call it (rule R9).
-func (dc *Decider) writes(p *Prepared, d rule.Decision) rule.Decision {
+func (dc *Decider) protectWrites(p *Prepared, d rule.Decision) rule.Decision {
 	if !(d.Allowed || d.Ask) {
 		return d
 	}
 	for _, w := range p.Writes {
-		if id, why := dc.guarding(w); why != "" {
+		if id, why := dc.writeRefusal(w); why != "" {
 			return rule.Refused(id, fmt.Sprintf("%s is refused: %s.", p.Name, why))
 		}
 	}

@@ -96,8 +96,8 @@ func TestR3RestoredDecidesAsLoaded(t *testing.T) {
 						in.AgentType = sub
 					}
 					in.Cwd = wd
-					da := cchook.Decide(a, in, gateway.Options{Logger: discard})
-					db := cchook.Decide(b, in, gateway.Options{Logger: discard})
+					da := cchook.Answer(cchook.Runtime, a, in, gateway.Options{Logger: discard}, nil)
+					db := cchook.Answer(cchook.Runtime, b, in, gateway.Options{Logger: discard}, nil)
 					if !reflect.DeepEqual(da, db) {
 						t.Errorf("%s as %s: loaded %+v, restored %+v", in.ToolName, ref, da, db)
 					}

@@ -11,13 +11,13 @@ import (
 	"aimon.dev/gw/internal/runtime/gateway"
 )
 
-// TestR9DecideAsProtectsItsRuntimesFiles: the decision of another
-// runtime's hook (DecideAs, which Codex's and Gemini CLI's hooks decide
+// TestR9AnswerProtectsItsRuntimesFiles: the answer of another
+// runtime's hook (Answer, which Codex's and Gemini CLI's hooks decide
 // through, once) refuses a Write of that runtime's project configuration,
 // in its project and in its cwd when CLAUDE_PROJECT_DIR names another, and
 // of Claude Code's as well; a runtime the gateway does not know is refused
 // as a whole, not decided with nothing protected.
-func TestR9DecideAsProtectsItsRuntimesFiles(t *testing.T) {
+func TestR9AnswerProtectsItsRuntimesFiles(t *testing.T) {
 	project, cwd := t.TempDir(), t.TempDir()
 	gen := loadSource(t, `package policy
 
@@ -26,11 +26,11 @@ import "aimon.dev/gw/schema/claudecode"
 tools: claudecode.#Tools
 agent: "allowed-tools": ["Write(/**)"]
 `, cwd)
-	write := func(runtime, path string) Decision {
+	write := func(runtime, path string) Specific {
 		t.Helper()
 		input, _ := json.Marshal(map[string]string{"file_path": path, "content": "x"})
 		in := Input{SessionID: "s", Cwd: cwd, Project: project, HookEventName: "PreToolUse", ToolName: "Write", ToolInput: input, ToolUseID: "t"}
-		return DecideAs(runtime, gen, in, gateway.Options{Logger: slog.New(slog.DiscardHandler)}, nil).HookSpecificOutput
+		return Answer(runtime, gen, in, gateway.Options{Logger: slog.New(slog.DiscardHandler)}, nil).HookSpecificOutput
 	}
 	if d := write("codex", filepath.Join(cwd, "free.txt")); d.PermissionDecision != "allow" {
 		t.Fatalf("a Write the list allows: %+v", d)

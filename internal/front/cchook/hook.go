@@ -61,11 +61,12 @@ type Input struct {
 
 // Output is the hook's answer.
 type Output struct {
-	HookSpecificOutput Decision `json:"hookSpecificOutput"`
+	HookSpecificOutput Specific `json:"hookSpecificOutput"`
 }
 
-// Decision is "allow", "deny" or "ask", with the sentence Claude Code shows.
-type Decision struct {
+// Specific is the answer's decision, "allow", "deny" or "ask", with the
+// sentence Claude Code shows.
+type Specific struct {
 	HookEventName            string `json:"hookEventName"`
 	PermissionDecision       string `json:"permissionDecision"`
 	PermissionDecisionReason string `json:"permissionDecisionReason"`
@@ -86,17 +87,6 @@ func Chain(gen *policy.Generation, in Input) []string {
 		}
 	}
 	return []string{"agent"}
-}
-
-// Decide decides one hook input under gen through the gateway's one
-// decision (rule R7): paths as Claude Code reads them (trimmed, "~" the
-// user's home, relative to the input's cwd, which must be given), tools
-// the policy does not define by its MCP entries or claudeCode:
-// unknownTools. An allowed call whose canonical input differs from what
-// Claude Code sent is answered with that input, so what runs is what was
-// decided.
-func Decide(gen *provision.Generation, in Input, opts gateway.Options) Output {
-	return DecideWrapped(gen, in, opts, nil)
 }
 
 // Wrap is how the hook hands Claude Code an allowed Bash command: run
@@ -132,22 +122,24 @@ func (w *Wrap) shell() string {
 	return w.Shell
 }
 
-// DecideWrapped is Decide that, with wrap, answers an allowed or asked
-// Bash call with the command wrapped in aimon-gw exec.
-func DecideWrapped(gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
-	return DecideAs(Runtime, gen, in, opts, wrap)
-}
-
-// DecideAs is DecideWrapped for the hook of runtime (gatefiles' name of
-// it: codex's and gemini-cli's hooks decide through it), whose files it
-// protects, with every other runtime's, and whose project directory it
-// names to be made before a sandbox is (gatefiles.Protect): once, where
-// each hook protected its own and Claude Code's again (issue 43). It
-// decides by a Gateway made for the one input (a command hook's process
-// answers one), the same path as the HTTP hook's gateway of every input.
-func DecideAs(runtime string, gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
+// Answer answers one hook input of runtime (gatefiles' name of it:
+// Claude Code's, Codex's and Gemini CLI's hooks answer through it) under
+// gen through the gateway's one decision (rule R7): paths as Claude Code
+// reads them (trimmed, "~" the user's home, relative to the input's cwd,
+// which must be given), tools the policy does not define by its MCP
+// entries or claudeCode: unknownTools. An allowed call whose canonical
+// input differs from what the runtime sent is answered with that input,
+// so what runs is what was decided; with wrap, an allowed or asked shell
+// call with the command wrapped in aimon-gw exec. It protects the
+// runtime's files, with every other runtime's, and names its project
+// directory to be made before a sandbox is (gatefiles.Protect): once,
+// where each hook protected its own and Claude Code's again (issue 43).
+// It decides by a Gateway made for the one input (a command hook's
+// process answers one), the same path as the HTTP hook's Gateway of
+// every input.
+func Answer(runtime string, gen *provision.Generation, in Input, opts gateway.Options, wrap *Wrap) Output {
 	g, s := gatewayOf(gen, opts)
-	return g.Decide(runtime, in, s, wrap)
+	return g.Answer(runtime, in, s, wrap)
 }
 
 // A Sender is who sent a hook input, and its session: what the one
@@ -215,9 +207,9 @@ func (s Sender) call(id string, in Input) gateway.Call {
 	return gateway.Call{ID: id, Name: in.ToolName, Workdir: in.Cwd, Principal: s.Principal, Caller: s.Claims, Session: s.Session}
 }
 
-// Decide is DecideAs by g: the decision of one input of runtime, sent by
-// s, with wrap (nil: Bash answered as sent).
-func (g *Gateway) Decide(runtime string, in Input, s Sender, wrap *Wrap) Output {
+// Answer is Answer by g, of one input of runtime that s sent, with wrap
+// (nil: the shell's command answered as sent).
+func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output {
 	gen, home := g.gen, g.home
 	chain := Chain(gen.Generation, in)
 	// The files that make the runtime call the gateway are protected as
@@ -476,5 +468,5 @@ func (g *Gateway) Refuse(in Input, s Sender, why string) string {
 
 // Blocked is the answer that blocks a call with a sentence.
 func Blocked(reason string) Output {
-	return Output{Decision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
+	return Output{Specific{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
 }

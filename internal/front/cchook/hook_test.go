@@ -63,7 +63,7 @@ func TestClaudeCodeHookInputs(t *testing.T) {
 		}
 		n++
 		t.Run(tc.Note, func(t *testing.T) {
-			d := Decide(gen, tc.Input, gateway.Options{Logger: slog.New(slog.DiscardHandler)}).HookSpecificOutput
+			d := Answer(Runtime, gen, tc.Input, gateway.Options{Logger: slog.New(slog.DiscardHandler)}, nil).HookSpecificOutput
 			if d.HookEventName != "PreToolUse" || d.PermissionDecision != tc.Want || !strings.Contains(d.PermissionDecisionReason, tc.Says) {
 				t.Errorf("decision %+v; want %s saying %q", d, tc.Want, tc.Says)
 			}

@@ -79,7 +79,7 @@ func TestP14ImportIsNeverLooser(t *testing.T) {
 			json.Unmarshal([]byte(raw), &s)
 			for _, c := range calls {
 				want := claudeCode(s, c.tool, c.input, project, home)
-				out := Decide(gen, Input{Cwd: project, ToolName: c.tool, ToolInput: json.RawMessage(c.input)}, gateway.Options{})
+				out := Answer(Runtime, gen, Input{Cwd: project, ToolName: c.tool, ToolInput: json.RawMessage(c.input)}, gateway.Options{}, nil)
 				got := out.HookSpecificOutput.PermissionDecision
 				if rank[got] > rank[want] {
 					t.Errorf("%s %s: the hook says %s (%s), Claude Code %s\n%s", c.tool, c.input, got, out.HookSpecificOutput.PermissionDecisionReason, want, im.Source)
@@ -346,7 +346,7 @@ func TestP14ImportKeepsEveryRule(t *testing.T) {
 			cwd := cmp.Or(c.cwd, project)
 			gen := loadSource(t, im.Source, cwd)
 			for _, k := range c.calls {
-				out := Decide(gen, Input{Cwd: cwd, Project: project, ToolName: k.tool, ToolInput: json.RawMessage(k.input)}, gateway.Options{})
+				out := Answer(Runtime, gen, Input{Cwd: cwd, Project: project, ToolName: k.tool, ToolInput: json.RawMessage(k.input)}, gateway.Options{}, nil)
 				if got := out.HookSpecificOutput.PermissionDecision; got != k.want {
 					t.Errorf("%s %s: %s (%s), want %s\n%s", k.tool, k.input, got, out.HookSpecificOutput.PermissionDecisionReason, k.want, im.Source)
 				}

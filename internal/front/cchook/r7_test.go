@@ -47,7 +47,7 @@ func TestR7HookDecidesThePathClaudeCodeOpens(t *testing.T) {
 			input: `{"file_path":"/work/proj/a.go"}`, want: "deny", says: "has no cwd"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
-			out := Decide(gen, Input{Cwd: tc.cwd, ToolName: tc.tool, ToolInput: json.RawMessage(tc.input)}, gateway.Options{})
+			out := Answer(Runtime, gen, Input{Cwd: tc.cwd, ToolName: tc.tool, ToolInput: json.RawMessage(tc.input)}, gateway.Options{}, nil)
 			d := out.HookSpecificOutput
 			if d.PermissionDecision != tc.want || !strings.Contains(d.PermissionDecisionReason, tc.says) {
 				t.Fatalf("got %s %q; want %s saying %q", d.PermissionDecision, d.PermissionDecisionReason, tc.want, tc.says)

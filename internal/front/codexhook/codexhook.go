@@ -69,9 +69,9 @@ func Blocked(reason string) Output {
 // Patch is Codex's patch tool, whose paths are inside its patch.
 const Patch = "apply_patch"
 
-// Decide decides one input by cchook's decision, Bash wrapped in aimon-gw
+// Answer answers one input by cchook's decision, Bash wrapped in aimon-gw
 // exec by wrap (nil: as sent), and answers it as Codex enforces.
-func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
+func Answer(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
 	// Its own files, which make it call the hook, are protected from
 	// its tools and, through exec, its commands by the decision (rule R9).
 	if wrap != nil {
@@ -83,7 +83,7 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 		in.Writes, in.Unread = patchFiles(in)
 	}
 	opts.CannotAsk = "Codex's hook"
-	return answer(cchook.DecideAs(Runtime, gen, in, opts, wrap).HookSpecificOutput)
+	return answer(cchook.Answer(Runtime, gen, in, opts, wrap).HookSpecificOutput)
 }
 
 // patchFiles are the files a patch Codex would apply adds, updates,
@@ -115,7 +115,7 @@ func patchFiles(in cchook.Input) (files []string, unread string) {
 	return files, ""
 }
 
-func answer(d cchook.Decision) Output {
+func answer(d cchook.Specific) Output {
 	switch d.PermissionDecision {
 	case "allow":
 		if d.UpdatedInput == nil {

@@ -71,7 +71,7 @@ func TestP14CodexImportIsNeverLooser(t *testing.T) {
 		}
 		decide := func(tool string, in any) string {
 			b, _ := json.Marshal(in)
-			out := codexhook.Decide(gen, cchook.Input{Cwd: project, HookEventName: "PreToolUse", ToolName: tool, ToolInput: b},
+			out := codexhook.Answer(gen, cchook.Input{Cwd: project, HookEventName: "PreToolUse", ToolName: tool, ToolInput: b},
 				gateway.Options{Logger: slog.New(slog.DiscardHandler)}, nil)
 			if out.HookSpecificOutput == nil || out.HookSpecificOutput.PermissionDecision == "allow" {
 				return "allow"

@@ -105,9 +105,9 @@ type Specific struct {
 	ToolInput     map[string]any `json:"tool_input"`
 }
 
-// Decide decides one input by cchook's decision, the shell wrapped in
+// Answer answers one input by cchook's decision, the shell wrapped in
 // aimon-gw exec by wrap (nil: as sent), and answers it as Gemini reads it.
-func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
+func Answer(gen *provision.Generation, in cchook.Input, opts gateway.Options, wrap *cchook.Wrap) Output {
 	if in.ToolName == Shell && in.Unread == "" {
 		var args struct {
 			Dir string `json:"dir_path"`
@@ -127,7 +127,7 @@ func Decide(gen *provision.Generation, in cchook.Input, opts gateway.Options, wr
 		w.Shell, w.Runtime = Shell, Runtime
 		wrap = &w
 	}
-	d := cchook.DecideAs(Runtime, gen, in, opts, wrap).HookSpecificOutput
+	d := cchook.Answer(Runtime, gen, in, opts, wrap).HookSpecificOutput
 	out := Output{Decision: d.PermissionDecision, Reason: d.PermissionDecisionReason}
 	if d.PermissionDecision == "deny" {
 		return out

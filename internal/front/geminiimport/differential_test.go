@@ -111,7 +111,7 @@ func TestP14GeminiImportIsNeverLooser(t *testing.T) {
 				name = "mcp__" + srv + "__" + tool
 			}
 			in, _ := json.Marshal(c.args)
-			got := geminihook.Decide(gen, cchook.Input{Cwd: project, HookEventName: "PreToolUse", ToolName: name, ToolInput: in},
+			got := geminihook.Answer(gen, cchook.Input{Cwd: project, HookEventName: "PreToolUse", ToolName: name, ToolInput: in},
 				gateway.Options{Logger: slog.New(slog.DiscardHandler)}, nil)
 			if rank[got.Decision] > rank[want] {
 				t.Errorf("%s %v: the hook says %s (%s), Gemini CLI %s\n%s", c.tool, c.args, got.Decision, got.Reason, want, im.Source)

@@ -573,7 +573,7 @@ func (f *front) hook(w http.ResponseWriter, r *http.Request) {
 		f.postHook(w, in, c)
 		return
 	default:
-		out = f.decideHook(in, c)
+		out = f.answerHook(in, c)
 	}
 	_ = json.NewEncoder(w).Encode(out)
 }
@@ -631,10 +631,10 @@ func (f *front) hookGateway(cur *provision.Generation, ceiling []string) *cchook
 	return g
 }
 
-// decideHook decides a PreToolUse input by the one decision, in its own
+// answerHook answers a PreToolUse input by the one decision, in its own
 // cwd, under the generation in force. The caller's chain is the ceiling
 // of the input's, refused and recorded by the one decision (R5).
-func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
+func (f *front) answerHook(in cchook.Input, c caller) cchook.Output {
 	cur := f.enter()
 	defer cur.Exit()
 	wd := f.o.Reload.Gateway.Workdir
@@ -642,7 +642,7 @@ func (f *front) decideHook(in cchook.Input, c caller) cchook.Output {
 		in.Unread = fmt.Sprintf("The policy has ./ patterns, which this gateway resolved against its working directory %s, and the input's cwd is %s; the call is blocked. Write absolute patterns, or use the command hook.", wd, in.Cwd)
 	}
 	s := cchook.Sender{Principal: c.claims.Subject, Claims: &c.claims, Session: f.hookSession(cur, in, c)}
-	return f.hookGateway(cur, c.chain).Decide(cchook.Runtime, in, s, f.o.Wrap)
+	return f.hookGateway(cur, c.chain).Answer(cchook.Runtime, in, s, f.o.Wrap)
 }
 
 // hookSession is the session of an HTTP hook input, the caller's own: a
@@ -669,7 +669,7 @@ func (f *front) postHook(w http.ResponseWriter, in cchook.Input, c caller) {
 		return
 	}
 	if cur.Relative() && in.Cwd != f.o.Reload.Gateway.Workdir {
-		s.Session = nil // its ./ patterns are not this cwd's: decideHook refuses the calls
+		s.Session = nil // its ./ patterns are not this cwd's: answerHook refuses the calls
 	}
 	out, err := g.Post(in, s)
 	if err != nil {

@@ -24,7 +24,7 @@ func (hostFS) IsDir(p string) bool {
 func (hostFS) Concealing(paths ...string) string { return sandbox.Concealing(paths...) }
 func (hostFS) ConcealedBelow(dir string) string  { return sandbox.ConcealedBelow(dir) }
 
-func (hostFS) Guarding(p string) (string, bool) {
+func (hostFS) WriteRefusal(p string) (string, bool) {
 	g := sandbox.Guarding(p)
 	return g.Refusal(), g.Gate
 }
