@@ -159,8 +159,8 @@ type Decider struct {
 // Approvals opens a person's approval token for a call, spending it, and
 // seals a new one for an asked call (rule P15).
 type Approvals interface {
-	Open(token, tool string, in tools.Input, chain []string, revision string) error
-	Seal(tool string, in tools.Input, chain []string, revision string) (string, time.Time)
+	Open(token, tool string, in tools.Input, chain []string, revision, workdir string) error
+	Seal(tool string, in tools.Input, chain []string, revision, workdir string) (string, time.Time)
 }
 
 // ErrNotThisCall is what Approvals.Open says of a token sealed for another
@@ -398,7 +398,7 @@ func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
 	}
 	var why error
 	for _, tok := range p.Approvals {
-		err := a.Open(tok, p.Name, d.Input, p.Chain, p.Gen.Revision)
+		err := a.Open(tok, p.Name, d.Input, p.Chain, p.Gen.Revision, dc.Workdir)
 		if err == nil {
 			return dc.approved(p, d)
 		}
@@ -409,7 +409,7 @@ func (dc *Decider) approve(p *Prepared, d rule.Decision) rule.Decision {
 	if why != nil {
 		d.Reason = fmt.Sprintf("The approval given with the call was not accepted: %s. %s", why, d.Reason)
 	}
-	d.Approval, _ = a.Seal(p.Name, d.Input, p.Chain, p.Gen.Revision)
+	d.Approval, _ = a.Seal(p.Name, d.Input, p.Chain, p.Gen.Revision, dc.Workdir)
 	return d
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,11 +42,57 @@ type Approvals struct {
 
 	mu   sync.Mutex
 	used map[string]time.Time // token MAC → its expiry
+
+	// where is the identity of the store tokens are spent in, sealed
+	// into each token: one is honoured only by a gateway that spends it
+	// where it was sealed to be spent (rules P15, R10). This process's
+	// own for its memory; the store's, once read, for a store.
+	whereMu sync.Mutex
+	where   string
 }
 
 // SpendIn makes a spend of a token a spend in s, shared by every process
 // that uses s (rule R10).
-func (a *Approvals) SpendIn(s state.Store) { a.store = s }
+func (a *Approvals) SpendIn(s state.Store) { a.store, a.where = s, "" }
+
+// storeIDKey is the record that names a state store to the tokens spent
+// in it: a random id the first gateway to use the store creates.
+const storeIDKey = "approval-store-id"
+
+// storeWhere is the identity of the store tokens are spent in (rule
+// R10): this process's id for its memory, else the record the store
+// keeps, made by the first gateway that needed it; "" while the store
+// cannot say.
+func (a *Approvals) storeWhere(ctx context.Context) string {
+	a.whereMu.Lock()
+	defer a.whereMu.Unlock()
+	if a.where != "" {
+		return a.where
+	}
+	recs := state.RecordsOf(a.store)
+	if a.store == nil || recs == nil {
+		a.where = randomID()
+		return a.where
+	}
+	id, ok, err := recs.Get(ctx, storeIDKey)
+	if err == nil && !ok {
+		// The first of two racing gateways wins; both read its id.
+		if _, err = recs.Create(ctx, storeIDKey, []byte(randomID()), time.Now().AddDate(100, 0, 0)); err == nil {
+			id, ok, err = recs.Get(ctx, storeIDKey)
+		}
+	}
+	if err != nil || !ok {
+		return ""
+	}
+	a.where = string(id)
+	return a.where
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
 
 // Ping reports whether tokens can be spent now.
 func (a *Approvals) Ping(ctx context.Context) error {
@@ -139,7 +186,14 @@ type approvalClaims struct {
 	Call     string   `json:"d"` // the call's digest
 	Chain    []string `json:"c"`
 	Revision string   `json:"r"`
-	Expires  int64    `json:"e"` // Unix seconds
+	// Workdir is the digest of the working directory the call was
+	// decided in: its command and relative paths mean what they mean
+	// there (rule P15).
+	Workdir string `json:"w"`
+	// Store is the identity of the store the token is spent in (rule
+	// R10): only a gateway that spends it there honours it.
+	Store   string `json:"s"`
+	Expires int64  `json:"e"` // Unix seconds
 	// Nonce makes each approval one of its own: two asks of one call in
 	// the same second are two approvals, each spent once.
 	Nonce string `json:"n,omitempty"`
@@ -155,12 +209,19 @@ func digest(tool string, in tools.Input) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// Seal returns the token that approves the call on chain under revision.
-func (a *Approvals) Seal(tool string, in tools.Input, chain []string, revision string) (string, time.Time) {
+// workdirDigest is how a token names a working directory.
+func workdirDigest(wd string) string {
+	h := sha256.Sum256([]byte(filepath.Clean(wd)))
+	return base64.RawURLEncoding.EncodeToString(h[:16])
+}
+
+// Seal returns the token that approves the call on chain under revision
+// in the working directory workdir.
+func (a *Approvals) Seal(tool string, in tools.Input, chain []string, revision, workdir string) (string, time.Time) {
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
 	nonce := make([]byte, 12)
 	rand.Read(nonce)
-	payload, _ := json.Marshal(approvalClaims{Call: digest(tool, in), Chain: chain, Revision: revision, Expires: exp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce)})
+	payload, _ := json.Marshal(approvalClaims{Call: digest(tool, in), Chain: chain, Revision: revision, Workdir: workdirDigest(workdir), Store: a.storeWhere(context.Background()), Expires: exp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce)})
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	return p + "." + a.mac(p), exp
 }
@@ -181,7 +242,7 @@ var errNotThisCall = decide.ErrNotThisCall
 var errSpent = errors.New("the approval token was already used; one approval runs one call, so ask again")
 
 // Open checks that token approves this call, and spends it.
-func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, revision string) error {
+func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, revision, workdir string) error {
 	p, sig, ok := strings.Cut(token, ".")
 	if !ok || !hmac.Equal([]byte(sig), []byte(a.mac(p))) {
 		return errors.New("the approval token is not one this gateway sealed (it was altered, or sealed with another key)")
@@ -201,6 +262,14 @@ func (a *Approvals) Open(token, tool string, in tools.Input, chain []string, rev
 		return errors.New("the approval token was given for another surface chain")
 	case c.Call != digest(tool, in):
 		return errNotThisCall
+	case c.Workdir != workdirDigest(workdir):
+		return errors.New("the approval token was given for this call in another working directory (--workdir), where its command and paths mean something else; ask again here")
+	}
+	switch where := a.storeWhere(context.Background()); {
+	case where == "":
+		return fmt.Errorf("%s cannot say which store it is, so the token cannot be checked as spent there and the call does not run; try again once the state store answers", a.store)
+	case c.Store != where:
+		return errors.New("the approval token was given by a gateway that spends approvals in another state store (--state), and it is honoured only where it is spent, once; ask again here, or give this gateway the same --state")
 	}
 	if a.store != nil {
 		first, err := a.store.Spend(context.Background(), sig, time.Unix(c.Expires, 0))

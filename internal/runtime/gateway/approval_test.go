@@ -36,44 +36,49 @@ func TestP15ApprovalTokens(t *testing.T) {
 	}{
 		{note: "the call it was sealed for", says: ""},
 		{note: "another input", open: func(a *Approvals, tok string) error {
-			return a.Open(tok, "Bash", tools.Input{"command": "git push --force"}, chain, "r1")
+			return a.Open(tok, "Bash", tools.Input{"command": "git push --force"}, chain, "r1", "/w")
 		}, says: "another call"},
-		{note: "another tool", open: func(a *Approvals, tok string) error { return a.Open(tok, "Write", in, chain, "r1") }, says: "another call"},
+		{note: "another tool", open: func(a *Approvals, tok string) error { return a.Open(tok, "Write", in, chain, "r1", "/w") }, says: "another call"},
 		{note: "another chain", open: func(a *Approvals, tok string) error {
-			return a.Open(tok, "Bash", in, []string{"agent", "subagent:x"}, "r1")
+			return a.Open(tok, "Bash", in, []string{"agent", "subagent:x"}, "r1", "/w")
 		}, says: "another surface chain"},
-		{note: "another revision", open: func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r2") }, says: "another revision"},
+		{note: "another revision", open: func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r2", "/w") }, says: "another revision"},
 		{note: "expired", open: func(a *Approvals, tok string) error {
 			a.now = func() time.Time { return now.Add(2 * time.Minute) }
-			return a.Open(tok, "Bash", in, chain, "r1")
+			return a.Open(tok, "Bash", in, chain, "r1", "/w")
 		}, says: "expired"},
 		{note: "replayed", open: func(a *Approvals, tok string) error {
-			if err := a.Open(tok, "Bash", in, chain, "r1"); err != nil {
+			if err := a.Open(tok, "Bash", in, chain, "r1", "/w"); err != nil {
 				return err
 			}
-			return a.Open(tok, "Bash", in, chain, "r1")
+			return a.Open(tok, "Bash", in, chain, "r1", "/w")
 		}, says: "already used"},
 		{note: "forged with another key", token: func(*Approvals) string {
-			tok, _ := other.Seal("Bash", in, chain, "r1")
+			tok, _ := other.Seal("Bash", in, chain, "r1", "/w")
 			return tok
 		}, says: "not one this gateway sealed"},
 		{note: "payload altered", token: func(a *Approvals) string {
-			tok, _ := a.Seal("Bash", in, chain, "r1")
+			tok, _ := a.Seal("Bash", in, chain, "r1", "/w")
 			p, sig, _ := strings.Cut(tok, ".")
 			return p + "x." + sig
 		}, says: "not one this gateway sealed"},
+		{note: "another working directory", open: func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r1", "/w2") }, says: "another working directory"},
+		{note: "spent in another store", open: func(a *Approvals, tok string) error {
+			b := newA() // the same key, its own memory
+			return b.Open(tok, "Bash", in, chain, "r1", "/w")
+		}, says: "another state store"},
 		{note: "not a token", token: func(*Approvals) string { return "yes" }, says: "not one this gateway sealed"},
 		{note: "empty", token: func(*Approvals) string { return "" }, says: "not one this gateway sealed"},
 	} {
 		t.Run(tc.note, func(t *testing.T) {
 			a := newA()
-			tok, _ := a.Seal("Bash", in, chain, "r1")
+			tok, _ := a.Seal("Bash", in, chain, "r1", "/w")
 			if tc.token != nil {
 				tok = tc.token(a)
 			}
 			open := tc.open
 			if open == nil {
-				open = func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r1") }
+				open = func(a *Approvals, tok string) error { return a.Open(tok, "Bash", in, chain, "r1", "/w") }
 			}
 			err := open(a, tok)
 			switch {
