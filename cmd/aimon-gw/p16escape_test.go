@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -237,7 +238,17 @@ func TestP16InProcessRunnersAreRefused(t *testing.T) {
 // npm, node /usr/bin/npm). A sh script and an env python3 one, run by a
 // script, directly by their interpreter and through a link, and a file
 // read once as harmless and then rewritten in place as the script; a
-// script that is no program an entry names still runs.
+// script that is no program an entry names still runs, and cat reads the
+// denied script (reading is not running it).
+//
+// The re-probe's P9: the argument is followed in the command's view
+// however it is spelt, or the exec is refused: from a working directory
+// deeper than PATH_MAX, through /proc/self/.. (the command's /proc, where
+// the tracer's string climbed to its own), /proc/PID/cwd and
+// /proc/thread-self/cwd (magic links). P3: another build of the
+// interpreter than the #! line's file (python3.99, a copy of python3 with
+// a byte more, outside what commands write, as pyenv's python3.11 is),
+// named so or found first on PATH as python3, runs no denied script.
 func TestP16DeniedScriptsAreKnownInTheirInterpreters(t *testing.T) {
 	t.Parallel()
 	lists := `agent: "denied-tools": ["Bash(touch:*)", "Bash(mkmark:*)", "Bash(pymark:*)"]
@@ -254,7 +265,7 @@ agent: "ask-tools": ["Bash(rm:*)"]`
 		e.env = append(e.env, "PATH="+bin+":"+os.Getenv("PATH"))
 		writeFile(t, e.proj+"/n.sh", "mkmark shmark\n")
 		writeFile(t, e.proj+"/p.sh", "pymark envpy\n")
-		writeFile(t, e.proj+"/ok.sh", ": > okmark\n")
+		writeFile(t, e.proj+"/ok.sh", "cat lnk >/dev/null && : > okmark\n")
 		os.Symlink(bin+"/mkmark", e.proj+"/lnk")
 		// A file of the script's size read once as harmless, then
 		// rewritten in place as the script (the same inode).
@@ -267,7 +278,48 @@ with open("x", "r+b") as f:
 r = subprocess.run(["sh", "x", "rewritten"])
 raise SystemExit(r.returncode)
 `, bin+"/mkmark"))
+		py := p16Python(t)
+		// P9: the script's link at the bottom of a tree deeper than
+		// PATH_MAX, run from there by its relative name; the same link in
+		// sub/, run through /proc spellings from there.
+		writeFile(t, e.proj+"/deep.py", fmt.Sprintf(`import os
+n = "d" * 250
+for i in range(18):
+    os.makedirs(n, exist_ok=True); os.chdir(n)
+os.symlink(%[1]q, "pd")
+os.execvp("python3", ["python3", "pd", %[2]q])
+`, bin+"/pymark", e.proj+"/deepmark"))
+		os.MkdirAll(e.proj+"/sub", 0o755)
+		os.Symlink(bin+"/pymark", e.proj+"/sub/pd")
+		writeFile(t, e.proj+"/insub.py", fmt.Sprintf(`import os, sys
+os.chdir("sub")
+arg = sys.argv[1].replace("PID", str(os.getpid()))
+os.execvp("python3", ["python3", arg, %q + sys.argv[2]])
+`, e.proj+"/"))
+		// P3: another build of python3, where commands do not write.
+		other := e.root + "/other"
+		os.MkdirAll(other, 0o755)
+		build, err := os.ReadFile(py)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(other+"/python3.99", append(build, 0), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Symlink("python3.99", other+"/python3")
+		// Named in the script, not the command: an interpreter's argument
+		// naming the script is refused where the command starts it.
+		writeFile(t, e.proj+"/onpath.py", fmt.Sprintf(`import os
+os.environ["PATH"] = %q + ":" + os.environ["PATH"]
+os.execvp("python3", ["python3", %q, %q])
+`, other, bin+"/pymark", e.proj+"/firstonpath"))
 		return []p16Escape{
+			{"P9: a working directory deeper than PATH_MAX", "python3 deep.py", "deepmark", "Bash(pymark:*)"},
+			{"P9: /proc/self/../self/cwd", "python3 insub.py /proc/self/../self/cwd/pd selfdots", "selfdots", "Bash(pymark:*)"},
+			{"P9: /proc/PID/cwd", "python3 insub.py /proc/PID/cwd/pd pidcwd", "pidcwd", "Bash(pymark:*)"},
+			{"P9: /proc/thread-self/cwd", "python3 insub.py /proc/thread-self/cwd/pd threadself", "threadself", "Bash(pymark:*)"},
+			{"P3: another build of python3", other + "/python3.99 " + bin + "/pymark otherbuild", "otherbuild", "Bash(pymark:*)"},
+			{"P3: another build first on PATH", "python3 onpath.py", "firstonpath", "Bash(pymark:*)"},
 			{"sh n.sh", "sh n.sh", "shmark", "Bash(mkmark:*)"},
 			{"sh SCRIPT", "sh " + bin + "/mkmark direct", "direct", "Bash(mkmark:*)"},
 			{"sh LINK", "sh ./lnk vialink", "vialink", "Bash(mkmark:*)"},
@@ -275,5 +327,24 @@ raise SystemExit(r.returncode)
 			{"sh p.sh (env python3)", "sh p.sh", "envpy", "Bash(pymark:*)"},
 			{"a file rewritten in place", "python3 inplace.py", "rewritten", "Bash(mkmark:*)"},
 		}
-	}, p16Escape{"sh ok.sh", "sh ok.sh", "okmark", ""})
+	}, p16Escape{"sh ok.sh, whose cat reads the script", "sh ok.sh", "okmark", ""})
+}
+
+// p16Python is a python3 program itself (an ELF file, not pyenv's shim).
+func p16Python(t *testing.T) string {
+	t.Helper()
+	var found []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		found = append(found, p)
+	}
+	for _, p := range append(found, "/usr/bin/python3") {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			if f, err := elf.Open(real); err == nil {
+				f.Close()
+				return real
+			}
+		}
+	}
+	t.Fatal("no python3 program (an ELF file) is installed")
+	return ""
 }

@@ -43,7 +43,7 @@ func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, launcher str
 	spec := trace.Spec{Decided: decided, Launcher: launcher, Programs: programs(j.Names), Entries: len(j.Names) > 0}
 	if spec.Entries {
 		spec.Loaders = loaders(spec.Programs)
-		spec.Interpreters = interpreters(spec.Programs)
+		spec.Interpreters, spec.Families = interpreters(spec.Programs)
 	}
 	b, _ := json.Marshal(spec)
 	if _, err := ours.Write(append(b, '\n')); err != nil {

@@ -115,11 +115,21 @@ func glibcLoader(p, sum string) glibc {
 // shells run one another's scripts: a sh script is read by any of them.
 var shells = []string{"sh", "bash", "dash", "rbash", "ksh", "mksh", "zsh", "busybox"}
 
+// interpreterFamilies are the interpreters whose builds, under any of
+// their versions' names, run a script given as their argument: the
+// languages' (one build of a language runs another's script: pyenv's,
+// conda's or nvm's beside the system's) and the shells.
+var interpreterFamilies = append([]string{"python", "pypy", "perl", "ruby", "jruby", "truffleruby", "node", "nodejs", "bun", "deno",
+	"php", "lua", "luajit", "tclsh", "wish", "Rscript", "ash", "yash", "fish", "tcsh", "csh", "pwsh", "awk", "gawk", "mawk", "nawk"}, shells...)
+
 // interpreters are the programs that run the scripts among ps (a #! line
 // names them): its interpreter, the program env is told to run, and the
-// shells for a shell's script, by what each is (rule P16; probe F4).
-func interpreters(ps []trace.Program) []trace.Program {
-	var names, paths []string
+// shells for a shell's script, by what each is; and the families of
+// interpreters whose builds run them by name (interpreterFamilies and each
+// #! line's, its version cut off), none when no program of ps is a script
+// (rule P16; probe F4, re-probe P3).
+func interpreters(ps []trace.Program) ([]trace.Program, []string) {
+	var names, paths, fams []string
 	for _, p := range ps {
 		line := shebang(p.Path)
 		if len(line) == 0 {
@@ -138,6 +148,17 @@ func interpreters(ps []trace.Program) []trace.Program {
 		if slices.Contains(shells, filepath.Base(run)) {
 			names = append(names, shells...)
 		}
+		if f := strings.TrimRight(filepath.Base(run), "0123456789.-"); f != "" && !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	for _, f := range interpreterFamilies {
+		if !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
 	}
 	found := lookups()
 	for _, n := range names {
@@ -154,7 +175,7 @@ func interpreters(ps []trace.Program) []trace.Program {
 			out = append(out, prog)
 		}
 	}
-	return out
+	return out, fams
 }
 
 // shebang is the #! line of the file at p, as words; nil for none.

@@ -22,7 +22,7 @@ var protected struct {
 	pathSet
 	dirs []string // to create before a sandbox is made (ProtectDir)
 	// gate are the paths that make an agent runtime call the gateway
-	// (ProtectGates, rule R9).
+	// (ProtectGate, rule R9).
 	gate map[string]bool
 	// programs are the gateway's sandbox programs, whether they exist or
 	// not (ProtectPrograms).
@@ -150,9 +150,19 @@ func ProtectDir(what, dir string) {
 // for the sentence that refuses a write ("the gateway's decision log").
 func Protect(what string, paths ...string) { protected.add(what, paths, resolver{}) }
 
-// ProtectGates adds paths that make an agent runtime call the gateway
-// (its settings and hooks), each with what it is, to what no tool may
-// write (rule R9): a write there would switch the gate off. One batch: a runtime's settings and hooks lie in a few directories, which
+// ProtectGate adds paths that make an agent runtime call the gateway (its
+// settings and hooks) to what no tool may write (rule R9): a write there
+// would switch the gate off.
+func ProtectGate(what string, paths ...string) {
+	ps := make([]Named, len(paths))
+	for i, p := range paths {
+		ps[i] = Named{what, p}
+	}
+	ProtectGates(ps)
+}
+
+// ProtectGates is ProtectGate of many paths, each with what it is, in one
+// batch: a runtime's settings and hooks lie in a few directories, which
 // one resolver follows once.
 func ProtectGates(ps []Named) {
 	added := protected.addNamed(ps, resolver{})

@@ -75,6 +75,15 @@ func (u unreachable) Labels(context.Context, string) (map[string][]byte, error) 
 func (u unreachable) AddWords(context.Context, string, []byte, time.Time) error         { return u.err }
 func (u unreachable) Words(context.Context, string) ([][]byte, error)                   { return nil, u.err }
 
+// Label gives the session of a PostToolUse input the labels that its
+// call's result gives (rule P18), reading the call as the PreToolUse hook
+// did (paths as Claude Code writes them, in its cwd, on its chain). An
+// error is a sentence: the label could not be kept.
+func Label(gen *provision.Generation, in Input, opts gateway.Options) ([]string, error) {
+	g, s := gatewayOf(gen, opts)
+	return g.Label(in, s)
+}
+
 // Label is Label by g, of an input s sent.
 func (g *Gateway) Label(in Input, s Sender) ([]string, error) {
 	if s.Session == nil && !g.records {

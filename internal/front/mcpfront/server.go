@@ -29,10 +29,13 @@ import (
 	"aimon.dev/gw/internal/front/authn"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
+	"aimon.dev/gw/internal/runtime/reload"
 )
 
-// Options configure ServeSession.
+// Options configure Serve.
 type Options struct {
+	// Reload starts the gateway (its Gateway.Chain is the surface).
+	Reload reload.Options
 	// In and Out carry the session (standard input and output); Transport,
 	// when set, replaces them (an in-memory pair in tests).
 	In        io.Reader
@@ -40,6 +43,8 @@ type Options struct {
 	Transport mcp.Transport
 	// MaxFrameBytes bounds one frame; 0 means 16 MiB.
 	MaxFrameBytes int
+	// Version is the server's version in serverInfo.
+	Version string
 	// SDKCalls leaves every tools/call to the SDK's server, as before the
 	// guard answered them (stdiodirect.go): the other path of the tests that
 	// compare the two, and a benchmark's anchor.
@@ -57,27 +62,46 @@ func WithSDKCalls(ctx context.Context) context.Context {
 	return context.WithValue(ctx, sdkCallsKey{}, true)
 }
 
-// ErrSurface is wrapped by ServeSession's error when the surface cannot
-// run under the policy (an undeclared surface, lists with no tool in
-// common): the client's first request is still unanswered, and Refuse can
-// answer it.
+// ErrSurface is wrapped by Serve's error when the surface cannot run under
+// the policy (an undeclared surface, lists with no tool in common).
 var ErrSurface = errors.New("the surface cannot run under this policy")
 
-// surfaceError is the error of a session whose surface cannot run; its
-// text is the cause's sentence alone.
-type surfaceError struct{ err error }
+// ErrStart is wrapped by Serve's error when the session never started (the
+// policy does not load, or the surface cannot run): the client's first
+// request is still unanswered, and Refuse can answer it.
+var ErrStart = errors.New("the MCP session did not start")
 
-func (e surfaceError) Error() string        { return e.err.Error() }
-func (e surfaceError) Unwrap() error        { return e.err }
-func (e surfaceError) Is(target error) bool { return target == ErrSurface }
+// startError is the error of a session that did not start; its text is
+// the cause's sentence alone.
+type startError struct {
+	err     error
+	surface bool
+}
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+func (e startError) Is(target error) bool {
+	return target == ErrStart || e.surface && target == ErrSurface
+}
+
+// Serve serves one MCP session until it ends or ctx is done.
+func Serve(ctx context.Context, o Options) error {
+	surfaces, rt, err := Start(ctx, ctx, o.Reload, o.Version)
+	if err != nil {
+		return startError{err: err}
+	}
+	defer rt.Close()
+	return ServeSession(ctx, surfaces, o.Reload.Gateway.Chain, o)
+}
 
 // ServeSession serves one MCP session of chain's tools, from s, over o's
-// In and Out (or Transport) until it ends or ctx is done. A chain that
-// cannot run is an error that wraps ErrSurface.
+// In and Out (or Transport) until it ends or ctx is done; o.Reload is not
+// read. A chain that cannot run is an error that wraps ErrStart and
+// ErrSurface.
 func ServeSession(ctx context.Context, s *Surfaces, chain []string, o Options) error {
 	ts, err := s.toolSet(chain)
 	if err != nil {
-		return surfaceError{err}
+		return startError{err: err, surface: true}
 	}
 	o.SDKCalls = o.SDKCalls || ctx.Value(sdkCallsKey{}) != nil
 	var session atomic.Pointer[mcp.ServerSession]

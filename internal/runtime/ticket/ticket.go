@@ -484,3 +484,22 @@ func (t *Ticket) Spend(ctx context.Context, revision string) error {
 	}
 	return nil
 }
+
+// Sessions is the store of the hooks' sessions (rule P18): the local store
+// of the state directory, where tickets are spent, hidden from every
+// sandbox and file tool as the key is (rules R8, R9), so no tool can
+// write or reset what a session has read.
+func Sessions() (state.Sessions, error) {
+	dir := Conceal()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("the state directory %s cannot be made: %v", dir, err)
+	}
+	if err := OwnDir(dir); err != nil {
+		return nil, err
+	}
+	st, err := state.Open("", dir)
+	if err != nil {
+		return nil, err
+	}
+	return state.SessionsOf(st), nil
+}

@@ -162,12 +162,3 @@ func runIn(dir, name string, args ...string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
 	return cmd.CombinedOutput()
 }
-
-// OnReload calls f with the new status after every reload, sound or not,
-// from Run's goroutine; when f runs, a sound generation is already in force.
-// f must not block for long: the next reload waits for it.
-func (w *Watcher) OnReload(f func(Status)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.hooks = append(w.hooks, f)
-}

@@ -87,7 +87,7 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	status Status
-	hooks  []func(Status) // the tests' OnReload
+	hooks  []func(Status)
 }
 
 // New watches dir and loads the policy in it (see Initial). The load happens
@@ -155,6 +155,15 @@ func (w *Watcher) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.status
+}
+
+// OnReload calls f with the new status after every reload, sound or not,
+// from Run's goroutine; when f runs, a sound generation is already in force.
+// f must not block for long: the next reload waits for it.
+func (w *Watcher) OnReload(f func(Status)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hooks = append(w.hooks, f)
 }
 
 // Reload asks for a reload, as on SIGHUP: it is debounced together with any

@@ -104,6 +104,10 @@ type Spec struct {
 	// Interpreters are the programs that run the entries' programs that
 	// are scripts (their #! lines'), by their files.
 	Interpreters []Program `json:"interpreters,omitempty"`
+	// Families are the names of the interpreters whose builds may run
+	// the entries' scripts (python, node, the shells...), each matched
+	// with its version after it; none when no entry's program is a script.
+	Families []string `json:"families,omitempty"`
 }
 
 // Program is a file a deny or ask entry's command name resolves to.
@@ -394,7 +398,7 @@ func (t *tracer) judge(pid int) string {
 				"The program %s was not run: %s runs the programs it is given inside its own process, without starting them, so what it runs could not be judged, and this call has deny or ask entries on programs (rule P16); run the program itself.", words[0], exe)})
 		}
 	}
-	if len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != "" {
+	if t.interpreter(file, exe, words[0]) {
 		if why := t.scripts(pid, exe, words); why != "" {
 			return why
 		}
@@ -411,20 +415,56 @@ func (t *tracer) judge(pid int) string {
 	return ""
 }
 
-// scripts judges the arguments of an interpreter that runs one of the
-// entries' scripts (Spec.Interpreters): an argument that names, in the
-// process's own view, a file that is an entry's program, by what it is,
-// is that program with the arguments after it (sh n.sh's npm, node
-// /usr/bin/npm). The interpreter opens its script after this stop: a
-// file swapped in at that path then is not what was judged (the README's
-// caveat).
+// interpreter reports whether the program pid executed, its own file
+// (/proc/PID/exe) at exe and started as argv0, may run one of the
+// entries' scripts: where any is one (Spec.Families), a program named as
+// a build of an interpreter's family (python3.11 of pyenv or conda, node
+// of nvm, whichever PATH finds first), or the file of a #! line's
+// interpreter or a copy of it (Spec.Interpreters). Another program given
+// the script's file reads it (cat /usr/bin/npm), it does not run it.
+func (t *tracer) interpreter(file, exe, argv0 string) bool {
+	if len(t.spec.Families) == 0 {
+		return false
+	}
+	if family(baseOf(exe), t.spec.Families) || family(baseOf(argv0), t.spec.Families) {
+		return true
+	}
+	return len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != ""
+}
+
+// family reports whether name is one of fams or a build of one named by
+// its version after it (python3, python3.11, perl5.36.0, node-20).
+func family(name string, fams []string) bool {
+	for _, f := range fams {
+		if rest, ok := strings.CutPrefix(name, f); ok && (rest == "" || rest[0] == '.' || rest[0] == '-' || rest[0] >= '0' && rest[0] <= '9') {
+			return true
+		}
+	}
+	return false
+}
+
+// scripts judges the arguments of an interpreter: an argument that
+// names, in the process's own view, a file that is an entry's program,
+// by what it is, is that program with the arguments after it (sh n.sh's
+// npm, node /usr/bin/npm). One the tracer cannot follow in that view is
+// refused: it could be such a file (fail closed). The interpreter opens
+// its script after this stop: a file swapped in at that path then is not
+// what was judged (the README's caveat).
 func (t *tracer) scripts(pid int, exe string, words []string) string {
 	for i := 1; i < len(words); i++ {
 		a := words[i]
 		if a == "" || a[0] == '-' && a != "-" {
 			continue
 		}
-		if p := t.identifyIn(pid, a, t.spec.Programs); p.Name != "" {
+		p, err := t.identifyIn(pid, a, t.spec.Programs)
+		if err != nil {
+			if len(a) > 200 {
+				a = a[:200] + "..."
+			}
+			return t.ask(Request{Words: words, Exe: exe, Argv: words, Refused: fmt.Sprintf(
+				"The program %s was not run: its argument %q could not be followed as the command sees it (%v), so whether it is a script that this call's deny or ask entries name could not be judged (rule P16); name the script by a plain path.", words[0], a, err)})
+		}
+		if p.Name != "" {
 			if why := t.ask(Request{Words: append([]string{p.Name}, words[i+1:]...), Exe: exe, Argv: words}); why != "" {
 				return why
 			}
@@ -433,73 +473,28 @@ func (t *tracer) scripts(pid int, exe string, words []string) string {
 	return ""
 }
 
-// identifyIn is the one of ps that path names in the view of pid: its
-// root and working directory (openat2's RESOLVE_IN_ROOT under
-// /proc/PID/root, which follows the process's own links, absolute ones
-// inside its root), and its own descriptors for /proc/self/ and /dev/fd/.
-func (t *tracer) identifyIn(pid int, path string, ps []Program) Program {
-	if len(ps) == 0 || len(path) > 4096 {
-		return Program{}
+// identifyIn is the one of ps that path names in the view of pid (openIn:
+// its root, its working directory, its links and its own /proc). An
+// error is a path the tracer could not follow where pid may open it
+// (not lookupFails): the caller refuses rather than judge it unknown.
+func (t *tracer) identifyIn(pid int, path string, ps []Program) (Program, error) {
+	if len(ps) == 0 {
+		return Program{}, nil
 	}
-	for _, self := range []string{"/proc/self/", "/proc/thread-self/", "/dev/fd/"} {
-		if rest, ok := strings.CutPrefix(path, self); ok {
-			if self == "/dev/fd/" {
-				rest = "fd/" + rest
-			}
-			// The process's own magic links, followed from here.
-			return t.identify(fmt.Sprintf("/proc/%d/%s", pid, rest), ps)
-		}
-	}
-	root, err := syscall.Open(fmt.Sprintf("/proc/%d/root", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	fd, err := openIn(pid, path)
 	if err != nil {
-		return Program{}
-	}
-	defer syscall.Close(root)
-	if !strings.HasPrefix(path, "/") {
-		// The working directory in the process's view: its path from
-		// here, less its root's.
-		cwd, err1 := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		top, err2 := os.Readlink(fmt.Sprintf("/proc/%d/root", pid))
-		if err1 != nil || err2 != nil {
-			return Program{}
+		if lookupFails(err) {
+			return Program{}, nil
 		}
-		if top != "/" {
-			rel, ok := strings.CutPrefix(cwd, top)
-			if !ok || rel != "" && rel[0] != '/' {
-				return Program{}
-			}
-			cwd = rel
-		}
-		path = cwd + "/" + path
-	}
-	fd, err := openat2(root, path, oPath|syscall.O_CLOEXEC, resolveInRoot)
-	if err != nil {
-		return Program{}
+		return Program{}, err
 	}
 	defer syscall.Close(fd)
-	return t.identify(fmt.Sprintf("/proc/self/fd/%d", fd), ps)
+	return t.identify(fmt.Sprintf("/proc/self/fd/%d", fd), ps), nil
 }
 
-// openat2 and RESOLVE_IN_ROOT, which package syscall lacks (437 on every
-// architecture since Linux 5.6's common numbering).
-const (
-	sysOpenat2    = 437
-	resolveInRoot = 0x10
-	oPath         = 0x200000 // O_PATH of the common architectures (amd64, arm64, riscv64)
-)
-
-func openat2(dir int, path string, flags int, resolve uint64) (int, error) {
-	p, err := syscall.BytePtrFromString(path)
-	if err != nil {
-		return -1, err
-	}
-	how := struct{ flags, mode, resolve uint64 }{uint64(flags), 0, resolve}
-	fd, _, e := syscall.Syscall6(sysOpenat2, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
-	if e != 0 {
-		return -1, e
-	}
-	return int(fd), nil
-}
+// oPath is O_PATH of the common architectures (amd64, arm64, riscv64),
+// which package syscall lacks.
+const oPath = 0x200000
 
 // ask asks the gateway about r, once for each word list.
 func (t *tracer) ask(r Request) string {
@@ -592,7 +587,7 @@ func (t *tracer) throughLoader(pid int, exe string, words []string) string {
 	if i := loaded(args); i >= 0 {
 		prog = args[i]
 		names := []string{baseOf(args[i])}
-		if p := t.identifyIn(pid, args[i], t.spec.Programs); p.Name != "" {
+		if p, _ := t.identifyIn(pid, args[i], t.spec.Programs); p.Name != "" {
 			names = append([]string{p.Name}, names...)
 		}
 		for _, n := range slices.Compact(names) {
