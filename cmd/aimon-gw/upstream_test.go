@@ -128,6 +128,39 @@ validation: "enforce"
 	}
 }
 
+// TestP17AReadDenyBindsAnMCPServersReader: a Read deny refuses the npm
+// filesystem server's read_text_file, which the policy declares a reader
+// of its path by its effect (hostile probe P6: the server returned the
+// secret the Read entry withholds), and the server's read of another file
+// still answers.
+func TestP17AReadDenyBindsAnMCPServersReader(t *testing.T) {
+	t.Parallel()
+	bin := npmBin(t, "mcp-server-filesystem")
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(root, "secret", "s.txt"), "TOPSECRET-P6\n")
+	writeFile(t, filepath.Join(root, "open.txt"), "open text\n")
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: Read: schema.#Read
+servers: fs: {command: [%q, %q], expose: ["read_text_file"], pin: false}
+tools: fs__read_text_file: {subject: {field: "path", kind: "path"}, effect: "read"}
+agent: "allowed-tools": ["Read", "fs__read_text_file"]
+agent: "denied-tools": ["Read(%[2]s/secret/**)"]
+validation: "enforce"
+`, bin, root))
+	replies := runServe(t, []string{"--policy", dir, "--workdir", dir}, nil,
+		toolLine("secret", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "secret", "s.txt")}),
+		toolLine("open", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "open.txt")}))
+	if r := replies[0]; r["is_error"] != true || strings.Contains(text(r), "TOPSECRET") || !strings.Contains(text(r), "Read(") {
+		t.Errorf("the server's read of what the Read deny withholds: %v", r)
+	}
+	if r := replies[1]; r["is_error"] != false || !strings.Contains(text(r), "open text") {
+		t.Errorf("the server's read of another file: %v", r)
+	}
+}
+
 // TestS3RugPullIsRefused: pin writes the servers' tool definitions;
 // pinning an unchanged server changes no byte; a server that changes a
 // tool's description after it was pinned has that tool withheld: not

@@ -296,7 +296,6 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 	for _, w := range spec.Write {
 		sb.Writable = append(sb.Writable, dc.home(w))
 	}
-	sb.NoExec = dc.writtenElsewhere(cur)
 	// What a deny or ask entry of a writer withholds, a command does not
 	// write either (rule P14): a writable directory it covers whole is
 	// dropped, and the rest is bound read-only inside the writable ones,
@@ -316,6 +315,10 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 	if sb.Writable == nil {
 		sb.Writable = []string{}
 	}
+	// Where it writes itself it executes nothing already.
+	sb.NoExec = slices.DeleteFunc(dc.writtenElsewhere(cur), func(d string) bool {
+		return slices.ContainsFunc(sb.Writable, func(w string) bool { return w == "/" || d == w || strings.HasPrefix(d, strings.TrimSuffix(w, "/")+"/") })
+	})
 	for _, h := range spec.Hide {
 		sb.Hidden = append(sb.Hidden, dc.home(h))
 	}

@@ -313,8 +313,10 @@ tools: {Read: claudecode.#Read, Grep: claudecode.#Grep, Glob: claudecode.#Glob}
 tools: {read_file: geminicli.#read_file, grep_search: geminicli.#grep_search, glob: geminicli.#glob, list_directory: geminicli.#list_directory}
 tools: Search: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}, reads: "tree"}
 tools: Other: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}}
+tools: Fetch: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}, effect: "read"}
+tools: Cat: {external: "go", input: path?: string, subject: {field: "path", kind: "path"}, reads: "file"}
 tools: Used: schema.#Echo
-agent: "allowed-tools": ["Read", "Grep", "Glob", "read_file", "grep_search", "glob", "list_directory", "Search", "Other"]
+agent: "allowed-tools": ["Read", "Grep", "Glob", "read_file", "grep_search", "glob", "list_directory", "Search", "Other", "Fetch", "Cat"]
 agent: "denied-tools": ["Read(/srv/secret/**)"]
 agent: "ask-tools": ["read_file(/srv/asked/**)"]
 `}), WithWorkdir("/work"))
@@ -345,6 +347,10 @@ agent: "ask-tools": ["read_file(/srv/asked/**)"]
 			{"grep_search", "dir_path", "/srv/secret", true, false}, {"glob", "dir_path", "/srv/asked", false, true},
 			{"list_directory", "dir_path", "/srv/asked/x", false, true}, {"Search", "path", "/srv/secret/k", true, false},
 			{"Grep", "path", "/srv/open", false, false}, {"Other", "path", "/srv/secret/k", false, false},
+			// Every reader of a file is bound by another's entries (probe P6).
+			{"Fetch", "path", "/srv/secret/k", true, false}, {"Cat", "path", "/srv/secret/k", true, false},
+			{"read_file", "file_path", "/srv/secret/k", true, false}, {"Read", "file_path", "/srv/asked/x", false, true},
+			{"Fetch", "path", "/srv/open", false, false},
 		} {
 			d := eff.Decide(c.tool, map[string]any{c.field: c.path}, "/work")
 			if d.Allowed == (c.denied || c.ask) || d.Ask != c.ask {

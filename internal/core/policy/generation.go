@@ -245,6 +245,17 @@ func (t *Tool) UnmarshalJSON(data []byte) error { return jsonv2.Unmarshal(data, 
 // writes as its nanoseconds.
 var planOptions = jsonv1.FormatDurationAsNano(true)
 
+// ReadsAs is what t reads of the path its subject names, as deny, ask and
+// label entries bind it (rule P17): its declared reads, or "file" for a
+// path tool whose declared effect is read (an MCP server's file reader,
+// a plugin's), since a Read deny binds every reader.
+func (t *Tool) ReadsAs() string {
+	if t.Reads == "" && t.Effect == "read" && t.Subject != nil && t.Subject.Kind == "path" && !t.WritesFiles() {
+		return "file"
+	}
+	return t.Reads
+}
+
 // Kind is the kind of the tool's implementation: "builtin", "plugin" or
 // "external".
 func (t *Tool) Kind() string {

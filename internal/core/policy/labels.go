@@ -398,7 +398,7 @@ func labelInputs(t *Tool, in map[string]any, workdir string, landsAt func(string
 			ins, paths = append(ins, there), append(paths, real)
 		}
 	}
-	if t.Reads == "tree" {
+	if t.ReadsAs() == "tree" {
 		dirs = paths
 	}
 	return ins, dirs

@@ -38,27 +38,29 @@ func listSubjects(g *Generation) map[string]allow.Subject {
 }
 
 // readers maps each tool of g that reads the file its subject names (reads
-// "file": Read, Claude Code's Read, Gemini CLI's read_file) to the tools
-// that search a tree (reads "tree": Grep, Glob, theirs), which its deny and
-// ask entries bind too (rule P17), whoever runs them; nil when there are
-// none. It is a property the schema declares, so a runtime's tools are
-// bound as the built-ins are.
+// "file": Read, Claude Code's Read, Gemini CLI's read_file, a path tool
+// whose effect is read) to the other tools that read files and those that
+// search a tree (reads "tree": Grep, Glob, theirs), which its deny and ask
+// entries bind too (rule P17), whoever runs them; nil when there are none.
+// It is a property the schema declares (ReadsAs), so a runtime's tools and
+// an MCP server's readers are bound as the built-ins are.
 func readers(g *Generation) map[string][]string {
-	var reads, searches []string
+	var reads, all []string
 	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
-		switch g.Tools[name].Reads {
+		switch g.Tools[name].ReadsAs() {
 		case "file":
 			reads = append(reads, name)
+			all = append(all, name)
 		case "tree":
-			searches = append(searches, name)
+			all = append(all, name)
 		}
 	}
-	if len(searches) == 0 {
+	if len(all) < 2 {
 		return nil
 	}
 	out := map[string][]string{}
 	for _, r := range reads {
-		out[r] = searches
+		out[r] = slices.DeleteFunc(slices.Clone(all), func(o string) bool { return o == r })
 	}
 	return out
 }

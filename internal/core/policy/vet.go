@@ -221,7 +221,7 @@ func unhiddenReadDeny(g *Generation) []Diagnostic {
 			pos  []Position
 		}{{"denied-tools", s.Denied, s.DeniedPos}, {"ask-tools", s.Asked, s.AskedPos}} {
 			for i, e := range parsed(g.comp.resolveEntries(key.own, subjects)) {
-				if !e.HasPattern || g.Tools[e.Tool] == nil || g.Tools[e.Tool].Reads != "file" || i >= len(key.pos) {
+				if !e.HasPattern || g.Tools[e.Tool] == nil || g.Tools[e.Tool].ReadsAs() != "file" || i >= len(key.pos) {
 					continue
 				}
 				if d := allow.LiteralDir(e.Pattern); d != "/" && path.IsAbs(d) {
