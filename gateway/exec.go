@@ -50,8 +50,13 @@ type ExecRequest struct {
 	// Call (rule P16).
 	Protect, Call string
 	// Runtime is the agent runtime whose files are protected in the
-	// sandbox (rule R9), found from its user's home and its project.
+	// sandbox (rule R9), found from its user's home and its project, and
+	// from RuntimeEnv, the variables that move them as the hook found
+	// them (NAME=PATH), besides exec's own environment. StartedAs is the
+	// path the runtime started the hook by, protected with its links.
 	Runtime, RuntimeHome, RuntimeProject string
+	RuntimeEnv                           []string
+	StartedAs                            string
 	// Tool is the runtime's shell tool the command is decided as; "" for
 	// Bash (Gemini CLI's is run_shell_command).
 	Tool string
@@ -110,9 +115,22 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		r.LoadTimeout = defaultLoadTimeout
 	}
 	if r.Runtime != "" {
-		if err := gatefiles.Protect(r.Runtime, gatefiles.Where{Home: r.RuntimeHome, Project: r.RuntimeProject, Env: os.Getenv}); err != nil {
+		// What the hook sealed, and what exec's own environment says
+		// (a relative variable from its working directory too).
+		wd, _ := os.Getwd()
+		w := gatefiles.Where{Home: r.RuntimeHome, Project: r.RuntimeProject, Env: os.Getenv, Cwd: wd}
+		if err := w.Unseal(r.RuntimeEnv); err != nil {
+			return &ExitError{Code: 2, Reason: fmt.Sprintf("the command was not run: --runtime-env %v (the hook sets it)", err)}
+		}
+		if err := gatefiles.Protect(r.Runtime, w); err != nil {
 			return &ExitError{Code: 2, Reason: fmt.Sprintf("the command was not run: %v", err)}
 		}
+	}
+	if r.StartedAs != "" {
+		if !filepath.IsAbs(r.StartedAs) {
+			return &ExitError{Code: 2, Reason: fmt.Sprintf("the command was not run: --started-as %q is not an absolute path (the hook sets it)", r.StartedAs)}
+		}
+		sandbox.Protect(sandbox.WhatStartedAs, r.StartedAs)
 	}
 	tk, err := checkTicket(r)
 	if err != nil {
@@ -241,7 +259,8 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 		return sealedTicket{}, notRun("the command was not run: its ticket cannot be checked: %v; exec runs only as the hook's user, outside any sandbox, once the hook has sealed a ticket", err)
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
-		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels})
+		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

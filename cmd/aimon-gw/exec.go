@@ -39,6 +39,8 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"},
+			&cli.GenericFlag{Name: "runtime-env", Value: &repeated{}, Usage: "NAME=PATH, once for each: a variable of the runtime's that moves its settings (CLAUDE_CONFIG_DIR) as the hook found it, whose files no command may write (the hook sets it)"},
+			&cli.StringFlag{Name: "started-as", Usage: "the path the runtime started the hook by, whose symbolic links no command may repoint (the hook sets it)"},
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
 			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
@@ -47,7 +49,8 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			}
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
-				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"), Tool: c.String("tool"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
+				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"),
+				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Tool: c.String("tool"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},
 	}
 }
@@ -89,3 +92,10 @@ func labelList(s string) []string {
 	}
 	return strings.Split(s, ",")
 }
+
+// repeated is a flag given once for each of its values, which may hold
+// commas (paths).
+type repeated []string
+
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+func (r *repeated) String() string     { return strings.Join(*r, " ") }

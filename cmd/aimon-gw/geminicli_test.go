@@ -221,7 +221,9 @@ func TestR9GeminiCLICannotSwitchTheGateOff(t *testing.T) {
 		{1, 0}: "rule R9",
 		{2, 0}: "rule R9",
 		{3, 0}: "Read-only file system",
-		{4, 0}: "Read-only file system",
+		// The project is read-only to commands where a denied path
+		// below it is missing: .gemini is not made, and cannot be.
+		{4, 0}: "cannot create regular file '.gemini/settings.json'",
 		{5, 0}: "is denied on this surface",
 	})
 	wantResponses(t, r.server, "NEXT", map[[2]int]string{{0, 0}: "is denied on this surface"})

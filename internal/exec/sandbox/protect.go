@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,9 @@ var protected struct {
 	// programs are the gateway's sandbox programs, whether they exist or
 	// not (ProtectPrograms).
 	programs []string
+	// gateDirs are the gate's directories made before a sandbox that could
+	// make them (ProtectGateDir), with the mode each is made with.
+	gateDirs map[string]fs.FileMode
 }
 
 // concealed are the gateway's secrets (the key that seals approval
@@ -127,7 +131,32 @@ func (s *pathSet) holding(names ...string) string {
 const (
 	WhatCache = "the gateway's cache of compiled policies"
 	WhatLog   = "the gateway's decision log"
+	// WhatStartedAs is the path the gateway was started by (StartedAs).
+	WhatStartedAs = "the path the agent runtime's settings start the gateway by"
 )
+
+// StartedAs is the path this process was started by, as the runtime's
+// settings name it: os.Args[0], a bare name found through PATH as the
+// runtime's shell finds it, a relative one from the working directory; ""
+// when it cannot be told. Its links are not followed: a link on it that a
+// command could repoint would make the next hook the agent's program
+// (relinkable refuses such a sandbox), where os.Executable names only
+// where the link led this time.
+var StartedAs = sync.OnceValue(func() string {
+	name := os.Args[0]
+	if !strings.Contains(name, "/") {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return ""
+		}
+		name = p
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return ""
+	}
+	return abs
+})
 
 // ProtectDir protects a directory the gateway's own programs create later
 // (the hook's cache): it is created, empty, before a sandbox is made, so
@@ -174,6 +203,69 @@ func ProtectGates(ps []Named) {
 	for _, p := range added {
 		protected.gate[p] = true
 	}
+}
+
+// ProtectGateDir is ProtectGate of a directory of an agent runtime's gate
+// (its user, project or system settings directory) that, while absent, is
+// made empty, with mode, before a sandbox whose commands could make it
+// (rule R9): a command that made it first could fill it with settings that
+// switch the hooks off, or with a hook the runtime runs, outside every
+// sandbox, at its next start. Made only where a command could, so that a
+// runtime nobody uses gets no directory of its own where no command
+// writes (/etc, a home the policy keeps read-only).
+func ProtectGateDir(what, dir string, mode fs.FileMode) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return
+	}
+	ProtectGates([]Named{{what, dir}})
+	protected.mu.Lock()
+	defer protected.mu.Unlock()
+	if protected.gateDirs == nil {
+		protected.gateDirs = map[string]fs.FileMode{}
+	}
+	d := filepath.Clean(dir)
+	if _, ok := protected.gateDirs[d]; !ok {
+		protected.gateDirs[d] = mode
+	}
+}
+
+// makeGateDirs makes each absent directory of ProtectGateDir whose
+// nearest existing ancestor a sandbox's command may write (writes says
+// so of a real path), so that the sandbox binds it read-only. Where the
+// gateway may not make it (EACCES, EROFS) nor may the command, which runs
+// as the same user without capabilities; any other failure refuses the
+// sandbox, since the command could make it.
+func makeGateDirs(writes func(real string) bool) error {
+	protected.mu.RLock()
+	dirs := maps.Clone(protected.gateDirs)
+	protected.mu.RUnlock()
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		at, _, err := landsAt(d)
+		if err != nil {
+			continue // refused by name, and no command walks it either
+		}
+		if _, err := os.Lstat(at); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		parent := filepath.Dir(at)
+		for ; parent != "/"; parent = filepath.Dir(parent) {
+			if _, err := os.Lstat(parent); err == nil {
+				break
+			}
+		}
+		if !writes(parent) || protected.holding(parent) != "" {
+			continue // no command of this sandbox writes there
+		}
+		err = os.MkdirAll(at, dirs[d])
+		if err == nil || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			continue
+		}
+		protected.mu.RLock()
+		what := protected.what[d]
+		protected.mu.RUnlock()
+		return fmt.Errorf("%s (%s) does not exist, and a command could make it with settings that switch the gate off or a hook the runtime runs outside every sandbox (rule R9); the gateway could not make it empty first (%v), so no command runs. Make the directory %s yourself, or keep the policy's commands from writing %s", what, d, err, at, parent)
+	}
+	return nil
 }
 
 // Protected lists the protected paths that exist, resolved, once the
@@ -338,6 +430,9 @@ func relinkable(inside func(dir string) bool) error {
 		real := resolved(p)
 		if real == "" {
 			real = "where it leads"
+		}
+		if what == WhatStartedAs {
+			return fmt.Errorf("the agent runtime starts the gateway by %s, through the symbolic link %s, which lies where this command may write: a command could point the link at a program of its own, and the runtime's next hook would run that in the gateway's place (rules R8, R9), so no command runs; name the gateway's real path (%s) in the runtime's settings", p, link, real)
 		}
 		return fmt.Errorf("%s, %s, is named through the symbolic link %s, which lies where this command may write: a command could point the link elsewhere, and the gateway would read what it then names (rule R8), so no command runs; give the gateway the real path (%s) in its flags or the runtime's settings", p, what, link, real)
 	}

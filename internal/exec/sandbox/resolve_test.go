@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,5 +98,38 @@ func TestR9ProtectingAgainAddsNothing(t *testing.T) {
 	protected.mu.RUnlock()
 	if g := Guarding(settings); !g.Gate || g.What != "Claude Code's settings" || g.Refusal() == "" {
 		t.Errorf("a write of the settings: %+v, want refused as Claude Code's settings (rule R9)", g)
+	}
+}
+
+// TestR9GateDirsAreMadeWhereACommandCouldMakeThem: an absent gate
+// directory is made, with its mode, where the sandbox's commands may write
+// its nearest existing ancestor (parents and all), and not where they may
+// not, nor inside a protected path (read-only in the sandbox anyway).
+func TestR9GateDirsAreMadeWhereACommandCouldMakeThem(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	t.Cleanup(func() {
+		protected.mu.Lock()
+		maps.DeleteFunc(protected.gateDirs, func(d string, _ fs.FileMode) bool { return within(d, root) })
+		protected.mu.Unlock()
+	})
+	for _, d := range []string{"w", "ro", "w/prot"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	Protect("a policy", filepath.Join(root, "w/prot"))
+	made, deep, ro, inProt := root+"/w/.codex", root+"/w/a/b/.gemini", root+"/ro/.codex", root+"/w/prot/.claude"
+	for _, d := range []string{made, deep, ro, inProt} {
+		ProtectGateDir("a runtime's settings", d, 0o750)
+	}
+	if err := makeGateDirs(func(d string) bool { return within(d, root+"/w") }); err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]bool{made: true, deep: true, ro: false, inProt: false} {
+		fi, err := os.Stat(d)
+		if got := err == nil && fi.IsDir(); got != want || got && fi.Mode().Perm()&^0o750 != 0 {
+			t.Errorf("%s: made %v (%v), want %v with mode 0750", d, got, fi, want)
+		}
+	}
+	if g := Guarding(ro + "/config.toml"); !g.Gate {
+		t.Errorf("a write in the gate directory not made: %+v, want refused (rule R9)", g)
 	}
 }

@@ -274,6 +274,16 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 			pin(real)
 		}
 	}
+	// A runtime's gate directory that is absent is made first where a
+	// command of this sandbox could make it (rule R9), then bound
+	// read-only as the rest.
+	ro := resolvedAll(sb.ReadOnly)
+	if err := makeGateDirs(func(d string) bool {
+		writes := all && !within(d, "/tmp") || slices.ContainsFunc(slices.Collect(maps.Keys(binds)), func(b string) bool { return binds[b] == "--bind" && within(d, b) })
+		return writes && !slices.ContainsFunc(ro, func(r string) bool { return within(d, r) })
+	}); err != nil {
+		return nil, err
+	}
 	protected := Protected()
 	for _, r := range protected {
 		pin(r)
@@ -288,7 +298,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 			pin(d)
 		}
 	}
-	readOnly := slices.Concat(resolvedAll(sb.ReadOnly), protected)
+	readOnly := slices.Concat(ro, protected)
 	if err := relinkable(func(d string) bool {
 		writes := all && !within(d, "/tmp") || slices.ContainsFunc(writable, func(w string) bool { return within(d, w) })
 		return writes && !slices.ContainsFunc(slices.Concat(readOnly, guarded), func(r string) bool { return within(d, r) })

@@ -21,6 +21,7 @@ import (
 	"aimon.dev/gw/internal/core/jsonwords"
 	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
+	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/provision"
@@ -97,8 +98,10 @@ func Chain(gen *policy.Generation, in Input) []string {
 type Wrap struct {
 	Binary, Policy, Cache string
 	// Home and Project are where exec finds Claude Code's files, which it
-	// protects as the hook does (rule R9).
+	// protects as the hook does (rule R9), Env the runtime's variables
+	// that move them as the hook found them (gatefiles.Where.Sealed).
 	Home, Project string
+	Env           []string
 	// Log is the hook's decision log, which exec protects too (rule R8:
 	// no tool may rewrite what was decided).
 	Log string
@@ -223,7 +226,7 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 		projects = append(projects, in.Cwd)
 	}
 	for _, project := range projects {
-		if err := gatefiles.Protect(runtime, gatefiles.Where{Home: home, Project: project, Env: os.Getenv}); err != nil {
+		if err := gatefiles.Protect(runtime, gatefiles.Where{Home: home, Project: project, Env: os.Getenv, Cwd: processCwd()}); err != nil {
 			return Blocked(fmt.Sprintf("%s is refused: %v, so the files that make it call the gateway cannot be protected.", in.ToolName, err))
 		}
 	}
@@ -271,6 +274,7 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 		w := *wrap
 		w.call = id
 		w.Home, w.Project = home, in.Project
+		w.Env = gatefiles.Where{Home: home, Project: in.Project, Env: os.Getenv, Cwd: processCwd()}.Sealed()
 		complete = func(d rule.Decision) rule.Decision {
 			cmd, ok := d.Input["command"].(string)
 			if d.Sandbox == nil || d.Sandbox.Off || !ok {
@@ -352,6 +356,17 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		}
 		words = append(words, "--runtime", runtime, "--runtime-home", w.Home, "--runtime-project", w.Project)
 		b.Runtime, b.RuntimeHome, b.RuntimeProject = runtime, w.Home, w.Project
+		for _, kv := range w.Env {
+			words = append(words, "--runtime-env", kv)
+		}
+		b.RuntimeEnv = w.Env
+	}
+	// The path the runtime started this hook by, when it is not the
+	// binary exec runs as: exec refuses commands that could repoint a
+	// link on it (rules R8, R9).
+	if started := sandbox.StartedAs(); started != "" && started != w.Binary {
+		words = append(words, "--started-as", started)
+		b.StartedAs = started
 	}
 	if w.Shell != "" {
 		// exec decides the command as the runtime's shell tool, whose
@@ -469,4 +484,11 @@ func (g *Gateway) Refuse(in Input, s Sender, why string) string {
 // Blocked is the answer that blocks a call with a sentence.
 func Blocked(reason string) Output {
 	return Output{Specific{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}}
+}
+
+// processCwd is the hook process's working directory, where the runtime
+// started it; "" when it cannot be told.
+func processCwd() string {
+	wd, _ := os.Getwd()
+	return wd
 }

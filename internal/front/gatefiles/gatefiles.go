@@ -7,6 +7,7 @@ package gatefiles
 
 import (
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -18,8 +19,9 @@ import (
 // A File is one file or directory of a runtime's gate, with what it is.
 type File struct {
 	What, Path string
-	// Dir says the gateway creates it, empty, before a sandbox is made,
-	// so that no command can create it first and fill it.
+	// Dir says it is a directory, which the gateway makes, empty, before
+	// a sandbox whose commands could make it, so that no command makes it
+	// first and fills it.
 	Dir bool
 }
 
@@ -31,6 +33,49 @@ type Where struct {
 	// Env is the runtime's environment, for a variable that moves its
 	// files (CLAUDE_CONFIG_DIR); nil for none.
 	Env func(string) string
+	// Cwd is the directory the runtime's process may have started in,
+	// besides Project: a relative variable (CLAUDE_CONFIG_DIR=rel/cfg) is
+	// taken from each, as the runtime, a Node process, resolves it against
+	// its own, which the gateway cannot know for sure.
+	Cwd string
+	// Also are more paths of each variable: those the hook sealed for
+	// exec (Unseal), protected beside what exec's own Env says.
+	Also map[string][]string
+}
+
+// Vars are the variables of the runtimes' environments that move their
+// files: what the hook seals for exec (Sealed), which protects the files
+// the hook protected whatever exec's own environment says.
+var Vars = []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"}
+
+// Sealed is each of Vars that w sets, as NAME=PATH with the path absolute
+// (a relative one taken from each of w's directories, so a name may come
+// twice), sorted: what exec is told to protect (Unseal).
+func (w Where) Sealed() []string {
+	var out []string
+	for _, name := range Vars {
+		for _, p := range w.paths(name) {
+			out = append(out, name+"="+p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Unseal reads what Sealed wrote into w.Also; an entry that is not one of
+// Vars set to an absolute path is an error.
+func (w *Where) Unseal(sealed []string) error {
+	for _, kv := range sealed {
+		name, p, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(Vars, name) || !filepath.IsAbs(p) {
+			return fmt.Errorf("%q is not one of %s set to an absolute path", kv, strings.Join(Vars, ", "))
+		}
+		if w.Also == nil {
+			w.Also = map[string][]string{}
+		}
+		w.Also[name] = append(w.Also[name], p)
+	}
+	return nil
 }
 
 // runtimes maps a runtime's name to its files.
@@ -54,10 +99,12 @@ func Of(runtime string, w Where) ([]File, error) {
 
 // Protect protects runtime's files (rule R9), and those of every other
 // runtime it knows: an agent under one runtime must not switch off the
-// gate of another that runs in the same home or project next. Only the
-// running runtime's project directory is created before a sandbox is
-// made (Dir); another's is protected where it exists, and by its name
-// from every file tool.
+// gate of another that runs in the same home or project next, nor plant
+// a hook there that the other runs outside every sandbox. Each runtime's
+// directories (project, user and system) are made before a sandbox whose
+// commands could make them, whichever runtime's hook runs; /etc's are
+// made readable to every user, as the administrator's settings there
+// must be.
 func Protect(runtime string, w Where) error {
 	if _, ok := runtimes[runtime]; !ok {
 		_, err := Of(runtime, w)
@@ -67,8 +114,12 @@ func Protect(runtime string, w Where) error {
 	for _, name := range Runtimes() {
 		files, _ := Of(name, w)
 		for _, f := range files {
-			if f.Dir && name == runtime {
-				sandbox.ProtectDir(f.What, f.Path)
+			if f.Dir {
+				mode := fs.FileMode(0o700)
+				if strings.HasPrefix(f.Path, "/etc/") {
+					mode = 0o755
+				}
+				sandbox.ProtectGateDir(f.What, f.Path, mode)
 			}
 			gates = append(gates, sandbox.Named{What: f.What, Path: f.Path})
 		}
@@ -84,13 +135,41 @@ func (w Where) env(name string) string {
 	return w.Env(name)
 }
 
-// lister collects a runtime's files, absolute and cleaned; a relative or
-// empty path (an unset variable) is left out.
-type lister []File
+// paths are the paths the variable name names: its value in Env when
+// absolute, else taken from the project and from Cwd, and those of Also.
+func (w Where) paths(name string) []string {
+	var out []string
+	switch v := w.env(name); {
+	case v == "":
+	case filepath.IsAbs(v):
+		out = append(out, filepath.Clean(v))
+	default:
+		for _, base := range []string{w.Project, w.Cwd} {
+			if filepath.IsAbs(base) {
+				out = append(out, filepath.Join(base, v))
+			}
+		}
+	}
+	return slices.Compact(append(out, w.Also[name]...))
+}
+
+// lister collects a runtime's files, absolute and cleaned; an empty path
+// (an unset variable) is left out, a relative one taken as paths does.
+type lister struct {
+	w     Where
+	files []File
+}
 
 func (l *lister) add(what, path string, dir bool) {
 	if path != "" && filepath.IsAbs(path) {
-		*l = append(*l, File{What: what, Path: filepath.Clean(path), Dir: dir})
+		l.files = append(l.files, File{What: what, Path: filepath.Clean(path), Dir: dir})
+	}
+}
+
+// addVar adds what the variable name names, each path joined with sub.
+func (l *lister) addVar(what, name, sub string, dir bool) {
+	for _, p := range l.w.paths(name) {
+		l.add(what, filepath.Join(p, sub), dir)
 	}
 }
 
@@ -100,18 +179,18 @@ func (l *lister) add(what, path string, dir bool) {
 // configuration and requirements (/etc/codex), and the project's .codex/
 // (config.toml, hooks.json and rules, loaded once the project is trusted).
 func Codex(w Where) []File {
-	var l lister
+	l := lister{w: w}
 	const home = "Codex's home (its config.toml with its hooks, MCP servers and features, hooks.json, profiles and rules)"
 	if w.Home != "" {
-		l.add(home, filepath.Join(w.Home, ".codex"), false)
+		l.add(home, filepath.Join(w.Home, ".codex"), true)
 	}
 	// Both: a command's environment is not the hook's to trust.
-	l.add(home, w.env("CODEX_HOME"), false)
-	l.add("Codex's system configuration and requirements", "/etc/codex", false)
+	l.addVar(home, "CODEX_HOME", "", true)
+	l.add("Codex's system configuration and requirements", "/etc/codex", true)
 	if w.Project != "" {
 		l.add("Codex's project configuration (its config.toml, hooks.json and rules)", filepath.Join(w.Project, ".codex"), true)
 	}
-	return l
+	return l.files
 }
 
 // GeminiCLI lists Gemini CLI's files: its user directory (~/.gemini, or
@@ -120,21 +199,20 @@ func Codex(w Where) []File {
 // system settings and defaults (/etc/gemini-cli, or where the variables
 // that move them say), and the project's .gemini/ (its settings.json).
 func GeminiCLI(w Where) []File {
-	var l lister
+	l := lister{w: w}
 	const user = "Gemini CLI's user directory (its settings.json with its hooks and MCP servers, trusted folders, policies and extensions)"
-	for _, home := range []string{w.Home, w.env("GEMINI_CLI_HOME")} {
-		if home != "" {
-			l.add(user, filepath.Join(home, ".gemini"), false)
-		}
+	if w.Home != "" {
+		l.add(user, filepath.Join(w.Home, ".gemini"), true)
 	}
-	l.add("Gemini CLI's trusted folders", w.env("GEMINI_CLI_TRUSTED_FOLDERS_PATH"), false)
-	l.add("Gemini CLI's system settings", "/etc/gemini-cli", false)
-	l.add("Gemini CLI's system settings", w.env("GEMINI_CLI_SYSTEM_SETTINGS_PATH"), false)
-	l.add("Gemini CLI's system defaults", w.env("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"), false)
+	l.addVar(user, "GEMINI_CLI_HOME", ".gemini", true)
+	l.addVar("Gemini CLI's trusted folders", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "", false)
+	l.add("Gemini CLI's system settings", "/etc/gemini-cli", true)
+	l.addVar("Gemini CLI's system settings", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "", false)
+	l.addVar("Gemini CLI's system defaults", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH", "", false)
 	if w.Project != "" {
 		l.add("Gemini CLI's project settings (its settings.json, hooks and MCP servers)", filepath.Join(w.Project, ".gemini"), true)
 	}
-	return l
+	return l.files
 }
 
 // ClaudeCode lists Claude Code's files: its user configuration directory
@@ -143,35 +221,23 @@ func GeminiCLI(w Where) []File {
 // which holds MCP servers and the project's trust), the managed settings,
 // and each project directory's .claude/ and .mcp.json.
 func ClaudeCode(w Where) []File {
-	var files []File
-	add := func(what, path string, dir bool) {
-		if path != "" && filepath.IsAbs(path) {
-			files = append(files, File{What: what, Path: filepath.Clean(path), Dir: dir})
-		}
-	}
-	config := ""
-	if w.Env != nil {
-		config = w.Env("CLAUDE_CONFIG_DIR")
-	}
+	l := lister{w: w}
 	// Both the default place and the one CLAUDE_CONFIG_DIR names: a
 	// command's environment is not the hook's to trust.
-	for _, dir := range []string{w.Home, config} {
-		if dir != "" {
-			add("Claude Code's state file (its MCP servers and trusted projects)", filepath.Join(dir, ".claude.json"), false)
-		}
+	const state = "Claude Code's state file (its MCP servers and trusted projects)"
+	const user = "Claude Code's user configuration (its settings, hooks, agents, skills and plugins)"
+	if w.Home != "" {
+		l.add(state, filepath.Join(w.Home, ".claude.json"), false)
 	}
-	// Made before a sandbox when absent, as the project's is: a command
-	// that made it first could fill it with a settings file that switches
-	// the hooks off.
-	for _, dir := range []string{filepath.Join(w.Home, ".claude"), config} {
-		if w.Home != "" || dir == config {
-			add("Claude Code's user configuration (its settings, hooks, agents, skills and plugins)", dir, true)
-		}
+	l.addVar(state, "CLAUDE_CONFIG_DIR", ".claude.json", false)
+	if w.Home != "" {
+		l.add(user, filepath.Join(w.Home, ".claude"), true)
 	}
-	add("Claude Code's managed settings", "/etc/claude-code", false)
+	l.addVar(user, "CLAUDE_CONFIG_DIR", "", true)
+	l.add("Claude Code's managed settings", "/etc/claude-code", true)
 	if w.Project != "" {
-		add("Claude Code's project configuration (its settings, local settings, hooks, agents and skills)", filepath.Join(w.Project, ".claude"), true)
-		add("Claude Code's project MCP servers", filepath.Join(w.Project, ".mcp.json"), false)
+		l.add("Claude Code's project configuration (its settings, local settings, hooks, agents and skills)", filepath.Join(w.Project, ".claude"), true)
+		l.add("Claude Code's project MCP servers", filepath.Join(w.Project, ".mcp.json"), false)
 	}
-	return files
+	return l.files
 }

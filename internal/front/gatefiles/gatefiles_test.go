@@ -7,31 +7,58 @@ import (
 )
 
 // TestR9EachRuntimesFiles: each runtime's files are found from its home,
-// its project and the variables that move them, the project's directory
-// is the one created before a sandbox, and an unknown runtime is a
-// sentence naming the runtimes known.
+// its project and the variables that move them; every directory of each
+// (project, user and system) is one made before a sandbox; a relative
+// variable is taken from the project and from the runtime's start
+// directory (P4's CLAUDE_CONFIG_DIR=rel/cfg), and what the hook sealed is
+// found again in exec (Sealed, Unseal); an unknown runtime is a sentence
+// naming the runtimes known.
 func TestR9EachRuntimesFiles(t *testing.T) {
 	env := map[string]string{"CODEX_HOME": "/ch", "GEMINI_CLI_HOME": "/gh", "GEMINI_CLI_SYSTEM_SETTINGS_PATH": "/s.json",
-		"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "rel.json", "GEMINI_CLI_TRUSTED_FOLDERS_PATH": "/t.json"}
-	w := Where{Home: "/h", Project: "/p", Env: func(k string) string { return env[k] }}
-	for runtime, want := range map[string][]string{
-		"codex":      {"/h/.codex", "/ch", "/etc/codex", "/p/.codex+"},
-		"gemini-cli": {"/h/.gemini", "/gh/.gemini", "/t.json", "/etc/gemini-cli", "/s.json", "/p/.gemini+"},
-	} {
-		files, err := Of(runtime, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, f := range files {
-			if f.Dir {
-				f.Path += "+"
+		"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "rel.json", "GEMINI_CLI_TRUSTED_FOLDERS_PATH": "/t.json", "CLAUDE_CONFIG_DIR": "rel/cfg"}
+	w := Where{Home: "/h", Project: "/p", Env: func(k string) string { return env[k] }, Cwd: "/c"}
+	want := map[string][]string{
+		"codex":       {"/h/.codex+", "/ch+", "/etc/codex+", "/p/.codex+"},
+		"gemini-cli":  {"/h/.gemini+", "/gh/.gemini+", "/t.json", "/etc/gemini-cli+", "/s.json", "/p/rel.json", "/c/rel.json", "/p/.gemini+"},
+		"claude-code": {"/h/.claude.json", "/p/rel/cfg/.claude.json", "/c/rel/cfg/.claude.json", "/h/.claude+", "/p/rel/cfg+", "/c/rel/cfg+", "/etc/claude-code+", "/p/.claude+", "/p/.mcp.json"},
+	}
+	files := func(w Where) map[string][]string {
+		got := map[string][]string{}
+		for _, runtime := range Runtimes() {
+			fs, err := Of(runtime, w)
+			if err != nil {
+				t.Fatal(err)
 			}
-			got = append(got, f.Path)
+			for _, f := range fs {
+				if f.Dir {
+					f.Path += "+"
+				}
+				got[runtime] = append(got[runtime], f.Path)
+			}
 		}
-		// A relative path a variable names is no file of the runtime's.
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %v, want %v", runtime, got, want)
+		return got
+	}
+	for runtime, got := range files(w) {
+		if !slices.Equal(got, want[runtime]) {
+			t.Errorf("%s: %v, want %v", runtime, got, want[runtime])
+		}
+	}
+	// exec, told what the hook sealed, finds the same files with no
+	// environment of its own.
+	sealed := w.Sealed()
+	exec := Where{Home: "/h", Project: "/p"}
+	if err := exec.Unseal(sealed); err != nil {
+		t.Fatal(err)
+	}
+	for runtime, got := range files(exec) {
+		// In the sealed order, sorted.
+		if slices.Sort(got); !slices.Equal(got, slices.Sorted(slices.Values(want[runtime]))) {
+			t.Errorf("%s from the sealed %v: %v, want %v", runtime, sealed, got, want[runtime])
+		}
+	}
+	for _, bad := range []string{"CLAUDE_CONFIG_DIR=rel", "PATH=/x", "CODEX_HOME"} {
+		if err := exec.Unseal([]string{bad}); err == nil || !strings.Contains(err.Error(), "CLAUDE_CONFIG_DIR, CODEX_HOME") {
+			t.Errorf("Unseal of %q: %v", bad, err)
 		}
 	}
 	if _, err := Of("cursor", w); err == nil || !strings.Contains(err.Error(), "claude-code, codex, gemini-cli") {

@@ -24,6 +24,8 @@ func protectGateway(opts Options) {
 	if exe, err := os.Executable(); err == nil {
 		sandbox.ProtectPrograms(exe)
 	}
+	// And the path the runtime started it by, links and all (rule R9).
+	sandbox.Protect(sandbox.WhatStartedAs, sandbox.StartedAs())
 	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
 		sandbox.Protect(sandbox.WhatLog, l.Path())
 	}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,12 @@ type Binding struct {
 	// Labels are the session's labels whose flows bound the command's
 	// sandbox when the hook decided it (rule P18): exec bounds it by them.
 	Labels []string
+	// RuntimeEnv are the runtime's variables that move its files, as the
+	// hook found them (NAME=PATH, gatefiles.Where.Sealed), and StartedAs
+	// the path the runtime started the hook by: exec protects both as the
+	// hook did, whatever its own environment says (rule R9).
+	RuntimeEnv []string
+	StartedAs  string
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -120,7 +127,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(append([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool}, b.Labels...)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(len(b.Labels))}, b.Labels, b.RuntimeEnv)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -457,7 +464,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --tool or --labels)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool or --labels)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
