@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/decide"
+	"aimon.dev/gw/internal/exec/builtin"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/runtime/decisionlog"
@@ -64,6 +67,10 @@ type ExecRequest struct {
 	// command (rule P18), as its ticket says: the command is decided, and
 	// its sandbox bounded, by their flows.
 	Labels []string
+	// Timeout bounds the command, in milliseconds, as its call asked
+	// (Claude Code's Bash timeout): 0 for Bash's default, two minutes;
+	// ten at most (rule R8). The ticket binds it.
+	Timeout int
 	// The command's standard streams.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -221,18 +228,110 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		defer sandbox.Finish(cmd)
 	}
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = r.Workdir, r.Stdin, r.Stdout, r.Stderr
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return notRun("the command could not be started: %v", err)
+	}
+	err, stop := waitBounded(ctx, cmd, execTimeout(r.Timeout), !d.Sandbox.Off)
+	if stop == stopTimeout {
+		return &ExitError{Code: ExitTimedOut, Reason: fmt.Sprintf("the command was stopped after its timeout of %s, as every call is bounded in time (rule R8); give the call a longer timeout (at most %s), or run what takes longer in the background", execTimeout(r.Timeout), time.Duration(builtin.MaxBashTimeout)*time.Millisecond)}
+	}
 	if j := d.Sandbox.Exec; j != nil && !d.Sandbox.Off && len(j.Refusals()) > 0 {
 		return &ExitError{Code: ExitNotRun} // the tracer said why on stderr (rule P16)
 	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return &ExitError{Code: 128 + int(ws.Signal())} // as a shell says of a killed command
+		}
 		return &ExitError{Code: exit.ExitCode()}
 	case err != nil:
-		return notRun("the command could not be started: %v", err)
+		return notRun("the command could not be waited for: %v", err)
 	}
 	return nil
+}
+
+// ExitTimedOut is the exit status of a command Exec stopped at its
+// timeout, as timeout(1) says.
+const ExitTimedOut = 124
+
+// execGrace is how long a command has to end once it was asked to stop
+// (a signal to exec, its timeout) before its sandbox is killed whole.
+const execGrace = 3 * time.Second
+
+// execTimeout is the bound of a command whose call asked for ms
+// milliseconds: Bash's default for none, its maximum at most, as serve
+// bounds its Bash (rule R8).
+func execTimeout(ms int) time.Duration {
+	switch {
+	case ms <= 0:
+		ms = builtin.DefaultBashTimeout
+	case ms > builtin.MaxBashTimeout:
+		ms = builtin.MaxBashTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// How a command's wait ended.
+type execStop int
+
+const (
+	stopExited execStop = iota
+	stopSignal
+	stopTimeout
+)
+
+// waitBounded waits for cmd, started, to end (rules R8, R10): SIGTERM,
+// SIGINT and SIGHUP sent to exec, and the end of ctx, are passed on to
+// the command in its sandbox, as its timeout is (SIGTERM); what has not
+// ended execGrace later is killed, its sandbox whole (sandboxed: its pids
+// group; else the process started).
+func waitBounded(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, sandboxed bool) (error, execStop) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	why := stopExited
+	var grace <-chan time.Time
+	stop := func(sig syscall.Signal, as execStop) {
+		if why == stopExited {
+			why = as
+		}
+		if sandboxed {
+			sandbox.Signal(cmd, sig)
+		} else {
+			cmd.Process.Signal(sig)
+		}
+		if grace == nil {
+			grace = time.After(execGrace)
+		}
+	}
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			return err, why
+		case s := <-sigs:
+			stop(s.(syscall.Signal), stopSignal)
+		case <-ctxDone:
+			ctxDone = nil
+			if why == stopExited {
+				stop(syscall.SIGTERM, stopSignal)
+			}
+		case <-timer.C:
+			stop(syscall.SIGTERM, stopTimeout)
+		case <-grace:
+			grace = make(chan time.Time) // once; Wait ends with the kill
+			if sandboxed {
+				sandbox.Kill(cmd)
+			} else {
+				cmd.Process.Kill()
+			}
+		}
+	}
 }
 
 // sealedTicket is a checked ticket and the store it is spent in.
@@ -260,7 +359,7 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
 		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
-		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs})
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Timeout: r.Timeout})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

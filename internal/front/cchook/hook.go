@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -281,7 +282,7 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 				return d
 			}
 			var err error
-			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision, d.Sandbox.Labels); err != nil {
+			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision, d.Sandbox.Labels, timeoutMS(d.Input["timeout"])); err != nil {
 				refused := rule.Refused(rule.P16, fmt.Sprintf("%s is refused: the hook cannot seal the ticket its sandbox runs the command with: %v.", in.ToolName, strings.TrimSuffix(err.Error(), ".")))
 				refused.Effective, refused.Entries = d.Effective, d.Entries
 				return refused
@@ -334,8 +335,8 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 // command is cmd run through aimon-gw exec with the ticket sealed for it
 // under revision, every word quoted for the shell Claude Code starts, so
 // that it sees the command as one argument.
-func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision string, labels []string) (string, error) {
-	b := ticket.Binding{Command: cmd, Chain: chain, Workdir: cwd, Policy: w.Policy, Revision: revision, Approved: asked, Cache: w.Cache, Protect: w.Log, Labels: labels}
+func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision string, labels []string, timeout int) (string, error) {
+	b := ticket.Binding{Command: cmd, Chain: chain, Workdir: cwd, Policy: w.Policy, Revision: revision, Approved: asked, Cache: w.Cache, Protect: w.Log, Labels: labels, Timeout: timeout}
 	if w.Log != "" {
 		b.Call = w.call
 	}
@@ -373,6 +374,10 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		// entries the policy lists (run_shell_command(git status)).
 		words = append(words, "--tool", w.Shell)
 		b.Tool = w.Shell
+	}
+	if timeout > 0 {
+		// The call's own bound, which exec keeps (rule R8).
+		words = append(words, "--timeout", strconv.Itoa(timeout))
 	}
 	if len(labels) > 0 {
 		// The session's labels when the hook decided: exec bounds the
@@ -491,4 +496,25 @@ func Blocked(reason string) Output {
 func processCwd() string {
 	wd, _ := os.Getwd()
 	return wd
+}
+
+// timeoutMS is a shell call's timeout in milliseconds, as its input
+// gives it (Claude Code's Bash: "timeout"); 0 for none or one that is no
+// positive whole number.
+func timeoutMS(v any) int {
+	var f float64
+	switch n := v.(type) {
+	case float64:
+		f = n
+	case int:
+		f = float64(n)
+	case int64:
+		f = float64(n)
+	case json.Number:
+		f, _ = n.Float64()
+	}
+	if f < 1 || f > 1<<31 {
+		return 0
+	}
+	return int(f)
 }

@@ -14,7 +14,7 @@ import (
 func TestP18PostToolUseReadsTheCommandAsDecided(t *testing.T) {
 	w := &Wrap{Binary: "/usr/bin/aimon-gw", Policy: "/p", Seal: func(ticket.Binding) (string, error) { return "tok", nil }}
 	for _, cmd := range []string{"curl https://x.example/", `echo 'it'\''s' -- x`, "git push"} {
-		wrapped, err := w.command([]string{"agent"}, "/w", cmd, false, "r1", nil)
+		wrapped, err := w.command([]string{"agent"}, "/w", cmd, false, "r1", nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

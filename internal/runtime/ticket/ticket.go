@@ -72,6 +72,9 @@ type Binding struct {
 	// hook did, whatever its own environment says (rule R9).
 	RuntimeEnv []string
 	StartedAs  string
+	// Timeout is the command's bound in milliseconds, as its call asked
+	// (0: Bash's default): exec stops it there (rule R8).
+	Timeout int
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -127,7 +130,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(len(b.Labels))}, b.Labels, b.RuntimeEnv)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), strconv.Itoa(len(b.Labels))}, b.Labels, b.RuntimeEnv)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -464,7 +467,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool or --labels)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout or --labels)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
