@@ -184,7 +184,8 @@ type Gateway struct {
 // of every call: opts.Chain is a ceiling the inputs' chains must begin with
 // (a caller's, rule R5), nil for none; its Workdir, Session, Principal and
 // Caller are ignored, since they are each input's (Sender, the input's
-// cwd). gen stays its caller's: the gateway never retires it.
+// cwd). gen stays its caller's, who holds it entered while a call of the
+// Gateway lasts: the Gateway decides under it, and never retires it.
 func NewGateway(gen *provision.Generation, opts gateway.Options) *Gateway {
 	home, _ := os.UserHomeDir()
 	opts.Workdir, opts.Session, opts.Principal, opts.Caller = "", nil, "", nil
@@ -298,7 +299,7 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}
-	_, d := g.gw().DecideCompleting(context.Background(), chain, c, complete)
+	_, d := g.gw().DecideIn(context.Background(), g.gen, chain, c, complete)
 	out := Blocked(d.Reason)
 	switch {
 	case d.Allowed:
@@ -482,7 +483,7 @@ func (g *Gateway) Refuse(in Input, s Sender, why string) string {
 	}
 	c := s.call(id, in)
 	c.Workdir, c.Unread = "", why // its cwd is not known to be one
-	_, d := g.gw().Decide(surface, c)
+	_, d := g.gw().DecideIn(context.Background(), g.gen, surface, c, nil)
 	return d.Reason
 }
 

@@ -94,14 +94,14 @@ func (g *Gateway) Label(in Input, s Sender) ([]string, error) {
 	call.Input = in.ToolInput
 	// A label not kept is answered with the sentence its result's
 	// record holds (gateway.Unkept).
-	labels, err := g.gw().Label(context.Background(), chain, call, string(in.ToolResponse))
+	labels, err := g.gw().LabelIn(context.Background(), g.gen, chain, call, string(in.ToolResponse))
 	if inner := unwrapped(call.Input); err == nil && string(inner) != string(call.Input) {
 		// Both readings label: a command made to look wrapped gets the
 		// labels of all it says. The decision log records the result
 		// once, above.
 		var more []string
 		call.Input = inner
-		more, err = g.quiet().Label(context.Background(), chain, call, string(in.ToolResponse))
+		more, err = g.quiet().LabelIn(context.Background(), g.gen, chain, call, string(in.ToolResponse))
 		labels = append(labels, more...)
 	}
 	return labels, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // hookProjects makes two projects, a and b, each with its notes.txt, and
@@ -128,6 +129,36 @@ func TestR7HTTPHookDecidesInEachRequestsCwd(t *testing.T) {
 	}
 	if r := postHook(t, base, hookInput(link, globTexts)); r.Decision != "deny" || !strings.Contains(r.Reason, "leads through a symbolic link to "+strconvQuote(b)) {
 		t.Errorf("Glob in %s, a link to %s: %+v, want it refused where it leads", link, b, r)
+	}
+}
+
+// TestR3HTTPHookFollowsTheReload: the HTTP hook's gateway is the
+// generation's, so the edit a reload puts in force decides the next
+// request: a gateway kept from the first generation would still allow
+// what the edit took away.
+func TestR3HTTPHookFollowsTheReload(t *testing.T) {
+	pol, a, b := hookProjects(t)
+	base, gw, dir := serveFront(t, pol)
+	if r := postHook(t, base, hookInput(b, readNotes)); r.Decision != "allow" {
+		t.Fatalf("Read in %s before the edit: %+v, want it allowed", b, r)
+	}
+	edited := strings.Replace(pol, fmt.Sprintf(", \"Read(%s/**)\"", b), "", 1)
+	if edited == pol {
+		t.Fatal("the edit changes nothing")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); gw.Current().Number < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the edit was not put in force within 30 s")
+		}
+	}
+	if r := postHook(t, base, hookInput(b, readNotes)); r.Decision != "deny" {
+		t.Errorf("Read in %s after the edit: %+v, want it refused by the policy in force", b, r)
+	}
+	if r := postHook(t, base, hookInput(a, readNotes)); r.Decision != "allow" {
+		t.Errorf("Read in %s after the edit: %+v, want it allowed", a, r)
 	}
 }
 

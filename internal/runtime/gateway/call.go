@@ -88,17 +88,22 @@ func (g *Gateway) Decide(surface []string, c Call) ([]string, rule.Decision) {
 
 // DecideContext is Decide within ctx, which carries the caller's trace.
 func (g *Gateway) DecideContext(ctx context.Context, surface []string, c Call) ([]string, rule.Decision) {
-	return g.DecideCompleting(ctx, surface, c, nil)
+	return g.DecideIn(ctx, nil, surface, c, nil)
 }
 
-// DecideCompleting is DecideContext with complete, when not nil, given an
-// allowed or asked decision of this call to complete before it is
-// recorded (the hook seals the ticket its command runs with, rule P16): a
-// refusal it returns is what is recorded, and answered (R10). It is the
-// call's, not the gateway's: one gateway decides every hook request.
-func (g *Gateway) DecideCompleting(ctx context.Context, surface []string, c Call, complete func(rule.Decision) rule.Decision) ([]string, rule.Decision) {
-	cur := g.enter()
-	defer cur.Exit()
+// DecideIn is DecideContext under cur, a generation this gateway serves
+// that the caller holds entered for the call (the HTTP hook's, entered to
+// read the request), decided under it even when a reload retired it
+// meanwhile; nil for the generation in force. complete, when not nil, is
+// given an allowed or asked decision to complete before it is recorded
+// (the hook seals the ticket its command runs with, rule P16): a refusal
+// it returns is what is recorded, and answered (R10). It is the call's,
+// not the gateway's: one gateway decides every hook request.
+func (g *Gateway) DecideIn(ctx context.Context, cur *provision.Generation, surface []string, c Call, complete func(rule.Decision) rule.Decision) ([]string, rule.Decision) {
+	if cur == nil {
+		cur = g.enter()
+		defer cur.Exit()
+	}
 	ctx, endCall := g.step(ctx, StepCall, c.Name)
 	defer endCall(Outcome{})
 	start := time.Now()

@@ -157,8 +157,16 @@ func (g *Gateway) observe(ctx context.Context, s Session, p prepared, in tools.I
 // that replay re-decides the session (the hooks' results, which the
 // gateway did not run).
 func (g *Gateway) Label(ctx context.Context, surface []string, c Call, result string) ([]string, error) {
-	cur := g.enter()
-	defer cur.Exit()
+	return g.LabelIn(ctx, nil, surface, c, result)
+}
+
+// LabelIn is Label under cur, a generation the caller holds entered for
+// the call, as DecideIn decides; nil for the generation in force.
+func (g *Gateway) LabelIn(ctx context.Context, cur *provision.Generation, surface []string, c Call, result string) ([]string, error) {
+	if cur == nil {
+		cur = g.enter()
+		defer cur.Exit()
+	}
 	chain, err := g.LineChain(surface)
 	calls := RecordsCalls(g.opts.Decisions)
 	if err != nil || cur.Session == nil && len(cur.Provenance) == 0 && !calls {
