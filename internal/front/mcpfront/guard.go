@@ -208,7 +208,12 @@ func (g *guard) check(data []byte) jsonrpc.Message {
 	if req.Method == "notifications/cancelled" {
 		if key, ok := cancelledKey(req.Params); ok {
 			g.cmu.Lock()
-			g.cancelled[key] = true
+			// Only a request in flight is cancelled: a mark for one
+			// already answered, or never sent, would stay and drop the
+			// answer of the next request that reuses its id (rule R2).
+			if g.inFlight[key] {
+				g.cancelled[key] = true
+			}
 			cancel := g.running[key]
 			g.cmu.Unlock()
 			if cancel != nil {
