@@ -21,7 +21,7 @@ import (
 // every transport, exact).
 func TestR2HTTPReadsFramesAsStdio(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"params_wrong_kind", "duplicate_names", "odd_ids", "malformed", "batch_refused", "ping", "unknown_method", "tools_call_bad_input", "tools_call_allowed", "tools_call_denied"} {
+	for _, name := range []string{"params_wrong_kind", "duplicate_names", "odd_ids", "malformed", "batch_refused", "ping", "unknown_method", "tools_call_bad_input", "tools_call_allowed", "tools_call_denied", "tools_call_paths", "tools_call_deny_chains", "tools_call_many_violations"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join("testdata", "conformance", name+".txtar")
