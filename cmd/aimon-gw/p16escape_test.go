@@ -248,7 +248,8 @@ func TestP16InProcessRunnersAreRefused(t *testing.T) {
 // /proc/thread-self/cwd (magic links). P3: another build of the
 // interpreter than the #! line's file (python3.99, a copy of python3 with
 // a byte more, outside what commands write, as pyenv's python3.11 is),
-// named so or found first on PATH as python3, runs no denied script.
+// named so, found first on PATH as python3, or named xrun (known by its
+// ELF symbols), runs no denied script.
 func TestP16DeniedScriptsAreKnownInTheirInterpreters(t *testing.T) {
 	t.Parallel()
 	lists := `agent: "denied-tools": ["Bash(touch:*)", "Bash(mkmark:*)", "Bash(pymark:*)"]
@@ -307,6 +308,9 @@ os.execvp("python3", ["python3", arg, %q + sys.argv[2]])
 			t.Fatal(err)
 		}
 		os.Symlink("python3.99", other+"/python3")
+		if err := os.WriteFile(other+"/xrun", append(build, 0, 0), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		// Named in the script, not the command: an interpreter's argument
 		// naming the script is refused where the command starts it.
 		writeFile(t, e.proj+"/onpath.py", fmt.Sprintf(`import os
@@ -320,6 +324,7 @@ os.execvp("python3", ["python3", %q, %q])
 			{"P9: /proc/thread-self/cwd", "python3 insub.py /proc/thread-self/cwd/pd threadself", "threadself", "Bash(pymark:*)"},
 			{"P3: another build of python3", other + "/python3.99 " + bin + "/pymark otherbuild", "otherbuild", "Bash(pymark:*)"},
 			{"P3: another build first on PATH", "python3 onpath.py", "firstonpath", "Bash(pymark:*)"},
+			{"P3: another build named as no interpreter", other + "/xrun " + bin + "/pymark renamed", "renamed", "Bash(pymark:*)"},
 			{"sh n.sh", "sh n.sh", "shmark", "Bash(mkmark:*)"},
 			{"sh SCRIPT", "sh " + bin + "/mkmark direct", "direct", "Bash(mkmark:*)"},
 			{"sh LINK", "sh ./lnk vialink", "vialink", "Bash(mkmark:*)"},

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -247,26 +246,11 @@ func (dc *Decider) Prepare(gen *policy.Generation, chain []string, eff *allow.Ef
 }
 
 // Decide gates a prepared call's input and decides its permission: the
-// call's one decision. A fault in it refuses the call (fail closed) and
-// leaves the gateway serving the others (rule R2).
-func (dc *Decider) Decide(p *Prepared) (d rule.Decision) {
+// call's one decision.
+func (dc *Decider) Decide(p *Prepared) rule.Decision {
 	if p.Settled != nil {
 		return *p.Settled
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			log := dc.Log
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("the decision of a call failed; the call is refused", "tool", p.Name, "id", p.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			d = rule.Refused(rule.R2, NotExecuted(fmt.Sprintf("%s could not be decided: the gateway failed while deciding it, and the operator has the details in its log", p.Name)))
-		}
-	}()
-	return dc.decide(p)
-}
-
-func (dc *Decider) decide(p *Prepared) rule.Decision {
 	mode := p.Tool.Validation
 	// The gate (rules S4, S9).
 	var vs []tools.Violation

@@ -209,35 +209,3 @@ func TestR5ChainOnlyExtends(t *testing.T) {
 		t.Errorf("a chain too long: %v", err)
 	}
 }
-
-// panickyFS fails as a broken file system layer would, on any question.
-type panickyFS struct{}
-
-const broken = "the file system layer failed"
-
-func (panickyFS) LandsAt(string) string                { panic(broken) }
-func (panickyFS) RealPath(string) string               { panic(broken) }
-func (panickyFS) IsDir(string) bool                    { panic(broken) }
-func (panickyFS) Concealing(...string) string          { panic(broken) }
-func (panickyFS) ConcealedBelow(string) string         { panic(broken) }
-func (panickyFS) WriteRefusal(string) (string, bool)   { panic(broken) }
-func (panickyFS) Existing(string) string               { panic(broken) }
-func (panickyFS) Home() string                         { panic(broken) }
-func (panickyFS) WalkDir(string, fs.WalkDirFunc) error { panic(broken) }
-
-// TestR2AFaultInTheDecisionRefusesTheCall: a panic while deciding a call
-// refuses that call with a sentence, and the decider decides the next one
-// (rule R2): before, it took the whole gateway down with every session.
-func TestR2AFaultInTheDecisionRefusesTheCall(t *testing.T) {
-	gen := load(t, `tools: {Write: schema.#Write, Echo: schema.#Echo}
-agent: "allowed-tools": ["Write(/work/**)", "Echo"]
-`)
-	dc := &Decider{Workdir: "/work", FS: panickyFS{}}
-	d := decideOne(t, dc, gen, Call{ID: "1", Name: "Write", Input: []byte(`{"file_path":"/work/a","content":"x"}`)})
-	if d.Allowed || d.Ask || d.Rule != rule.R2 || !strings.Contains(d.Reason, "could not be decided") || !strings.HasSuffix(d.Reason, "The tool was not executed.") {
-		t.Errorf("a call whose decision panicked: %+v", d)
-	}
-	if d := decideOne(t, dc, gen, Call{ID: "2", Name: "Echo", Input: []byte(`{"message":"hi"}`)}); !d.Allowed {
-		t.Errorf("the next call, which asks the file system nothing: %+v", d)
-	}
-}

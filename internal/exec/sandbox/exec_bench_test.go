@@ -164,33 +164,44 @@ func BenchmarkP16ProgramsOfACall(b *testing.B) {
 	b.ReportMetric(float64(d[1])/float64(b.N)/1e3, "1000-cpu-µs/call")
 }
 
-// BenchmarkP16ScriptArguments: a command that starts 1,000 shells, each
-// given five arguments (paths of one to three components, none there),
-// judged under a deny entry on a #! script (every shell's arguments are
-// followed in the command's view, rule P16's script judgement) against
-// the same judged under an entry on touch alone (no script: none are),
-// in one loop: with/without is what the script judgement adds.
+// BenchmarkP16ScriptArguments: commands whose programs' arguments are
+// followed in the command's view because a deny entry names a #! script
+// (every program's, in case it is an interpreter: rule P16's script
+// judgement), against the same judged under an entry on touch alone (no
+// script: none are), in one loop each: with/without is what it adds.
+// Shells given five missing paths of one to three components, 1,000 of
+// them; and true given 100 files of the working directory, 200 times.
 func BenchmarkP16ScriptArguments(b *testing.B) {
 	if err := Available(); err != nil {
 		b.Skip(err)
 	}
-	dir, pids := b.TempDir(), pidsParent()
 	bin := b.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "pyscript"), []byte("#!/usr/bin/env python3\n"), 0o755); err != nil {
 		b.Fatal(err)
 	}
 	b.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	scripts := &tools.ExecJudge{Names: []string{"touch", "pyscript"}, Decide: func([]string) (string, bool) { return "", false }}
-	argv := []string{"bash", "-c", "for i in $(seq 1000); do /bin/sh -c : a/b/c ./d/e /f/g h i; done"}
-	var with, without time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		benchRun(b, dir, argv, scripts, pids)
-		t1 := time.Now()
-		benchRun(b, dir, argv, benchJudge(), pids)
-		with += t1.Sub(t0)
-		without += time.Since(t1)
+	for _, c := range []struct{ name, loop string }{
+		{"shells-five-missing", "for i in $(seq 1000); do /bin/sh -c : a/b/c ./d/e /f/g h i; done"},
+		{"true-hundred-files", "for i in $(seq 200); do /bin/true sub/f*; done"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dir, pids := b.TempDir(), pidsParent()
+			os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+			for i := range 100 {
+				os.WriteFile(filepath.Join(dir, "sub", fmt.Sprint("f", i)), []byte("x"), 0o644)
+			}
+			argv := []string{"bash", "-c", c.loop}
+			var with, without time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				benchRun(b, dir, argv, scripts, pids)
+				t1 := time.Now()
+				benchRun(b, dir, argv, benchJudge(), pids)
+				with += t1.Sub(t0)
+				without += time.Since(t1)
+			}
+			b.ReportMetric(float64(with)/float64(without), "with/without")
+		})
 	}
-	b.ReportMetric(float64(with)/float64(without), "with/without")
-	b.ReportMetric(float64(with-without)/float64(b.N)/1e3/1e3, "added-µs/process")
 }

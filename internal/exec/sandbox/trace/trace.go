@@ -158,6 +158,7 @@ type tracer struct {
 	in      *bufio.Reader
 	decided int                // how many of Spec.Decided have run
 	hashes  map[fileKey]string // sha256 of a file as it was
+	carries map[fileKey]bool   // whether a program is an interpreter's build
 	answers map[string]string  // the gateway's answer by words
 	seen    map[int]bool
 	refused bool // a program was refused: the call fails with 126
@@ -183,7 +184,7 @@ func run(args []string) (int, error) {
 		}
 		syscall.CloseOnExec(join)
 	}
-	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[fileKey]string{}, answers: map[string]string{}, seen: map[int]bool{}}
+	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[fileKey]string{}, carries: map[fileKey]bool{}, answers: map[string]string{}, seen: map[int]bool{}}
 	t.in = bufio.NewReader(t.ctl)
 	line, err := t.in.ReadBytes('\n')
 	if err != nil {
@@ -420,8 +421,9 @@ func (t *tracer) judge(pid int) string {
 // entries' scripts: where any is one (Spec.Families), a program named as
 // a build of an interpreter's family (python3.11 of pyenv or conda, node
 // of nvm, whichever PATH finds first), or the file of a #! line's
-// interpreter or a copy of it (Spec.Interpreters). Another program given
-// the script's file reads it (cat /usr/bin/npm), it does not run it.
+// interpreter or a copy of it (Spec.Interpreters), or a build under
+// another name, by its ELF symbols (carriesInterpreter). Another program
+// given the script's file reads it (cat /usr/bin/npm), it does not run it.
 func (t *tracer) interpreter(file, exe, argv0 string) bool {
 	if len(t.spec.Families) == 0 {
 		return false
@@ -429,7 +431,7 @@ func (t *tracer) interpreter(file, exe, argv0 string) bool {
 	if family(baseOf(exe), t.spec.Families) || family(baseOf(argv0), t.spec.Families) {
 		return true
 	}
-	return len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != ""
+	return len(t.spec.Interpreters) > 0 && t.identify(file, t.spec.Interpreters).Name != "" || t.carriesInterpreter(file)
 }
 
 // family reports whether name is one of fams or a build of one named by
@@ -451,12 +453,21 @@ func family(name string, fams []string) bool {
 // its script after this stop: a file swapped in at that path then is not
 // what was judged (the README's caveat).
 func (t *tracer) scripts(pid int, exe string, words []string) string {
+	var v *view
+	defer func() {
+		if v != nil {
+			v.close()
+		}
+	}()
 	for i := 1; i < len(words); i++ {
 		a := words[i]
 		if a == "" || a[0] == '-' && a != "-" {
 			continue
 		}
-		p, err := t.identifyIn(pid, a, t.spec.Programs)
+		if v == nil {
+			v = newView(pid)
+		}
+		p, err := t.identifyIn(v, a, t.spec.Programs)
 		if err != nil {
 			if len(a) > 200 {
 				a = a[:200] + "..."
@@ -473,15 +484,15 @@ func (t *tracer) scripts(pid int, exe string, words []string) string {
 	return ""
 }
 
-// identifyIn is the one of ps that path names in the view of pid (openIn:
-// its root, its working directory, its links and its own /proc). An
-// error is a path the tracer could not follow where pid may open it
-// (not lookupFails): the caller refuses rather than judge it unknown.
-func (t *tracer) identifyIn(pid int, path string, ps []Program) (Program, error) {
+// identifyIn is the one of ps that path names in the view v of a process
+// (its root, its working directory, its links and its own /proc). An
+// error is a path the tracer could not follow where the process may open
+// it (not lookupFails): the caller refuses rather than judge it unknown.
+func (t *tracer) identifyIn(v *view, path string, ps []Program) (Program, error) {
 	if len(ps) == 0 {
 		return Program{}, nil
 	}
-	fd, err := openIn(pid, path)
+	fd, err := v.open(path)
 	if err != nil {
 		if lookupFails(err) {
 			return Program{}, nil
@@ -489,7 +500,11 @@ func (t *tracer) identifyIn(pid int, path string, ps []Program) (Program, error)
 		return Program{}, err
 	}
 	defer syscall.Close(fd)
-	return t.identify(fmt.Sprintf("/proc/self/fd/%d", fd), ps), nil
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return Program{}, nil
+	}
+	return t.identifyStat(fmt.Sprintf("/proc/self/fd/%d", fd), st, ps), nil
 }
 
 // oPath is O_PATH of the common architectures (amd64, arm64, riscv64),
@@ -522,6 +537,11 @@ func (t *tracer) identify(file string, ps []Program) Program {
 	if syscall.Stat(file, &st) != nil {
 		return Program{}
 	}
+	return t.identifyStat(file, st, ps)
+}
+
+// identifyStat is identify of file, whose stat is st.
+func (t *tracer) identifyStat(file string, st syscall.Stat_t, ps []Program) Program {
 	var sum string
 	for _, p := range ps {
 		if p.Dev == st.Dev && p.Ino == st.Ino {
@@ -587,7 +607,10 @@ func (t *tracer) throughLoader(pid int, exe string, words []string) string {
 	if i := loaded(args); i >= 0 {
 		prog = args[i]
 		names := []string{baseOf(args[i])}
-		if p, _ := t.identifyIn(pid, args[i], t.spec.Programs); p.Name != "" {
+		v := newView(pid)
+		p, _ := t.identifyIn(v, args[i], t.spec.Programs)
+		v.close()
+		if p.Name != "" {
 			names = append([]string{p.Name}, names...)
 		}
 		for _, n := range slices.Compact(names) {

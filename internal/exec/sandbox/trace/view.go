@@ -10,45 +10,93 @@ import (
 	"unsafe"
 )
 
-// openIn opens path (O_PATH) as the process pid would: from its root
-// and its working directory, each held as a descriptor of /proc/PID/root
-// and /proc/PID/cwd (no path string is built, so a working directory
-// deeper than PATH_MAX does not matter), one component at a time with
-// its links followed as the kernel follows them for pid: a link's text
-// from pid's root or the link's directory, .. not above pid's root, a
-// magic link of a procfs (/proc/N/cwd, root, exe, fd/N) to what it
-// names, and self and thread-self at the root of a procfs as pid itself
-// in that procfs, not the tracer (rule P16; the re-probe's P9).
-//
-// An error that the kernel would give pid as well (lookupFails) means
-// that pid cannot open that path either; any other is a path the tracer
-// could not follow, which the caller refuses: the errors of pid's own
-// root, working directory and numbers are not wrapped, so that an ENOENT
-// there (pid gone) is not taken for the path's.
+// A view is how a process names files: its root and its working
+// directory, each held as a descriptor of /proc/PID/root and
+// /proc/PID/cwd (no path string is built, so a working directory deeper
+// than PATH_MAX does not matter), opened once for the arguments of one
+// exec stop.
+type view struct {
+	pid       int
+	root, cwd int
+	rootSt    syscall.Stat_t
+	err       error // why the view could not be opened
+}
+
+// newView is pid's view; its errors are not wrapped, so that an ENOENT
+// there (pid gone) is not taken for a path's.
+func newView(pid int) *view {
+	v := &view{pid: pid, root: -1, cwd: -1}
+	var err error
+	if v.root, err = syscall.Open(fmt.Sprintf("/proc/%d/root", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+		v.err = fmt.Errorf("its root directory cannot be opened: %v", err)
+	} else if err = syscall.Fstat(v.root, &v.rootSt); err != nil {
+		v.err = fmt.Errorf("its root directory cannot be examined: %v", err)
+	} else if v.cwd, err = syscall.Open(fmt.Sprintf("/proc/%d/cwd", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+		v.err = fmt.Errorf("its working directory cannot be opened: %v", err)
+	}
+	return v
+}
+
+func (v *view) close() {
+	for _, fd := range []int{v.root, v.cwd} {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+	}
+}
+
+// openIn opens path (O_PATH) as the process pid would (one view).
 func openIn(pid int, path string) (int, error) {
+	v := newView(pid)
+	defer v.close()
+	return v.open(path)
+}
+
+// open opens path (O_PATH) as the view's process would: first in one
+// openat2 that crosses no link (RESOLVE_NO_SYMLINKS) and stays in its
+// root, or below its working directory for a relative path, whose answer
+// is then the process's own; else one component at a time (walk) with
+// its links followed as the kernel follows them for the process: a
+// link's text from its root or the link's directory, .. not above its
+// root, a magic link of a procfs (/proc/N/cwd, root, exe, fd/N) to what
+// it names, and self and thread-self at the root of a procfs as the
+// process itself in that procfs, not the tracer (rule P16; the
+// re-probe's P9).
+//
+// An error that the kernel would give the process as well (lookupFails)
+// means that it cannot open that path either; any other is a path the
+// tracer could not follow, which the caller refuses.
+func (v *view) open(path string) (int, error) {
 	if path == "" {
 		return -1, syscall.ENOENT
 	}
 	if len(path) >= 4096 { // PATH_MAX with its NUL: no open of it succeeds
 		return -1, syscall.ENAMETOOLONG
 	}
-	root, err := syscall.Open(fmt.Sprintf("/proc/%d/root", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("its root directory cannot be opened: %v", err)
+	if v.err != nil {
+		return -1, v.err
 	}
-	defer syscall.Close(root)
-	var rootSt syscall.Stat_t
-	if err := syscall.Fstat(root, &rootSt); err != nil {
-		return -1, fmt.Errorf("its root directory cannot be examined: %v", err)
-	}
-	var cur int
+	start, resolve := v.cwd, uint64(resolveNoSymlinks|resolveBeneath)
 	if path[0] == '/' {
-		cur, err = dup(root)
-	} else {
-		cur, err = syscall.Open(fmt.Sprintf("/proc/%d/cwd", pid), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		start, resolve = v.root, resolveNoSymlinks|resolveInRoot
 	}
+	fd, err := openat2(start, path, oPath|syscall.O_CLOEXEC, resolve)
+	if err == nil || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) {
+		return fd, err
+	}
+	return v.walk(path) // a link, a .. above the working directory, a race
+}
+
+// walk is open one component at a time.
+func (v *view) walk(path string) (int, error) {
+	root, rootSt, pid := v.root, v.rootSt, v.pid
+	start := v.cwd
+	if path[0] == '/' {
+		start = root
+	}
+	cur, err := dup(start)
 	if err != nil {
-		return -1, fmt.Errorf("its working directory cannot be opened: %v", err)
+		return -1, fmt.Errorf("its directory cannot be held: %v", err)
 	}
 	fail := func(err error) (int, error) {
 		syscall.Close(cur)
@@ -140,6 +188,28 @@ func openIn(pid int, path string) (int, error) {
 		comps = append(strings.Split(text, "/"), comps...)
 	}
 	return cur, nil
+}
+
+// openat2 and its RESOLVE flags, which package syscall lacks (437 on
+// every architecture since Linux 5.6's common numbering).
+const (
+	sysOpenat2        = 437
+	resolveNoSymlinks = 0x04
+	resolveBeneath    = 0x08
+	resolveInRoot     = 0x10
+)
+
+func openat2(dir int, path string, flags int, resolve uint64) (int, error) {
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return -1, err
+	}
+	how := struct{ flags, mode, resolve uint64 }{uint64(flags), 0, resolve}
+	fd, _, e := syscall.Syscall6(sysOpenat2, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
 }
 
 // maxLinks is the kernel's bound on the links one lookup follows.

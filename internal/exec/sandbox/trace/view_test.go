@@ -98,3 +98,49 @@ func TestP16OpenInDeepChild(t *testing.T) {
 	os.Stdout.WriteString("ready\n")
 	io.Copy(io.Discard, os.Stdin) // until the parent is done
 }
+
+// TestP16ELFCarriesAnInterpreter: a build of python is known as an
+// interpreter by its dynamic symbols under any name (the re-probe's P3: a
+// copy of it named xrun), cat is not, and a file that is no ELF, a
+// truncated one and one whose section headers lie past its end are not,
+// without a panic.
+func TestP16ELFCarriesAnInterpreter(t *testing.T) {
+	py := ""
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if found, err := exec.LookPath(p); err == nil {
+			if real, err := filepath.EvalSymlinks(found); err == nil {
+				if b, err := os.ReadFile(real); err == nil && strings.HasPrefix(string(b), "\x7fELF") {
+					py = real
+					break
+				}
+			}
+		}
+	}
+	if py == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no python3 program (an ELF file) is installed")
+		}
+		t.Skip("no python3 program (an ELF file) is installed")
+	}
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build, err := os.ReadFile(py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lying := append([]byte(nil), build[:64]...)
+	lying[0x28] = 0xff // e_shoff far past the end
+	for name, b := range map[string][]byte{"xrun": build, "text": []byte("#!/bin/sh\n"), "truncated": build[:4096], "lying": lying} {
+		os.WriteFile(filepath.Join(dir, name), b, 0o755)
+	}
+	tr := &tracer{carries: map[fileKey]bool{}}
+	for file, want := range map[string]bool{filepath.Join(dir, "xrun"): true, cat: false, filepath.Join(dir, "text"): false,
+		filepath.Join(dir, "truncated"): false, filepath.Join(dir, "lying"): false, filepath.Join(dir, "missing"): false} {
+		if got := tr.carriesInterpreter(file); got != want {
+			t.Errorf("%s: carries an interpreter %v, want %v", file, got, want)
+		}
+	}
+}
