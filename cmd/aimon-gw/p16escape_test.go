@@ -317,7 +317,16 @@ os.execvp("python3", ["python3", arg, %q + sys.argv[2]])
 os.environ["PATH"] = %q + ":" + os.environ["PATH"]
 os.execvp("python3", ["python3", %q, %q])
 `, other, bin+"/pymark", e.proj+"/firstonpath"))
+		// A copy of touch that its user may run and not read: the tracer,
+		// as that user, cannot read it either to know it by its digest.
+		touch, err := exec.LookPath("touch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, touch, e.proj+"/cx")
+		os.Chmod(e.proj+"/cx", 0o111)
 		return []p16Escape{
+			{"P9: a copy of touch no one but root may read", "./cx unreadable", "unreadable", "Bash(touch:*)"},
 			{"P9: a working directory deeper than PATH_MAX", "python3 deep.py", "deepmark", "Bash(pymark:*)"},
 			{"P9: /proc/self/../self/cwd", "python3 insub.py /proc/self/../self/cwd/pd selfdots", "selfdots", "Bash(pymark:*)"},
 			{"P9: /proc/PID/cwd", "python3 insub.py /proc/PID/cwd/pd pidcwd", "pidcwd", "Bash(pymark:*)"},
