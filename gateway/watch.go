@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"aimon.dev/gw/internal/exec/sandbox"
+	"aimon.dev/gw/internal/front/gatefiles"
 	"aimon.dev/gw/internal/front/policyref"
 	"aimon.dev/gw/internal/front/telemetry"
 	"aimon.dev/gw/internal/runtime/decisionlog"
@@ -117,6 +118,12 @@ func Watch(ctx context.Context, dir string, opts Options) (*Gateway, error) {
 // newGateway is the gateway of opts before its policy is bound; the MCP
 // calls in flight are cancelled when ctx ends or at Close.
 func newGateway(ctx context.Context, opts Options) *Gateway {
+	// Every runtime's gate files of the user's home and the working
+	// directory, as the hooks protect them (rule R9): an agent served here
+	// must not plant a hook that Claude Code, Codex or Gemini CLI run there
+	// later, outside every sandbox.
+	home, _ := os.UserHomeDir()
+	gatefiles.ProtectAll(gatefiles.Where{Home: home, Project: opts.Workdir, Env: os.Getenv})
 	g := &Gateway{opts: opts, log: opts.Logger, registered: map[string]tools.Tool{}}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

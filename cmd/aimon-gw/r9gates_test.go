@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,6 +210,49 @@ func TestR9TheGatewaysOwnLinkIsNotTheCommands(t *testing.T) {
 			if to, err := os.Readlink(link); err != nil || to != bin {
 				t.Errorf("the link the runtime starts the gateway by now names %q (%v)", to, err)
 			}
+		}
+	})
+}
+
+// TestR9ServeKeepsEveryRuntimesGateFiles: serve, whose Write may write the
+// home and the working directory and whose Bash may write there too,
+// refuses a Write of each runtime's settings there (Claude Code's,
+// Codex's, Gemini CLI's, their directories absent), and a command that
+// makes those directories and fills them writes nothing, while its write
+// beside them lands: an agent served by the gateway plants no hook that
+// a runtime started there later runs outside every sandbox. As root and
+// as nobody (rule R9; the hostile probe's P2).
+func TestR9ServeKeepsEveryRuntimesGateFiles(t *testing.T) {
+	t.Parallel()
+	eachTicketUser(t, func(t *testing.T, u gatewayUser, bin string, gw []string) {
+		_, home, proj, policy := gateLayout(t, u, "ROOT/home", "ROOT/proj")
+		os.WriteFile(policy+"/policy.cue", []byte(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Write: schema.#Write, Bash: schema.#Bash}
+agent: "allowed-tools": ["Bash", "Write(`+home+`/**)", "Write(`+proj+`/**)"]
+`), 0o644)
+		files := []string{home + "/.claude/settings.json", home + "/.codex/config.toml", home + "/.gemini/settings.json",
+			proj + "/.claude/settings.json", proj + "/.codex/config.toml", proj + "/.gemini/settings.json"}
+		var lines []string
+		for i, f := range files {
+			lines = append(lines, toolLine(strconv.Itoa(i), "Write", map[string]any{"file_path": f, "content": `{"hooks":{}}`}))
+		}
+		lines = append(lines, bashLine("plant", plant(proj+"/ok", proj+"/.claude", proj+"/.codex", proj+"/.gemini", home+"/.claude", home+"/.codex", home+"/.gemini")))
+		replies := runServeAs(t, gw, []string{"--policy", policy, "--workdir", proj}, []string{"HOME=" + home}, lines...)
+		for i, f := range files {
+			if r := replies[i]; r["is_error"] != true || !strings.Contains(text(r), "rule R9") {
+				t.Errorf("a Write of %s: %v", f, r)
+			}
+		}
+		for _, f := range append(files, proj+"/.claude/settings.json", proj+"/.codex/settings.json", proj+"/.gemini/settings.json", home+"/.codex/settings.json") {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s was written", f)
+			}
+		}
+		if _, err := os.Stat(proj + "/ok"); err != nil {
+			t.Errorf("the command's write beside them did not land, so the test shows nothing: %v", replies[len(files)])
 		}
 	})
 }

@@ -110,6 +110,14 @@ func Protect(runtime string, w Where) error {
 		_, err := Of(runtime, w)
 		return err
 	}
+	ProtectAll(w)
+	return nil
+}
+
+// ProtectAll is Protect of no one runtime: what serve and mcp protect,
+// whose agent's tools and commands must not plant a hook that a runtime
+// run in the same home or project later runs outside every sandbox.
+func ProtectAll(w Where) {
 	var gates []sandbox.Named
 	for _, name := range Runtimes() {
 		files, _ := Of(name, w)
@@ -125,7 +133,6 @@ func Protect(runtime string, w Where) error {
 		}
 	}
 	sandbox.ProtectGates(gates)
-	return nil
 }
 
 func (w Where) env(name string) string {
