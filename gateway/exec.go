@@ -69,7 +69,8 @@ type ExecRequest struct {
 	Labels []string
 	// Timeout bounds the command, in milliseconds, as its call asked
 	// (Claude Code's Bash timeout): 0 for Bash's default, two minutes;
-	// ten at most (rule R8). The ticket binds it.
+	// ten at most (rule R8); -1 for a command the runtime runs in the
+	// background, which the runtime's signal ends. The ticket binds it.
 	Timeout int
 	// The command's standard streams.
 	Stdin          io.Reader
@@ -261,10 +262,12 @@ const execGrace = 3 * time.Second
 
 // execTimeout is the bound of a command whose call asked for ms
 // milliseconds: Bash's default for none, its maximum at most, as serve
-// bounds its Bash (rule R8).
+// bounds its Bash (rule R8); none (0) for one in the background (-1).
 func execTimeout(ms int) time.Duration {
 	switch {
-	case ms <= 0:
+	case ms < 0:
+		return 0
+	case ms == 0:
 		ms = builtin.DefaultBashTimeout
 	case ms > builtin.MaxBashTimeout:
 		ms = builtin.MaxBashTimeout
@@ -292,8 +295,12 @@ func waitBounded(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, sand
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	why := stopExited
 	var grace <-chan time.Time
 	stop := func(sig syscall.Signal, as execStop) {
@@ -321,7 +328,7 @@ func waitBounded(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, sand
 			if why == stopExited {
 				stop(syscall.SIGTERM, stopSignal)
 			}
-		case <-timer.C:
+		case <-expired:
 			stop(syscall.SIGTERM, stopTimeout)
 		case <-grace:
 			grace = make(chan time.Time) // once; Wait ends with the kill

@@ -42,7 +42,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.GenericFlag{Name: "runtime-env", Value: &repeated{}, Usage: "NAME=PATH, once for each: a variable of the runtime's that moves its settings (CLAUDE_CONFIG_DIR) as the hook found it, whose files no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "started-as", Usage: "the path the runtime started the hook by, whose symbolic links no command may repoint (the hook sets it)"},
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
-			&cli.IntFlag{Name: "timeout", Usage: "the command's bound in milliseconds, as its call asked (the hook sets it; default two minutes, at most ten); at its end, or on SIGTERM, SIGINT or SIGHUP, the command is asked to stop, and its sandbox killed 3 seconds later"},
+			&cli.IntFlag{Name: "timeout", Usage: "the command's bound in milliseconds, as its call asked (the hook sets it; default two minutes, at most ten; -1 for a command run in the background, which only a signal ends); at its end, or on SIGTERM, SIGINT or SIGHUP, the command is asked to stop, and its sandbox killed 3 seconds later"},
 			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {

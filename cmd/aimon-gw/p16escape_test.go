@@ -249,7 +249,9 @@ func TestP16InProcessRunnersAreRefused(t *testing.T) {
 // interpreter than the #! line's file (python3.99, a copy of python3 with
 // a byte more, outside what commands write, as pyenv's python3.11 is),
 // named so, found first on PATH as python3, or named xrun (known by its
-// ELF symbols), runs no denied script.
+// ELF symbols) or yrun of mode 0111 (not readable: taken for one), runs
+// no denied script; nor does a copy of touch of mode 0111 (not readable:
+// judged as the program of its size).
 func TestP16DeniedScriptsAreKnownInTheirInterpreters(t *testing.T) {
 	t.Parallel()
 	lists := `agent: "denied-tools": ["Bash(touch:*)", "Bash(mkmark:*)", "Bash(pymark:*)"]
@@ -311,13 +313,28 @@ os.execvp("python3", ["python3", arg, %q + sys.argv[2]])
 		if err := os.WriteFile(other+"/xrun", append(build, 0, 0), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// And one its user may run, not read (the tracer cannot read its
+		// symbols either; as nobody, the kernel keeps even its /proc from
+		// the tracer, which refuses it for that, the sentence saying so).
+		if err := os.WriteFile(other+"/yrun", append(build, 0, 0, 0), 0o111); err != nil {
+			t.Fatal(err)
+		}
 		// Named in the script, not the command: an interpreter's argument
 		// naming the script is refused where the command starts it.
 		writeFile(t, e.proj+"/onpath.py", fmt.Sprintf(`import os
 os.environ["PATH"] = %q + ":" + os.environ["PATH"]
 os.execvp("python3", ["python3", %q, %q])
 `, other, bin+"/pymark", e.proj+"/firstonpath"))
+		// A copy of touch that its user may run and not read: the tracer,
+		// as that user, cannot read it either to know it by its digest.
+		touch, err := exec.LookPath("touch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, touch, e.proj+"/cx")
+		os.Chmod(e.proj+"/cx", 0o111)
 		return []p16Escape{
+			{"P9: a copy of touch no one but root may read", "./cx unreadable", "unreadable", "Bash(touch:*)"},
 			{"P9: a working directory deeper than PATH_MAX", "python3 deep.py", "deepmark", "Bash(pymark:*)"},
 			{"P9: /proc/self/../self/cwd", "python3 insub.py /proc/self/../self/cwd/pd selfdots", "selfdots", "Bash(pymark:*)"},
 			{"P9: /proc/PID/cwd", "python3 insub.py /proc/PID/cwd/pd pidcwd", "pidcwd", "Bash(pymark:*)"},
@@ -325,6 +342,7 @@ os.execvp("python3", ["python3", %q, %q])
 			{"P3: another build of python3", other + "/python3.99 " + bin + "/pymark otherbuild", "otherbuild", "Bash(pymark:*)"},
 			{"P3: another build first on PATH", "python3 onpath.py", "firstonpath", "Bash(pymark:*)"},
 			{"P3: another build named as no interpreter", other + "/xrun " + bin + "/pymark renamed", "renamed", "Bash(pymark:*)"},
+			{"P3: another build named as no interpreter, unreadable", other + "/yrun " + bin + "/pymark unreadablebuild", "unreadablebuild", "killed before it ran"},
 			{"sh n.sh", "sh n.sh", "shmark", "Bash(mkmark:*)"},
 			{"sh SCRIPT", "sh " + bin + "/mkmark direct", "direct", "Bash(mkmark:*)"},
 			{"sh LINK", "sh ./lnk vialink", "vialink", "Bash(mkmark:*)"},

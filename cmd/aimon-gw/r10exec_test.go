@@ -15,7 +15,8 @@ import (
 // Code runs a hooked Bash command, passes SIGTERM on to the command in
 // its sandbox (its trap runs), kills a command that ignores it once its
 // grace is over (what it would print later never comes), and stops a
-// command at the timeout its call asked for, exit 124 with the sentence
+// command at the timeout its call asked for, exit 124 with the sentence,
+// and a command run in the background at none but the runtime's stop
 // (probe P11: exec, its tracer, bwrap and the command ran on after
 // SIGTERM, and nothing bounded them in time).
 func TestR10ExecPassesOnSignalsAndKeepsItsTimeout(t *testing.T) {
@@ -82,6 +83,15 @@ agent: "allowed-tools": ["Read", "Bash"]
 	out, code := run(hooked(map[string]any{"command": "trap 'echo got-term; exit 7' TERM; echo ready; sleep 30 & wait"}), syscall.SIGTERM)
 	if !strings.Contains(out, "got-term") || code != 7 {
 		t.Errorf("SIGTERM to exec must reach the command (its trap says got-term, exit 7): exit %d\n%s", code, out)
+	}
+	// Run in the background, a command has no timeout of exec's (Claude
+	// Code bounds it by none), and the runtime's stop still reaches it.
+	bg := hooked(map[string]any{"command": "trap 'echo got-term; exit 7' TERM; echo ready; sleep 30 & wait", "run_in_background": true})
+	if !strings.Contains(bg, "'--timeout' '-1'") {
+		t.Errorf("a background command must be sealed with no timeout (-1): %q", bg)
+	}
+	if out, code := run(bg, syscall.SIGTERM); !strings.Contains(out, "got-term") || code != 7 {
+		t.Errorf("SIGTERM to exec must reach a background command: exit %d\n%s", code, out)
 	}
 	out, code = run(hooked(map[string]any{"command": "trap '' TERM; echo ready; sleep 30; echo survived"}), syscall.SIGTERM)
 	if strings.Contains(out, "survived") || code != 128+int(syscall.SIGKILL) {

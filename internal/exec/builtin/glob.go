@@ -48,6 +48,12 @@ func (Glob) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 		return refuse(env, "Glob", "Parameter 'pattern' %s climbs out of the directory with '..'; give the directory as 'path' instead.", quote(p.Pattern))
 	case !doublestar.ValidatePattern(pattern):
 		return refuse(env, "Glob", "Parameter 'pattern' %s is not a valid glob; use for example **/*.go or src/*.{ts,tsx}.", quote(p.Pattern))
+	case braceAlternatives(pattern) > MaxGlobAlternatives:
+		// doublestar walks each expansion of the braces on its own, and
+		// passes over the failed opens that bound the walk: counted
+		// before it starts, a pattern of {a,b,c} eighteen times is
+		// refused here rather than running for hours (rule R8).
+		return refuse(env, "Glob", "Parameter 'pattern' %s has more than %d expansions of its {a,b} alternatives, which are searched one by one; give fewer alternatives, or a wildcard such as * or ? in their place.", quote(p.Pattern), MaxGlobAlternatives)
 	}
 	pattern = collapse(path.Clean(pattern))
 
@@ -271,4 +277,58 @@ func collapse(pattern string) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, "/")
+}
+
+// MaxGlobAlternatives bounds the expansions of a Glob pattern's braces
+// (rule R8): src/*.{ts,tsx} has 2, {a,b}/{c,d,e} 6.
+const MaxGlobAlternatives = 1024
+
+// braceAlternatives is how many patterns the braces of a valid pattern
+// expand to (alternatives add, groups in a row multiply, nested ones
+// count inside theirs), saturating just past MaxGlobAlternatives.
+func braceAlternatives(pattern string) int {
+	n, _ := braceSeq(pattern, 0, 0)
+	return n
+}
+
+// braceSeq counts the expansions of the pattern from i up to the end of
+// the alternative it is in (a ',' or '}' at depth > 0), and where it ends.
+func braceSeq(p string, i, depth int) (int, int) {
+	const most = MaxGlobAlternatives + 1
+	n := 1
+	for i < len(p) {
+		switch p[i] {
+		case '\\':
+			i += 2
+		case '[':
+			// A class is one character whatever it holds ({, too).
+			if j := strings.IndexByte(p[i+1:], ']'); j >= 0 {
+				i += j + 2
+			} else {
+				i++
+			}
+		case '{':
+			sum := 0
+			i++
+			for {
+				var alt int
+				alt, i = braceSeq(p, i, depth+1)
+				sum = min(sum+alt, most)
+				if i >= len(p) || p[i] == '}' {
+					i++
+					break
+				}
+				i++ // the ','
+			}
+			n = min(n*sum, most)
+		case ',', '}':
+			if depth > 0 {
+				return n, i
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	return n, i
 }

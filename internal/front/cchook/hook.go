@@ -283,7 +283,7 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 				return d
 			}
 			var err error
-			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision, d.Sandbox.Labels, timeoutMS(d.Input["timeout"])); err != nil {
+			if wrapped, err = w.command(chain, in.Cwd, cmd, d.Ask, gen.Revision, d.Sandbox.Labels, timeoutMS(d.Input["timeout"], d.Input["run_in_background"])); err != nil {
 				refused := rule.Refused(rule.P16, fmt.Sprintf("%s is refused: the hook cannot seal the ticket its sandbox runs the command with: %v.", in.ToolName, strings.TrimSuffix(err.Error(), ".")))
 				refused.Effective, refused.Entries = d.Effective, d.Entries
 				return refused
@@ -376,7 +376,7 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		words = append(words, "--tool", w.Shell)
 		b.Tool = w.Shell
 	}
-	if timeout > 0 {
+	if timeout != 0 {
 		// The call's own bound, which exec keeps (rule R8).
 		words = append(words, "--timeout", strconv.Itoa(timeout))
 	}
@@ -501,8 +501,13 @@ func processCwd() string {
 
 // timeoutMS is a shell call's timeout in milliseconds, as its input
 // gives it (Claude Code's Bash: "timeout"); 0 for none or one that is no
-// positive whole number.
-func timeoutMS(v any) int {
+// positive whole number; -1 for a command run in the background, which
+// runs until the runtime stops it (its KillShell, the session's end: a
+// signal exec passes on), as Claude Code bounds it by no timeout.
+func timeoutMS(v, background any) int {
+	if b, _ := background.(bool); b {
+		return -1
+	}
 	var f float64
 	switch n := v.(type) {
 	case float64:

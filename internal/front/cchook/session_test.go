@@ -31,3 +31,19 @@ func TestP18PostToolUseReadsTheCommandAsDecided(t *testing.T) {
 		}
 	}
 }
+
+// TestR8ShellTimeoutIsTheCallsOwn: exec is told the timeout the call
+// asked for, in whole milliseconds; none (0) for none or a bad one; -1
+// for a command run in the background (probe P11).
+func TestR8ShellTimeoutIsTheCallsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		v, bg any
+		want  int
+	}{
+		{1500.0, nil, 1500}, {nil, nil, 0}, {-5.0, nil, 0}, {"600000", nil, 0}, {0.5, false, 0}, {1e300, nil, 0}, {1500.0, true, -1}, {nil, true, -1},
+	} {
+		if got := timeoutMS(tc.v, tc.bg); got != tc.want {
+			t.Errorf("timeout %v, background %v: %d, want %d", tc.v, tc.bg, got, tc.want)
+		}
+	}
+}

@@ -25,18 +25,20 @@ const maxSymbols = 64 << 20
 // carriesInterpreter reports whether the ELF program at file (a
 // process's /proc/PID/exe) is a build of an interpreter by its dynamic
 // symbols (interpreterMains), however it is named; kept by the file as
-// it is. Not known as one: a 32-bit or big-endian ELF, one without
-// section headers, or one whose symbols cannot be read (the README's
-// caveat: a renamed build of no family is not known).
+// it is; one the tracer cannot open is taken for one (fail closed). Not
+// known as one: a 32-bit or big-endian ELF, one without section headers
+// (the README's caveat).
 func (t *tracer) carriesInterpreter(file string) bool {
 	f, err := os.Open(file)
 	if err != nil {
-		return false
+		// One its user may run and not read (mode 0111 under a gateway
+		// that is not root) could be one: its arguments are judged.
+		return true
 	}
 	defer f.Close()
 	var st syscall.Stat_t
 	if syscall.Fstat(int(f.Fd()), &st) != nil {
-		return false
+		return true
 	}
 	k := fileKey{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}
 	if v, ok := t.carries[k]; ok {

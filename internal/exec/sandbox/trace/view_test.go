@@ -103,7 +103,7 @@ func TestP16OpenInDeepChild(t *testing.T) {
 // interpreter by its dynamic symbols under any name (the re-probe's P3: a
 // copy of it named xrun), cat is not, and a file that is no ELF, a
 // truncated one and one whose section headers lie past its end are not,
-// without a panic.
+// without a panic; one that cannot be opened could be one (fail closed).
 func TestP16ELFCarriesAnInterpreter(t *testing.T) {
 	py := ""
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
@@ -138,7 +138,7 @@ func TestP16ELFCarriesAnInterpreter(t *testing.T) {
 	}
 	tr := &tracer{carries: map[fileKey]bool{}}
 	for file, want := range map[string]bool{filepath.Join(dir, "xrun"): true, cat: false, filepath.Join(dir, "text"): false,
-		filepath.Join(dir, "truncated"): false, filepath.Join(dir, "lying"): false, filepath.Join(dir, "missing"): false} {
+		filepath.Join(dir, "truncated"): false, filepath.Join(dir, "lying"): false, filepath.Join(dir, "missing"): true} {
 		if got := tr.carriesInterpreter(file); got != want {
 			t.Errorf("%s: carries an interpreter %v, want %v", file, got, want)
 		}
