@@ -52,8 +52,15 @@ type Approvals struct {
 }
 
 // SpendIn makes a spend of a token a spend in s, shared by every process
-// that uses s (rule R10).
-func (a *Approvals) SpendIn(s state.Store) { a.store, a.where = s, "" }
+// that uses s (rule R10). It reads the store's identity now, within a
+// bound, so that sealing an ask later asks the store nothing; a store
+// that does not answer yet is asked again at the first token.
+func (a *Approvals) SpendIn(s state.Store) {
+	a.store, a.where = s, ""
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	a.storeWhere(ctx)
+}
 
 // storeIDKey is the record that names a state store to the tokens spent
 // in it: a random id the first gateway to use the store creates.
