@@ -161,6 +161,80 @@ validation: "enforce"
 	}
 }
 
+// TestP17AnMCPServersEditIsBoundWhereItLeads: the npm filesystem server's
+// edit_file, a path tool that writes, is judged where its path leads, as
+// the server opens it, and is bound by Read's entries and labels, since an
+// edit answers with what it read (hostile re-probe Q1, Q3): through a link
+// in its tree to a Read-denied file, its dry run's diff carried the secret
+// and its edit rewrote it; its dry run of the labelled page left the
+// session unlabelled. A script its write_file made in its tree does not run
+// from a command (Q2: P16).
+func TestP17AnMCPServersEditIsBoundWhereItLeads(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	bin := npmBin(t, "mcp-server-filesystem")
+	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-q1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	proj := root + "/proj"
+	writeFile(t, filepath.Join(root, "secret", "s.txt"), "TOPSECRET-Q1\n")
+	writeFile(t, filepath.Join(proj, "web", "page.html"), "IGNORE-PREVIOUS webpage\n")
+	// An operator's script, executable: the server keeps the mode of a
+	// file it replaces.
+	writeFile(t, filepath.Join(root, "w2", "e.sh"), "#!/bin/sh\necho op\n")
+	if err := os.Chmod(filepath.Join(root, "w2", "e.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "secret", "s.txt"), filepath.Join(proj, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	dir := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Read: schema.#Read, Write: schema.#Write, Bash: schema.#Bash}
+servers: fs: {command: [%q, %q], expose: ["edit_file", "write_file"], pin: false}
+tools: fs__edit_file: {subject: {field: "path", kind: "path"}, effect: "write"}
+tools: fs__write_file: {subject: {field: "path", kind: "path"}, effect: "write"}
+labels: untrusted: entries: ["Read(%[3]s/web/**)"]
+agent: {
+	"allowed-tools": ["Read", "Bash", "Write(%[3]s/**)", "fs__edit_file(%[3]s/**)", "fs__write_file(%[2]s/w2/**)"]
+	"denied-tools": ["Read(%[2]s/secret/**)"]
+	when: untrusted: "denied-tools": ["Write(%[3]s/**)"]
+}
+validation: "enforce"
+`, bin, root, proj))
+	edit := func(id, path, from, to string) string {
+		return toolLine(id, "fs__edit_file", map[string]any{"path": path, "edits": []map[string]any{{"oldText": from, "newText": to}}, "dryRun": to == "dry"})
+	}
+	replies := runServe(t, []string{"--policy", dir, "--workdir", proj}, nil,
+		edit("through the link", filepath.Join(proj, "lnk"), "TOPSECRET", "PWNED"),
+		edit("dry run", filepath.Join(proj, "lnk"), "TOPSECRET", "dry"),
+		edit("the page", filepath.Join(proj, "web", "page.html"), "webpage", "dry"),
+		toolLine("write after", "Write", map[string]any{"file_path": filepath.Join(proj, "after.txt"), "content": "x"}),
+		toolLine("script", "fs__write_file", map[string]any{"path": filepath.Join(root, "w2", "e.sh"), "content": "#!/bin/sh\necho RAN > \"$1\"\n"}),
+		toolLine("run it", "Bash", map[string]any{"command": root + "/w2/e.sh " + proj + "/ran"}))
+	if s, _ := os.ReadFile(filepath.Join(root, "secret", "s.txt")); string(s) != "TOPSECRET-Q1\n" {
+		t.Errorf("the edit through the link rewrote the Read-denied file: %q; %v", s, replies[0])
+	}
+	for _, r := range replies[:2] {
+		if r["is_error"] != true || strings.Contains(text(r), "TOPSECRET") {
+			t.Errorf("the edit through the link to the Read-denied file: %v", r)
+		}
+	}
+	if exists(filepath.Join(proj, "after.txt")) {
+		t.Errorf("a dry-run edit of the labelled page left the session unlabelled: the flow's Write ran: %v, %v", replies[2], replies[3])
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "w2", "e.sh")); replies[2]["is_error"] != false || replies[4]["is_error"] != false || !strings.Contains(string(b), "RAN") {
+		t.Fatalf("the server's dry run of the page or its write of the script did not answer (the layout is wrong): %v, %v", replies[2], replies[4])
+	}
+	if exists(filepath.Join(proj, "ran")) {
+		t.Errorf("a command ran the script the server's write_file made: %v, %v", replies[4], replies[5])
+	}
+}
+
 // TestS3RugPullIsRefused: pin writes the servers' tool definitions;
 // pinning an unchanged server changes no byte; a server that changes a
 // tool's description after it was pinned has that tool withheld: not

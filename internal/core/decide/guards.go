@@ -52,14 +52,15 @@ func (dc *Decider) landing(p *Prepared, in map[string]any, d rule.Decision) rule
 
 // leading judges an allowed path subject by the allow lists where it
 // really leads, when the client opens the path itself (Claude Code under
-// the hook), as the built-ins' anchors hold them (rule R6): a link the
+// the hook) or the tool's own program does (an MCP server, a plugin), as
+// the built-ins' anchors hold them (rule R6): a link the
 // agent made inside an allowed directory takes no call out of what the
 // lists allow. A link above the allowing entry's directory (an operator's
 // /home leading to /data/home) moves the directory with it: a path that
 // lands within that directory, resolved, stays allowed.
 func (dc *Decider) leading(p *Prepared, in map[string]any, d rule.Decision) rule.Decision {
 	s := p.Tool.Subject
-	if dc.ClientTools == "" || s == nil || s.Kind != "path" || !(d.Allowed || d.Ask) {
+	if dc.ClientTools == "" && !p.Tool.OpensItself() || s == nil || s.Kind != "path" || !(d.Allowed || d.Ask) {
 		return d
 	}
 	at, ok := in[s.Field].(string)
@@ -337,7 +338,8 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 
 // writtenElsewhere is where any call of the policy may write files: the
 // literal directories of every surface's entries for the tools that write
-// files (the working directory for a surface that may write anywhere),
+// files, an MCP server's or a plugin's path tools that write among them
+// (the working directory for a surface that may write anywhere),
 // and every tool's sandbox.write. A command executes nothing there, though
 // it may not write there itself (rule P16; probe P10): what the agent
 // wrote stays on disk when a narrower surface, or a session a flow has
@@ -361,7 +363,9 @@ func (dc *Decider) writtenElsewhere(cur *policy.Generation) []string {
 			continue
 		}
 		for _, name := range cur.Names() {
-			if !cur.Tools[name].WritesFiles() || !eff.Listed(name) {
+			t := cur.Tools[name]
+			writer := t.WritesFiles() || t.OpensItself() && t.Writes() && t.Subject != nil && t.Subject.Kind == "path"
+			if !writer || !eff.Listed(name) {
 				continue
 			}
 			dirs, all := eff.Prefixes(name)

@@ -247,14 +247,27 @@ var planOptions = jsonv1.FormatDurationAsNano(true)
 
 // ReadsAs is what t reads of the path its subject names, as deny, ask and
 // label entries bind it (rule P17): its declared reads, or "file" for a
-// path tool whose declared effect is read (an MCP server's file reader,
-// a plugin's), since a Read deny binds every reader.
+// path tool whose declared effect is read, and for an MCP server's or a
+// plugin's path tool that writes (an edit answers with what it read),
+// since a Read deny binds every reader.
 func (t *Tool) ReadsAs() string {
-	if t.Reads == "" && t.Effect == "read" && t.Subject != nil && t.Subject.Kind == "path" && !t.WritesFiles() {
+	if t.Reads != "" || t.Subject == nil || t.Subject.Kind != "path" || t.WritesFiles() {
+		return t.Reads
+	}
+	if t.Effect == "read" || t.OpensItself() && t.Writes() {
 		return "file"
 	}
-	return t.Reads
+	return ""
 }
+
+// OpensItself reports whether the path t's subject names is opened by a
+// program of its own (an MCP server, a plugin), which follows the links on
+// it, rather than by the gateway's built-ins, which keep to their anchors.
+func (t *Tool) OpensItself() bool { return t.Upstream != nil || t.Plugin != nil }
+
+// Writes reports whether t's declared effect writes: write or destructive
+// (the default).
+func (t *Tool) Writes() bool { return t.Effect == "write" || t.Effect == "destructive" || t.Effect == "" }
 
 // Kind is the kind of the tool's implementation: "builtin", "plugin" or
 // "external".
