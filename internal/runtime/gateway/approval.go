@@ -216,9 +216,21 @@ func digest(tool string, in tools.Input) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// workdirDigest is how a token names a working directory.
+// workdirDigest is how a token names a working directory: the directory
+// itself, where its links lead and its device and inode, not its
+// spelling, so that a token approved under a link runs nowhere else once
+// the link is moved (rule P15; hostile re-probe Q5).
 func workdirDigest(wd string) string {
-	h := sha256.Sum256([]byte(filepath.Clean(wd)))
+	id := filepath.Clean(wd)
+	if real, err := filepath.EvalSymlinks(id); err == nil {
+		id = real
+		if fi, err := os.Stat(real); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				id = fmt.Sprintf("%s\x00%d:%d", real, st.Dev, st.Ino)
+			}
+		}
+	}
+	h := sha256.Sum256([]byte(id))
 	return base64.RawURLEncoding.EncodeToString(h[:16])
 }
 

@@ -120,3 +120,39 @@ func TestR8ApprovalKeyGroupReadIsTheGatewaysGroupOnly(t *testing.T) {
 		t.Errorf("a key readable by another group: %v", err)
 	}
 }
+
+// TestP15ApprovalIsBoundToTheDirectoryNotItsSpelling: a token sealed in a
+// working directory named by a link is refused once the link leads
+// elsewhere, and still opens while it leads where it did (rule P15;
+// hostile re-probe Q5: an approved git init ran in the link's new place).
+func TestP15ApprovalIsBoundToTheDirectoryNotItsSpelling(t *testing.T) {
+	root := t.TempDir()
+	a, b, link := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "current")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := NewApprovals(nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := tools.Input{"command": "git init rr"}
+	tok, _ := ap.Seal("Bash", in, []string{"agent"}, "r1", link)
+	other, _ := ap.Seal("Bash", in, []string{"agent"}, "r1", link)
+	if err := ap.Open(tok, "Bash", in, []string{"agent"}, "r1", a); err != nil {
+		t.Errorf("a token sealed under a link to a, opened in a: %v", err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(b, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := ap.Open(other, "Bash", in, []string{"agent"}, "r1", link); err == nil || !strings.Contains(err.Error(), "another working directory") {
+		t.Errorf("a token sealed under the link, opened once it leads to b: %v", err)
+	}
+}
