@@ -293,7 +293,7 @@ func TestP19OneRoundTripPerLimitedCall(t *testing.T) {
 	wd, _ := filepath.EvalSymlinks(t.TempDir())
 	writeFile(t, filepath.Join(wd, "open"), "open\n")
 	os.Mkdir(filepath.Join(wd, "out"), 0o755)
-	s := startServeProc(t, "--policy", dir, "--workdir", wd, "--state", "redis://" + addr)
+	s := startServeProc(t, "--policy", dir, "--workdir", wd, "--state", "redis://"+addr)
 	write := func(id string) map[string]any {
 		return s.send(toolLine(id, "Write", map[string]any{"file_path": filepath.Join(wd, "out", id), "content": "x"}))
 	}

@@ -32,7 +32,7 @@ func redisCalls(t *testing.T, c *redis.Client) map[string]int {
 func TestR10AllowedCallAsksTheStoreNothing(t *testing.T) {
 	addr, _ := startRedis(t)
 	dir, wd := askSetup(t)
-	s := startServeProc(t, "--policy", dir, "--workdir", wd, "--approval-key", approvalKey(t), "--state", "redis://" + addr)
+	s := startServeProc(t, "--policy", dir, "--workdir", wd, "--approval-key", approvalKey(t), "--state", "redis://"+addr)
 	// The session's first reply: the process is up, its client connected
 	// or not; what it sends on connecting is not a call's.
 	s.send(toolLine("warm", "Read", map[string]any{"file_path": "open"}))

@@ -267,7 +267,9 @@ func (t *Tool) OpensItself() bool { return t.Upstream != nil || t.Plugin != nil 
 
 // Writes reports whether t's declared effect writes: write or destructive
 // (the default).
-func (t *Tool) Writes() bool { return t.Effect == "write" || t.Effect == "destructive" || t.Effect == "" }
+func (t *Tool) Writes() bool {
+	return t.Effect == "write" || t.Effect == "destructive" || t.Effect == ""
+}
 
 // Kind is the kind of the tool's implementation: "builtin", "plugin" or
 // "external".

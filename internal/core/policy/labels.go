@@ -83,8 +83,8 @@ type sessionLists struct {
 	// content are the labels' shapes of secrets, compiled (content.go).
 	content []contentShape
 	// reads are, by label, what of it a command could read (commandReads).
-	reads map[string]labelReads
-	chains  sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
+	reads  map[string]labelReads
+	chains sync.Map // chain → *sync.Map of label → *allow.Effective, nil for none
 }
 
 // sessions reads labels and the surfaces' when (rule P18), reporting what
