@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +28,8 @@ type claudeRun struct {
 	// words is the prompt Claude Code is run on, which holds the key of
 	// the script; the key alone when "".
 	words string
+	// mcp are the MCP servers Claude Code runs itself (--mcp-config).
+	mcp map[string]any
 }
 
 func newClaudeRun(t *testing.T, policy string) *claudeRun {
@@ -53,7 +57,7 @@ func (r *claudeRun) run(key string, scripts ...claudecode.Script) string {
 		prompt = r.words
 	}
 	out, err := claudecode.Run{Claude: claudecode.Find(r.t, "../../.ci/npm/node_modules/.bin/claude"), Hook: hook,
-		Project: r.project, Home: r.home, Prompt: prompt, PostToolUse: r.post, UserPromptSubmit: r.prompt}.Start(ctx, r.server)
+		Project: r.project, Home: r.home, Prompt: prompt, PostToolUse: r.post, UserPromptSubmit: r.prompt, MCPServers: r.mcp}.Start(ctx, r.server)
 	if err != nil {
 		r.t.Fatalf("claude -p: %v\n%s", err, out)
 	}
@@ -263,5 +267,56 @@ agent: "denied-tools": ["Read(./secret/**)"]
 		if got := r.server.Result(claudecode.ID("MAIN", turn, 0)); !strings.Contains(got, "cd ") || !strings.Contains(got, want) {
 			t.Errorf("turn %d: %q, want %q in it", turn, got, want)
 		}
+	}
+}
+
+// TestP17ClaudeCodeReadDenyBindsADeclaredMCPReader: the real Claude Code
+// runs the npm filesystem server itself, allowed as mcp__fs and rooted
+// where the secret is too; the hook policy declares its read_text_file
+// with a path subject, so Read's deny binds it as it binds Read: the
+// secret, by its name and through a link in the project, is never
+// returned, and a file of the project is (hostile re-probe Q7). vet warns
+// that the server's other tools are decided by name beside such a deny.
+func TestP17ClaudeCodeReadDenyBindsADeclaredMCPReader(t *testing.T) {
+	t.Parallel()
+	fs := npmBin(t, "mcp-server-filesystem")
+	const declared = `package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools & {
+	mcp__fs__read_text_file: claudecode.#Tool & {
+		effect: "read"
+		input: {path!: string, head?: number, tail?: number}
+		subject: {field: "path", kind: "path"}
+	}
+}
+agent: "allowed-tools": ["Read", "mcp__fs"]
+agent: "denied-tools": ["Read(%s/**)"]
+`
+	r := newClaudeRun(t, "")
+	secret := filepath.Join(filepath.Dir(r.project), "secret")
+	writeFile(t, filepath.Join(secret, "s.txt"), "the-secret-words\n")
+	writeFile(t, filepath.Join(r.project, "ok.txt"), "project-words\n")
+	if err := os.Symlink(filepath.Join(secret, "s.txt"), filepath.Join(r.project, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	r.policy = moduleDir(t, fmt.Sprintf(declared, secret))
+	r.mcp = map[string]any{"fs": map[string]any{"command": fs, "args": []string{filepath.Dir(r.project)}}}
+	r.run("MAIN", claudecode.Script{Key: "MAIN", Turns: [][]claudecode.Use{
+		{use("mcp__fs__read_text_file", "path", filepath.Join(secret, "s.txt"))},
+		{use("mcp__fs__read_text_file", "path", filepath.Join(r.project, "lnk"))},
+		{use("mcp__fs__read_text_file", "path", filepath.Join(r.project, "ok.txt"))},
+	}})
+	for turn, want := range []string{"is denied on this surface by Read(", "leads through a symbolic link to", "project-words"} {
+		got := r.server.Result(claudecode.ID("MAIN", turn, 0))
+		if !strings.Contains(got, want) || strings.Contains(got, "the-secret-words") {
+			t.Errorf("turn %d: %q, want %q in it and never the secret", turn, got, want)
+		}
+	}
+	// The server's other tools are still decided by name, which vet says.
+	out, err := exec.Command(gatewayBinary(t), "vet", r.policy).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `warning: agent allowed-tools entry "mcp__fs" allows MCP tools the policy does not declare`) {
+		t.Errorf("vet of a server-wide entry beside a Read deny: %v\n%s", err, out)
 	}
 }

@@ -98,7 +98,8 @@ func CompileDecl(ctx *cue.Context, d Decl, subjects map[string]Subject) (*List, 
 // upstream server's tools, mcp__SERVER (every tool of the server) or
 // mcp__SERVER__TOOL, names the gateway's SERVER__TOOL tools, so that an
 // entry means the same under serve, mcp and the hook; any other name, or an
-// MCP name no tool answers to (a server Claude Code runs itself), is itself.
+// MCP name no tool answers to (a server Claude Code runs itself), is itself,
+// and mcp__SERVER names too the server's tools the policy declares.
 func mcpTools(name string, subjects map[string]Subject) []string {
 	rest, ok := strings.CutPrefix(name, "mcp__")
 	if !ok || rest == "" {
@@ -111,13 +112,23 @@ func mcpTools(name string, subjects map[string]Subject) []string {
 		return []string{name}
 	}
 	var out []string
+	declared := false
 	for t := range subjects {
-		if strings.HasPrefix(t, rest+"__") {
+		switch {
+		case strings.HasPrefix(t, rest+"__"):
 			out = append(out, t)
+		case strings.HasPrefix(t, name+"__"):
+			// A tool of the client's server the policy declares
+			// (mcp__fs__read_text_file, to give it a subject) is one of
+			// the server's; the rest are still decided by name.
+			out, declared = append(out, t), true
 		}
 	}
 	if out == nil {
 		return []string{name}
+	}
+	if declared {
+		out = append(out, name)
 	}
 	slices.Sort(out)
 	return out

@@ -30,6 +30,7 @@ func vetChecks(g *Generation, warnings []Diagnostic) []Diagnostic {
 	ds = append(ds, g.inputNotes...)
 	ds = append(ds, coveredByDeny(g)...)
 	ds = append(ds, unhiddenReadDeny(g)...)
+	ds = append(ds, unboundMCPReaders(g)...)
 	ds = append(ds, unpinnedServers(g)...)
 	ds = append(ds, missingCommands(g)...)
 	ds = append(ds, unknownServerTools(g)...)
@@ -234,6 +235,56 @@ func unhiddenReadDeny(g *Generation) []Diagnostic {
 		}
 	}
 	return ds
+}
+
+// unboundMCPReaders are allowed-tools entries of a client's MCP tools the
+// policy does not declare (mcp__fs, under a runtime's hook) beside a Read
+// deny or ask entry with a pattern: such a tool is decided by name, with
+// no path to judge, so the entry cannot bind what it reads (rule P17).
+func unboundMCPReaders(g *Generation) []Diagnostic {
+	var binding string
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		for _, e := range parsed(slices.Concat(s.Denied, s.Asked)) {
+			if t := g.Tools[e.Tool]; binding == "" && e.HasPattern && t != nil && t.ReadsAs() != "" {
+				binding = e.Raw
+			}
+		}
+	}
+	if binding == "" {
+		return nil
+	}
+	var ds []Diagnostic
+	for _, ref := range g.SurfaceRefs() {
+		s := g.Surfaces[ref]
+		for i, raw := range s.Entries {
+			name := strings.TrimSpace(raw)
+			if !IsMCPEntry(name) || !clientMCP(g, name) || i >= len(s.EntryPos) {
+				continue
+			}
+			server, _, _ := strings.Cut(strings.TrimPrefix(name, "mcp__"), "__")
+			ds = append(ds, Diagnostic{Pos: s.EntryPos[i], Code: "P17", Warning: true, Message: fmt.Sprintf(
+				"%s allowed-tools entry %q allows MCP tools the policy does not declare, so they are decided by name and %q cannot bind what they read; declare each tool of the server that reads a path, with its subject and effect (tools: mcp__%s__read_file: claudecode.#Tool & {effect: \"read\", subject: {field: \"path\", kind: \"path\"}, input: path!: string}), and allow them one by one, or leave the server off the list.",
+				ref, raw, binding, server)})
+		}
+	}
+	return ds
+}
+
+// clientMCP reports whether an MCP entry names tools of a server the
+// gateway does not know, which the client runs and the policy decides by
+// name: an undeclared mcp__S__T, or mcp__S with no upstream tool S__*.
+func clientMCP(g *Generation, name string) bool {
+	rest := strings.TrimPrefix(name, "mcp__")
+	if strings.Contains(rest, "__") {
+		return !defines(g, name) && !defines(g, rest)
+	}
+	for t := range g.Tools {
+		if strings.HasPrefix(t, rest+"__") {
+			return false
+		}
+	}
+	return true
 }
 
 // chainOf is a surface's entries of one kind with the main agent's before

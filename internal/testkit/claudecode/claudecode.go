@@ -228,6 +228,9 @@ type Run struct {
 	// (Claude Code's own permissions, to compare with the hook's); with
 	// no Hook they are the whole settings.
 	Settings map[string]any
+	// MCPServers are given to Claude Code with --mcp-config, as its
+	// mcpServers (a name to {"command": ..., "args": [...]}).
+	MCPServers map[string]any
 }
 
 // Start writes the settings and runs Claude Code to its end (bounded by
@@ -260,7 +263,15 @@ func (r Run) Start(ctx context.Context, s *Server) (string, error) {
 	if err := os.MkdirAll(filepath.Join(r.Home, "tmp"), 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, r.Claude, "-p", r.Prompt, "--output-format", "text", "--max-turns", "30")
+	args := []string{"-p", r.Prompt, "--output-format", "text", "--max-turns", "30"}
+	if r.MCPServers != nil {
+		mcp := filepath.Join(r.Home, "mcp.json")
+		if err := writeJSON(mcp, map[string]any{"mcpServers": r.MCPServers}); err != nil {
+			return "", err
+		}
+		args = append(args, "--mcp-config", mcp, "--strict-mcp-config")
+	}
+	cmd := exec.CommandContext(ctx, r.Claude, args...)
 	cmd.Dir = r.Project
 	// Claude Code's own variables are the run's, not the test's.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CLAUDE") || strings.HasPrefix(kv, "ANTHROPIC") })
