@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"aimon.dev/gw/internal/testkit/gobuild"
+	"aimon.dev/gw/internal/testkit/leftover"
 )
 
 // update rewrites the scripts' golden files from what the commands print:
@@ -40,7 +41,10 @@ func TestMain(m *testing.M) {
 	if flag.Lookup("test.run").Value.String() == "" {
 		gobuild.Prebuild(gatewayPkg, cuePkg, fsServerPkg, wordcountPkg, misbehavePkg)
 	}
+	// What the run made of the machine's own directories goes with it.
+	clean := leftover.Watch()
 	code := m.Run()
+	clean()
 	os.RemoveAll(cache)
 	gobuild.Cleanup()
 	os.Exit(code)
