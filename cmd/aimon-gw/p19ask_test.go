@@ -92,3 +92,44 @@ limits: %q: {tool: "Bash", quota: "2/day"}
 		t.Errorf("with the quota spent by approved calls, ls must be denied by the limit: %s %q", d, r)
 	}
 }
+
+// TestP19HookSpendsClientRunAsksAtTheAsk: an asked Write, which Claude
+// Code runs itself once its person says yes and no exec of ours runs, is
+// spent from the limits at the ask: on a quota of 2, two are asked and the
+// third is denied by the limit, so Claude Code never offers it to the
+// person (probe P8's remainder; rule P19).
+func TestP19HookSpendsClientRunAsksAtTheAsk(t *testing.T) {
+	t.Parallel()
+	limit := fmt.Sprintf("asked-write-%d", time.Now().UnixNano())
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	policy := moduleDir(t, fmt.Sprintf(`package policy
+
+import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools
+agent: "allowed-tools": ["Read", "Write(./**)"]
+agent: "ask-tools": ["Write(./notes/**)"]
+limits: %q: {tool: "Write", quota: "2/day"}
+`, limit))
+	for i, want := range []string{"ask", "ask", "deny"} {
+		in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Write",
+			"tool_input": map[string]any{"file_path": filepath.Join(wd, "notes", fmt.Sprint(i)), "content": "x"}})
+		h := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+		h.Stdin = strings.NewReader(string(in))
+		out, err := h.Output()
+		if err != nil || !strings.Contains(string(out), `"permissionDecision":"`+want+`"`) {
+			t.Fatalf("asked Write %d on a quota of 2: want %s: %v %s", i, want, err, out)
+		}
+		if want == "deny" && !strings.Contains(string(out), limit) {
+			t.Errorf("the third asked Write must be denied by the limit: %s", out)
+		}
+	}
+	// An allowed Write is then out of the quota too.
+	in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Write",
+		"tool_input": map[string]any{"file_path": filepath.Join(wd, "ok"), "content": "x"}})
+	h := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+	h.Stdin = strings.NewReader(string(in))
+	if out, _ := h.Output(); !strings.Contains(string(out), `"permissionDecision":"deny"`) {
+		t.Errorf("with the quota spent at the asks, an allowed Write must be denied: %s", out)
+	}
+}

@@ -137,7 +137,9 @@ type Decider struct {
 	Workdir     string
 	Paths       PathForm
 	ClientTools string // "deny" or "ask"; "" when the client runs no tools of its own
-	ClientAsks  bool   // the client asks a person itself: its asks carry no token
+	// ClientAsks: the client asks a person itself, so its asks carry no
+	// token; one it then runs itself is spent from the limits at the ask.
+	ClientAsks bool
 	// ClientApproved says the client's person approved this asked call
 	// before it ran (the hook's exec of an approved ticket): the ask is
 	// allowed as approved, and counted against the limits as an approved
@@ -321,8 +323,32 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 	}
 	// Limits last, once nothing else refuses: a refused call spends
 	// nothing (rule P19).
-	if d.Allowed && dc.Limits != nil && len(p.Gen.Limits) > 0 {
-		d = dc.Limits.Limit(*p, d)
+	if dc.Limits != nil && len(p.Gen.Limits) > 0 {
+		switch {
+		case d.Allowed:
+			d = dc.Limits.Limit(*p, d)
+		case d.Ask && dc.ClientAsks && (d.Sandbox == nil || d.Sandbox.Off):
+			d = dc.spendAsk(p, d)
+		}
+	}
+	return d
+}
+
+// spendAsk spends d, an ask of a call the client runs itself once its
+// person says yes, at the ask, from the limits it would spend approved:
+// no exec of ours runs it to spend it there (a sandboxed command's does),
+// and the approval is never seen, so the count at the ask is the one that
+// holds (rule P19). One the person refuses is spent all the same, on the
+// side of the limit; one the limit allows no more is refused, not asked.
+func (dc *Decider) spendAsk(p *Prepared, d rule.Decision) rule.Decision {
+	a := p.Eff.Approved(p.Name, d.Input, Written(p.Tool, p.In), dc.Workdir)
+	if !a.Allowed {
+		return d
+	}
+	as := d
+	as.Allowed, as.Ask, as.Entries = true, false, a.Entries
+	if l := dc.Limits.Limit(*p, as); !l.Allowed {
+		return l
 	}
 	return d
 }
