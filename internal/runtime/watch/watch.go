@@ -26,7 +26,9 @@ import (
 type Options struct {
 	// Debounce is how long the tree must be quiet before a reload; 0 means
 	// 50ms. A burst that never settles is loaded after at most
-	// max(1s, 20×Debounce), and again when it ends.
+	// max(1s, 20×Debounce), and again when it ends. A reload that no
+	// event's quiet stands for (SIGHUP, a retry, a rescan, a directory
+	// that cannot be watched) waits a second Debounce, in which it loads.
 	Debounce time.Duration
 	// Poll is how often a missing policy directory (or a missing parent of
 	// it) is looked for; 0 means 1s. Events find it sooner when they can.
@@ -214,12 +216,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 	timer.Stop()
 	poll := time.NewTicker(w.poll)
 	defer poll.Stop()
-	var first time.Time // when the pending burst began; zero when none is pending
-	schedule := func() {
+	var first, last time.Time // when the pending burst began and was last added to; zero when none is pending
+	// unseen: the pending reload was asked for or follows a rescan, so no
+	// quiet of events shows its files unchanged (see reloadNow).
+	unseen := false
+	schedule := func(event bool) {
 		now := time.Now()
 		if first.IsZero() {
 			first = now
 		}
+		last, unseen = now, unseen || !event
 		timer.Reset(min(w.debounce, max(0, w.maxWait-now.Sub(first))))
 	}
 	for {
@@ -232,7 +238,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				return w.stopped()
 			}
 			if w.handle(ev) {
-				schedule()
+				schedule(true)
 			}
 		case err, ok := <-w.fs.Errors:
 			if !ok {
@@ -241,18 +247,22 @@ func (w *Watcher) Run(ctx context.Context) error {
 			// An overflow loses events: look at everything again.
 			w.log.Warn("policy watch", "error", err)
 			w.rescan()
-			schedule()
+			schedule(false)
 		case <-w.reload:
 			w.log.Debug("policy reload requested", "dir", w.dir)
 			w.rescan()
-			schedule()
+			schedule(false)
 		case <-poll.C:
 			if w.missing() && w.ensure() {
-				schedule()
+				schedule(false)
 			}
 		case <-timer.C:
-			first = time.Time{}
-			w.reloadNow()
+			// A burst loaded at maxWait was never quiet, and a tree of
+			// which a directory cannot be watched changes there without
+			// events.
+			quiet := !unseen && len(w.warned) == 0 && !w.missing() && time.Since(last) >= w.debounce
+			first, unseen = time.Time{}, false
+			w.reloadNow(quiet)
 		}
 	}
 }
@@ -266,17 +276,22 @@ func (w *Watcher) stopped() error {
 }
 
 // reloadNow loads the whole policy and puts it in force if it is sound and
-// whole (rule R5): its files read the same twice, one debounce apart, and
-// again after the load, when no process holds one of them open for writing.
-// Otherwise the reload is tried again a debounce later, and the generation
-// in force stays: a policy still being written never widens what is
-// allowed.
+// whole (rule R5): its files have been unchanged for a debounce, read the
+// same before the load and after it, and no process holds one of them open
+// for writing. Otherwise the reload is tried again a debounce later, and
+// the generation in force stays: a policy still being written never widens
+// what is allowed.
 //
-// The load runs during that debounce rather than after it (issue 32: a
-// reload waited a debounce and a load one after the other): its result
-// counts only when the files read the same before it, after the debounce
-// and after it, so it is the load of files that stayed as they were.
-func (w *Watcher) reloadNow() {
+// quiet says that the debounce just ended was one without events on a tree
+// watched whole, which every write to its files makes: that is the
+// debounce the files stayed unchanged for. Otherwise (SIGHUP, a retry, an
+// overflow's rescan, a directory that could not be watched) the files must
+// read the same twice, one debounce apart, as well: the load runs during
+// that second debounce rather than after it (issue 32), and counts only
+// when the files read the same before it, after the debounce and after it.
+// An editor's save waited the two debounces one after the other, most of
+// its time to be in force (issue 49).
+func (w *Watcher) reloadNow(quiet bool) {
 	start := time.Now()
 	force := w.force.Swap(false)
 	retry := func(why string) {
@@ -305,12 +320,17 @@ func (w *Watcher) reloadNow() {
 			gen, err := w.load(w.dir)
 			done <- loaded{gen, err}
 		}()
-		time.Sleep(w.debounce)
-		// Whether a process holds a file open for writing is looked for
-		// once, after the load (a /proc scan costs as much as a small
-		// policy's load); the files must read the same then too.
-		if again, _ := w.sums(0); !maps.Equal(before, again) {
-			busy = "its files are still changing"
+		if quiet {
+			w.log.Debug("policy reload loads", "settled", "a debounce without events")
+		} else {
+			w.log.Debug("policy reload loads", "settled", "two reads a debounce apart")
+			time.Sleep(w.debounce)
+			// Whether a process holds a file open for writing is looked
+			// for once, after the load (a /proc scan costs as much as a
+			// small policy's load); the files must read the same then too.
+			if again, _ := w.sums(0); !maps.Equal(before, again) {
+				busy = "its files are still changing"
+			}
 		}
 	}
 	if busy != "" {

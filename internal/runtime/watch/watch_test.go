@@ -620,3 +620,43 @@ func TestR3FilesAsInForceAreNotLoadedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestR5OnlyAQuietOfEventsSettlesOnce: an editor's save, whose events then
+// stop for a debounce, is loaded after that one debounce (issue 49: the
+// second one was most of a save's time to be in force); a change no event
+// shows, made through a hard link from outside the watched tree and taken
+// by a Reload (SIGHUP), must read the same twice, a debounce apart, and
+// goes in force so.
+func TestR5OnlyAQuietOfEventsSettlesOnce(t *testing.T) {
+	const once, twice = `settled="a debounce without events"`, `settled="two reads a debounce apart"`
+	dir := policyDir(t, map[string]string{"policy.cue": source("Read")})
+	h := start(t, dir, Options{})
+	saved := source("Read", "Echo")
+	tmp := filepath.Join(dir, ".policy.cue.tmp")
+	write(t, tmp, saved)
+	if err := os.Rename(tmp, filepath.Join(dir, "policy.cue")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRevision(t, revision(t, map[string]string{"policy.cue": saved}))
+	if logs := h.logs.String(); !strings.Contains(logs, once) || strings.Contains(logs, twice) {
+		t.Fatalf("an editor's save did not load after one quiet debounce; logs:\n%s", logs)
+	}
+	alias := filepath.Join(t.TempDir(), "alias.cue")
+	if err := os.Link(filepath.Join(dir, "policy.cue"), alias); err != nil {
+		t.Fatal(err)
+	}
+	unseen := source("Read", "Echo", "Grep")
+	f, err := os.OpenFile(alias, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(unseen); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	h.w.Reload()
+	h.waitRevision(t, revision(t, map[string]string{"policy.cue": unseen}))
+	if logs := h.logs.String(); !strings.Contains(logs, twice) {
+		t.Errorf("a Reload of a change no event showed was not read twice; logs:\n%s", logs)
+	}
+}
