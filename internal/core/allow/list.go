@@ -67,10 +67,39 @@ type Decl struct {
 	Allow     []string
 	AllowNone bool
 	Deny, Ask []string
-	// Readers maps a tool that reads files (Read) to the other tools that
-	// read them (Grep, Glob): its deny and ask entries bind those too, as
-	// written (rule P17), so that what Read may not show no search shows.
-	Readers map[string][]string
+	// Readers says, of a tool that reads files (Read), the other tools
+	// that read them (Grep, Glob): its deny and ask entries bind those too,
+	// as written (rule P17), so that what Read may not show no search shows.
+	Readers *Readers
+}
+
+// Readers are a policy's tools that read the file their subject names and
+// those that search a tree, for Decl. Each reader's others are made when
+// an entry asks for them: a list of them per reader grew with the square
+// of the tools (issue 49: a 1,000-tool load spent a sixteenth of its time
+// on it).
+type Readers struct {
+	files map[string]bool // the tools that read a file
+	all   []string        // those and the tools that search a tree, sorted
+}
+
+// NewReaders is the Readers of files (tools that read the file their
+// subject names) among all (those and the tools that search a tree,
+// sorted); nil when there are not two of them.
+func NewReaders(files map[string]bool, all []string) *Readers {
+	if len(all) < 2 || len(files) == 0 {
+		return nil
+	}
+	return &Readers{files: files, all: all}
+}
+
+// Of is the other tools that a deny or ask entry of tool binds: nil when
+// tool reads no file.
+func (r *Readers) Of(tool string) []string {
+	if r == nil || !r.files[tool] {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(r.all), func(o string) bool { return o == tool })
 }
 
 // CompileDecl compiles what one source declares, as Compile does; the
@@ -136,7 +165,7 @@ func mcpTools(name string, subjects map[string]Subject) []string {
 
 // readers, for deny and ask entries, adds the tools an entry of a reader
 // binds too (P17); each keeps the entry as written.
-func compileEntries(entries []string, subjects map[string]Subject, key string, readers map[string][]string) (map[string]*toolEntries, []error) {
+func compileEntries(entries []string, subjects map[string]Subject, key string, readers *Readers) (map[string]*toolEntries, []error) {
 	byTool := map[string]*toolEntries{}
 	byEntry := make([]error, len(entries))
 	for i, raw := range entries {
@@ -158,7 +187,7 @@ func compileEntries(entries []string, subjects map[string]Subject, key string, r
 		}
 		bound := mcpTools(e.Tool, subjects)
 		if e.HasPattern {
-			bound = append(bound, readers[e.Tool]...)
+			bound = append(bound, readers.Of(e.Tool)...)
 		}
 		for _, t := range bound {
 			te := byTool[t]

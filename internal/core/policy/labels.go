@@ -240,7 +240,7 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 		for _, e := range deny {
 			name := strings.TrimSpace(entryName(e))
 			out.marks[name] = true
-			for _, r := range readers[name] {
+			for _, r := range readers.Of(name) {
 				out.marks[r] = true
 			}
 		}
@@ -292,7 +292,7 @@ func (c *compiler) sessionLists(g *Generation, s *Sessions, report bool) *sessio
 		for _, e := range append(slices.Clone(f.Denied), f.Asked...) {
 			name := strings.TrimSpace(entryName(e))
 			out.bound[name] = true
-			for _, r := range readers[name] { // a Read entry binds the searches (P17)
+			for _, r := range readers.Of(name) { // a Read entry binds the searches (P17)
 				out.bound[r] = true
 			}
 		}

@@ -44,32 +44,26 @@ func listSubjects(g *Generation) map[string]allow.Subject {
 // entries bind too (rule P17), whoever runs them; nil when there are none.
 // It is a property the schema declares (ReadsAs), so a runtime's tools and
 // an MCP server's readers are bound as the built-ins are.
-func readers(g *Generation) map[string][]string {
-	var reads, all []string
+func readers(g *Generation) *allow.Readers {
+	reads := map[string]bool{}
+	var all []string
 	for _, name := range slices.Sorted(maps.Keys(g.Tools)) {
 		switch g.Tools[name].ReadsAs() {
 		case "file":
-			reads = append(reads, name)
+			reads[name] = true
 			all = append(all, name)
 		case "tree":
 			all = append(all, name)
 		}
 	}
-	if len(all) < 2 {
-		return nil
-	}
-	out := map[string][]string{}
-	for _, r := range reads {
-		out[r] = slices.DeleteFunc(slices.Clone(all), func(o string) bool { return o == r })
-	}
-	return out
+	return allow.NewReaders(reads, all)
 }
 
 // surfaceLists compiles the lists of one surface, one per source; nil when
 // it declares none. Its deny and ask entries, which accumulate rather than
 // meet (rule P14), go with its first list, or make one of their own when
 // it declares no allowed-tools.
-func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject, readers map[string][]string) []*allow.List {
+func (c *compiler) surfaceLists(s *Surface, subjects map[string]allow.Subject, readers *allow.Readers) []*allow.List {
 	if !s.Declared && len(s.Denied) == 0 && len(s.Asked) == 0 {
 		return nil
 	}
@@ -124,7 +118,7 @@ func chainKey(chain []string) string { return strings.Join(chain, "\x00") }
 type surfaceLists struct {
 	mu       sync.Mutex
 	subjects map[string]allow.Subject
-	readers  map[string][]string
+	readers  *allow.Readers
 	by       map[string][]*allow.List
 }
 
