@@ -37,6 +37,7 @@ type compiler struct {
 	wildcard  map[string]bool           // servers that expose "*"
 	data      []string                  // the policy's YAML and JSON files
 	read      map[string]bool           // the .cue files read once and laid over for CUE
+	src       sources                   // the bytes of the files laid over for CUE
 	files     []*ast.File               // the policy's syntax, CUE and data files
 	root      cue.Value                 // the policy value being compiled
 	pinsOf    map[string]map[string]Pin // by server, as pins read them
@@ -125,6 +126,9 @@ func (c *compiler) compile(g *Generation, v cue.Value) {
 					continue
 				}
 			}
+		}
+		if evaluating != nil {
+			evaluating(name)
 		}
 		if t := c.tool(name, tv, g.Validation, at); t != nil {
 			g.Tools[t.Name] = t

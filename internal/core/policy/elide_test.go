@@ -24,7 +24,9 @@ func TestC1ElidedToolsAreOnlyWhatNothingNames(t *testing.T) {
 		elided []string
 	}{
 		{note: "alike tools", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n\tR: schema.#Read\n}\n", elided: []string{"B", "C"}},
-		{note: "one text laid out otherwise", body: "tools: {\n\tA: schema.#Echo & {timeout: \"1s\"}\n\tB:  schema.#Echo & {timeout: \"1s\"}\n\tC: schema.#Echo & {timeout: \"1s\"}\n}\n", elided: []string{"C"}},
+		// Its first line's places move by columns too (issue 49).
+		{note: "one text further along its line", body: "tools: {\n\tA: schema.#Echo & {timeout: \"1s\"}\n\tB:  schema.#Echo & {timeout: \"1s\"}\n\tC: schema.#Echo & {timeout: \"1s\"}\n}\n", elided: []string{"B", "C"}},
+		{note: "one text written otherwise", body: "tools: {\n\tA: schema.#Echo & {timeout: \"1s\"}\n\tB: schema.#Echo & {timeout:  \"1s\"}\n\tC: schema.#Echo & {timeout: \"1s\"}\n}\n", elided: []string{"C"}},
 		{note: "a tool another names", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n\tD: B & {timeout: \"2s\"}\n}\n", elided: []string{"C"}},
 		{note: "a tool a definition selects", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n}\n_d: {x: _}.B\n", elided: nil},
 		{note: "a tool indexed by its name", body: "tools: {\n\tA: schema.#Echo\n\tB: schema.#Echo\n\tC: schema.#Echo\n}\n_d: _x[\"B\"]\n_x: {}\n", elided: []string{"C"}},
@@ -45,7 +47,7 @@ func TestC1ElidedToolsAreOnlyWhatNothingNames(t *testing.T) {
 				t.Fatal(err)
 			}
 			files := []*ast.File{f}
-			c := &compiler{ctx: ctx, def: def, decls: toolDecls(files)}
+			c := &compiler{ctx: ctx, def: def, decls: toolDecls(files, nil)}
 			out, e := c.elide(files)
 			var got []string
 			if e != nil {

@@ -49,11 +49,36 @@ var shipped struct {
 // schemaRoot is where the shipped schema package is laid out in overlays.
 const schemaRoot = "/aimon-gw.embedded/schema"
 
-func schemaOverlay(dir string, ov map[string]load.Source) {
+// sources are the bytes CUE parses of each file laid over for it, by its
+// path: the policy's .cue files, read once, and the shipped schema. A
+// digest of a whole file (the revision, a reload's reuse keys) hashes them
+// rather than the file's syntax formatted again, which was a tenth of a
+// load (issue 49); equal bytes are equal syntax, at equal places.
+type sources map[string][]byte
+
+// text is f's bytes as CUE parsed them, or its syntax formatted where src
+// does not hold them, marked so that the two never read alike.
+func (src sources) text(f *ast.File) ([]byte, error) {
+	if b, ok := src[f.Filename]; ok {
+		return b, nil
+	}
+	b, err := format.Node(f)
+	return append([]byte("\x00formatted\x00"), b...), err
+}
+
+// lay lays data over path for CUE, and keeps it in src.
+func (src sources) lay(ov map[string]load.Source, path string, data []byte) {
+	ov[path] = load.FromBytes(data)
+	if src != nil {
+		src[path] = data
+	}
+}
+
+func schemaOverlay(dir string, ov map[string]load.Source, src sources) {
 	fs.WalkDir(schema.Files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			data, _ := fs.ReadFile(schema.Files, p)
-			ov[filepath.Join(dir, filepath.FromSlash(p))] = load.FromBytes(data)
+			src.lay(ov, filepath.Join(dir, filepath.FromSlash(p)), data)
 		}
 		return nil
 	})
@@ -65,7 +90,7 @@ func Schema(ctx *cue.Context) (cue.Value, error) {
 		ov := map[string]load.Source{
 			schemaRoot + "/cue.mod/module.cue": load.FromString(fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", schema.Module)),
 		}
-		schemaOverlay(schemaRoot+"/schema", ov)
+		schemaOverlay(schemaRoot+"/schema", ov, nil)
 		shipped.inst = load.Instances([]string{"./schema"}, &load.Config{Dir: schemaRoot, Overlay: ov})[0]
 	})
 	if err := shipped.inst.Err; err != nil {
@@ -121,6 +146,7 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		ov[filepath.Join(abs, "aimon-gw.package.cue")] = load.FromString("package policy\n")
 	}
 	schemaDir := filepath.Join(root, "schema")
+	src := sources{}
 	if module(root) != schema.Module {
 		// The shipped schema, laid over a vendored copy when there is one:
 		// CUE unifies the packages of cue.mod/gen and cue.mod/pkg, and the
@@ -129,16 +155,16 @@ func Load(dir string, opts ...Option) (*Generation, error) {
 		if vendored(root) {
 			schemaDir = filepath.Join(root, "cue.mod", vendorDir)
 		}
-		schemaOverlay(schemaDir, ov)
+		schemaOverlay(schemaDir, ov, src)
 	}
 	c := newCompiler(abs, opts)
-	c.data = data
+	c.data, c.src = data, src
 	// CUE gets the bytes read once, as checked: a file swapped for a FIFO
 	// since cannot block the load (rule R5).
 	c.read = map[string]bool{}
 	for p, b := range read {
 		if _, shipped := ov[p]; !shipped && strings.HasSuffix(p, ".cue") {
-			ov[p] = load.FromBytes(b)
+			src.lay(ov, p, b)
 			c.read[p] = true
 		}
 	}
@@ -474,15 +500,18 @@ func LoadFS(fsys fs.FS, opts ...Option) (*Generation, error) {
 	if err != nil {
 		return nil, Errors{{Code: "dir", Message: fmt.Sprintf("cannot read the embedded policy: %v.", err)}}
 	}
+	src := sources{}
 	for _, e := range entries {
 		if path.Ext(e.Name()) == ".cue" {
 			data, _ := fs.ReadFile(fsys, e.Name())
-			ov[root+"/"+e.Name()] = load.FromBytes(data)
+			src.lay(ov, root+"/"+e.Name(), data)
 		}
 	}
 	schemaDir := root + "/cue.mod/gen/" + schema.ImportPath
-	schemaOverlay(schemaDir, ov)
-	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, newCompiler("", opts))
+	schemaOverlay(schemaDir, ov, src)
+	c := newCompiler("", opts)
+	c.src = src
+	return build(&load.Config{Dir: root, ModuleRoot: root, Overlay: ov}, schemaDir, c)
 }
 
 func newCompiler(dir string, opts []Option) *compiler {
@@ -568,9 +597,9 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		return nil, errs
 	}
 	c.def, c.schemaDir, c.files = def, schemaDir, inst.Files
-	c.decls = toolDecls(c.files)
+	c.decls = toolDecls(c.files, c.src)
 	if c.opts.reuse {
-		c.reuse = newReuser(c.opts.prev, inst, cfg.ModuleRoot, schemaDir, c.dir)
+		c.reuse = newReuser(c.opts.prev, inst, cfg.ModuleRoot, schemaDir, c.dir, c.src)
 	}
 	if !c.whole {
 		// CUE builds the syntax without the tools it need not evaluate
@@ -587,7 +616,7 @@ func build(cfg *load.Config, schemaDir string, c *compiler) (*Generation, error)
 		// every problem rather than the first layer of them.
 		errs = suggestFields(fromCUE(err, schemaDir), v)
 	}
-	revision, inputs, err := revisionOf(inst, cfg.ModuleRoot)
+	revision, inputs, err := revisionOf(inst, cfg.ModuleRoot, c.src)
 	if err != nil {
 		return nil, Errors{{Pos: dirPos(cfg.Dir), Code: "dir", Message: fmt.Sprintf("cannot compute the policy's revision: %v.", err)}}
 	}
@@ -676,8 +705,9 @@ func externs(inst *cuebuild.Instance) Errors {
 // revisionOf identifies what a policy was built from: every file CUE parsed
 // for it, its imports' included (a policy may import packages of its own
 // module), as parsed rather than re-read, so the revision always matches
-// what was loaded.
-func revisionOf(inst *cuebuild.Instance, root string) (rev string, files []string, err error) {
+// what was loaded: the bytes laid over for CUE where src has them, the
+// syntax formatted otherwise (a YAML file's, a package CUE read itself).
+func revisionOf(inst *cuebuild.Instance, root string, src sources) (rev string, files []string, err error) {
 	h := sha256.New()
 	seen := map[*cuebuild.Instance]bool{}
 	var walk func(*cuebuild.Instance) error
@@ -689,7 +719,7 @@ func revisionOf(inst *cuebuild.Instance, root string) (rev string, files []strin
 		parsed := slices.Clone(i.Files)
 		sort.Slice(parsed, func(a, b int) bool { return parsed[a].Filename < parsed[b].Filename })
 		for _, f := range parsed {
-			src, err := format.Node(f)
+			text, err := src.text(f)
 			if err != nil {
 				return err
 			}
@@ -700,8 +730,8 @@ func revisionOf(inst *cuebuild.Instance, root string) (rev string, files []strin
 			if rel, err := filepath.Rel(root, name); err == nil {
 				name = rel
 			}
-			fmt.Fprintf(h, "%s\x00%d\x00", filepath.ToSlash(name), len(src))
-			h.Write(src)
+			fmt.Fprintf(h, "%s\x00%d\x00", filepath.ToSlash(name), len(text))
+			h.Write(text)
 		}
 		for _, imp := range i.Imports {
 			if err := walk(imp); err != nil {

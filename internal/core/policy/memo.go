@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"slices"
 	"strings"
@@ -23,6 +24,10 @@ import (
 // compiling every tool on its own.
 var shareTools = true
 
+// evaluating, when set, is told each tool compiled from its own CUE value,
+// for the tests that count them.
+var evaluating func(name string)
+
 // toolDecl is where the policy declares one tool, and the text of it.
 type toolDecl struct {
 	key  string   // file and expression: equal keys are equal values
@@ -37,15 +42,17 @@ type toolDecl struct {
 	end      int    // the last line of it, with shape
 }
 
-// shapeOf is where each node of d lies, lines counted from its first
-// (layout), and its last line. Two declarations of one key and one shape
-// place every value alike but for the lines between them: a tool that
-// shares another's compiled form has its places moved by as many lines
-// (moved); declarations of one text laid out otherwise share nothing.
+// shapeOf is where each node of d lies, lines counted from its first and
+// columns on it from its own (layout), and its last line. Two
+// declarations of one key and one shape place every value alike but for
+// the lines between them and the columns of their first line: a tool that
+// shares another's compiled form has its places moved by as many (moved);
+// declarations of one text laid out otherwise share nothing.
 func (d *toolDecl) shapeOf() (string, int) {
 	if d.shape == "" && d.expr != nil {
 		h := sha256.New()
-		d.end = layout(h, d.expr, d.expr.Pos().Line())
+		p := d.expr.Pos()
+		d.end = layout(h, d.expr, p.Line(), p.Column())
 		d.shape = string(h.Sum(nil))
 	}
 	return d.shape, d.end
@@ -70,12 +77,16 @@ func (d *toolDecl) alike(from *toolDecl) bool {
 }
 
 // moved is t, compiled for the declaration from, as declared at d (alike):
-// a place within from's lines moves to the same place in d's.
+// a place within from's lines moves to the same place in d's, on their
+// first line by as many columns as d's value lies from from's.
 func (d *toolDecl) moved(t *Tool, from *toolDecl) *Tool {
 	c := *t
 	_, end := from.shapeOf()
 	shift := func(p Position) Position {
 		if p.File == from.pos.File && p.Line >= from.pos.Line && p.Line <= end {
+			if p.Line == from.pos.Line {
+				p.Col += d.pos.Col - from.pos.Col
+			}
 			p.Line += d.pos.Line - from.pos.Line
 		}
 		return p
@@ -90,7 +101,8 @@ func (d *toolDecl) moved(t *Tool, from *toolDecl) *Tool {
 
 // toolDecls maps each tool name to its one declaration, or is nil when a
 // file declares tools, or could add to them, in a form it cannot follow.
-func toolDecls(files []*ast.File) map[string]*toolDecl {
+// src holds the files' bytes, where a declaration's text is read.
+func toolDecls(files []*ast.File, src sources) map[string]*toolDecl {
 	if !shareTools {
 		return nil
 	}
@@ -104,7 +116,7 @@ func toolDecls(files []*ast.File) map[string]*toolDecl {
 				if !ok {
 					return nil
 				}
-				if name == "tools" && !addTools(decls, f, d.Value) {
+				if name == "tools" && !addTools(decls, f, d.Value, src[f.Filename]) {
 					return nil
 				}
 			default: // an embedding, a comprehension, a let: anything may follow
@@ -115,15 +127,16 @@ func toolDecls(files []*ast.File) map[string]*toolDecl {
 	return decls
 }
 
-// addTools records the fields of a tools struct.
-func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
+// addTools records the fields of a tools struct; src is its file's bytes
+// (nil when they are not at hand).
+func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr, src []byte) bool {
 	s, ok := v.(*ast.StructLit)
 	if !ok {
 		return false
 	}
 	siblings := map[string]bool{}
 	rel := relative(file.Filename) // once: it asks for the working directory
-	for _, e := range s.Elts {
+	for i, e := range s.Elts {
 		switch e := e.(type) {
 		case *ast.CommentGroup, *ast.Attribute:
 		case *ast.Field:
@@ -131,9 +144,13 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
 			if !ok {
 				return false
 			}
-			text, err := format.Node(e.Value)
-			if err != nil {
-				return false
+			text, ok := declText(src, file.Filename, s, i)
+			if !ok {
+				formatted, err := format.Node(e.Value)
+				if err != nil {
+					return false
+				}
+				text = append([]byte("\x00formatted\x00"), formatted...)
 			}
 			siblings[name] = true
 			if d, ok := decls[name]; ok {
@@ -153,6 +170,29 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr) bool {
 		}
 	}
 	return true
+}
+
+// declText is the text of the value of field s.Elts[i] as src (its file's
+// bytes) has it, read from the value's first byte to the element after it,
+// or to the struct's closing brace, less the white space and commas that
+// end it: a span that holds the whole value whatever node it is, and
+// nothing else but comments, so equal texts are equal values. It was
+// formatted from the syntax for each tool, a fifteenth of a load (issue
+// 49). False when the positions do not say where the text lies.
+func declText(src []byte, file string, s *ast.StructLit, i int) ([]byte, bool) {
+	start := s.Elts[i].(*ast.Field).Value.Pos()
+	end := s.Rbrace
+	if i+1 < len(s.Elts) {
+		end = s.Elts[i+1].Pos()
+	}
+	if src == nil || !start.IsValid() || !end.IsValid() || start.Filename() != file || end.Filename() != file {
+		return nil, false
+	}
+	a, b := start.Offset(), end.Offset()
+	if a < 0 || a >= b || b > len(src) {
+		return nil, false
+	}
+	return bytes.TrimRight(src[a:b], " \t\r\n,"), true
 }
 
 // plainLabel is a field's name when it is a regular field with a plain

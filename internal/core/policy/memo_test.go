@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ func TestC1SharedToolsCompileAsAlone(t *testing.T) {
 		{note: "alike tools vet warns of, and one another names", files: map[string]string{
 			"a.cue": header + "tools: {\n\tM: schema.#Echo & {input: message: \"string\"}\n\tB: schema.#Echo & {input: message: \"string\"}\n\tC: schema.#Echo & {input: message: \"string\"}\n\tD: C & {timeout: \"4s\"}\n}\nagent: \"allowed-tools\": [\"M\", \"B\", \"Z\"]\n",
 		}, timeout: map[string]time.Duration{"D": 4 * time.Second}},
+		{note: "values over several lines, with comments and commas, read from the file's bytes", files: map[string]string{
+			"a.cue": header + "tools: {\n\tA: schema.#Echo & { // two seconds\n\t\ttimeout: \"2s\"\n\t}\n\tB: schema.#Echo & { // two seconds\n\t\ttimeout: \"2s\"\n\t}, C: schema.#Echo & {timeout: \"3s\"},\n\tD: schema.#Echo & {timeout: \"3s\"}\n\tE: schema.#Echo & { // two seconds\n\t\ttimeout: \"2s\"\n\t\tinput: message: =~\"^m\"\n\t}\n}\n",
+		}, timeout: map[string]time.Duration{"A": 2 * time.Second, "B": 2 * time.Second, "C": 3 * time.Second, "D": 3 * time.Second, "E": 2 * time.Second}},
 		{note: "a let beside the tools", files: map[string]string{
 			"a.cue": header + "let e = schema.#Echo\ntools: {\n\tA: e\n\tB: e & {timeout: \"2s\"}\n}\n",
 		}, timeout: map[string]time.Duration{"B": 2 * time.Second}},
@@ -95,4 +99,39 @@ func toolForm(t *testing.T, tool *Tool) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestC1SharedToolsArePlacedInTheirOwnColumns: tools whose names differ in
+// length, written alike on one line each, share one compiled form (issue
+// 49: a 1,000-tool policy evaluated Tool9, Tool10 and Tool100 each), and
+// what vet places in that form, on the declaration's first line, is at
+// each tool's own column and line, as compiling each alone places it.
+func TestC1SharedToolsArePlacedInTheirOwnColumns(t *testing.T) {
+	decl := `schema.#Echo & {input: message: "string", subject: {field: "message", kind: "path"}}`
+	dir := writePolicy(t, map[string]string{"a.cue": header + "tools: {\n\tM: " + decl + "\n\tLonger: " + decl + "\n\tLongest10: " + decl + "\n}\n"})
+	var evaluated []string
+	evaluating = func(name string) { evaluated = append(evaluated, name) }
+	shared, err := Load(dir)
+	evaluating = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evaluated) != 1 {
+		t.Errorf("tools %v were evaluated; want one, the others sharing its form", evaluated)
+	}
+	shareTools = false
+	alone, err := Load(dir)
+	shareTools = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range alone.Tools {
+		s := shared.Tools[name]
+		if len(a.typeNames) == 0 || !a.subjectPos.IsValid() {
+			t.Fatalf("tool %s alone has no type name finding or subject place to compare: %+v %v", name, a.typeNames, a.subjectPos)
+		}
+		if !slices.Equal(s.typeNames, a.typeNames) || s.subjectPos != a.subjectPos {
+			t.Errorf("tool %s shared places %+v and its subject at %v; alone %+v and %v", name, s.typeNames, s.subjectPos, a.typeNames, a.subjectPos)
+		}
+	}
 }

@@ -48,6 +48,7 @@ type reuser struct {
 	top   map[string][]topDecl
 	seen  map[string]*topName // by top-level name, filled as tools name them
 	rels  map[string]string
+	heads map[*ast.File][]byte // each file's preamble fingerprinted, once asked for; nil when it cannot be
 }
 
 // kept is a compiled tool, without CUE, and where the declarations its
@@ -92,8 +93,8 @@ type topName struct {
 
 // newReuser hashes what every tool's key shares; nil when an imported
 // file cannot be formatted (no tool is then keyed).
-func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir string) *reuser {
-	r := &reuser{next: map[string]*kept{}, top: map[string][]topDecl{}, seen: map[string]*topName{}, rels: map[string]string{}}
+func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir string, src sources) *reuser {
+	r := &reuser{next: map[string]*kept{}, top: map[string][]topDecl{}, seen: map[string]*topName{}, rels: map[string]string{}, heads: map[*ast.File][]byte{}}
 	if prev != nil {
 		r.prev = prev.reuse
 	}
@@ -112,6 +113,12 @@ func newReuser(prev *Generation, inst *cuebuild.Instance, root, schemaDir, dir s
 			seen[imp] = true
 			fmt.Fprintf(h, "import\x00%s\x00", imp.ImportPath)
 			for _, f := range imp.Files {
+				if b, laid := src[f.Filename]; laid {
+					// Its bytes say its syntax and every place in it.
+					fmt.Fprintf(h, "bytes\x00%s\x00%d\x00", f.Filename, len(b))
+					h.Write(b)
+					continue
+				}
 				_, good := fingerprint(h, f.Filename, f, 0)
 				ok = ok && good
 			}
@@ -171,7 +178,7 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, []span, 
 	h := sha256.New()
 	fmt.Fprintf(h, "%x\x00%s\x00%s\x00%s\x00", r.scope, mode, name, d.key)
 	line0 := d.expr.Pos().Line()
-	end := layout(h, d.expr, line0) // d.key holds its text
+	end := layout(h, d.expr, line0, 0) // d.key holds its text
 	spans := []span{{r.rel(d.file.Filename), line0, end}}
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		fmt.Fprintf(h, "name\x00%s\x00%x\x00", n, r.seen[n].sum)
@@ -179,14 +186,32 @@ func (r *reuser) key(name string, d *toolDecl, mode rule.Mode) (string, []span, 
 	}
 	// Each file's imports say what a name that is no field resolves to.
 	for _, f := range slices.SortedFunc(maps.Keys(files), func(a, b *ast.File) int { return strings.Compare(a.Filename, b.Filename) }) {
-		fmt.Fprintf(h, "file\x00%s\x00", f.Filename)
-		for _, d := range f.Preamble() { // package clause, imports, attributes
-			if _, ok := fingerprint(h, f.Filename, d, 0); !ok {
-				return "", nil, false
-			}
+		head := r.head(f)
+		if head == nil {
+			return "", nil, false
 		}
+		fmt.Fprintf(h, "file\x00%s\x00%x\x00", f.Filename, head)
 	}
 	return string(h.Sum(nil)), spans, true
+}
+
+// head fingerprints f's package clause, imports and attributes, once per
+// file rather than once per tool of it; nil when they cannot be formatted.
+func (r *reuser) head(f *ast.File) []byte {
+	if sum, ok := r.heads[f]; ok {
+		return sum
+	}
+	h := sha256.New()
+	var sum []byte
+	for _, d := range f.Preamble() {
+		if _, ok := fingerprint(h, f.Filename, d, 0); !ok {
+			r.heads[f] = nil
+			return nil
+		}
+	}
+	sum = h.Sum(nil)
+	r.heads[f] = sum
+	return sum
 }
 
 // topName fingerprints the package's top-level declarations of name n.
@@ -295,22 +320,30 @@ func fingerprint(h hash.Hash, file string, n ast.Node, line0 int) (int, bool) {
 		return 0, false
 	}
 	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", file, len(text), text)
-	return layout(h, n, line0), true
+	return layout(h, n, line0, 0), true
 }
 
 // layout writes the line, counted from line0, and column of each of n's
 // nodes: text alike and laid out alike, two declarations place every
-// value alike but for the lines between them. It returns the last line
-// n's nodes lie on (a node made from YAML may have no end).
-func layout(h hash.Hash, n ast.Node, line0 int) (end int) {
+// value alike but for the lines between them. With col0 (not 0), the
+// columns of line0 are counted from col0: two declarations then place
+// their values alike but for the lines between them and, on their first
+// line, the columns (a tool named Tool10 and one named Tool9). It returns
+// the last line n's nodes lie on (a node made from YAML may have no end).
+func layout(h hash.Hash, n ast.Node, line0, col0 int) (end int) {
 	end = line0
 	var b []byte
 	ast.Walk(n, func(n ast.Node) bool {
 		p := n.Pos()
 		end = max(end, p.Line(), n.End().Line())
 		b = strconv.AppendInt(b, int64(p.Line()-line0), 10)
+		col := p.Column()
+		if col0 != 0 && p.Line() == line0 {
+			col -= col0
+			b = append(b, '+')
+		}
 		b = append(b, ':')
-		b = strconv.AppendInt(b, int64(p.Column()), 10)
+		b = strconv.AppendInt(b, int64(col), 10)
 		b = append(b, ';')
 		return true
 	}, nil)
