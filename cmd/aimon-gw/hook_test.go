@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -58,6 +59,30 @@ func TestHookExitContract(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadCollectorResumesAsItWas: serve's and mcp's first load runs with
+// GOGC at loadGCPercent, and its resume puts back what it found; a GOGC
+// the operator set is left alone.
+func TestLoadCollectorResumesAsItWas(t *testing.T) {
+	percent := debug.SetGCPercent(73)
+	defer debug.SetGCPercent(percent)
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	resume := loadGC()
+	if p := debug.SetGCPercent(loadGCPercent); p != loadGCPercent {
+		t.Errorf("loading: GOGC %d; want %d", p, loadGCPercent)
+	}
+	resume()
+	if p := debug.SetGCPercent(73); p != 73 {
+		t.Errorf("loaded: GOGC %d; want 73 as it was", p)
+	}
+	t.Setenv("GOGC", "73")
+	resume = loadGC()
+	if p := debug.SetGCPercent(73); p != 73 {
+		t.Errorf("loading under the operator's GOGC=73: GOGC %d; want 73", p)
+	}
+	resume()
 }
 
 // TestHookCollectorResumesAsItWas: the hook's pause holds the collector

@@ -145,7 +145,9 @@ func serveMCP(ctx context.Context, p mcpParams) error {
 	}
 	o.Surface, o.Workdir, o.Logger, o.Decisions, o.TraceFromEnv, o.MaxLineBytes, o.Version = chain, workdir, p.Log, p.Decisions, true, p.MaxFrameBytes, version()
 	o.LoadTimeout, o.Settle, o.Cache, o.Secrets = p.LoadTimeout, p.Settle, p.Cache, p.Secrets
+	resume := loadGC()
 	gw, err := gateway.Watch(ctx, p.Policy, o)
+	resume()
 	if err == nil {
 		defer gw.Close()
 		err = serveMCPSession(ctx, gw, p)
