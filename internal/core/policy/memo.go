@@ -40,6 +40,7 @@ type toolDecl struct {
 	siblings map[string]bool
 	shape    string // its layout (shapeOf), once asked for
 	end      int    // the last line of it, with shape
+	share    string // shareKey, once asked for
 }
 
 // shapeOf is where each node of d lies, lines counted from its first and
@@ -61,8 +62,11 @@ func (d *toolDecl) shapeOf() (string, int) {
 // shareKey is what declarations that share one compiled form have in
 // common: their key and shape.
 func (d *toolDecl) shareKey() string {
-	shape, _ := d.shapeOf()
-	return d.key + "\x00" + shape
+	if d.share == "" {
+		shape, _ := d.shapeOf()
+		d.share = d.key + "\x00" + shape
+	}
+	return d.share
 }
 
 // alike reports whether d may share what was compiled for from: one key,
@@ -144,8 +148,8 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr, src []byte
 			if !ok {
 				return false
 			}
-			text, ok := declText(src, file.Filename, s, i)
-			if !ok {
+			text, textual := declText(src, file.Filename, s, i)
+			if !textual {
 				formatted, err := format.Node(e.Value)
 				if err != nil {
 					return false
@@ -163,8 +167,15 @@ func addTools(decls map[string]*toolDecl, file *ast.File, v ast.Expr, src []byte
 			} else {
 				at = position(p)
 			}
-			decls[name] = &toolDecl{key: file.Filename + "\x00" + string(text), pos: at,
+			d := &toolDecl{key: file.Filename + "\x00" + string(text), pos: at,
 				expr: e.Value, file: file, siblings: siblings}
+			if textual {
+				// Its text from the file lays it out: a node's line is
+				// counted in it, and its column from the value's first
+				// byte on that line, from the line's start after it.
+				d.shape, d.end = "text", at.Line+bytes.Count(text, []byte("\n"))
+			}
+			decls[name] = d
 		default:
 			return false
 		}
