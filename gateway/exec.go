@@ -60,6 +60,10 @@ type ExecRequest struct {
 	Runtime, RuntimeHome, RuntimeProject string
 	RuntimeEnv                           []string
 	StartedAs                            string
+	// Shadows are the places on PATH before StartedAs where the runtime's
+	// shell would find a program of the gateway's bare name first: no
+	// command runs that could put one there (rules R8, R9).
+	Shadows []string
 	// Tool is the runtime's shell tool the command is decided as; "" for
 	// Bash (Gemini CLI's is run_shell_command).
 	Tool string
@@ -140,6 +144,12 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		}
 		sandbox.Protect(sandbox.WhatStartedAs, r.StartedAs)
 	}
+	for _, s := range r.Shadows {
+		if !filepath.IsAbs(s) || r.StartedAs == "" {
+			return &ExitError{Code: 2, Reason: fmt.Sprintf("the command was not run: --shadow %q is not an absolute path given with --started-as (the hook sets both)", s)}
+		}
+	}
+	sandbox.ProtectShadows(r.StartedAs, r.Shadows...)
 	tk, err := checkTicket(r)
 	if err != nil {
 		return err
@@ -366,7 +376,7 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
 		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
-		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Timeout: r.Timeout})
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

@@ -41,6 +41,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "runtime-project", Usage: "the project directory the runtime was started in (the hook sets it)"},
 			&cli.GenericFlag{Name: "runtime-env", Value: &repeated{}, Usage: "NAME=PATH, once for each: a variable of the runtime's that moves its settings (CLAUDE_CONFIG_DIR) as the hook found it, whose files no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "started-as", Usage: "the path the runtime started the hook by, whose symbolic links no command may repoint (the hook sets it)"},
+			&cli.GenericFlag{Name: "shadow", Value: &repeated{}, Usage: "once for each: where a program of the gateway's name would be found on PATH before the gateway the runtime starts by that bare name; no command runs that could put one there (the hook sets it)"},
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
 			&cli.IntFlag{Name: "timeout", Usage: "the command's bound in milliseconds, as its call asked (the hook sets it; default two minutes, at most ten; -1 for a command run in the background, which only a signal ends); at its end, or on SIGTERM, SIGINT or SIGHUP, the command is asked to stop, and its sandbox killed 3 seconds later"},
 			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"}),
@@ -51,7 +52,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"),
-				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
+				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},
 	}
 }

@@ -205,3 +205,23 @@ func BenchmarkP16ScriptArguments(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkR9NestedGateWalk: the walk each sandbox makes for the runtimes'
+// settings directories below what its command may write, over a tree
+// larger than its budget (64 packages of 64 directories, one .claude in
+// each package): what the walk adds to every command at most (rule R9),
+// to be read beside BenchmarkP16SandboxedTrue of the same run.
+func BenchmarkR9NestedGateWalk(b *testing.B) {
+	big := b.TempDir()
+	for i := range 64 {
+		for j := range 64 {
+			os.MkdirAll(filepath.Join(big, fmt.Sprint("p", i), fmt.Sprint("d", j)), 0o755)
+		}
+		os.MkdirAll(filepath.Join(big, fmt.Sprint("p", i), ".claude"), 0o755)
+	}
+	for b.Loop() {
+		if n := len(NestedGateDirs([]string{big}, nestedGateBudget)); n != 64 {
+			b.Fatalf("%d directories found, not 64", n)
+		}
+	}
+}

@@ -31,6 +31,9 @@ var protected struct {
 	// gateDirs are the gate's directories made before a sandbox that could
 	// make them (ProtectGateDir), with the mode each is made with.
 	gateDirs map[string]fs.FileMode
+	// shadows are where a program would be found on PATH before the
+	// gateway a runtime starts by its bare name (ProtectShadows).
+	shadows []string
 }
 
 // concealed are the gateway's secrets (the key that seals approval
@@ -157,6 +160,82 @@ var StartedAs = sync.OnceValue(func() string {
 	}
 	return abs
 })
+
+// WhatShadow is a path a bare name would be found at on PATH before the
+// gateway (Shadows).
+const WhatShadow = "a place on PATH before the gateway, where a program of the gateway's name would be started in its place"
+
+// Shadows are, for a gateway started by a bare name (aimon-gw, found
+// through PATH as the runtime's shell finds it), the name joined with
+// each PATH directory before the one it was found in, a relative one
+// (an empty entry, ".") taken from the working directory: a program put
+// at any of them would be the runtime's next hook (rules R8, R9). None
+// for a gateway started by a path.
+var Shadows = sync.OnceValue(func() []string {
+	name := os.Args[0]
+	found := StartedAs()
+	if strings.Contains(name, "/") || found == "" {
+		return nil
+	}
+	wd, _ := os.Getwd()
+	var out []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(wd, d)
+		}
+		p := filepath.Join(d, name)
+		if p == found {
+			return out
+		}
+		out = append(out, p)
+	}
+	return nil // not found the way the shell finds it
+})
+
+// ProtectShadows protects paths (Shadows, as the hook found them) from
+// every file tool, and refuses a sandbox whose command could put a
+// program at one (rules R8, R9); started is where the gateway was found,
+// for the sentence.
+func ProtectShadows(started string, paths ...string) {
+	Protect(WhatShadow+" ("+started+")", paths...)
+	protected.mu.Lock()
+	defer protected.mu.Unlock()
+	for _, p := range paths {
+		if p = filepath.Clean(p); filepath.IsAbs(p) && !slices.Contains(protected.shadows, p) {
+			protected.shadows = append(protected.shadows, p)
+		}
+	}
+}
+
+// shadowable refuses a sandbox whose command could put a program at one
+// of the shadows: its directory, or the nearest existing one above, lies
+// where writes says the command may write.
+func shadowable(writes func(real string) bool) error {
+	protected.mu.RLock()
+	shadows := slices.Clone(protected.shadows)
+	protected.mu.RUnlock()
+	for _, p := range shadows {
+		at, _, err := landsAt(p)
+		if err != nil {
+			at = p
+		}
+		d := filepath.Dir(at)
+		for ; d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil {
+				break
+			}
+		}
+		if !writes(d) {
+			continue
+		}
+		protected.mu.RLock()
+		what := protected.what[filepath.Clean(p)]
+		protected.mu.RUnlock()
+		started := strings.TrimSuffix(strings.TrimPrefix(what, WhatShadow+" ("), ")")
+		return fmt.Errorf("the agent runtime starts the gateway by the bare name %s, which PATH finds at %s, but the PATH directory %s comes before it and lies where this command may write (%s): a command could put a program named %s there, and the runtime's next hook would run that in the gateway's place (rules R8, R9), so no command runs; name the gateway by its absolute path (%s) in the runtime's settings", filepath.Base(p), started, filepath.Dir(p), d, filepath.Base(p), started)
+	}
+	return nil
+}
 
 // ProtectDir protects a directory the gateway's own programs create later
 // (the hook's cache): it is created, empty, before a sandbox is made, so
@@ -290,7 +369,10 @@ type Guard struct {
 	Path, Holder, What, At string
 	// Gate says Holder makes an agent runtime call the gateway (rule R9).
 	Gate bool
-	Err  error
+	// Named is the runtime whose project settings directory Holder is by
+	// its name (GateNamed), wherever it lies; "" when it was protected.
+	Named string
+	Err   error
 }
 
 // Guarding judges a write of path (absolute) by its name and by where an
@@ -313,8 +395,83 @@ func Guarding(path string) Guard {
 		protected.mu.RLock()
 		g.What, g.Gate = protected.what[g.Holder], protected.gate[g.Holder]
 		protected.mu.RUnlock()
+		return g
+	}
+	// Where it leads first, then as written.
+	for _, p := range []string{at, path} {
+		if d, runtime := GateNamed(p); d != "" {
+			g.Holder, g.Gate, g.Named = d, true, runtime
+			break
+		}
 	}
 	return g
+}
+
+// GateDirNames are the names of the directories an agent runtime reads a
+// project's settings and hooks from, with the runtime: in whatever
+// directory it is started in (and, for Codex, every one up to the
+// project's root), so one in any directory of a project is a gate a
+// runtime started there later reads (rule R9).
+var GateDirNames = map[string]string{".claude": "Claude Code", ".codex": "Codex", ".gemini": "Gemini CLI"}
+
+// nestedGateBudget bounds the directories NestedGateDirs reads for one
+// sandbox, nearest first: enough for a project's packages (packages/NAME),
+// at a cost of about a third of a sandboxed true on a loaded host
+// (BenchmarkR9NestedGateWalk).
+const nestedGateBudget = 256
+
+// NestedGateDirs are the directories named as GateDirNames below roots
+// (real paths), found breadth first, nearest first, reading at most
+// budget directories; links are not followed, and .git and node_modules,
+// where no runtime is started, are not walked.
+func NestedGateDirs(roots []string, budget int) []string {
+	var found []string
+	queue := slices.Clone(roots)
+	seen := map[string]bool{}
+	for len(queue) > 0 && budget > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		if seen[d] || d == "" {
+			continue
+		}
+		seen[d] = true
+		budget--
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue // a link or a file
+			}
+			p := filepath.Join(d, e.Name())
+			switch name := e.Name(); {
+			case GateDirNames[name] != "":
+				found = append(found, p)
+			case name == ".git" || name == "node_modules":
+			default:
+				queue = append(queue, p)
+			}
+		}
+	}
+	return found
+}
+
+// GateNamed is the first directory of path (absolute, cleaned) that has
+// one of GateDirNames, and its runtime; "" for none.
+func GateNamed(path string) (dir, runtime string) {
+	for i := 0; i < len(path); {
+		j := strings.IndexByte(path[i+1:], '/')
+		end := len(path)
+		if j >= 0 {
+			end = i + 1 + j
+		}
+		if r, ok := GateDirNames[path[i+1:end]]; ok {
+			return path[:end], r
+		}
+		i = end
+	}
+	return "", ""
 }
 
 // Refusal is the sentence that refuses the write g judged (rule R8); ""
@@ -330,6 +487,9 @@ func (g Guard) Refusal() string {
 	name := path
 	if g.At != path {
 		name = fmt.Sprintf("%s (it leads through a symbolic link to %s)", path, g.At)
+	}
+	if g.Named != "" {
+		return fmt.Sprintf("%s lies in %s, a directory named %s, where %s reads the settings and hooks of a project it is started in: a file written there could switch the gate off, or add a hook the runtime would run outside every sandbox, so no tool may write in any .claude, .codex or .gemini directory (rule R9); write the file elsewhere", name, g.Holder, filepath.Base(g.Holder), g.Named)
 	}
 	which, id := "which the gateway reads or runs", "R8"
 	if g.Gate {

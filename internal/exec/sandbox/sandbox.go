@@ -278,13 +278,39 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	// command of this sandbox could make it (rule R9), then bound
 	// read-only as the rest.
 	ro := resolvedAll(sb.ReadOnly)
-	if err := makeGateDirs(func(d string) bool {
+	writes := func(d string) bool {
 		writes := all && !within(d, "/tmp") || slices.ContainsFunc(slices.Collect(maps.Keys(binds)), func(b string) bool { return binds[b] == "--bind" && within(d, b) })
 		return writes && !slices.ContainsFunc(ro, func(r string) bool { return within(d, r) })
-	}); err != nil {
+	}
+	if err := makeGateDirs(writes); err != nil {
+		return nil, err
+	}
+	if err := shadowable(writes); err != nil {
 		return nil, err
 	}
 	protected := Protected()
+	// A runtime's settings directory anywhere below where the command may
+	// write (a package's .claude in a monorepo) is the gate of a runtime
+	// started there later (rule R9): those a bounded walk finds are
+	// read-only too. One made by this command is not: the runtimes' own
+	// managed-hooks-only switches are the remedy (README).
+	// (Not the host's /tmp, which the sandbox does not see, but the
+	// working directory bound back into it; from there alone when the
+	// command may write everywhere.)
+	var roots []string
+	if real := resolved(dir); real != "" && binds[real] == "--bind" || all {
+		roots = append(roots, real)
+	}
+	if !all {
+		for _, w := range writable {
+			if !within(w, "/tmp") {
+				roots = append(roots, w)
+			}
+		}
+	}
+	protected = append(protected, NestedGateDirs(roots, nestedGateBudget)...)
+	slices.Sort(protected)
+	protected = slices.Compact(protected)
 	for _, r := range protected {
 		pin(r)
 	}

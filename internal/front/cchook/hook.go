@@ -366,9 +366,16 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 	// The path the runtime started this hook by, when it goes through a
 	// symbolic link: exec refuses commands that could repoint the link
 	// (rules R8, R9). A real path is the binary's, which exec protects.
-	if started := sandbox.StartedAs(); started != "" && sandbox.RealPath(started) != started {
+	// Started by a bare name, the places on PATH before the one it was
+	// found at: exec refuses commands that could put a program there.
+	shadows := sandbox.Shadows()
+	if started := sandbox.StartedAs(); started != "" && (sandbox.RealPath(started) != started || len(shadows) > 0) {
 		words = append(words, "--started-as", started)
 		b.StartedAs = started
+		for _, s := range shadows {
+			words = append(words, "--shadow", s)
+		}
+		b.Shadows = shadows
 	}
 	if w.Shell != "" {
 		// exec decides the command as the runtime's shell tool, whose

@@ -7,11 +7,15 @@ package gatefiles
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"aimon.dev/gw/internal/exec/sandbox"
 )
@@ -194,10 +198,125 @@ func Codex(w Where) []File {
 	// Both: a command's environment is not the hook's to trust.
 	l.addVar(home, "CODEX_HOME", "", true)
 	l.add("Codex's system configuration and requirements", "/etc/codex", true)
-	if w.Project != "" {
-		l.add("Codex's project configuration (its config.toml, hooks.json and rules)", filepath.Join(w.Project, ".codex"), true)
+	for _, d := range w.codexLayers() {
+		l.add("Codex's project configuration (its config.toml, hooks.json and rules)", filepath.Join(d, ".codex"), true)
 	}
 	return l.files
+}
+
+// codexLayers are the directories whose .codex/ Codex loads for a project
+// it starts in: every one from the project root down to Project, the
+// root being the directory that holds one of project_root_markers
+// (default .git), walking up from where it starts. The outermost such
+// directory is taken, not the nearest: a command that removed the inner
+// marker would move Codex's root up to it. Without a marker, Project.
+func (w Where) codexLayers() []string {
+	if !filepath.IsAbs(w.Project) {
+		return nil
+	}
+	dirs := ancestors(filepath.Clean(w.Project))
+	markers := w.codexMarkers()
+	root := 0
+	for i, d := range dirs {
+		if slices.ContainsFunc(markers, func(m string) bool { return exists(filepath.Join(d, m)) }) {
+			root = i
+		}
+	}
+	out := dirs[:root+1]
+	slices.Reverse(out)
+	return out
+}
+
+// codexMarkers are the names that mark a project root for Codex: .git,
+// which it takes by default, and every name project_root_markers sets in
+// its system and user configuration (each home the hook or exec saw): a
+// marker more only widens what is protected.
+func (w Where) codexMarkers() []string {
+	markers := []string{".git"}
+	files := []string{"/etc/codex/config.toml"}
+	homes := w.paths("CODEX_HOME")
+	if w.Home != "" {
+		homes = append(homes, filepath.Join(w.Home, ".codex"))
+	}
+	for _, h := range homes {
+		files = append(files, filepath.Join(h, "config.toml"))
+	}
+	for _, f := range files {
+		var c struct {
+			Markers []string `toml:"project_root_markers"`
+		}
+		b, err := readSmall(f)
+		if err != nil || toml.Unmarshal(b, &c) != nil {
+			continue // Codex starts on neither, or with its default
+		}
+		for _, m := range c.Markers {
+			if m = filepath.Clean(m); m != "." && !filepath.IsAbs(m) && !strings.HasPrefix(m, "..") {
+				markers = append(markers, m)
+			}
+		}
+	}
+	return slices.Compact(markers)
+}
+
+// readSmall reads a configuration file of at most a mebibyte.
+func readSmall(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 1<<20))
+}
+
+// ancestors is dir and each directory above it, nearest first.
+func ancestors(dir string) []string {
+	out := []string{dir}
+	for d := dir; d != "/"; {
+		d = filepath.Dir(d)
+		out = append(out, d)
+	}
+	return out
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// gitRoots are the directories above or at dir that hold a .git, and for
+// a worktree's .git file the main repository's root: Claude Code keeps a
+// project's local settings at its canonical git root (any of them, were
+// an inner .git removed), beside its settings in the directory it starts
+// in.
+func gitRoots(dir string) []string {
+	var out []string
+	for _, d := range ancestors(dir) {
+		git := filepath.Join(d, ".git")
+		fi, err := os.Lstat(git)
+		if err != nil {
+			continue
+		}
+		out = append(out, d)
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		// "gitdir: MAIN/.git/worktrees/NAME"
+		b, err := readSmall(git)
+		if err != nil {
+			continue
+		}
+		to, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(d, to)
+		}
+		if main, _, ok := strings.Cut(filepath.Clean(to), "/.git/worktrees/"); ok && filepath.IsAbs(main) {
+			out = append(out, main)
+		}
+	}
+	return out
 }
 
 // GeminiCLI lists Gemini CLI's files: its user directory (~/.gemini, or
@@ -245,6 +364,11 @@ func ClaudeCode(w Where) []File {
 	if w.Project != "" {
 		l.add("Claude Code's project configuration (its settings, local settings, hooks, agents and skills)", filepath.Join(w.Project, ".claude"), true)
 		l.add("Claude Code's project MCP servers", filepath.Join(w.Project, ".mcp.json"), false)
+		if filepath.IsAbs(w.Project) {
+			for _, d := range gitRoots(filepath.Clean(w.Project)) {
+				l.add("Claude Code's local settings of the project's git repository", filepath.Join(d, ".claude"), true)
+			}
+		}
 	}
 	return l.files
 }

@@ -1,6 +1,7 @@
 package gatefiles
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -66,5 +67,46 @@ func TestR9EachRuntimesFiles(t *testing.T) {
 	}
 	if err := Protect("cursor", w); err == nil {
 		t.Error("Protect of an unknown runtime must fail")
+	}
+}
+
+// TestR9CodexLayersFromTheProjectRoot: Codex's project layers run from
+// the outermost directory holding a marker (.git, or one its user
+// configuration names) down to where it runs; a configuration that does
+// not parse, or markers that are absolute or climb out with .., change
+// nothing but are read without failing; with no marker, only the project;
+// Claude Code's git roots include a worktree's main repository.
+func TestR9CodexLayersFromTheProjectRoot(t *testing.T) {
+	root := t.TempDir()
+	home, proj := root+"/home", root+"/r/proj"
+	for _, d := range []string{home + "/.codex", proj + "/a/b", root + "/main/.git/worktrees/w"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layers := func() []string { return Where{Home: home, Project: proj + "/a/b"}.codexLayers() }
+	if got := layers(); !slices.Equal(got, []string{proj + "/a/b"}) {
+		t.Errorf("no marker: %v", got)
+	}
+	os.WriteFile(proj+"/.root", nil, 0o644)
+	os.WriteFile(root+"/r/.root", nil, 0o644)
+	for _, bad := range []string{"project_root_markers = [", `project_root_markers = ["/etc", "../..", ".", ""]`, `project_root_markers = 7`} {
+		os.WriteFile(home+"/.codex/config.toml", []byte(bad), 0o644)
+		if got := layers(); !slices.Equal(got, []string{proj + "/a/b"}) {
+			t.Errorf("with %q: %v", bad, got)
+		}
+	}
+	os.WriteFile(home+"/.codex/config.toml", []byte(`project_root_markers = [".root"]`), 0o644)
+	if got := layers(); !slices.Equal(got, []string{root + "/r", proj, proj + "/a", proj + "/a/b"}) {
+		t.Errorf("by the configured marker, from the outermost: %v", got)
+	}
+	os.Remove(home + "/.codex/config.toml")
+	os.Mkdir(proj+"/a/.git", 0o755)
+	if got := layers(); !slices.Equal(got, []string{proj + "/a", proj + "/a/b"}) {
+		t.Errorf("by .git: %v", got)
+	}
+	os.WriteFile(proj+"/.git", []byte("gitdir: "+root+"/main/.git/worktrees/w\n"), 0o644)
+	if got := gitRoots(proj + "/a/b"); !slices.Equal(got, []string{proj + "/a", proj, root + "/main"}) {
+		t.Errorf("git roots: %v", got)
 	}
 }

@@ -26,6 +26,8 @@ func protectGateway(opts Options) {
 	}
 	// And the path the runtime started it by, links and all (rule R9).
 	sandbox.Protect(sandbox.WhatStartedAs, sandbox.StartedAs())
+	// And, started by a bare name, where PATH would find another first.
+	sandbox.ProtectShadows(sandbox.StartedAs(), sandbox.Shadows()...)
 	if l, ok := opts.Decisions.(interface{ Path() string }); ok {
 		sandbox.Protect(sandbox.WhatLog, l.Path())
 	}

@@ -72,6 +72,10 @@ type Binding struct {
 	// hook did, whatever its own environment says (rule R9).
 	RuntimeEnv []string
 	StartedAs  string
+	// Shadows are where a program would be found on PATH before the
+	// gateway the runtime starts by a bare name (sandbox.Shadows): exec
+	// runs no command that could put one there (rules R8, R9).
+	Shadows []string
 	// Timeout is the command's bound in milliseconds, as its call asked
 	// (0: Bash's default): exec stops it there (rule R8).
 	Timeout int
@@ -130,7 +134,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), strconv.Itoa(len(b.Labels))}, b.Labels, b.RuntimeEnv)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
