@@ -233,6 +233,9 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		// What the sandbox's proxy refuses goes to the command's stderr.
 		d.Sandbox.Log = slog.New(slog.NewTextHandler(r.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if cmd, err = sandbox.Command(d.Sandbox, r.Workdir, argv, nil, nil); err != nil {
+			if withheld := (sandbox.Withheld{}); errors.As(err, &withheld) {
+				return notRun("the command was not run: %v", err)
+			}
 			return notRun("the command was not run: its sandbox cannot be made: %v", err)
 		}
 		defer sandbox.Release(cmd)

@@ -265,6 +265,21 @@ func TestR9TheGatewaysBareNameIsNotShadowed(t *testing.T) {
 			if _, ans := bareHook(t, u, bin, policy, proj, env, "echo next"); ans.Out.Decision != "allow" || ans.Out.Reason == "fake" {
 				t.Errorf("the next hook by the bare name: %s %q", ans.Out.Decision, ans.Out.Reason)
 			}
+			// serve, started by the bare name too (an MCP client's
+			// "command": "aimon-gw"), refuses its own command alike.
+			args := []string{"aimon-gw", "serve", "--policy", policy, "--workdir", proj, "--cache", "off"}
+			s := &exec.Cmd{Path: bin, Args: args}
+			if len(u.prefix) > 0 {
+				s = &exec.Cmd{Path: u.prefix[0], Args: append(append([]string{}, u.prefix...), args...)}
+			}
+			s.Dir, s.Env, s.Stdin = proj, env, strings.NewReader(bashLine("plant", planted)+"\n")
+			reply, err := s.Output()
+			if err != nil || !strings.Contains(string(reply), `"is_error":true`) || !strings.Contains(string(reply), "bare name aimon-gw") || strings.Contains(string(reply), "bubblewrap") {
+				t.Errorf("serve started by the bare name, on the planting command: %v %s", err, reply)
+			}
+			if _, err := os.Lstat(fake); err == nil {
+				t.Errorf("a command of serve planted %s", fake)
+			}
 		}
 	})
 }

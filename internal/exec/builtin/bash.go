@@ -203,6 +203,10 @@ func (Bash) Run(ctx context.Context, env *tools.Env, in tools.Input) tools.Resul
 
 // noSandbox is the refusal of a command whose sandbox cannot be made.
 func noSandbox(env *tools.Env, err error) tools.Result {
+	if withheld := (sandbox.Withheld{}); errors.As(err, &withheld) {
+		env.Logger().Warn("Bash refused: its sandbox would let the command switch the gate off", "cause", err)
+		return tools.Failure(err, "The command was not run: %v.", err)
+	}
 	env.Logger().Warn("Bash refused: no usable sandbox", "cause", err)
 	return tools.Failure(err, "Bash runs commands in a bubblewrap sandbox, and none can be made here (%v). The operator must install it (apt-get install bubblewrap) and allow user namespaces, or set sandbox: mode: \"off\" on the Bash tool in the policy. The command was not run.", err)
 }

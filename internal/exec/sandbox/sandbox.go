@@ -58,6 +58,14 @@ func bwrap() (string, error) {
 	return bwrapCheck.path, bwrapCheck.err
 }
 
+// Withheld is a sandbox the gateway would not make, though it could: a
+// command in it could switch the gate off or read what it withholds
+// (rules R8, R9). Its sentence says what the operator should change.
+type Withheld struct{ Err error }
+
+func (r Withheld) Error() string { return r.Err.Error() }
+func (r Withheld) Unwrap() error { return r.Err }
+
 type bwrapError struct {
 	err error
 	out string
@@ -283,10 +291,10 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		return writes && !slices.ContainsFunc(ro, func(r string) bool { return within(d, r) })
 	}
 	if err := makeGateDirs(writes); err != nil {
-		return nil, err
+		return nil, Withheld{err}
 	}
 	if err := shadowable(writes); err != nil {
-		return nil, err
+		return nil, Withheld{err}
 	}
 	protected := Protected()
 	// A runtime's settings directory anywhere below where the command may
@@ -329,7 +337,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 		writes := all && !within(d, "/tmp") || slices.ContainsFunc(writable, func(w string) bool { return within(d, w) })
 		return writes && !slices.ContainsFunc(slices.Concat(readOnly, guarded), func(r string) bool { return within(d, r) })
 	}); err != nil {
-		return nil, err
+		return nil, Withheld{err}
 	}
 	// Parents before children, so a deeper bind is not covered.
 	for _, p := range slices.Sorted(maps.Keys(binds)) {
