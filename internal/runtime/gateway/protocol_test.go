@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -302,6 +303,40 @@ func FuzzR1AppendResultIsMarshal(f *testing.F) {
 		r := result{Type: "tool_result", ToolUseID: id, Content: content, IsError: isErr}
 		if got, want := appendResult([]byte("prefix"), r), append([]byte("prefix"), marshal(r)...); !bytes.Equal(got, want) {
 			t.Fatalf("appendResult %q, marshal %q", got, want)
+		}
+	})
+}
+
+// FuzzR1AppendAnthropicToolsIsMarshal: the anthropic tool list serve
+// writes without encoding/json is the bytes marshal writes of its reply,
+// whatever the names, descriptions and schemas hold, a schema shared by
+// tools included; a schema that is no JSON is left to marshal.
+func FuzzR1AppendAnthropicToolsIsMarshal(f *testing.F) {
+	for _, s := range []string{"m1m1", "", "a\"b\\c", "line\nnext\t<&>", "é\u2028\u2029", "\x00\x7f\x1f", "\xff\xfe"} {
+		f.Add(s, "desc "+s, `{"type":"object","properties":{"message":{"type":"string"}}}`, 3)
+		f.Add("Echo", s, "{\n  \"type\": \"object\",\n  \"description\": \"<&> \\u003c \\u2028\"\n}", 2)
+	}
+	for _, bad := range []string{"", "{", `{"a":}`, "null", "[1, 2 ]"} {
+		f.Add("T", "d", bad, 1)
+	}
+	f.Fuzz(func(t *testing.T, name, desc, schema string, n int) {
+		shared := json.RawMessage(schema)
+		defs := []ToolDef{{Name: name, Description: desc}} // a tool without a schema
+		for i := range 1 + (n&0xff)%4 {
+			defs = append(defs, ToolDef{Name: name + strconv.Itoa(i), Description: desc, InputSchema: shared})
+		}
+		defs = append(defs, ToolDef{Name: "own", Description: desc, InputSchema: json.RawMessage(schema)})
+		reply := toolsReply{Type: "tools", Format: "anthropic", Tools: []any{}}
+		for _, d := range defs {
+			reply.Tools = append(reply.Tools, anthropicTool{d.Name, d.Description, d.InputSchema})
+		}
+		want := marshal(reply)
+		got, ok := appendAnthropicTools(nil, defs)
+		if ok != json.Valid(shared) {
+			t.Fatalf("appendAnthropicTools of the schema %q: %v; want %v", schema, ok, !ok)
+		}
+		if ok && !bytes.Equal(got, want) {
+			t.Fatalf("appendAnthropicTools %q, marshal %q", got, want)
 		}
 	})
 }
