@@ -431,8 +431,8 @@ type Surface struct {
 	// Entries is the allow list as written, and EntryPos the position of each.
 	Entries  []string
 	EntryPos []Position
-	// ListPos is where allowed-tools is written (an empty list has no
-	// entry to point at).
+	// ListPos is where an empty allowed-tools is written, which has no
+	// entry to point at; zero when it has entries.
 	ListPos Position
 	// Denied and Asked are the denied-tools and ask-tools entries as
 	// written, with their positions (rule P14), from every source.
