@@ -65,6 +65,16 @@ type ExecJudge struct {
 
 	mu      sync.Mutex
 	refused []string
+	await   func()
+}
+
+// Await makes Refusals wait first for f, which returns once every
+// program the command started has been judged (package sandbox: its
+// tracer, once the sandbox has ended).
+func (j *ExecJudge) Await(f func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.await = f
 }
 
 // Note records the refusal of a program, for the call's result.
@@ -74,8 +84,15 @@ func (j *ExecJudge) Note(reason string) {
 	j.refused = append(j.refused, reason)
 }
 
-// Refusals are the sentences of the programs refused so far.
+// Refusals are the sentences of the programs refused so far: of all the
+// command started, once it has ended.
 func (j *ExecJudge) Refusals() []string {
+	j.mu.Lock()
+	f := j.await
+	j.mu.Unlock()
+	if f != nil {
+		f()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return append([]string(nil), j.refused...)

@@ -1,12 +1,11 @@
-// Command aimon-gw-sandbox is the gateway's sandbox program: the tracer
-// that watches a sandbox's programs (package trace) and the first process
-// inside each sandbox (package launch), both run from those packages'
-// inits; asked with trace.SourcesArg, it says what it was built from.
+// Command aimon-gw-sandbox is the gateway's sandbox program: the first
+// process inside each sandbox (package launch), run from that package's
+// init; asked with trace.SourcesArg, it says what it was built from.
 // The gateway starts it in place of its own binary when it lies
 // beside it, installed by the same user or root (package sandbox): a
 // binary this small starts in a tenth of the time the gateway's does, and
-// every sandboxed command starts it twice (issue 41). It has nothing to do
-// on its own.
+// every sandboxed command starts it (issue 41). It has nothing to do on
+// its own.
 package main
 
 import (

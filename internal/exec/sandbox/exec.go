@@ -1,12 +1,13 @@
 package sandbox
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"aimon.dev/gw/internal/exec/sandbox/trace"
@@ -22,56 +22,157 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// traceArgs is how many arguments the tracer takes before the command's:
-// the binary, trace.Arg, FD, JOIN, GROUP, PATH and "--".
-const traceArgs = 7
+// A traced sandbox is followed by a thread of the gateway's (package
+// trace), which attaches to bwrap's PID 1 before it starts anything:
+// bwrap says its PID 1 on its --info-fd once it has made it, and that
+// waits on its --block-fd until the tracer has attached and writes there.
+// No tracer process is started (issue 41: it was a Go program's start in
+// every sandboxed command).
+type traced struct {
+	ready chan struct{} // closed once tr or err is set
+	tr    *trace.Tracee
+	err   error
+	infoW *os.File // bwrap's end of its --info-fd, which cmd holds too
+}
 
-// withTrace makes cmd start under the tracer (package trace), which asks
-// j about each program the command starts (rule P16). decided are the
-// execs after cmd's own that start the command: already decided. The
-// tracer starts cmd in g, when not nil (tracedPids); Release closes what
-// withTrace opened, Finish removes g. The tracer is the launcher's binary,
-// on its descriptor launcherFD in cmd: the file chosen and checked once
-// (program.go), not a path looked up again.
-func withTrace(cmd *exec.Cmd, j *tools.ExecJudge, decided []string, launcher string, g *pidsGroup, launcherFD int) error {
-	exe := cmd.ExtraFiles[launcherFD-3].Name()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// tracing are the traced sandboxes by their commands, until Finish.
+var tracing sync.Map // *exec.Cmd → *traced
+
+// withTrace makes the sandbox of cmd, bwrap with the arguments a, traced
+// from its PID 1, each program it starts asked of j (rule P16); decided
+// are the execs that start the command, decided already: the launcher's
+// and the command's own. It returns bwrap's arguments; the tracer
+// attaches once cmd has started.
+func withTrace(cmd *exec.Cmd, a []string, j *tools.ExecJudge, decided []string, launcher string) ([]string, error) {
+	info, infoW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ours, theirs := os.NewFile(uintptr(pair[0]), "trace-control"), os.NewFile(uintptr(pair[1]), "trace-control")
+	blockR, release, err := os.Pipe()
+	if err != nil {
+		info.Close()
+		infoW.Close()
+		return nil, err
+	}
+	n := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, infoW, blockR)
+	i := slices.Index(a, "--")
+	a = slices.Concat(a[:i], []string{"--info-fd", strconv.Itoa(n), "--block-fd", strconv.Itoa(n + 1)}, a[i:])
 	spec := trace.Spec{Decided: decided, Launcher: launcher, Programs: programs(j.Names), Entries: len(j.Names) > 0}
 	if spec.Entries {
 		spec.Loaders = loaders(spec.Programs)
 		spec.Interpreters, spec.Families = interpreters(spec.Programs)
 	}
-	b, _ := json.Marshal(spec)
-	if _, err := ours.Write(append(b, '\n')); err != nil {
-		ours.Close()
-		theirs.Close()
-		return err
+	t := &traced{ready: make(chan struct{}), infoW: infoW}
+	tracing.Store(cmd, t)
+	j.Await(func() { t.settle(false) })
+	go t.follow(info, release, spec, j)
+	return a, nil
+}
+
+// follow attaches the tracer to the PID 1 bwrap says on info, once cmd
+// has started; release is its --block-fd. Where bwrap says none (it was
+// not started, or failed), nothing of the sandbox runs, and release is
+// not written; the launcher refuses to run where it is not traced
+// (package launch), whatever wakes bwrap.
+func (t *traced) follow(info, release *os.File, spec trace.Spec, j *tools.ExecJudge) {
+	defer close(t.ready)
+	defer release.Close()
+	pid, err := childPid(info)
+	info.Close()
+	if err != nil {
+		t.err = err
+		return
 	}
-	fd := 3 + len(cmd.ExtraFiles)
-	cmd.ExtraFiles = append(cmd.ExtraFiles, theirs)
-	// After the control socket: the tracer passes its child the
-	// descriptors below that one only.
-	join, group := "-", "-"
-	if g != nil {
-		join, group = strconv.Itoa(fd+1), groupTag+g.dir
-		cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
+	// The sandbox's standard error, bwrap's, where a refusal is said as
+	// the tracer process said it: a descriptor of PID 1's own (its
+	// tracer may take one).
+	var stderr *os.File
+	if pfd, err := unix.PidfdOpen(pid, 0); err == nil {
+		if fd, err := unix.PidfdGetfd(pfd, 2, 0); err == nil {
+			stderr = os.NewFile(uintptr(fd), "sandbox-stderr")
+		}
+		unix.Close(pfd)
 	}
-	cmd.Args = slices.Concat([]string{exe, trace.Arg, strconv.Itoa(fd), join, group, cmd.Path, "--"}, cmd.Args)
-	// The child's own descriptor, in place before its execve opens it.
-	cmd.Path = "/proc/self/fd/" + strconv.Itoa(launcherFD)
-	// The tracer is the command's parent instead of the gateway, so bwrap's
-	// --die-with-parent no longer ends it with the gateway: the tracer ends
-	// with it (its death kills every traced process, PTRACE_O_EXITKILL).
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	t.tr, t.err = trace.Follow(pid, spec, release, answerer(j), stderr)
+}
+
+// childPid is the PID of bwrap's PID 1, from the JSON object bwrap
+// writes on its --info-fd ({"child-pid": N, ...}): read as one value, not
+// to the end, since the caller may hold bwrap's end until it is done.
+func childPid(info *os.File) (int, error) {
+	var v struct {
+		Pid int `json:"child-pid"`
 	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	go serveTrace(ours, j)
-	return nil
+	err := json.NewDecoder(io.LimitReader(info, 64<<10)).Decode(&v)
+	switch {
+	case errors.Is(err, io.EOF):
+		return 0, errors.New("bwrap did not start the sandbox")
+	case err != nil:
+		return 0, fmt.Errorf("bwrap's information on the sandbox does not read: %w", err)
+	case v.Pid <= 0:
+		return 0, errors.New("bwrap's information on the sandbox does not say its PID 1")
+	}
+	return v.Pid, nil
+}
+
+// settle waits until every program of the sandbox has been judged: the
+// tracer attached, or could not, and nothing the command started is
+// left; kill, once bwrap has exited, kills what is. Bounded: a command
+// whose processes do not end within a few seconds of bwrap's is told.
+func (t *traced) settle(kill bool) {
+	// bwrap has exited, or was not started: where it said nothing, the
+	// tracer's read of its --info-fd ends with the gateway's own end.
+	t.infoW.Close()
+	timer := time.NewTimer(settleWait)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+	case <-timer.C:
+		slog.Warn("a sandbox's tracer did not attach in time; its bwrap may still be starting", "wait", settleWait)
+		return
+	}
+	if t.tr != nil && !t.tr.Settle(kill, settleWait) {
+		slog.Warn("a sandboxed command's processes did not end in time after its sandbox's bwrap", "wait", settleWait)
+	}
+}
+
+// settleWait bounds each wait of settle.
+const settleWait = 5 * time.Second
+
+// finishTrace settles the tracing of cmd, once it has exited or was not
+// started: what is left of the command is killed.
+func finishTrace(cmd *exec.Cmd) {
+	v, ok := tracing.LoadAndDelete(cmd)
+	if !ok {
+		return
+	}
+	v.(*traced).settle(true)
+}
+
+// answerer answers the tracer's questions by j: "" for a program that may
+// run, else why not, told to j first and recorded (rule R10).
+func answerer(j *tools.ExecJudge) func(trace.Request) string {
+	return func(r trace.Request) string {
+		why := r.Refused
+		if why == "" {
+			why = judge(j, r.Words)
+		}
+		if why == "" {
+			return ""
+		}
+		if len(r.Argv) > 0 && len(r.Words) > 0 && r.Argv[0] != r.Words[0] && r.Argv[0] != r.Exe {
+			// A link, a copy or a loader: say what it really was.
+			why += fmt.Sprintf(" It was started as %s, the file %s.", r.Argv[0], r.Exe)
+		}
+		j.Note(why)
+		// Recorded before the tracer is answered: the refusal is in the
+		// decision log before the program is killed (rule R10).
+		if j.Refused != nil {
+			j.Refused(r.Words, r.Exe, r.Argv, why)
+		}
+		return singleLine(why)
+	}
 }
 
 // programs are the files names resolve to on PATH, by what they are.
@@ -237,41 +338,6 @@ var (
 	digests     sync.Map // programKey → hex SHA-256
 	digestCount atomic.Int64
 )
-
-// serveTrace answers the tracer's questions until the command ends.
-func serveTrace(c *os.File, j *tools.ExecJudge) {
-	defer c.Close()
-	in := bufio.NewReader(c)
-	for {
-		line, err := in.ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		var r trace.Request
-		why := "its request could not be read"
-		if json.Unmarshal(line, &r) == nil {
-			why = r.Refused
-			if why == "" {
-				why = judge(j, r.Words)
-			}
-		}
-		if why != "" {
-			if len(r.Argv) > 0 && len(r.Words) > 0 && r.Argv[0] != r.Words[0] && r.Argv[0] != r.Exe {
-				// A link, a copy or a loader: say what it really was.
-				why += fmt.Sprintf(" It was started as %s, the file %s.", r.Argv[0], r.Exe)
-			}
-			j.Note(why)
-			// Recorded before the tracer is answered: the refusal is in
-			// the decision log before the program is killed (rule R10).
-			if j.Refused != nil {
-				j.Refused(r.Words, r.Exe, r.Argv, why)
-			}
-		}
-		if _, err := c.Write(append([]byte(singleLine(why)), '\n')); err != nil {
-			return
-		}
-	}
-}
 
 // judge is why words may not run: "" when they may.
 func judge(j *tools.ExecJudge, words []string) string {

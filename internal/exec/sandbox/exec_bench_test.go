@@ -63,11 +63,11 @@ func BenchmarkP16ThousandProcesses(b *testing.B) {
 // BenchmarkP16SandboxedTrue: a sandboxed true as a call runs it (judged,
 // in its pids group) against bwrap alone with the same mounts and filter
 // (issue 41's goal: at most 1.2), with what each part adds beside it, in
-// one loop: started by the sandbox program beside the gateway (the
-// tracer and the launcher), started by the gateway's own binary where
-// there is none (the fallback, as before: the 62 MB aimon-gw), and by the
-// sandbox program the launcher alone (no judgement, no pids group), and
-// judged without the pids group (the tracer's start and its stops).
+// one loop: launched by the sandbox program beside the gateway, by the
+// gateway's own binary where there is none (the fallback, as before: the
+// 62 MB aimon-gw), by the sandbox program with no judgement and no pids
+// group (the launcher alone), and judged without the pids group (the
+// gateway's tracing thread and its stops).
 func BenchmarkP16SandboxedTrue(b *testing.B) {
 	if err := Available(); err != nil {
 		b.Skip(err)

@@ -161,12 +161,11 @@ func specArgs(spec launch.Spec) []string {
 
 // withLaunch makes a, bwrap's arguments running argv, start the launcher
 // on its descriptor, with the network of listed hosts when network; it
-// returns the arguments, the launcher's base name and its descriptor in
-// cmd, which the tracer is started from too (withTrace).
-func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, int, error) {
+// returns the arguments and the launcher's base name.
+func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, error) {
 	f, name, err := launcherFile()
 	if err != nil {
-		return nil, "", 0, err
+		return nil, "", err
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
@@ -176,5 +175,5 @@ func withLaunch(cmd *exec.Cmd, a []string, network bool) ([]string, string, int,
 		opts = append(opts, "--sync-fd", strconv.Itoa(syncFD))
 		run = append(run, launch.NetArg)
 	}
-	return slices.Concat(opts, run, a[i:]), name, fd, nil
+	return slices.Concat(opts, run, a[i:]), name, nil
 }

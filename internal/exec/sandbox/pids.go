@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"aimon.dev/gw/internal/exec/sandbox/launch"
-	"aimon.dev/gw/internal/exec/sandbox/trace"
 )
 
 // A sandbox's processes are bounded by a pids cgroup of its own when the
@@ -25,11 +25,12 @@ import (
 // real user is root to RLIMIT_NPROC, so as root prlimit --nproc bounds
 // nothing. The group is made under the gateway's own pids cgroup (cgroup
 // v1's pids hierarchy, or v2's with pids enabled below it), or under the
-// one PidsCgroupEnv names, and its pids.max set. bwrap joins it before it
-// forks anything: the command is /bin/sh, given the group's join file
-// open on a descriptor; it writes 0 there (the writer moves itself, with
-// the opener's credentials checked), closes it and executes bwrap. If the
-// write fails, nothing runs. Finish removes the group when the call ends.
+// one PidsCgroupEnv names, and its pids.max set. The command is in it
+// from its first instruction: given the group's join file open on a
+// descriptor, a process writes 0 there (the writer moves itself, with the
+// opener's credentials checked) and closes it before it runs anything
+// else. If the write fails, nothing runs. Finish removes the group when
+// the call ends.
 //
 // The join file is v1's tasks where there is one, else cgroup.procs. A
 // write to cgroup.procs moves a whole thread group, which takes the
@@ -38,12 +39,15 @@ import (
 // just before (10 to 20 ms here, v1 and v2 alike, most of a sandboxed
 // call's start). A write of 0 to tasks moves only the writing thread,
 // which cannot exit or exec under the kernel's hands, so the kernel skips
-// that lock (Linux 5.13's "cgroup: optimize single thread migration");
-// the writer is the single-threaded sh or the tracer's one thread that
-// starts bwrap (package trace), so that thread is the whole of what
-// starts the sandbox, and everything it forks is born in the group. In
-// v2 the tracer clones bwrap into the group instead (tracedPids), which
-// moves nothing.
+// that lock (Linux 5.13's "cgroup: optimize single thread migration").
+// Where there is tasks, the writer is the sandbox's launcher (package
+// launch), on the thread that executes the command, before it executes
+// anything: only the command is in the group, not bwrap and its PID 1,
+// whose end (the PID namespace's, its mounts') the group's removal does
+// not wait for. The launcher's other threads, made before, stay out, and
+// its exec ends them (de_thread). Where there is not, the command of cmd
+// is /bin/sh, which joins and executes bwrap: the group holds bwrap and
+// its PID 1 too, two more than the bound.
 // Every sandbox binds /sys and the hierarchy read-only, so that no command
 // moves itself out or raises pids.max, root or not.
 
@@ -284,49 +288,39 @@ func joinScript(fd int) string {
 // groupTag marks the argument of the joining sh that names its group.
 const groupTag = "aimon-gw-pids:"
 
-// withPids makes cmd, bwrap, join a new pids group of the parent's first.
-func withPids(cmd *exec.Cmd, h pidsHome) error {
-	g, err := newPidsGroup(h.dir, maxProcesses())
-	if err != nil {
-		return err
-	}
-	joinBySh(cmd, g)
-	return nil
-}
+// JoinEnv names the variable that gives the launcher the descriptor of
+// its pids group's tasks file, to join (package launch).
+const JoinEnv = launch.JoinEnv
 
-// tracedPids is a new pids group of the parent's for a traced sandbox
-// whose tracer joins it itself as it starts bwrap, with no sh: in cgroup
-// v1 its thread that starts bwrap writes to tasks, and is one task more
-// in the group, so the bound is one higher; in v2 it clones bwrap into
-// the group's directory (clone3's CLONE_INTO_CGROUP: no migration, so
-// not the global lock either), whose descriptor g.procs is then. nil when
-// neither can be done (a v1 group delegated without its tasks): sh joins.
-func tracedPids(h pidsHome) (*pidsGroup, error) {
+// withPids puts the sandbox of cmd, bwrap with the arguments a, in a new
+// pids group of the parent's: its launcher joins it where the group has
+// a tasks file, else /bin/sh does before it executes bwrap. It returns
+// bwrap's arguments.
+func withPids(cmd *exec.Cmd, h pidsHome, a []string) ([]string, error) {
 	g, err := newPidsGroup(h.dir, maxProcesses())
 	if err != nil {
 		return nil, err
 	}
-	_, v2 := os.Stat(filepath.Join(g.dir, "cgroup.controllers"))
-	switch {
-	case g.thread:
-		err = writeFile(filepath.Join(g.dir, "pids.max"), strconv.Itoa(maxProcesses()+1))
-	case v2 == nil:
-		var d *os.File
-		if d, err = os.Open(g.dir); err == nil {
+	if !g.thread {
+		// bwrap and its PID 1 are in the group too.
+		if err := writeFile(filepath.Join(g.dir, "pids.max"), strconv.Itoa(maxProcesses()+2)); err != nil {
 			g.procs.Close()
-			g.procs = d
+			removeGroup(g.dir)
+			return nil, fmt.Errorf("the pids cgroup %s cannot be bounded: %w", g.dir, err)
 		}
-	default:
-		g.procs.Close()
-		return nil, removeGroup(g.dir)
+		joinBySh(cmd, g)
+		return a, nil
 	}
-	if err != nil {
-		g.procs.Close()
-		removeGroup(g.dir)
-		return nil, fmt.Errorf("the pids cgroup %s cannot be made ready for the command's tracer to join: %w", g.dir, err)
-	}
-	return g, nil
+	fd := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, g.procs)
+	groups.Store(cmd, g.dir)
+	i := slices.Index(a, "--")
+	return slices.Concat(a[:i], []string{"--setenv", JoinEnv, strconv.Itoa(fd)}, a[i:]), nil
 }
+
+// groups are the pids groups that sandboxes' launchers join, by their
+// commands, until Finish.
+var groups sync.Map // *exec.Cmd → directory
 
 // joinBySh makes cmd, bwrap, start through /bin/sh, which joins g first.
 func joinBySh(cmd *exec.Cmd, g *pidsGroup) {
@@ -367,7 +361,9 @@ func sweep(parent string) {
 // Finish ends what is left of a sandbox cmd ran in and removes its pids
 // group, once cmd has exited; nothing when it had none.
 func Finish(cmd *exec.Cmd) {
+	finishTrace(cmd)
 	dir := groupOf(cmd)
+	groups.Delete(cmd)
 	if dir == "" {
 		return
 	}
@@ -376,22 +372,16 @@ func Finish(cmd *exec.Cmd) {
 	}
 }
 
-// groupOf is the pids group cmd joins, named in the tracer's arguments
-// or the joining sh's; "" when it joins none.
+// groupOf is the pids group cmd joins, its launcher or the joining sh
+// (named in its arguments); "" when it joins none.
 func groupOf(cmd *exec.Cmd) string {
-	args := cmd.Args
-	if len(args) > traceArgs && args[1] == trace.Arg && args[traceArgs-1] == "--" {
-		if dir, ok := strings.CutPrefix(args[4], groupTag); ok {
-			return dir // the tracer joins it
-		}
-		args = args[traceArgs:] // its child is the sh, if any
-	} else if cmd.Path != "/bin/sh" {
+	if dir, ok := groups.Load(cmd); ok {
+		return dir.(string)
+	}
+	if cmd.Path != "/bin/sh" || len(cmd.Args) < 4 || !strings.HasPrefix(cmd.Args[3], groupTag) {
 		return ""
 	}
-	if len(args) < 4 || !strings.HasPrefix(args[3], groupTag) {
-		return ""
-	}
-	return strings.TrimPrefix(args[3], groupTag)
+	return strings.TrimPrefix(cmd.Args[3], groupTag)
 }
 
 // removeGroup removes a pids group, killing what is still in it: after

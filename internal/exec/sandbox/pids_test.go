@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +47,7 @@ func allowAll() *tools.ExecJudge {
 // TestR8PidsCgroupBoundsACommand: a command that starts more processes
 // than the bound gets fork failures, cannot move itself out of its group
 // or raise its bound even with everything writable, and the group is gone
-// once the call is finished; joined by sh, and by the tracer itself where
-// the command's programs are judged.
+// once the call is finished; judged or not.
 func TestR8PidsCgroupBoundsACommand(t *testing.T) {
 	need(t)
 	h := needPids(t)
@@ -66,10 +66,11 @@ func boundsACommand(t *testing.T, h pidsHome, sb *tools.Sandbox) {
 		{note: "moving out of the group", script: `echo $$ > ` + h.mount + `/cgroup.procs`, fail: true},
 		{note: "raising the bound", script: `for f in ` + h.dir + `/aimon-gw-*/pids.max; do echo max > $f || exit 1; done`, fail: true},
 		{note: "within the bound", script: `sleep 0 & sleep 0 & wait; echo ok`, want: "ok"},
-		// bwrap, its PID 1 and sh are three of the eight: whoever joins
-		// the group, the command has the same five more.
-		{note: "up to the bound", script: `for i in 1 2 3 4 5; do sleep 0.2 & done; wait; echo ok`, want: "ok"},
-		{note: "one past the bound", script: `for i in 1 2 3 4 5 6; do sleep 0.2 & done; wait; echo all started`, want: "Cannot fork", fail: true},
+		// sh is one of the eight: whoever joins the group (the launcher,
+		// or sh before bwrap, for which the bound is two higher), the
+		// command has the same seven more.
+		{note: "up to the bound", script: `for i in 1 2 3 4 5 6 7; do sleep 0.2 & done; wait; echo ok`, want: "ok"},
+		{note: "one past the bound", script: `for i in 1 2 3 4 5 6 7 8; do sleep 0.2 & done; wait; echo all started`, want: "Cannot fork", fail: true},
 	}
 	for _, tt := range tests {
 		cmd, err := Command(sb, "", []string{"sh", "-c", tt.script}, []string{"PATH=/usr/bin:/bin"}, nil)
@@ -92,13 +93,24 @@ func boundsACommand(t *testing.T, h pidsHome, sb *tools.Sandbox) {
 	}
 }
 
-// TestR8PidsGroupIsJoinedBeforeTheProgramRuns: the program is in its group
-// from its first instruction; a group that cannot be joined runs nothing;
-// Finish kills what is left in a group and removes it.
+// shPids makes cmd join a new pids group of h's through /bin/sh, as a
+// group with no tasks file is joined.
+func shPids(cmd *exec.Cmd, h pidsHome) error {
+	g, err := newPidsGroup(h.dir, maxProcesses())
+	if err == nil {
+		joinBySh(cmd, g)
+	}
+	return err
+}
+
+// TestR8PidsGroupIsJoinedBeforeTheProgramRuns: joined through sh (a
+// group without a tasks file), the program is in its group from its
+// first instruction; a group that cannot be joined runs nothing; Finish
+// kills what is left in a group and removes it.
 func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
 	h := needPids(t)
 	cmd := exec.Command("/bin/cat", "/proc/self/cgroup")
-	if err := withPids(cmd, h); err != nil {
+	if err := shPids(cmd, h); err != nil {
 		t.Fatal(err)
 	}
 	group := strings.TrimPrefix(cmd.Args[3], groupTag)
@@ -111,7 +123,7 @@ func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
 
 	ran := filepath.Join(t.TempDir(), "ran")
 	cmd = exec.Command("/usr/bin/touch", ran)
-	if err := withPids(cmd, h); err != nil {
+	if err := shPids(cmd, h); err != nil {
 		t.Fatal(err)
 	}
 	removeGroup(strings.TrimPrefix(cmd.Args[3], groupTag))
@@ -122,7 +134,7 @@ func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
 	}
 
 	cmd = exec.Command("/bin/sleep", "100")
-	if err := withPids(cmd, h); err != nil {
+	if err := shPids(cmd, h); err != nil {
 		t.Fatal(err)
 	}
 	group = strings.TrimPrefix(cmd.Args[3], groupTag)
@@ -146,23 +158,14 @@ func TestR8PidsGroupIsJoinedBeforeTheProgramRuns(t *testing.T) {
 	}
 }
 
-// TestR8TracerJoinsThePidsGroup: where a sandbox's programs are judged
-// and the group's tasks file moves one thread (cgroup v1), the tracer's
-// thread joins the group and starts bwrap itself, with no sh between; a
-// group that cannot be joined runs nothing, saying so; Finish kills what
-// is left in the group and removes it.
-func TestR8TracerJoinsThePidsGroup(t *testing.T) {
+// TestR8LauncherJoinsThePidsGroup: where the group has a tasks file
+// (cgroup v1), the sandbox's launcher joins it before the command runs,
+// with no sh before bwrap, traced or not: the command is in the group,
+// bwrap's PID 1 is not; a group that cannot be joined runs nothing,
+// saying so; Finish kills what is left in the group and removes it.
+func TestR8LauncherJoinsThePidsGroup(t *testing.T) {
 	need(t)
 	h := needPids(t)
-	dir := t.TempDir()
-	sb := &tools.Sandbox{Writable: []string{dir}, Exec: allowAll()}
-	bw, _ := bwrap()
-	cmd, err := Command(sb, dir, []string{"true"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	Release(cmd)
-	Finish(cmd)
 	g, err := newPidsGroup(h.dir, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -170,115 +173,64 @@ func TestR8TracerJoinsThePidsGroup(t *testing.T) {
 	g.procs.Close()
 	removeGroup(g.dir)
 	if !g.thread {
-		t.Skip("the group's join file moves a whole process here (cgroup v2): sh joins it")
+		t.Skip("the group has no tasks file here (cgroup v2): sh joins it")
 	}
-	if len(cmd.Args) <= traceArgs || cmd.Args[traceArgs] != bw || cmd.Args[traceArgs-2] != bw || groupOf(cmd) == "" {
-		t.Fatalf("the tracer does not join a group and start bwrap itself: %q", cmd.Args)
-	}
-
-	ran := filepath.Join(dir, "ran")
-	cmd, err = Command(sb, dir, []string{"touch", ran}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	removeGroup(groupOf(cmd))
-	out, err := cmd.CombinedOutput()
-	Release(cmd)
-	if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup") {
-		t.Errorf("a program whose group was gone ran, or the call does not say why (%v): %s", err, out)
-	}
-
-	cmd, err = Command(sb, dir, []string{"sh", "-c", "echo started; exec sleep 100"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group := groupOf(cmd)
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	Release(cmd)
-	line := make([]byte, 8)
-	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "started\n" {
-		t.Fatalf("the command did not start: %q %v", line, err)
-	}
-	Finish(cmd)
-	if err := cmd.Wait(); err == nil {
-		t.Errorf("the process left in the group was not killed")
-	}
-	if _, err := os.Stat(group); !os.IsNotExist(err) {
-		t.Errorf("the group %s is left (%v)", group, err)
-	}
-}
-
-// TestR8TracerClonesIntoAV2Group: given a cgroup v2 group's directory,
-// the tracer starts its child in the group (clone3's CLONE_INTO_CGROUP),
-// with no process moved into it; a group that is gone runs nothing,
-// saying so. The group here has no pids controller (this machine's is v1),
-// which the start does not need; the bound is TestR8PidsCgroupBoundsACommand's.
-func TestR8TracerClonesIntoAV2Group(t *testing.T) {
-	mounts, _ := cgroupMounts("/proc/self/mountinfo")
-	self, _ := os.ReadFile("/proc/self/cgroup")
-	own, parent := "", ""
-	for _, line := range strings.Split(string(self), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			own = rest
-		}
-	}
-	for _, m := range mounts {
-		if m.fs == "cgroup2" && own != "" && within(own, m.root) {
-			parent = filepath.Join(m.point, strings.TrimPrefix(own, m.root))
-		}
-	}
-	dir := filepath.Join(parent, fmt.Sprintf("aimon-gw-%d-test", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); parent == "" || err != nil {
-		if os.Getuid() != 0 {
-			t.Skipf("no cgroup v2 group can be made here (%q): %v", parent, err)
-		}
-		testneed.Missing(t, "a cgroup v2 group is needed as root and cannot be made here (%q): %v", parent, err)
-	}
-	defer removeGroup(dir)
-	start := func(argv ...string) ([]byte, error) {
-		d, err := os.Open(dir)
+	dir := t.TempDir()
+	for _, j := range []*tools.ExecJudge{nil, allowAll()} {
+		sb := &tools.Sandbox{Writable: []string{dir}, Exec: j}
+		cmd, err := Command(sb, dir, []string{"sh", "-c", `cat /proc/self/cgroup; echo tasks; cat "$0"/tasks`}, nil, nil)
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		if err := traceAlone(cmd, &pidsGroup{dir: dir, procs: d}); err != nil {
-			return nil, err
+		group := groupOf(cmd)
+		cmd.Args = append(cmd.Args, group) // $0
+		out, err := cmd.CombinedOutput()
+		Release(cmd)
+		Finish(cmd)
+		cgroup, tasks, _ := strings.Cut(string(out), "tasks\n")
+		if cmd.Path == "/bin/sh" || group == "" || err != nil || !strings.Contains(cgroup, ":/"+filepath.Base(group)+"\n") {
+			t.Fatalf("traced %v: the command is not in its group %q, joined by its launcher (%v, %s %q):\n%s", j != nil, group, err, cmd.Path, cmd.Args, out)
 		}
-		defer Release(cmd)
-		return cmd.CombinedOutput()
-	}
-	out, err := start("/bin/cat", "/proc/self/cgroup")
-	if want := "0::" + filepath.Join(own, filepath.Base(dir)) + "\n"; err != nil || !strings.Contains(string(out), want) {
-		t.Errorf("the program is not in %s (%v):\n%s", dir, err, out)
-	}
-	removeGroup(dir)
-	ran := filepath.Join(t.TempDir(), "ran")
-	os.Mkdir(dir, 0o755)
-	d, _ := os.Open(dir)
-	removeGroup(dir)
-	cmd := exec.Command("/usr/bin/touch", ran)
-	if err := traceAlone(cmd, &pidsGroup{dir: dir, procs: d}); err != nil {
-		t.Fatal(err)
-	}
-	out, err = cmd.CombinedOutput()
-	Release(cmd)
-	if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup") {
-		t.Errorf("a program whose group was gone ran, or the call does not say why (%v): %s", err, out)
-	}
-}
+		if ts := strings.Fields(tasks); len(ts) == 0 || slices.Contains(ts, "1") {
+			t.Errorf("traced %v: the group's tasks are %q: bwrap's PID 1 is in it, or the command is not", j != nil, ts)
+		}
 
-// traceAlone makes cmd, started outside any sandbox, start under the
-// tracer in g, which lets every program run.
-func traceAlone(cmd *exec.Cmd, g *pidsGroup) error {
-	f, _, err := launcherFile()
-	if err != nil {
-		return err
+		ran := filepath.Join(dir, "ran")
+		cmd, err = Command(sb, dir, []string{"touch", ran}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removeGroup(groupOf(cmd))
+		out, err = cmd.CombinedOutput()
+		Release(cmd)
+		Finish(cmd)
+		if _, serr := os.Stat(ran); err == nil || serr == nil || !strings.Contains(string(out), "pids cgroup could not be joined") {
+			t.Errorf("traced %v: a program whose group was gone ran, or the call does not say why (%v): %s", j != nil, err, out)
+		}
+
+		cmd, err = Command(sb, dir, []string{"sh", "-c", "echo started; exec sleep 100"}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		group = groupOf(cmd)
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		Release(cmd)
+		line := make([]byte, 8)
+		if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "started\n" {
+			t.Fatalf("traced %v: the command did not start: %q %v", j != nil, line, err)
+		}
+		removeGroup(group) // as Finish does where bwrap's end is not yet seen: kills the group
+		if err := cmd.Wait(); err == nil {
+			t.Errorf("traced %v: the process left in the group was not killed", j != nil)
+		}
+		Finish(cmd)
+		if _, err := os.Stat(group); !os.IsNotExist(err) {
+			t.Errorf("traced %v: the group %s is left (%v)", j != nil, group, err)
+		}
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-	return withTrace(cmd, allowAll(), nil, "", g, 2+len(cmd.ExtraFiles))
 }
 
 // TestR8NoPidsGroupWhereNoneCanBeMade: a directory that is not a pids
@@ -367,7 +319,8 @@ func TestR8FindPids(t *testing.T) {
 }
 
 // BenchmarkR8PidsGroup: one sandboxed true with its pids group (made,
-// joined through /bin/sh, removed) against the same without one, in one
+// joined by the launcher where it has a tasks file, else through /bin/sh,
+// removed) against the same without one, in one
 // loop; with/without is the ratio, added-ms what the group adds to a call.
 func BenchmarkR8PidsGroup(b *testing.B) {
 	if err := Available(); err != nil {

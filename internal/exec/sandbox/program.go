@@ -23,10 +23,10 @@ import (
 )
 
 // ProgramName is the file name of the gateway's sandbox program
-// (cmd/aimon-gw-sandbox): a binary of the tracer and the launcher alone,
+// (cmd/aimon-gw-sandbox): a binary of the launcher alone,
 // which starts in a tenth of the time the gateway's own binary takes
 // (the kernel maps and faults in 62 MB, Go runs some hundred package
-// inits), and every sandbox starts it twice (issue 41).
+// inits), and every sandbox starts it (issue 41).
 const ProgramName = "aimon-gw-sandbox"
 
 // Sibling is where the sandbox program of the gateway at exe is looked
@@ -39,7 +39,8 @@ func Sibling(exe string) string { return filepath.Join(filepath.Dir(exe), Progra
 // sandbox binds the one that exists read-only, and while the sandbox
 // program is absent no sandbox may create it (args binds its directory
 // read-only where the sandbox could write there): a program the agent
-// put there would be the next gateway's tracer, outside every sandbox.
+// put there would run as the next gateway's launcher, before every
+// sandbox's restrictions.
 func ProtectPrograms(exe string) {
 	if exe == "" || !filepath.IsAbs(exe) {
 		return
@@ -71,8 +72,8 @@ func absentPrograms() []string {
 	return out
 }
 
-// A launcher is the binary every sandbox of this process starts, twice:
-// as the tracer and as the launcher (packages trace and launch).
+// A launcher is the binary every sandbox of this process starts as its
+// first process (package launch).
 type launcher struct {
 	f    *os.File // held open; each sandbox gets a duplicate
 	name string   // its base name, as /proc/PID/exe shows it
@@ -87,7 +88,7 @@ var launchers struct {
 // cmd's ExtraFiles, and its base name: the trusted sandbox program beside
 // the gateway's binary, else that binary itself. The binary is chosen and
 // opened once per process (what is trusted is the file opened, not a
-// path opened again later); bwrap and the tracer execute it by the
+// path opened again later); bwrap executes it by the
 // descriptor, /proc/self/fd/N.
 func launcherFile() (*os.File, string, error) {
 	exe, err := Launcher()
@@ -139,8 +140,9 @@ func chooseLauncher(exe string) (*launcher, error) {
 // ancestor is too (or sticky, as /tmp: others may not rename or remove
 // what they do not own there); and built from the same gateway as this
 // binary. The gateway may run as root and the agent be hostile: a
-// program another user could replace would run as the tracer, outside
-// every sandbox, as the gateway's user. nil and "" when there is none;
+// program another user could replace would run as the launcher, with
+// the sandbox's capabilities and before its filter, Landlock and noexec
+// mounts, as the gateway's user. nil and "" when there is none;
 // nil and why it is not trusted otherwise. The checks are made on the
 // descriptor, which is what runs, and on directories nobody else can
 // change.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -258,18 +260,14 @@ func TestP16SmallLauncherOfAnotherBuild(t *testing.T) {
 }
 
 // TestP16SmallLauncherRunsTheSandbox: with the sandbox program beside the
-// gateway, a judged sandbox starts it as the tracer, by its descriptor,
-// and bwrap starts it as the launcher, and a denied program does not
-// run; with one that may not be trusted beside it, the gateway's own
-// binary does both, as before, and the denied program does not run.
+// gateway, bwrap starts it by its descriptor as the launcher of a judged
+// sandbox, the only process started for it but bwrap (the gateway's own
+// thread traces it), and a denied program does not run; with one that
+// may not be trusted beside it, the gateway's own binary is the launcher,
+// as before, and the denied program does not run.
 func TestP16SmallLauncherRunsTheSandbox(t *testing.T) {
 	need(t)
-	deny := &tools.ExecJudge{Names: []string{"touch"}, Decide: func(w []string) (string, bool) {
-		if w[0] == "touch" {
-			return "touch is denied by Bash(touch:*)", false
-		}
-		return "", false
-	}}
+	deny := denyTouch()
 	for _, c := range []struct {
 		note string
 		put  func(dir string)
@@ -289,8 +287,15 @@ func TestP16SmallLauncherRunsTheSandbox(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			Release(cmd)
 			Finish(cmd)
-			if cmd.Args[0] != c.want(exe) || !strings.HasPrefix(cmd.Path, "/proc/self/fd/") {
-				t.Errorf("the tracer is %s, started as %s; want %s by its descriptor", cmd.Args[0], cmd.Path, c.want(exe))
+			bw, _ := bwrap()
+			launcher := ""
+			if i := slices.Index(cmd.Args, "--"); i > 0 && i+1 < len(cmd.Args) {
+				if n, err := strconv.Atoi(strings.TrimPrefix(cmd.Args[i+1], "/proc/self/fd/")); err == nil && n >= 3 && n-3 < len(cmd.ExtraFiles) {
+					launcher = cmd.ExtraFiles[n-3].Name()
+				}
+			}
+			if cmd.Path != bw || launcher != c.want(exe) {
+				t.Errorf("the gateway starts %s %q, its launcher %q; want bwrap itself, its launcher %s by its descriptor", cmd.Path, cmd.Args, launcher, c.want(exe))
 			}
 			if _, serr := os.Stat(dir + "/made"); err == nil || serr == nil || !strings.Contains(string(out), "ran") || !strings.Contains(string(out), "Bash(touch:*)") {
 				t.Errorf("the denied touch ran, or the command did not (%v): %s", err, out)

@@ -84,11 +84,12 @@ func Available() error {
 // Command is the command that runs argv in dir inside sb: bwrap, with an
 // environment of its own that is empty, its options from a memfd, whose
 // first process, the launcher, makes what the command writes not
-// executable and loads the seccomp filter from descriptor 3. It joins a
-// pids cgroup first where one can be made (pids.go): the tracer joins it
-// itself where its programs are judged (exec.go) and the join file moves
-// one thread (cgroup v1), else /bin/sh does and executes bwrap. The
-// command's environment is drawn from env
+// executable and loads the seccomp filter from descriptor 3. The command
+// is in a pids cgroup of its own where one can be made (pids.go): the
+// launcher joins it where the join file moves one thread (cgroup v1),
+// else /bin/sh does and executes bwrap. Where its programs are judged, a
+// thread of the gateway's traces the sandbox from bwrap's PID 1 on
+// (exec.go). The command's environment is drawn from env
 // (os.Environ() when nil); keep names more variables to pass through as
 // they are (a plugin's handshake). Call Release once it has started.
 func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name string) bool) (*exec.Cmd, error) {
@@ -129,48 +130,35 @@ func Command(sb *tools.Sandbox, dir string, argv, env []string, keep func(name s
 			return nil, err
 		}
 	}
-	a, launcher, launcherFD, err := withLaunch(cmd, a, network)
+	a, launcher, err := withLaunch(cmd, a, network)
 	if err != nil {
 		Release(cmd)
 		return nil, err
 	}
-	if err := withArgsFile(cmd, a); err != nil {
+	fail := func(err error) (*exec.Cmd, error) {
 		Release(cmd)
+		finishTrace(cmd)
+		Finish(cmd) // the sh's group
 		return nil, err
 	}
-	var decided []string
-	var traced *pidsGroup // joined by the tracer itself: no sh
-	if h := pidsParent(); h.err == nil {
-		if sb.Exec != nil {
-			if traced, err = tracedPids(h); err != nil {
-				Release(cmd)
-				return nil, err
-			}
-		}
-		if traced == nil {
-			if err := withPids(cmd, h); err != nil {
-				Release(cmd)
-				return nil, err
-			}
-			decided = append(decided, filepath.Base(bw))
-		}
-	}
 	if sb.Exec != nil {
-		decided = append(decided, launcher)
-		// argv, and the program after its "--" (prlimit -- bash -c CMD).
-		decided = append(decided, filepath.Base(argv[0]))
+		// The launcher's exec, then argv's, and the program after its
+		// "--" (prlimit -- bash -c CMD), are the command's start.
+		decided := []string{launcher, filepath.Base(argv[0])}
 		if i := slices.Index(argv, "--"); i >= 0 && i+1 < len(argv) {
 			decided = append(decided, filepath.Base(argv[i+1]))
 		}
-		if err := withTrace(cmd, sb.Exec, decided, launcher, traced, launcherFD); err != nil {
-			if traced != nil {
-				traced.procs.Close()
-				removeGroup(traced.dir)
-			}
-			Release(cmd)
-			Finish(cmd) // the sh's group
-			return nil, err
+		if a, err = withTrace(cmd, a, sb.Exec, decided, launcher); err != nil {
+			return fail(err)
 		}
+	}
+	if h := pidsParent(); h.err == nil {
+		if a, err = withPids(cmd, h, a); err != nil {
+			return fail(err)
+		}
+	}
+	if err := withArgsFile(cmd, a); err != nil {
+		return fail(err)
 	}
 	return cmd, nil
 }
@@ -372,6 +360,7 @@ func args(sb *tools.Sandbox, dir string, argv, env []string, keep func(string) b
 	a = append(a, "--setenv", "TMPDIR", "/tmp")
 	spec := execSpec(binds, exe, all, readOnly, dir)
 	spec = elsewhere(spec, resolvedAll(sb.NoExec), slices.Concat(readOnly, execRoots(sb, dir)))
+	spec.Traced = sb.Exec != nil
 	a = append(a, specArgs(spec)...)
 	if dir != "" {
 		a = append(a, "--chdir", dir)

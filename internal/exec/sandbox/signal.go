@@ -12,8 +12,8 @@ import (
 
 // Signal sends sig to what runs in cmd's sandbox: every process of its
 // pids group but the one cmd started (the command itself, inside bwrap's
-// PID namespace, which no pid outside it names; the tracer goes on
-// tracing it to its end), else the process cmd started, which is all
+// PID namespace, which no pid outside it names; the gateway's tracer
+// goes on tracing it to its end), else the process cmd started, which is all
 // there is without a group (rule R10: a stop asked of the command reaches
 // it).
 func Signal(cmd *exec.Cmd, sig unix.Signal) {
@@ -22,7 +22,7 @@ func Signal(cmd *exec.Cmd, sig unix.Signal) {
 	}
 	if dir := groupOf(cmd); dir != "" {
 		// The command's own processes are those in bwrap's PID
-		// namespace; bwrap and the tracer, outside it, would end on the
+		// namespace; bwrap, outside it, would end on the
 		// signal and take the command with them unasked.
 		ours, _ := os.Readlink("/proc/self/ns/pid")
 		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
@@ -51,8 +51,8 @@ func Signal(cmd *exec.Cmd, sig unix.Signal) {
 }
 
 // Kill kills what runs in cmd's sandbox, its pids group whole, and the
-// process cmd started (the tracer, whose death kills every traced
-// process, or bwrap).
+// process cmd started (bwrap, or the sh that started it), whose death
+// ends its PID 1 and so its PID namespace (--die-with-parent).
 func Kill(cmd *exec.Cmd) {
 	if cmd.Process == nil {
 		return

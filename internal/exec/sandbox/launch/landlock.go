@@ -39,6 +39,9 @@ type Spec struct {
 	// Mounts are where read-write mounts are made noexec, at and below:
 	// the writable ones (not Exec ones, which are mounts of their own).
 	Mounts []string `json:"mounts"`
+	// Traced says the gateway's tracer follows the sandbox's programs:
+	// the launcher runs nothing where it is not traced (Traced).
+	Traced bool `json:"traced,omitempty"`
 }
 
 // MinABI is the Landlock ABI the launcher needs: 2, for the reparenting

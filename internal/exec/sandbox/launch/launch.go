@@ -1,6 +1,9 @@
 // Package launch is the first process of every sandbox (package sandbox):
 // the gateway's binary started with Arg, by bwrap, after its mounts. It
-// makes the paths a command may write not executable (Landlock, see
+// joins the command's pids group where the gateway hands it one
+// (JoinEnv), runs nothing where its programs are to be judged and no
+// tracer follows it (Spec.Traced), makes the paths a command may write
+// not executable (Landlock, see
 // landlock.go) and, for a sandbox whose network is a list of hosts,
 // listens on a loopback port inside the sandbox's network namespace,
 // hands the listening socket to the gateway over the socket pair on
@@ -41,6 +44,12 @@ const NetArg = "net"
 // CtlFD is the descriptor of the socket pair to the gateway.
 const CtlFD = 4
 
+// JoinEnv names the variable that gives the descriptor of the tasks file
+// of the sandbox's pids group (cgroup v1), which the launcher writes 0 to
+// first: it moves the thread that writes, the one that executes the
+// command, and only it (package sandbox, pids.go).
+const JoinEnv = "AIMON_GW_SANDBOX_JOIN"
+
 func init() {
 	if len(os.Args) < 2 || os.Args[1] != Arg {
 		return
@@ -52,8 +61,9 @@ func init() {
 
 func launch(args []string) error {
 	// Landlock binds the thread that restricts itself: the exec must be
-	// made by the same one. This runs in the package's init, which Go
-	// runs on the main thread, locked to it (runtime.main): no
+	// made by the same one, and so must the join of the pids group
+	// (which moves the writing thread). This runs in the package's init,
+	// which Go runs on the main thread, locked to it (runtime.main): no
 	// LockOSThread, which would start a thread more (the tracer's quiet
 	// launcher relies on the exec being the main thread's, too).
 	network := len(args) > 0 && args[0] == NetArg
@@ -65,7 +75,16 @@ func launch(args []string) error {
 	}
 	argv := args[1:]
 	env := os.Environ()
+	env, err := join(env)
+	if err != nil {
+		return fmt.Errorf("the command's pids cgroup could not be joined, so it was not run: %w", err)
+	}
 	spec, env, err := takeSpec(env)
+	if err == nil && spec.Traced {
+		if err := traced(); err != nil {
+			return err
+		}
+	}
 	if err == nil {
 		err = noexec(spec.Mounts, spec.Exec)
 	}
@@ -96,6 +115,50 @@ func launch(args []string) error {
 		return fmt.Errorf("%s may not be executed in the sandbox: it lies where the command may write, or is not executable (%w)", path, err)
 	}
 	return fmt.Errorf("the command %s could not be executed: %w", path, err)
+}
+
+// join joins the pids group whose tasks file JoinEnv names the
+// descriptor of, where it does, and returns env without it.
+func join(env []string) ([]string, error) {
+	var v string
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		rest, ok := strings.CutPrefix(kv, JoinEnv+"=")
+		if ok {
+			v = rest
+		}
+		return ok
+	})
+	if v == "" {
+		return env, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return env, fmt.Errorf("%s=%q is not a descriptor", JoinEnv, v)
+	}
+	// Closed before the command runs, whatever the write says.
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("0")); err != nil {
+		return env, err
+	}
+	return env, nil
+}
+
+// traced says why the launcher is not traced, which the gateway's tracer
+// attaches to bwrap's PID 1 before bwrap forks it (package trace), if
+// bwrap was woken some other way (the gateway's end of its --block-fd
+// closed as the gateway died): nil when it is. PTRACE_TRACEME fails with
+// EPERM for a process that has a tracer already, and the launcher is not
+// under the sandbox's filter yet (it refuses ptrace). Where it succeeds,
+// bwrap's PID 1 is the tracer of a process that exits now.
+func traced() error {
+	_, _, e := unix.Syscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0)
+	switch e {
+	case unix.EPERM:
+		return nil
+	case 0:
+		return fmt.Errorf("the sandbox's programs are not followed by the gateway's tracer, so the command was not run")
+	}
+	return fmt.Errorf("whether the gateway's tracer follows the sandbox's programs cannot be told (PTRACE_TRACEME: %v), so the command was not run", e)
 }
 
 // listen makes the loopback listener, hands it to the gateway and returns

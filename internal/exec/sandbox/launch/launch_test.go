@@ -1,6 +1,10 @@
 package launch
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,5 +40,42 @@ func TestR8ProxyEnv(t *testing.T) {
 				t.Errorf("other variables were lost or added: %q", got)
 			}
 		})
+	}
+}
+
+// TestP16LauncherRunsNothingUntraced: a launcher told that the sandbox's
+// programs are judged (Spec.Traced) runs nothing where no tracer follows
+// it (bwrap woken with the gateway gone), saying so, exit 126; and one
+// whose pids group cannot be joined (a descriptor that is no tasks file)
+// (a descriptor open for reading only) runs nothing either, saying so.
+func TestP16LauncherRunsNothingUntraced(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	for _, c := range []struct {
+		note, says string
+		env        []string
+	}{
+		{"untraced", "not followed by the gateway's tracer", []string{SpecEnv + `={"noexec":[],"mounts":[],"traced":true}`}},
+		{"no group", "pids cgroup could not be joined", []string{SpecEnv + `={"noexec":[],"mounts":[]}`, JoinEnv + "=3"}},
+	} {
+		cmd := exec.Command(self, Arg, "--", "/usr/bin/touch", ran)
+		cmd.Env = c.env
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		cmd.ExtraFiles = []*os.File{null}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 126 || !strings.Contains(string(out), c.says) {
+			t.Errorf("%s: %v, %s; want exit 126 saying %q", c.note, err, out, c.says)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("%s: the command ran", c.note)
+		}
 	}
 }

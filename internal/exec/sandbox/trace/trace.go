@@ -1,11 +1,13 @@
-// Package trace is the tracer of a sandbox whose command's programs are
-// judged where they start (rule P16): the gateway's binary started with
-// Arg, outside bwrap, as the parent of the sandbox's launch (sh, bwrap).
-// It starts that traced (PTRACE_TRACEME, then the options TRACEEXEC,
-// TRACEFORK, TRACEVFORK, TRACECLONE and EXITKILL), so that every process
-// and thread of the sandbox is traced from its first instruction, and at
-// each exec stop it asks the gateway, over the socket on its descriptor,
-// whether the program may run; one that may not is killed there.
+// Package trace follows a sandbox's programs where they start (rule P16):
+// a thread of the gateway's own (the hub), locked to its goroutine,
+// attaches to bwrap's PID 1 in the sandbox (PTRACE_SEIZE, with the
+// options TRACEEXEC, TRACEFORK, TRACEVFORK, TRACECLONE and EXITKILL)
+// while bwrap waits on its --block-fd, before it forks the sandbox's
+// first process, so that every process and thread of the sandbox is
+// traced from its first instruction; at each exec stop it asks the
+// gateway's judge whether the program may run, and kills one that may
+// not there. No process is started for it: a tracer of its own was a
+// second Go program's start in every sandboxed command (issue 41).
 //
 // Why the exec stop: PTRACE_EVENT_EXEC is reported after the kernel has
 // put the new image in place (begin_new_exec: de_thread has killed every
@@ -18,42 +20,26 @@
 // seccomp filter (which refuses ptrace to everything in it), in the
 // gateway's user namespace, so it reads the /proc files even of a program
 // that cannot be read (mode 0111), which a tracer inside could not.
-//
-// It runs from this package's init, before the packages the gateway's
-// commands need: a tracer costs a process start. Go runs that init once
-// the packages it imports are initialized, in import-path order among
-// those ready, so it imports only early ones: with golang.org/x/sys/unix
-// and path/filepath, some ninety more of the gateway's came first.
 package trace
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
-)
 
-// Arg, as the first argument, makes the binary the tracer:
-// Arg FD JOIN GROUP PATH -- ARGV..., FD being the socket to the gateway,
-// JOIN a descriptor above it of the pids cgroup GROUP, or "-": PATH is
-// born in the group, with no process started to join it (package
-// sandbox, pids.go). JOIN is the group's directory in cgroup v2, which
-// PATH is cloned into (CLONE_INTO_CGROUP), or its tasks file in v1, to
-// which the thread that starts PATH writes 0 first, which moves that
-// thread alone; the tracer's other threads stay out (Go starts a thread
-// for a locked one from its template thread, not by cloning the locked
-// one). If the join fails, nothing runs.
-const Arg = "__aimon-gw-sandbox-trace"
+	"golang.org/x/sys/unix"
+)
 
 // Sources are this package's source files, embedded by the build: the
 // gateway knows its sandbox program for one of its own build by the
@@ -140,101 +126,262 @@ type Request struct {
 	Refused string `json:"refused,omitempty"`
 }
 
-func init() {
-	if len(os.Args) < 2 || os.Args[1] != Arg {
-		return
-	}
-	code, err := run(os.Args[2:])
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "aimon-gw: the programs of the command could not be watched, so it was not run: %v.\n", err)
-		os.Exit(126)
-	}
-	os.Exit(code)
-}
-
 type tracer struct {
 	spec    Spec
-	ctl     *os.File
-	in      *bufio.Reader
-	decided int                // how many of Spec.Decided have run
-	hashes  map[fileKey]string // sha256 of a file as it was
-	carries map[fileKey]bool   // whether a program is an interpreter's build
-	answers map[string]string  // the gateway's answer by words
+	answer  func(Request) string // the gateway's judge
+	out     *os.File             // the sandbox's standard error, for refusals; nil for none
+	decided int                  // how many of Spec.Decided have run
+	hashes  map[fileKey]string   // sha256 of a file as it was
+	carries map[fileKey]bool     // whether a program is an interpreter's build
+	answers map[string]string    // the gateway's answer by words
 	seen    map[int]bool
-	refused bool // a program was refused: the call fails with 126
 	// quiet is the launcher's process while it runs, its threads not
 	// followed; launched says it has been.
 	quiet    int
 	launched bool
+	// live are the processes traced, but for the root, for Settle;
+	// settled is closed once none is.
+	mu      sync.Mutex
+	live    map[int]bool
+	settled chan struct{}
+	over    bool
+	root    int // bwrap's PID 1
 }
 
-func run(args []string) (int, error) {
-	if len(args) < 5 || args[4] != "--" {
-		return 0, fmt.Errorf("the tracer takes FD JOIN GROUP PATH -- ARGV, not %q", args)
+// A Tracee is the tracing of one sandbox, by Follow.
+type Tracee struct{ t *tracer }
+
+// Every sandbox of the process is traced by one thread, the hub's, which
+// its goroutine locks as the package is initialized and never unlocks:
+// ptrace answers only the thread that attached, and that thread runs no
+// other goroutine, so it forks nothing. Its wait for any of its tracees
+// (wait4 of -1 with __WNOTHREAD) then reaps no child of the gateway's
+// (a thread's children are its own: a bwrap that another thread started
+// and waits for), and no thread of the gateway's exits with a tracer's
+// end (a child started by a thread that exits gets its --die-with-parent
+// signal). The thread lives as long as the process: at the gateway's
+// end, PTRACE_O_EXITKILL kills every process it still traces.
+//
+// While it traces, the hub blocks in that wait, as a tracer process of
+// its own would (each stop a wake of one thread): a sandbox to attach to
+// is queued, and the hub woken by a SIGCONT sent to the PID 1 of a
+// sandbox it traces (by a pidfd, so never to another process), whose
+// signal-delivery stop the hub swallows; bwrap's PID 1 is not stopped,
+// and a SIGCONT does nothing else to a running process.
+var hub = struct {
+	mu      sync.Mutex
+	queue   []*attach
+	waiting bool        // the hub may be in its wait: ring to wake it
+	rings   map[int]int // pidfds of the PID 1s it traces, by PID
+	wake    chan struct{}
+	started bool
+}{rings: map[int]int{}, wake: make(chan struct{}, 1)}
+
+// attach asks the hub to trace t's sandbox, whose PID 1 is pid.
+type attach struct {
+	pid     int
+	t       *tracer
+	release *os.File
+	done    chan error
+}
+
+func init() {
+	// Not in the sandbox's launcher, nor when asked for the sources: a
+	// thread more there is a slower start, and no sandbox to trace.
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "__aimon-gw-sandbox") {
+		return
 	}
-	fd, err := strconv.Atoi(args[0])
-	if err != nil || fd < 3 {
-		return 0, fmt.Errorf("the tracer's descriptor %q is not a number above 2", args[0])
+	hub.started = true
+	go serve()
+}
+
+// Follow traces the sandbox whose PID 1 bwrap is pid, which waits on its
+// --block-fd for release, asking answer about each program it starts;
+// stderr, when not nil, is where a refusal is said. It attaches before it
+// returns, then writes release a byte; the hub follows the sandbox until
+// every process of it is gone. Where it cannot attach it kills pid, so
+// that nothing of the sandbox runs untraced, and says why.
+func Follow(pid int, spec Spec, release *os.File, answer func(Request) string, stderr *os.File) (*Tracee, error) {
+	t := &tracer{spec: spec, answer: answer, out: stderr, hashes: map[fileKey]string{}, carries: map[fileKey]bool{},
+		answers: map[string]string{}, seen: map[int]bool{}, live: map[int]bool{}, settled: make(chan struct{}), root: pid}
+	if !hub.started {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.settle()
+		return nil, errors.New("this program does not trace sandboxes")
 	}
-	syscall.CloseOnExec(fd)
-	join := -1
-	if args[1] != "-" {
-		if join, err = strconv.Atoi(args[1]); err != nil || join <= fd {
-			return 0, fmt.Errorf("the tracer's pids cgroup descriptor %q is not a number above %d", args[1], fd)
+	r := &attach{pid: pid, t: t, release: release, done: make(chan error, 1)}
+	hub.mu.Lock()
+	hub.queue = append(hub.queue, r)
+	if hub.waiting {
+		// Where none rings, each PID 1 is ending, whose end wakes it.
+		for _, fd := range hub.rings {
+			if unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0) == nil {
+				break
+			}
 		}
-		syscall.CloseOnExec(join)
 	}
-	t := &tracer{ctl: os.NewFile(uintptr(fd), "trace-control"), hashes: map[fileKey]string{}, carries: map[fileKey]bool{}, answers: map[string]string{}, seen: map[int]bool{}}
-	t.in = bufio.NewReader(t.ctl)
-	line, err := t.in.ReadBytes('\n')
-	if err != nil {
-		return 0, fmt.Errorf("no programs from the gateway: %w", err)
+	hub.mu.Unlock()
+	select {
+	case hub.wake <- struct{}{}:
+	default:
 	}
-	if err := json.Unmarshal(line, &t.spec); err != nil {
-		return 0, fmt.Errorf("the gateway's programs do not read: %w", err)
+	if err := <-r.done; err != nil {
+		t.settle()
+		return nil, err
 	}
-	// ptrace answers only the thread that is the tracer: the one that
-	// started the child, which the child's pids cgroup is of. Go runs
-	// init locked to the main thread already, but LockOSThread starts the
-	// template thread now, before the join: the threads Go starts later
-	// come from it, outside the group (see Arg), not cloned from this one.
+	return &Tracee{t: t}, nil
+}
+
+// serve is the hub: it attaches to each sandbox queued, and handles every
+// stop of every process it traces.
+func serve() {
 	runtime.LockOSThread()
-	group := strings.TrimPrefix(args[2], "aimon-gw-pids:")
-	sys := &syscall.SysProcAttr{Ptrace: true}
-	if join >= 0 {
-		var st syscall.Stat_t
-		err := syscall.Fstat(join, &st)
-		if err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			sys.UseCgroupFD, sys.CgroupFD = true, join
-		} else if err == nil {
-			_, err = syscall.Write(join, []byte("0"))
-			syscall.Close(join)
+	h := &hubState{of: map[int]*tracer{}, pending: map[int]syscall.WaitStatus{}}
+	for {
+		hub.mu.Lock()
+		queue := hub.queue
+		hub.queue = nil
+		// Set before the queue is seen empty: a sandbox queued after this
+		// rings.
+		hub.waiting = len(queue) == 0 && len(h.of) > 0
+		hub.mu.Unlock()
+		for _, r := range queue {
+			r.done <- h.attach(r)
+		}
+		if len(queue) > 0 {
+			continue
+		}
+		if len(h.of) == 0 {
+			<-hub.wake
+			continue
+		}
+		var ws syscall.WaitStatus
+		// Only this thread's tracees: it has no children.
+		pid, err := syscall.Wait4(-1, &ws, syscall.WALL|wNoThread, nil)
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("the command's pids cgroup %s cannot be joined: %w", group, err)
+			// Nothing traced is left (ECHILD): forget what was.
+			for p, t := range h.of {
+				if p == t.root {
+					h.ended(t)
+				}
+			}
+			h.of = map[int]*tracer{}
+			continue
 		}
-	}
-	files := []uintptr{0, 1, 2}
-	for i := 3; i < fd; i++ {
-		files = append(files, uintptr(i))
-	}
-	pid, err := syscall.ForkExec(args[3], args[5:], &syscall.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
-	if sys.UseCgroupFD {
-		syscall.Close(join)
-	}
-	if err != nil {
-		if sys.UseCgroupFD {
-			return 0, fmt.Errorf("the command could not be started in its pids cgroup %s: %w", group, err)
+		t := h.of[pid]
+		if t == nil {
+			// A child's first stop before its parent's event: held
+			// until that event says whose it is.
+			h.pending[pid] = ws
+			continue
 		}
-		return 0, err
+		if pid == t.root && ws.Stopped() && ws.StopSignal() == syscall.SIGCONT {
+			syscall.PtraceCont(pid, 0) // the hub's own wake
+			continue
+		}
+		h.handle(t, pid, ws)
 	}
-	return t.loop(pid)
 }
 
-// ptraceOExitKill is PTRACE_O_EXITKILL, which package syscall lacks. The
-// tracer uses syscall, not golang.org/x/sys/unix, for the same reason as
-// baseOf: Go initializes that only after most of the gateway's packages.
+// hubState is what the hub traces: each process by its sandbox's tracer,
+// and the first stops of children whose parent's event has not been
+// handled yet.
+type hubState struct {
+	of      map[int]*tracer
+	pending map[int]syscall.WaitStatus
+}
+
+// attach seizes r's PID 1 with the options, then releases it.
+func (h *hubState) attach(r *attach) error {
+	_, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(r.pid), 0, opts, 0, 0)
+	if e != 0 {
+		syscall.Kill(r.pid, syscall.SIGKILL)
+		return fmt.Errorf("the sandbox cannot be traced (PTRACE_SEIZE of bwrap's PID 1: %v)", e)
+	}
+	h.of[r.pid] = r.t
+	r.t.seen[r.pid] = true
+	if fd, err := unix.PidfdOpen(r.pid, 0); err == nil {
+		hub.mu.Lock()
+		hub.rings[r.pid] = fd
+		hub.mu.Unlock()
+	}
+	if _, err := r.release.Write([]byte{1}); err != nil {
+		syscall.Kill(r.pid, syscall.SIGKILL)
+		return fmt.Errorf("the sandbox cannot be released: %w", err)
+	}
+	return nil
+}
+
+// ended forgets t's sandbox, whose PID 1 has ended: nothing of it is left.
+func (h *hubState) ended(t *tracer) {
+	for p, o := range h.of {
+		if o == t {
+			delete(h.of, p)
+		}
+	}
+	hub.mu.Lock()
+	if fd, ok := hub.rings[t.root]; ok {
+		unix.Close(fd)
+		delete(hub.rings, t.root)
+	}
+	hub.mu.Unlock()
+	t.settle()
+}
+
+// handle is one stop or exit of pid, of t's sandbox.
+func (h *hubState) handle(t *tracer, pid int, ws syscall.WaitStatus) {
+	for _, child := range t.step(pid, ws) {
+		h.of[child] = t
+		if w, ok := h.pending[child]; ok {
+			delete(h.pending, child)
+			h.handle(t, child, w)
+		}
+	}
+	if ws.Exited() || ws.Signaled() {
+		delete(h.of, pid)
+		if pid == t.root {
+			h.ended(t) // its PID 1 ends last
+		}
+	}
+}
+
+// Settle waits, at most for wait, until nothing the command started is
+// left but the sandbox's PID 1 (bwrap, which starts nothing more): the
+// tracer has then judged every program the command started. kill, once
+// bwrap has exited (its PID 1 follows it, --die-with-parent), kills what
+// is left of the command first. It reports whether it ended in time.
+func (tr *Tracee) Settle(kill bool, wait time.Duration) bool {
+	if kill {
+		tr.t.mu.Lock()
+		for pid := range tr.t.live {
+			// Listed until its exit is reported, so its PID is not reused.
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		tr.t.mu.Unlock()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-tr.t.settled:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// ptraceSeize is PTRACE_SEIZE, which package syscall lacks; its data are
+// the options, set without a stop.
+const ptraceSeize = 0x4206
+
+// ptraceOExitKill is PTRACE_O_EXITKILL, which package syscall lacks.
 const ptraceOExitKill = 0x100000
+
+// ptraceEventStop is PTRACE_EVENT_STOP: the first stop of a child
+// attached by a seized parent's event, among others.
+const ptraceEventStop = 0x80
 
 const opts = syscall.PTRACE_O_TRACEEXEC | syscall.PTRACE_O_TRACEFORK | syscall.PTRACE_O_TRACEVFORK | syscall.PTRACE_O_TRACECLONE | ptraceOExitKill
 
@@ -250,87 +397,138 @@ const opts = syscall.PTRACE_O_TRACEEXEC | syscall.PTRACE_O_TRACEFORK | syscall.P
 // before it runs an instruction. The launcher forks nothing.
 const quietOpts = opts &^ syscall.PTRACE_O_TRACECLONE
 
-// loop runs until the root process ends, and exits as it did.
-func (t *tracer) loop(root int) (int, error) {
-	t.seen[root] = true
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WALL, nil)
-		if err == syscall.EINTR {
-			continue
+// track records pid as traced, or as gone; settled is closed once only
+// the root is left, or nothing.
+func (t *tracer) track(pid, root int, alive bool) {
+	if alive {
+		t.seen[pid] = true
+	} else {
+		delete(t.seen, pid)
+	}
+	t.living(pid, root, alive)
+}
+
+// living records pid as live, or as gone, for Settle: a child is live
+// from its parent's fork, vfork or clone event on, before the parent can
+// end, so that nothing is settled while a child not yet stopped is left.
+func (t *tracer) living(pid, root int, alive bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pid != root {
+		if alive {
+			t.live[pid] = true
+		} else {
+			delete(t.live, pid)
 		}
-		if err != nil {
-			return 0, fmt.Errorf("waiting for the command: %w", err)
-		}
-		switch {
-		case ws.Exited() || ws.Signaled():
-			delete(t.seen, pid)
-			if pid != root {
-				continue
-			}
-			if t.refused {
-				return 126, nil
-			}
-			if ws.Signaled() {
-				return 128 + int(ws.Signal()), nil
-			}
-			return ws.ExitStatus(), nil
-		case !ws.Stopped():
-			continue
-		}
-		sig := ws.StopSignal()
-		switch {
-		case !t.seen[pid]:
-			// A new process or thread, attached by its parent's event:
-			// its first stop is a SIGSTOP of the attach, not to deliver.
-			t.seen[pid] = true
-			if sig == syscall.SIGSTOP {
-				sig = 0
-			}
-		case sig == syscall.SIGTRAP && ws.TrapCause() == syscall.PTRACE_EVENT_EXEC:
-			if pid == t.quiet {
-				// The launcher executed the command: follow it all again.
-				t.quiet = 0
-				if err := syscall.PtraceSetOptions(pid, opts); err != nil {
-					syscall.Kill(pid, syscall.SIGKILL)
-					return 0, fmt.Errorf("the command cannot be traced: %w", err)
-				}
-			}
-			if why := t.judge(pid); why != "" {
-				syscall.Kill(pid, syscall.SIGKILL)
-				// On standard error, so that the call's result carries it.
-				fmt.Fprintf(os.Stderr, "aimon-gw: %s\n", why)
-				t.refused = true
-				continue
-			}
-			sig = 0
-		case sig == syscall.SIGTRAP && ws.TrapCause() > 0:
-			sig = 0 // fork, vfork, clone: the child is traced
-		case sig == syscall.SIGTRAP && pid == root && t.decided == 0:
-			// The root's own exec, before the options: set them.
-			if err := syscall.PtraceSetOptions(pid, opts); err != nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-				return 0, fmt.Errorf("the command cannot be traced: %w", err)
-			}
-			sig = 0
-		case sig == syscall.SIGSYS:
-			if why := t.trapped(pid); why != "" {
-				syscall.Kill(pid, syscall.SIGKILL)
-				fmt.Fprintf(os.Stderr, "aimon-gw: %s\n", why)
-				t.refused = true
-				continue
-			}
-		case sig == syscall.SIGSTOP || sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
-			// A group-stop has no siginfo: let the process go on, since a
-			// traced group-stop would hold it until the tracer resumes it.
-			var si [128]byte
-			if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, syscall.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e == syscall.EINVAL {
-				sig = 0
-			}
-		}
-		syscall.PtraceCont(pid, int(sig))
+	}
+	if !alive && len(t.live) == 0 && !t.over {
+		t.over = true
+		close(t.settled)
+		t.closeOut()
 	}
 }
+
+// closeOut closes the sandbox's standard error once nothing is left to
+// refuse: a pipe's reader waits for every writer's end.
+func (t *tracer) closeOut() {
+	if t.out != nil {
+		t.out.Close()
+		t.out = nil
+	}
+}
+
+// settle marks the tracing over where it ended before it began.
+func (t *tracer) settle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.over {
+		t.over = true
+		close(t.settled)
+	}
+	t.closeOut()
+}
+
+// refuse kills pid, which may not run, and says why on standard error,
+// so that the call's result carries it.
+func (t *tracer) refuse(pid int, why string) {
+	syscall.Kill(pid, syscall.SIGKILL)
+	if t.out != nil {
+		fmt.Fprintf(t.out, "aimon-gw: %s\n", why)
+	}
+}
+
+// step handles one stop or exit of pid, and returns the children it
+// made (a fork, vfork or clone event): they are traced already.
+func (t *tracer) step(pid int, ws syscall.WaitStatus) (children []int) {
+	root := t.root
+	switch {
+	case ws.Exited() || ws.Signaled():
+		t.track(pid, root, false)
+		return nil
+	case !ws.Stopped():
+		return nil
+	}
+	sig := ws.StopSignal()
+	switch {
+	case !t.seen[pid]:
+		// A new process or thread, attached by its parent's event: its
+		// first stop is the attach's (PTRACE_EVENT_STOP of a seized
+		// parent's child), not a signal to deliver.
+		t.track(pid, root, true)
+		if sig == syscall.SIGSTOP || sig == syscall.SIGTRAP && ws.TrapCause() == ptraceEventStop {
+			sig = 0
+		}
+	case sig == syscall.SIGTRAP && ws.TrapCause() == syscall.PTRACE_EVENT_EXEC:
+		if pid == t.quiet {
+			// The launcher executed the command: follow it all again.
+			t.quiet = 0
+			if err := syscall.PtraceSetOptions(pid, opts); err != nil {
+				t.refuse(pid, fmt.Sprintf("the command cannot be traced (%v), so it was not run.", err))
+				return nil
+			}
+		}
+		// A thread other than the leader that executes takes the
+		// leader's PID, and its own is reported no more.
+		if old, err := syscall.PtraceGetEventMsg(pid); err == nil && int(old) != pid {
+			t.track(int(old), root, false)
+		}
+		if why := t.judge(pid); why != "" {
+			t.refuse(pid, why)
+			return nil
+		}
+		sig = 0
+	case sig == syscall.SIGTRAP && ws.TrapCause() > 0:
+		// Fork, vfork, clone: the child is traced, live now; or an
+		// event stop.
+		if c := ws.TrapCause(); c == syscall.PTRACE_EVENT_FORK || c == syscall.PTRACE_EVENT_VFORK || c == syscall.PTRACE_EVENT_CLONE {
+			if child, err := syscall.PtraceGetEventMsg(pid); err == nil {
+				children = append(children, int(child))
+				if !t.seen[int(child)] {
+					t.living(int(child), root, true)
+				}
+			}
+		}
+		sig = 0
+	case sig == syscall.SIGSYS:
+		if why := t.trapped(pid); why != "" {
+			t.refuse(pid, why)
+			return nil
+		}
+	case sig == syscall.SIGSTOP || sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU:
+		// A group-stop has no siginfo: let the process go on, since a
+		// traced group-stop would hold it until the tracer resumes it.
+		var si [128]byte
+		if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, syscall.PTRACE_GETSIGINFO, uintptr(pid), 0, uintptr(unsafe.Pointer(&si)), 0, 0); e == syscall.EINVAL {
+			sig = 0
+		}
+	}
+	syscall.PtraceCont(pid, int(sig))
+	return children
+}
+
+// wNoThread is __WNOTHREAD, which package syscall lacks: wait for the
+// calling thread's children and tracees only.
+const wNoThread = 0x20000000
 
 // UntracedTrap is the seccomp data (SECCOMP_RET_DATA) of the sandbox
 // filter's trap on clone with CLONE_UNTRACED (package sandbox, filter.go).
@@ -519,13 +717,7 @@ func (t *tracer) ask(r Request) string {
 	if a, ok := t.answers[key]; ok {
 		return a
 	}
-	b, _ := json.Marshal(r)
-	a := "the gateway cannot be asked whether it may run"
-	if _, err := t.ctl.Write(append(b, '\n')); err == nil {
-		if line, err := t.in.ReadString('\n'); err == nil {
-			a = strings.TrimSuffix(line, "\n")
-		}
-	}
+	a := t.answer(r)
 	t.answers[key] = a
 	return a
 }
