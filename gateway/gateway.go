@@ -447,7 +447,7 @@ func (g *Gateway) call(c Call) igw.Call {
 // decision converts the internal decision.
 func decision(chain []string, d rule.Decision) Decision {
 	return Decision{Allowed: d.Allowed, Ask: d.Ask, Approval: d.Approval, Reason: d.Reason, Rule: string(d.Rule),
-		Entries: d.Entries, EntryAt: policyref.Places(d.EntryAt), Effective: d.Effective, Violations: d.Violations, Validation: string(d.Mode),
+		Entries: d.Entries, EntryAt: policyref.OwnPlaces(d.EntryAt), Effective: d.Effective, Violations: d.Violations, Validation: string(d.Mode),
 		MaxEffect: d.Ceiling, Sandbox: d.Sandbox, Surface: chain, Input: d.Input}
 }
 

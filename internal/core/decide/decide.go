@@ -122,7 +122,7 @@ func CeilingOf(gen *policy.Generation, chain []string) Ceiling {
 // an entry (rule P9) within the ceiling (rule P13).
 func Listed(gen *policy.Generation, eff *allow.Effective, ceil Ceiling) []string {
 	var names []string
-	for _, n := range gen.Names() {
+	for _, n := range gen.Sorted() {
 		if t := gen.Tools[n]; eff.Listed(n) && !policy.Above(t.Effect, ceil.Effect) && t.Unpinned == "" && t.Unavailable == "" {
 			names = append(names, n)
 		}

@@ -276,7 +276,7 @@ func (dc *Decider) Sandbox(cur *policy.Generation, eff *allow.Effective, t *poli
 	sb := &tools.Sandbox{Off: spec.Off, Network: spec.Network, Hosts: spec.Hosts, Env: slices.Clone(spec.Env), Executable: slices.Clone(spec.Exec), Log: dc.Log}
 	var withheld []string // where the writers' deny and ask entries reach
 	var unread []string   // where the readers' do
-	for _, name := range cur.Names() {
+	for _, name := range cur.Sorted() {
 		wt := cur.Tools[name]
 		if !wt.WritesFiles() {
 			if wt.Subject != nil && wt.Subject.Kind == "path" {
@@ -357,12 +357,12 @@ func (dc *Decider) writtenElsewhere(cur *policy.Generation) []string {
 			out = append(out, d)
 		}
 	}
-	for _, ref := range cur.SurfaceRefs() {
+	for _, ref := range cur.SortedSurfaces() {
 		eff, err := cur.Effective([]string{ref})
 		if err != nil {
 			continue
 		}
-		for _, name := range cur.Names() {
+		for _, name := range cur.Sorted() {
 			t := cur.Tools[name]
 			writer := t.WritesFiles() || t.OpensItself() && t.Writes() && t.Subject != nil && t.Subject.Kind == "path"
 			if !writer || !eff.Listed(name) {
@@ -377,7 +377,7 @@ func (dc *Decider) writtenElsewhere(cur *policy.Generation) []string {
 			}
 		}
 	}
-	for _, name := range cur.Names() {
+	for _, name := range cur.Sorted() {
 		if sb := cur.Tools[name].Sandbox; sb != nil {
 			for _, w := range sb.Write {
 				add(dc.home(w))
@@ -401,7 +401,7 @@ func mountable(d, wd string) bool { return policy.Hideable(d, wd) }
 func (dc *Decider) hideFiles(cur *policy.Generation, eff *allow.Effective, sb *tools.Sandbox) string {
 	wd := dc.Workdir
 	var readers, roots []string
-	for _, name := range cur.Names() {
+	for _, name := range cur.Sorted() {
 		t := cur.Tools[name]
 		if t.WritesFiles() || t.Subject == nil || t.Subject.Kind != "path" {
 			continue

@@ -3,9 +3,12 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"cuelang.org/go/cue"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -34,6 +37,34 @@ type Generation struct {
 	// reuse holds the tools this load compiled, or reused, by their keys,
 	// for the next load (reuse.go); never changed once loaded.
 	reuse map[string]*kept
+	// sorted keeps Sorted and SortedSurfaces, made once (each was sorted
+	// afresh, several times in each decision of a sandboxed tool, issue
+	// 49); a generation made from this one (Expand, Complete) has its own.
+	sorted *sortedCache
+}
+
+// sortedCache holds a generation's sorted tool names and surface
+// references, each with the map and the count it was made from: a load
+// adds tools to its generation's map as it compiles (never removes one),
+// and a generation made from another may share the cache with a map of its
+// own, so either differing says it is not this map's.
+type sortedCache struct{ names, refs atomic.Pointer[sortedOf] }
+
+type sortedOf struct {
+	m unsafe.Pointer
+	n int
+	s []string
+}
+
+// cached is c's slice made of the map m of n things, or a new one from
+// make, kept.
+func cached(c *atomic.Pointer[sortedOf], m unsafe.Pointer, n int, make func() []string) []string {
+	if v := c.Load(); v != nil && v.m == m && v.n == n {
+		return v.s
+	}
+	s := make()
+	c.Store(&sortedOf{m, n, s})
+	return s
 }
 
 // release drops what g holds of its policy's CUE once nothing can need it:
@@ -59,7 +90,7 @@ var keepCUE = false
 
 // newGeneration serves plan, compiling its lists with c.
 func newGeneration(plan Plan, c *compiler) *Generation {
-	return &Generation{Plan: plan, lists: newSurfaceLists(), chains: &allow.Chains{}, comp: c}
+	return &Generation{Plan: plan, lists: newSurfaceLists(), chains: &allow.Chains{}, comp: c, sorted: new(sortedCache)}
 }
 
 // A Plan is what a load compiles, as plain data: the tools with their
@@ -533,6 +564,23 @@ func (g *Generation) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Sorted is Names, one slice kept for the generation: not to be changed.
+func (g *Generation) Sorted() []string {
+	if g.sorted == nil {
+		return g.Names()
+	}
+	return cached(&g.sorted.names, reflect.ValueOf(g.Tools).UnsafePointer(), len(g.Tools), g.Names)
+}
+
+// SortedSurfaces is SurfaceRefs, one slice kept for the generation: not
+// to be changed.
+func (g *Generation) SortedSurfaces() []string {
+	if g.sorted == nil {
+		return g.SurfaceRefs()
+	}
+	return cached(&g.sorted.refs, reflect.ValueOf(g.Surfaces).UnsafePointer(), len(g.Surfaces), g.SurfaceRefs)
 }
 
 // SurfaceRefs returns the surface references, sorted with the agent first.

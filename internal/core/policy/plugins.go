@@ -92,7 +92,7 @@ func (g *Generation) Complete(decls map[string]Declared) (*Generation, error) {
 	c := *g.comp
 	c.errs, c.warnings, c.shipped = nil, nil, nil
 	out := *g
-	out.Tools = maps.Clone(g.Tools)
+	out.Tools, out.sorted = maps.Clone(g.Tools), new(sortedCache)
 	for _, pt := range g.Pending() {
 		d, ok := decls[pt.Name]
 		if !ok {
@@ -127,7 +127,7 @@ func (g *Generation) Expand(listed map[string][]string) (*Generation, error) {
 	c := *g.comp
 	c.errs, c.warnings = nil, nil
 	out := *g
-	out.Tools = maps.Clone(g.Tools)
+	out.Tools, out.sorted = maps.Clone(g.Tools), new(sortedCache)
 	out.Warnings = slices.Clone(g.Warnings)
 	base := c.def.LookupPath(cue.MakePath(cue.Def("Tool")))
 	for _, server := range slices.Sorted(maps.Keys(listed)) {

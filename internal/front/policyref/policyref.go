@@ -6,7 +6,6 @@ package policyref
 
 import (
 	"io/fs"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,22 +35,17 @@ var Of func(any) *Ref
 // them is given to a program relative to its fs.FS, as it named them.
 const FSRoot = "/aimon-gw.embedded/policy/"
 
-// Places are the places (file:line:col) of an fs.FS's files relative to
-// it; others as they are. at is not changed.
-func Places(at []string) []string {
-	var out []string
+// OwnPlaces are the places (file:line:col) of an fs.FS's files relative
+// to it, others as they are: at, which the caller alone holds (a
+// decision's own, made for it), changed in place (a copy was a twentieth
+// of a decision under an fs.FS policy, issue 49).
+func OwnPlaces(at []string) []string {
 	for i, p := range at {
 		if rel, ok := strings.CutPrefix(p, FSRoot); ok {
-			if out == nil {
-				out = slices.Clone(at)
-			}
-			out[i] = rel
+			at[i] = rel
 		}
 	}
-	if out == nil {
-		return at
-	}
-	return out
+	return at
 }
 
 // Make returns a public *policy.Policy holding r (a watched gateway's

@@ -344,20 +344,57 @@ func entryPlaces(cur *provision.Generation, chain []string, d rule.Decision, wor
 	out, refs := make([]string, 0, len(d.Entries)), policy.Rooted(chain)
 	// The entries come surface by surface, root first: the same text a
 	// second time ("Read" on the agent and on its skill) is the next
-	// surface's, not the first one's again.
-	from := map[string]int{}
-	for _, e := range d.Entries {
-		for i := from[e]; i < len(refs); i++ {
-			ref := refs[i]
-			if s := cur.Surfaces[ref]; s != nil {
-				at, ok := cur.PlaceText(s, e, key)
+	// surface's, not the first one's again. from[k] is where the search
+	// for d.Entries[k] starts: the surface after the one that placed the
+	// last earlier entry of the same text. Found by a look back over the
+	// few entries a decision has (a map of them was a tenth of a decision,
+	// issue 49); by a map past a few dozen, which an own rule's may be.
+	var fromBuf [8]int
+	from := fromBuf[:0]
+	if len(d.Entries) > len(fromBuf) {
+		from = make([]int, 0, len(d.Entries))
+	}
+	from = from[:len(d.Entries)]
+	var last map[string]int // the last index of each text, for many entries
+	if len(d.Entries) > 32 {
+		last = make(map[string]int, len(d.Entries))
+	}
+	// Each surface's places of the list, found once for all the entries.
+	var placesBuf [4]provision.Places
+	places := placesBuf[:0]
+	if len(refs) > len(placesBuf) {
+		places = make([]provision.Places, 0, len(refs))
+	}
+	places = places[:len(refs)]
+	for k, e := range d.Entries {
+		if last != nil {
+			if j, ok := last[e]; ok {
+				from[k] = from[j]
+			}
+			last[e] = k
+		} else {
+			for j := k - 1; j >= 0; j-- {
+				if d.Entries[j] == e {
+					from[k] = from[j]
+					break
+				}
+			}
+		}
+		for i := from[k]; i < len(refs); i++ {
+			if places[i] == nil {
+				if s := cur.Surfaces[refs[i]]; s != nil {
+					places[i] = cur.Places(s, key)
+				}
+			}
+			if places[i] != nil {
+				at, ok := places[i].Text(e)
 				if !ok {
 					// Decided on the entry with its ./ resolved; written with it.
-					at, ok = cur.PlaceText(s, asWritten(e, workdir), key)
+					at, ok = places[i].Text(asWritten(e, workdir))
 				}
 				if ok {
 					out = append(out, at)
-					from[e] = i + 1
+					from[k] = i + 1
 					break
 				}
 			}

@@ -684,6 +684,23 @@ func (g *Generation) PlaceText(s *policy.Surface, entry, key string) (string, bo
 }
 
 func (g *Generation) place(s *policy.Surface, entry, key string) (place, bool) {
+	pl, ok := g.Places(s, key)[entry]
+	return pl, ok
+}
+
+// Places are the places of one list of a surface, by entry, for a caller
+// that looks up several entries of it: the index found once for them all
+// (it was a sixth of a refusal that names ten entries, issue 49).
+type Places map[string]place
+
+// Text is PlaceText of entry in the list.
+func (ps Places) Text(entry string) (string, bool) {
+	pl, ok := ps[entry]
+	return pl.text, ok
+}
+
+// Places is the places of list key (as Place reads it) of surface s.
+func (g *Generation) Places(s *policy.Surface, key string) Places {
 	v, ok := g.places.Load(s)
 	if !ok {
 		v, _ = g.places.LoadOrStore(s, &placeIndex{})
@@ -693,15 +710,14 @@ func (g *Generation) place(s *policy.Surface, entry, key string) (place, bool) {
 	if key != allow.DeniedTools && key != allow.AskTools {
 		key = "allowed-tools" // as s.Place reads any other key
 	}
-	pl, ok := ix.at[key][entry]
-	return pl, ok
+	return ix.at[key]
 }
 
 // placeIndex is where a surface's entries are written, by list key and
 // entry: the first place of each, as s.Place finds it.
 type placeIndex struct {
 	once sync.Once
-	at   map[string]map[string]place
+	at   map[string]Places
 }
 
 type place struct {
@@ -710,7 +726,7 @@ type place struct {
 }
 
 func (ix *placeIndex) build(s *policy.Surface) {
-	ix.at = map[string]map[string]place{}
+	ix.at = map[string]Places{}
 	for _, l := range []struct {
 		key     string
 		entries []string
