@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	igw "aimon.dev/gw/internal/runtime/gateway"
 	"aimon.dev/gw/internal/runtime/loadcache"
 	"aimon.dev/gw/internal/runtime/reload"
+	"aimon.dev/gw/internal/runtime/state"
 	"aimon.dev/gw/internal/runtime/ticket"
 )
 
@@ -71,6 +73,11 @@ type ExecRequest struct {
 	// command (rule P18), as its ticket says: the command is decided, and
 	// its sandbox bounded, by their flows.
 	Labels []string
+	// State is where the hook counts the policy's limits (its --state),
+	// which an approved command is spent from (rule P19): "" for the
+	// user's state directory, or the fleet's redis:// or rediss:// URL.
+	// The ticket binds it.
+	State string
 	// Timeout bounds the command, in milliseconds, as its call asked
 	// (Claude Code's Bash timeout): 0 for Bash's default, two minutes;
 	// ten at most (rule R8); -1 for a command the runtime runs in the
@@ -180,6 +187,17 @@ func Exec(ctx context.Context, r ExecRequest) error {
 		// hook counted nothing at the ask, and a refused ask never runs
 		// exec, so each approved call is spent once.
 		opts.ClientApproved, opts.Limits = true, tk.Limits()
+		if r.State != "" && len(gen.Limits) > 0 {
+			// The fleet's store, where the hook counts: spent anywhere
+			// else, the approved command would spend nothing the next
+			// call's hook sees.
+			l, closeLimits, err := execLimits(r.State)
+			if err != nil {
+				return notRun("the command was not run: %v", err)
+			}
+			defer closeLimits()
+			opts.Limits = l
+		}
 	}
 	if r.Protect != "" {
 		// The hook recorded the call; the programs its sandbox refuses
@@ -354,6 +372,24 @@ func waitBounded(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, sand
 	}
 }
 
+// execLimits is the limiter of the store spec names (ExecRequest.State):
+// the fleet's Redis, as the hook's --state takes it.
+func execLimits(spec string) (state.Limiter, func(), error) {
+	if !strings.HasPrefix(spec, "redis://") && !strings.HasPrefix(spec, "rediss://") {
+		return nil, nil, fmt.Errorf("--state %q is not a redis:// or rediss:// URL, where the hook counts the policy's limits (the hook sets it)", spec)
+	}
+	st, err := state.Open(spec, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("the store the policy's limits are counted in cannot be opened: %v", err)
+	}
+	l := state.LimiterOf(st)
+	if l == nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("--state %q keeps no limits a fleet shares", spec)
+	}
+	return l, func() { st.Close() }, nil
+}
+
 // sealedTicket is a checked ticket and the store it is spent in.
 type sealedTicket struct {
 	*ticket.Ticket
@@ -379,7 +415,7 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
 		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
-		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout})
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout, State: r.State})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

@@ -168,7 +168,7 @@ func AnswerHook(ctx context.Context, c HookConfig, input []byte) ([]byte, error)
 	if unread != nil {
 		return nil, call.refuse(gen, o, unread)
 	}
-	return call.answer(gen, o, c.State, execWrap(c.ExecBinary, policyDir, c.Cache, seal, dlog))
+	return call.answer(gen, o, c.State, execWrap(c.ExecBinary, policyDir, c.Cache, c.State, seal, dlog))
 }
 
 // Hook decides one hook input of an agent runtime ("claude-code" for
@@ -208,7 +208,7 @@ func (g *Gateway) Hook(ctx context.Context, runtime string, input []byte) ([]byt
 		defer release()
 		gen, o.Protected = at, false
 	}
-	return call.answer(gen, o, "", execWrap(g.opts.ExecBinary, ref.Dir, "", ticket.SealOnFirstUseIn(call.stateDir), g.dlog))
+	return call.answer(gen, o, "", execWrap(g.opts.ExecBinary, ref.Dir, "", "", ticket.SealOnFirstUseIn(call.stateDir), g.dlog))
 }
 
 // A hookCall is one hook input read, and the runtime that sent it.
@@ -336,15 +336,16 @@ func hookState(spec, dir string) (state.Store, func(), error) {
 // binary's exec under the policy in policyDir, in its sandbox; nil
 // without a binary, or for a policy with no directory for exec to load.
 // cache (HookConfig.Cache) is passed on when it names a directory of its
-// own, and the decision log dlog too, for exec to protect; seal seals
-// the tickets (ticket.SealOnFirstUseIn, or SealAhead).
-func execWrap(binary, policyDir, cache string, seal func(ticket.Binding) (string, error), dlog *decisionlog.File) *cchook.Wrap {
+// own, and the decision log dlog too, for exec to protect; spec
+// (HookConfig.State) too, where exec spends an approved command from the
+// limits; seal seals the tickets (ticket.SealOnFirstUseIn, or SealAhead).
+func execWrap(binary, policyDir, cache, spec string, seal func(ticket.Binding) (string, error), dlog *decisionlog.File) *cchook.Wrap {
 	if binary == "" || policyDir == "" {
 		return nil
 	}
 	// exec runs only a command the hook sealed (rule P16): a ticket under
 	// the key of the user's state directory, which readHook concealed.
-	w := &cchook.Wrap{Binary: binary, Policy: policyDir, Seal: seal}
+	w := &cchook.Wrap{Binary: binary, Policy: policyDir, State: spec, Seal: seal}
 	if cache != "" && cache != "off" {
 		w.Cache, _ = filepath.Abs(cache)
 	}

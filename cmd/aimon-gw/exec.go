@@ -44,7 +44,8 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.GenericFlag{Name: "shadow", Value: &repeated{}, Usage: "once for each: where a program of the gateway's name would be found on PATH before the gateway the runtime starts by that bare name; no command runs that could put one there (the hook sets it)"},
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
 			&cli.IntFlag{Name: "timeout", Usage: "the command's bound in milliseconds, as its call asked (the hook sets it; default two minutes, at most ten; -1 for a command run in the background, which only a signal ends); at its end, or on SIGTERM, SIGINT or SIGHUP, the command is asked to stop, and its sandbox killed 3 seconds later"},
-			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"}),
+			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"},
+			&cli.StringFlag{Name: "state", Usage: "the fleet's redis:// or rediss:// URL where the hook counts the policy's limits, which an approved command is spent from (the hook sets it; default: the user's state directory)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fail(exitUsage, "give one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'")
@@ -52,7 +53,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"),
-				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
+				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), State: c.String("state"), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},
 	}
 }

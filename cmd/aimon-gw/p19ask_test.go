@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,15 +11,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // hookBash asks aimon-gw hook claude-code about a Bash command in wd, as
 // Claude Code does; it returns the decision, the command Claude Code runs
 // (the updatedInput's) and the reason.
-func hookBash(t *testing.T, policy, wd, command string) (decision, updated, reason string) {
+// The hook's flags are args besides --policy and --cache off.
+func hookBash(t *testing.T, policy, wd, command string, args ...string) (decision, updated, reason string) {
 	t.Helper()
 	in, _ := json.Marshal(map[string]any{"cwd": wd, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": command}})
-	h := exec.Command(gatewayBinary(t), "hook", "claude-code", "--policy", policy, "--cache", "off")
+	h := exec.Command(gatewayBinary(t), append([]string{"hook", "claude-code", "--policy", policy, "--cache", "off"}, args...)...)
 	h.Stdin = strings.NewReader(string(in))
 	out, err := h.Output()
 	if err != nil {
@@ -38,19 +42,9 @@ func hookBash(t *testing.T, policy, wd, command string) (decision, updated, reas
 	return ans.Out.Decision, updated, ans.Out.Reason
 }
 
-// TestP19HookCountsApprovedAsksOnce: under the command hook an asked
-// Bash call the person approves is spent from the policy's limits when it
-// runs (exec of its approved ticket), as serve spends an approved call,
-// and once: an ask the person refuses (never run) spends nothing; of
-// three approved runs on a quota of 2, two run and the third is refused
-// by the limit, its repository not made; the next allowed call is denied
-// by the limit too (probe P8).
-func TestP19HookCountsApprovedAsksOnce(t *testing.T) {
-	t.Parallel()
-	needBwrap(t)
-	limit := fmt.Sprintf("asked-bash-%d", time.Now().UnixNano())
-	wd, _ := filepath.EvalSymlinks(t.TempDir())
-	policy := moduleDir(t, fmt.Sprintf(`package policy
+// askedGitInitPolicy is a policy that asks about git init, allows the
+// rest of Bash, and bounds Bash by the quota of 2 a day it names.
+const askedGitInitPolicy = `package policy
 
 import "aimon.dev/gw/schema/claudecode"
 
@@ -58,18 +52,21 @@ tools: claudecode.#Tools
 agent: "allowed-tools": ["Read", "Write(./**)", "Bash"]
 agent: "ask-tools": ["Bash(git init:*)"]
 limits: %q: {tool: "Bash", quota: "2/day"}
-`, limit))
-	// Asked and refused by the person: Claude Code never runs it.
-	if d, updated, r := hookBash(t, policy, wd, "git init refused"); d != "ask" || !strings.Contains(updated, "'--approved'") {
-		t.Fatalf("git init must be asked through exec: %s %q %q", d, updated, r)
-	}
+`
+
+// approvedGitInits asks about three git inits on a quota of 2 (limit) in
+// wd through ask, which answers the command Claude Code runs, and runs
+// each as Claude Code does once its person approves: two run, the third
+// is refused by the limit (exit 126), its repository not made. forge, when
+// not nil, is given the third's command before it runs.
+func approvedGitInits(t *testing.T, wd, limit string, ask func(i int, command string) string, forge func(updated string)) {
+	t.Helper()
 	for i := range 3 {
 		repo := fmt.Sprint("gi", i)
-		d, updated, r := hookBash(t, policy, wd, "git init "+repo)
-		if d != "ask" {
-			t.Fatalf("the hook must ask about git init %d (an ask spends nothing): %s %q", i, d, r)
+		updated := ask(i, "git init "+repo)
+		if i == 2 && forge != nil {
+			forge(updated)
 		}
-		// The person approves: Claude Code runs the command.
 		c := exec.Command("bash", "-c", updated)
 		c.Dir = wd
 		out, err := c.CombinedOutput()
@@ -88,8 +85,85 @@ limits: %q: {tool: "Bash", quota: "2/day"}
 			t.Errorf("the 3rd approved git init ran past the quota: %s exists", repo)
 		}
 	}
+}
+
+// TestP19HookCountsApprovedAsksOnce: under the command hook an asked
+// Bash call the person approves is spent from the policy's limits when it
+// runs (exec of its approved ticket), as serve spends an approved call,
+// and once: an ask the person refuses (never run) spends nothing; of
+// three approved runs on a quota of 2, two run and the third is refused
+// by the limit, its repository not made; the next allowed call is denied
+// by the limit too (probe P8).
+func TestP19HookCountsApprovedAsksOnce(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	limit := fmt.Sprintf("asked-bash-%d", time.Now().UnixNano())
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	policy := moduleDir(t, fmt.Sprintf(askedGitInitPolicy, limit))
+	// Asked and refused by the person: Claude Code never runs it.
+	if d, updated, r := hookBash(t, policy, wd, "git init refused"); d != "ask" || !strings.Contains(updated, "'--approved'") {
+		t.Fatalf("git init must be asked through exec: %s %q %q", d, updated, r)
+	}
+	approvedGitInits(t, wd, limit, func(i int, command string) string {
+		d, updated, r := hookBash(t, policy, wd, command)
+		if d != "ask" {
+			t.Fatalf("the hook must ask about git init %d (an ask spends nothing): %s %q", i, d, r)
+		}
+		return updated
+	}, nil)
 	if d, _, r := hookBash(t, policy, wd, "ls"); d != "deny" || !strings.Contains(r, fmt.Sprintf("the limit %q", limit)) {
 		t.Errorf("with the quota spent by approved calls, ls must be denied by the limit: %s %q", d, r)
+	}
+}
+
+// TestP19HookSpendsApprovedAsksInTheFleetsStore: with the hook started
+// with --state redis://ADDR, the fleet's store, an approved asked Bash
+// command is spent by exec in that Redis, not in the user's state
+// directory: after two approved git inits on a quota of 2, Redis holds
+// the limit's count of 2, a third approved one is refused by the limit
+// (its repository not made), and ls through the hook is denied by the
+// limit the approved runs spent. exec with the hook's --state changed or
+// left out refuses the ticket.
+func TestP19HookSpendsApprovedAsksInTheFleetsStore(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	addr, _ := startRedis(t)
+	fleet := []string{"--state", "redis://" + addr}
+	limit := fmt.Sprintf("fleet-asked-bash-%d", time.Now().UnixNano())
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	policy := moduleDir(t, fmt.Sprintf(askedGitInitPolicy, limit))
+	approvedGitInits(t, wd, limit, func(i int, command string) string {
+		d, updated, r := hookBash(t, policy, wd, command, fleet...)
+		if d != "ask" || !strings.Contains(updated, "'--state' 'redis://"+addr+"'") {
+			t.Fatalf("git init %d must be asked through exec with the hook's --state: %s %q %q", i, d, updated, r)
+		}
+		return updated
+	}, func(updated string) {
+		// The store is the hook's word, bound to the ticket: neither
+		// another one nor none spends the approved command elsewhere.
+		word := "'--state' 'redis://" + addr + "'"
+		for _, forged := range []string{strings.Replace(updated, word, "'--state' 'redis://127.0.0.1:1'", 1), strings.Replace(updated, word+" ", "", 1)} {
+			c := exec.Command("bash", "-c", forged)
+			c.Dir = wd
+			out, err := c.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitNotRun || !strings.Contains(string(out), "sealed with other protections") {
+				t.Errorf("exec with its --state changed must refuse the ticket (exit 126): %v\n%s", err, out)
+			}
+		}
+	})
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	ctx := context.Background()
+	keys, err := rc.Keys(ctx, "aimon-gw:limit:*:quota").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("Redis must hold the one quota the approved runs spent: %v %v", keys, err)
+	}
+	if n, err := rc.HGet(ctx, keys[0], "n").Result(); err != nil || n != "2" {
+		t.Errorf("Redis counts %q approved runs of the quota (%v), want 2", n, err)
+	}
+	if d, _, r := hookBash(t, policy, wd, "ls", fleet...); d != "deny" || !strings.Contains(r, fmt.Sprintf("the limit %q", limit)) {
+		t.Errorf("with the fleet's quota spent by approved runs, ls through the hook must be denied by the limit: %s %q", d, r)
 	}
 }
 

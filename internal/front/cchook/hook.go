@@ -112,6 +112,10 @@ type Wrap struct {
 	// Runtime is the runtime whose files exec protects (gatefiles); ""
 	// for Claude Code.
 	Runtime string
+	// State is the store the hook counts the policy's limits in (its
+	// --state): exec spends an approved command there (rule P19); "" for
+	// the user's state directory.
+	State string
 	// call is the id of the call wrapped, for exec's records in Log.
 	call string
 	// Seal seals the ticket exec runs the command with, bound to all it
@@ -344,6 +348,12 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
 	if asked {
 		words = append(words, "--approved")
+		if w.State != "" {
+			// Where the hook counts the limits, which exec spends the
+			// approved command from (rule P19).
+			words = append(words, "--state", w.State)
+			b.State = w.State
+		}
 	}
 	if w.Cache != "" {
 		words = append(words, "--cache", w.Cache)

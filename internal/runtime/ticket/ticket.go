@@ -79,6 +79,11 @@ type Binding struct {
 	// Timeout is the command's bound in milliseconds, as its call asked
 	// (0: Bash's default): exec stops it there (rule R8).
 	Timeout int
+	// State is the store an approved command is spent in from the
+	// policy's limits (rule P19), the hook's --state: "" for the user's
+	// state directory, where the ticket is spent, or the fleet's
+	// redis:// or rediss:// URL.
+	State string
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -134,7 +139,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), b.State, strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -471,7 +476,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout or --labels)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout, --labels or --state)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
