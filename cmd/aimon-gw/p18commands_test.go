@@ -141,15 +141,7 @@ func TestP18HookCommandsReadLabelledFilesOnlyAsLabelledReads(t *testing.T) {
 	needBwrap(t)
 	hookPolicy := func(t *testing.T, entries string) (string, string) {
 		proj, policy := p18CommandsLayout(t, entries)
-		text, err := os.ReadFile(policy + "/policy.cue")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cue := strings.NewReplacer(`import "aimon.dev/gw/schema"`, `import "aimon.dev/gw/schema/claudecode"`,
-			"tools: {Read: schema.#Read, Write: schema.#Write, Bash: schema.#Bash}", "tools: claudecode.#Tools").Replace(string(text))
-		if err := os.WriteFile(policy+"/policy.cue", []byte(cue), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		p18ClaudeTools(t, policy)
 		return proj, policy
 	}
 	t.Run("hidden", func(t *testing.T) {

@@ -61,6 +61,11 @@ type Call struct {
 	Writes []string
 	// Approvals are tokens a person gave for this call (rule P15).
 	Approvals []string
+	// Handed says the front end hands the call to its client to run once
+	// it is allowed or asked (a hook's): the decision labels the session
+	// as the call's result would (rule P18), since the front end may never
+	// see the result (a failure, a crash of the hook's post step).
+	Handed bool
 	// Principal is who called, when the front end knows (HTTP): the
 	// decision log records it.
 	Principal string

@@ -300,6 +300,9 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 	// an object, {} for a tool without parameters.
 	c := s.call(id, in)
 	c.Input, c.Unread, c.Writes, c.Moves = in.ToolInput, in.Unread, in.Writes, moves
+	// The runtime runs it: what it may read labels the session at this
+	// decision, since a failed call's PostToolUse never comes (rule P18).
+	c.Handed = true
 	if in.Cwd == "" && c.Unread == "" {
 		c.Unread = "The hook input has no cwd, so the paths of the call cannot be read as Claude Code reads them; the call is blocked. Run the hook from Claude Code, which always sends cwd."
 	}

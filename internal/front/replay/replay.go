@@ -220,9 +220,11 @@ func (rp *replayer) record(line int, rec decisionlog.Record) error {
 		return nil
 	case decisionlog.Result:
 		c, ok := s.calls[rec.CallID]
-		if !ok || rec.ResultError != nil && *rec.ResultError {
+		if !ok {
 			return nil
 		}
+		// An error labels too: the call ran, and read what it could
+		// (rule P18; probe V6).
 		text := ""
 		if rec.Text != nil {
 			text = *rec.Text
@@ -254,6 +256,14 @@ func (rp *replayer) record(line int, rec decisionlog.Record) error {
 	s.calls[rec.CallID] = c
 	rp.rep.Calls++
 	_, d := g.Decide(rec.Surface, c)
+	if rec.Phase == decisionlog.Decided && rec.Allowed {
+		// A call a hook allowed, which its runtime ran: it labelled the
+		// session at its decision, and its result may never have come
+		// back (a failure, rule P18).
+		if _, err := g.Label(rp.ctx, rec.Surface, c, ""); err != nil {
+			return err
+		}
+	}
 	was, now := verdict(rec.Allowed, rec.Ask), verdict(d.Allowed, d.Ask)
 	if was == now {
 		return nil

@@ -38,27 +38,35 @@ func rec(session, phase, id, tool string, in map[string]any, allowed, failed boo
 
 // TestP18ReplayKeepsSessionsApart: a label a session's result gives binds
 // that session's later calls only, under the candidate's labels; a result
-// that was an error gives none; a call's own session follows it across
-// interleaved records.
+// that was an error gives it too, and so does a hook's allowed decision
+// with no result after it (probe V6: the runtime reports no failed
+// result); a call's own session follows it across interleaved records.
 func TestP18ReplayKeepsSessionsApart(t *testing.T) {
 	page := map[string]any{"file_path": "/tmp/page.html"}
 	write := map[string]any{"file_path": "/srv/project/out.txt", "content": "x"}
 	log := rec("a", "running", "r1", "Read", page, true, false) +
 		rec("b", "running", "r1", "Read", page, true, false) +
 		rec("a", "result", "r1", "Read", nil, true, false) +
-		rec("b", "result", "r1", "Read", nil, true, true) + // failed: no label
+		rec("b", "result", "r1", "Read", nil, true, true) + // failed: labels too
+		rec("d", "decided", "r1", "Read", page, true, false) + // a hook's: no result
 		rec("c", "running", "w1", "Write", write, true, false) +
 		rec("a", "running", "w1", "Write", write, true, false) +
-		rec("b", "running", "w1", "Write", write, true, false)
+		rec("b", "running", "w1", "Write", write, true, false) +
+		rec("d", "decided", "w1", "Write", write, true, false)
 	rep, err := Run(context.Background(), strings.NewReader(log), Options{Policy: policyDir(t, strict), LoadTimeout: time.Minute, Name: "log"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Calls != 5 || rep.Sessions != 3 || len(rep.Changes) != 1 {
+	if rep.Calls != 7 || rep.Sessions != 4 || len(rep.Changes) != 3 {
 		t.Fatalf("report %+v", rep)
 	}
-	if c := rep.Changes[0]; c.Session != "a" || c.Call != "w1" || c.Line != 6 || c.Was != Allowed || c.Now != Refused || !strings.Contains(c.Reason, "The result of Read of /tmp/page.html (call r1) labelled the session untrusted") {
-		t.Errorf("change %+v", c)
+	for i, want := range []struct {
+		session string
+		line    int
+	}{{"a", 7}, {"b", 8}, {"d", 9}} {
+		if c := rep.Changes[i]; c.Session != want.session || c.Call != "w1" || c.Line != want.line || c.Was != Allowed || c.Now != Refused || !strings.Contains(c.Reason, "The result of Read of /tmp/page.html (call r1) labelled the session untrusted") {
+			t.Errorf("change %d: %+v", i, c)
+		}
 	}
 }
 

@@ -128,6 +128,10 @@ func (g *Gateway) DecideIn(ctx context.Context, cur *provision.Generation, surfa
 		if complete != nil && (d.Allowed || d.Ask) {
 			d = complete(d)
 		}
+		if c.Handed && (d.Allowed || d.Ask) {
+			// The client runs it, and may report no result (rule P18).
+			p.labels, d = g.labelAhead(&p, d)
+		}
 	}
 	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Decided)
 	d.EntryAt = entryPlaces(cur, chain, d, p.Workdir)
@@ -150,6 +154,10 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 	}
 	_, end := g.step(ctx, StepDecide, p.Name)
 	d := g.decide(&p)
+	if d.Allowed {
+		// Labelled before it runs, whatever it returns (rule P18).
+		p.labels, d = g.labelAhead(&p, d)
+	}
 	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Running)
 	end(outcome(&d, false))
 	end = noEnd
@@ -170,7 +178,7 @@ func (g *Gateway) run(ctx context.Context, cur *provision.Generation, chain []st
 		held = g.content(p, &r) // a secret redacted before the model sees it (rule P18)
 	}
 	if d.Allowed && !r.IsError {
-		p.labels = g.labelResult(p, d, r.Content) // rule P18
+		g.noteResult(p, d, r.Content) // rule P18
 	}
 	if len(held) > 0 {
 		p.labels = append(p.labels, held...)

@@ -109,19 +109,43 @@ func (s *stored) Gain(ctx context.Context, labels []string, from Source) error {
 	return s.mem.Gain(ctx, labels, from)
 }
 
-// labelResult gives the session the labels that the result of an allowed
-// call that succeeded carries (rule P18), and keeps its text when the
-// policy requires arguments to come from somewhere; it returns the labels.
-func (g *Gateway) labelResult(p prepared, d rule.Decision, text string) []string {
+// labelAhead gives the session the labels that an allowed call gives
+// (rule P18) at its decision, before it runs: whatever it then returns (an
+// error, a timeout, a cancellation, nothing at all when the client runs it
+// and its hook's post step never comes), what it could read labels the
+// session. A label that cannot be kept refuses the call, with why: it
+// would run as if nothing had been read. It returns the labels and the
+// decision.
+func (g *Gateway) labelAhead(p *prepared, d rule.Decision) ([]string, rule.Decision) {
 	s := p.Session
-	if s == nil || p.Tool == nil {
-		return nil
+	if s == nil || p.Tool == nil || p.Gen.Session == nil || d.Input == nil {
+		return nil, d
 	}
-	labels, err := g.observe(context.Background(), s, p, d.Input, text)
-	if err != nil {
-		g.log.Warn("the session's labels cannot be kept", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID, "cause", err)
+	labels := p.Gen.LabelsOf(p.Tool, d.Input, p.Workdir, hostFS{}.LandsAt)
+	if len(labels) == 0 {
+		return nil, d
 	}
-	return labels
+	from := Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(*p, d.Input)}
+	if err := s.Gain(context.Background(), labels, from); err != nil {
+		g.log.Warn("call refused: the session's labels cannot be kept", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID, "cause", err)
+		refused := rule.Refused(rule.P18, fmt.Sprintf("%s was not run: it labels the session %s, and the label cannot be kept (%v), so later calls that a flow binds would be decided as if it had not been read; try again once the state store answers.", p.Name, strings.Join(labels, ", "), strings.TrimSuffix(err.Error(), ".")))
+		refused.Effective, refused.Entries = d.Effective, d.Entries
+		return labels, refused
+	}
+	g.log.Info("session labelled", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID)
+	return labels, d
+}
+
+// noteResult keeps the text of the result of an allowed call that
+// succeeded when the policy requires arguments to come from somewhere
+// (rule P18): trusted when its decision gave the session no label.
+func (g *Gateway) noteResult(p prepared, d rule.Decision, text string) {
+	if p.Session == nil || p.Tool == nil || len(p.Gen.Provenance) == 0 {
+		return
+	}
+	if sn := decide.SeenIn(p.Session); sn != nil {
+		sn.Note(Source{Tool: p.Name, ID: p.ID, Subject: subjectIn(p, d.Input)}, p.labels, text)
+	}
 }
 
 // observe is the result text of the call p, decided on the canonical in,

@@ -20,9 +20,9 @@ import (
 	"aimon.dev/gw/internal/testkit/cputime"
 )
 
-// TestP18LabelsComeFromResultsAndStick: a call's result labels the session
-// only when the call ran and succeeded; the label stays, and every later
-// refusal names the call that gave it. A gateway that serves no single
+// TestP18LabelsComeFromResultsAndStick: a call labels the session when it
+// is allowed to run, whatever it returns (a read that fails too: probe V6);
+// the label stays, and every later refusal names the call that gave it. A gateway that serves no single
 // session (one that HTTP callers share) keeps no labels.
 func TestP18LabelsComeFromResultsAndStick(t *testing.T) {
 	const body = `
@@ -38,13 +38,10 @@ agent: when: untrusted: "denied-tools": ["Echo"]
 	if r := handle(t, g, `{"type":"tool_use","id":"r1","name":"Read","input":{"file_path":"/nonexistent/aimon-gw/x"}}`); r["is_error"] != true {
 		t.Fatalf("the read of a missing file: %v", r)
 	}
-	if r := handle(t, g, echo("e1")); r["is_error"] != false {
-		t.Fatalf("a failed read labelled the session: %v", r)
-	}
-	for _, id := range []string{"e2", "e3"} {
+	for _, id := range []string{"e1", "e2"} {
 		r := handle(t, g, echo(id))
-		if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "denied on this surface while the session is labelled untrusted by Echo") || !strings.Contains(text, "The result of Echo (call e1) labelled the session untrusted") {
-			t.Errorf("%s after Echo e1: %v", id, r)
+		if text, _ := r["content"].(string); r["is_error"] != true || !strings.Contains(text, "denied on this surface while the session is labelled untrusted by Echo") || !strings.Contains(text, "The result of Read of /nonexistent/aimon-gw/x (call r1) labelled the session untrusted") {
+			t.Errorf("%s after the failed Read r1: %v", id, r)
 		}
 	}
 	shared, _ := newGateway(t, body, nil)
@@ -153,7 +150,8 @@ func (failingSessions) Words(context.Context, string) ([][]byte, error) {
 // from a result one gateway saw, a later gateway with the same session
 // id decides the flow by, naming the call; a gateway of another session
 // id holds nothing. A store that does not answer refuses a call that a
-// flow binds, with a sentence, and leaves the rest alone.
+// flow binds, and one that labels the session, with a sentence, and
+// leaves the rest alone.
 func TestP18StoredSessionSpansGateways(t *testing.T) {
 	const body = `
 tools: {Echo: schema.#Echo, Read: schema.#Read}
@@ -192,8 +190,12 @@ agent: when: untrusted: "denied-tools": ["Echo"]
 	if _, err := down.Label(ctx, nil, Call{ID: "r2", Name: "Read", Input: []byte(`{"file_path":"/tmp/x"}`)}, ""); err == nil {
 		t.Error("a label the store cannot keep was reported kept")
 	}
-	if r := handle(t, down, `{"type":"tool_use","id":"r3","name":"Read","input":{"file_path":"/nonexistent/x"}}`); strings.Contains(fmt.Sprint(r["content"]), "session") {
-		t.Errorf("a call no flow binds depended on the store: %v", r)
+	if r := handle(t, down, `{"type":"tool_use","id":"r3","name":"Read","input":{"file_path":"/srv/nonexistent"}}`); strings.Contains(fmt.Sprint(r["content"]), "session") {
+		t.Errorf("a call no flow binds and no label names depended on the store: %v", r)
+	}
+	// A call that labels the session does not run unlabelled.
+	if r := handle(t, down, `{"type":"tool_use","id":"r4","name":"Read","input":{"file_path":"/nonexistent/x"}}`); r["is_error"] != true || !strings.Contains(fmt.Sprint(r["content"]), "Read was not run: it labels the session untrusted, and the label cannot be kept") {
+		t.Errorf("a read that labels the session, with the store down: %v", r)
 	}
 }
 
