@@ -65,8 +65,6 @@ subagents: cp: "allowed-tools": ["Write(./**)", "Write(~/**)", "Bash(cp:*)"]
 	// home, the same files are read-only.
 	cwd, agent = project, "cp"
 	writeFile(t, project+"/off.json", `{"disableAllHooks": true}`)
-	// (A missing .mcp.json is not made: a command may create one, whose
-	// servers Claude Code asks about, and whose calls reach the hook.)
 	writeFile(t, home+"/.claude.json", `{}`)
 	writeFile(t, project+"/.mcp.json", `{}`)
 	for _, target := range []string{project + "/.claude/settings.local.json", home + "/.claude.json", project + "/.claude/settings.json", home + "/.claude/settings.json", config + "/settings.json", project + "/.mcp.json"} {

@@ -109,7 +109,9 @@ func TestR9MissingGateDirsOfEveryRuntimeAreMadeFirst(t *testing.T) {
 		// A sandbox that writes everywhere, and /etc's directories.
 		etc := []string{"/etc/claude-code", "/etc/codex", "/etc/gemini-cli"}
 		var absent []string
-		for _, d := range etc {
+		// And the gate files root's gateway makes first there: the
+		// .mcp.json of the directories above the project.
+		for _, d := range append(etc, "/var/.mcp.json", "/var/tmp/.mcp.json") {
 			if _, err := os.Lstat(d); err != nil {
 				absent = append(absent, d)
 			}

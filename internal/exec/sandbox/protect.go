@@ -28,9 +28,10 @@ var protected struct {
 	// programs are the gateway's sandbox programs, whether they exist or
 	// not (ProtectPrograms).
 	programs []string
-	// gateDirs are the gate's directories made before a sandbox that could
-	// make them (ProtectGateDir), with the mode each is made with.
-	gateDirs map[string]fs.FileMode
+	// gateMade are the gate's directories and files made before a
+	// sandbox that could make them (ProtectGateDir, ProtectGateFile),
+	// with what each is made with.
+	gateMade map[string]gateMade
 	// shadows are where a program would be found on PATH before the
 	// gateway a runtime starts by its bare name (ProtectShadows).
 	shadows []string
@@ -293,56 +294,123 @@ func ProtectGates(ps []Named) {
 // runtime nobody uses gets no directory of its own where no command
 // writes (/etc, a home the policy keeps read-only).
 func ProtectGateDir(what, dir string, mode fs.FileMode) {
-	if dir == "" || !filepath.IsAbs(dir) {
+	protectMade(what, dir, gateMade{dir: true, mode: mode})
+}
+
+// A gateMade is what an absent gate directory or file is made as.
+type gateMade struct {
+	dir     bool
+	content string
+	mode    fs.FileMode
+}
+
+// ProtectGateFile is ProtectGate of a file of an agent runtime's gate (its
+// state file, a project's MCP servers, a shell's start-up file) that,
+// while absent, is made with content, harmless, and mode before a sandbox
+// whose commands could make it (rule R9): a command that made it first
+// could name a program the runtime runs, outside every sandbox, at its
+// next start. Made only where a command could, as ProtectGateDir.
+func ProtectGateFile(what, path, content string, mode fs.FileMode) {
+	protectMade(what, path, gateMade{content: content, mode: mode})
+}
+
+func protectMade(what, path string, m gateMade) {
+	if path == "" || !filepath.IsAbs(path) {
 		return
 	}
-	ProtectGates([]Named{{what, dir}})
+	ProtectGates([]Named{{what, path}})
 	protected.mu.Lock()
 	defer protected.mu.Unlock()
-	if protected.gateDirs == nil {
-		protected.gateDirs = map[string]fs.FileMode{}
+	if protected.gateMade == nil {
+		protected.gateMade = map[string]gateMade{}
 	}
-	d := filepath.Clean(dir)
-	if _, ok := protected.gateDirs[d]; !ok {
-		protected.gateDirs[d] = mode
+	p := filepath.Clean(path)
+	if _, ok := protected.gateMade[p]; !ok {
+		protected.gateMade[p] = m
 	}
 }
 
-// makeGateDirs makes each absent directory of ProtectGateDir whose
-// nearest existing ancestor a sandbox's command may write (writes says
-// so of a real path), so that the sandbox binds it read-only. Where the
-// gateway may not make it (EACCES, EROFS) nor may the command, which runs
-// as the same user without capabilities; any other failure refuses the
-// sandbox, since the command could make it.
+// makeable says whether a command of the sandbox writes says so of could
+// make the absent path p: the nearest existing directory above where it
+// lands lies where the command writes, outside every protected path.
+// at is where it lands; ok false for a path that exists or cannot be
+// told (refused by name, and no command walks it either).
+func makeable(p string, writes func(real string) bool) (at string, ok bool) {
+	at, _, err := landsAt(p)
+	if err != nil {
+		return "", false
+	}
+	if _, err := os.Lstat(at); !errors.Is(err, fs.ErrNotExist) {
+		return at, false
+	}
+	parent := filepath.Dir(at)
+	for ; parent != "/"; parent = filepath.Dir(parent) {
+		if _, err := os.Lstat(parent); err == nil {
+			break
+		}
+	}
+	return at, writes(parent) && protected.holding(parent) == ""
+}
+
+// makeFile makes the absent file at, and the directories above it, with
+// content; one that exists now is left as it is. Where the gateway may
+// not (EACCES, EROFS), neither may a command.
+func makeFile(at, content string, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(at, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// harmless says whether err, from making a gate file or directory, means
+// no command could make it either.
+func harmless(err error) bool {
+	return err == nil || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
+
+// makeGateDirs makes each absent directory of ProtectGateDir and file of
+// ProtectGateFile whose nearest existing ancestor a sandbox's command may
+// write (writes says so of a real path), so that the sandbox binds it
+// read-only. Where the gateway may not make it (EACCES, EROFS) nor may the
+// command, which runs as the same user without capabilities; any other
+// failure refuses the sandbox, since the command could make it.
 func makeGateDirs(writes func(real string) bool) error {
 	protected.mu.RLock()
-	dirs := maps.Clone(protected.gateDirs)
+	made := maps.Clone(protected.gateMade)
 	protected.mu.RUnlock()
-	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		at, _, err := landsAt(d)
-		if err != nil {
-			continue // refused by name, and no command walks it either
-		}
-		if _, err := os.Lstat(at); !errors.Is(err, fs.ErrNotExist) {
+	for _, p := range slices.Sorted(maps.Keys(made)) {
+		at, ok := makeable(p, writes)
+		if !ok {
 			continue
 		}
-		parent := filepath.Dir(at)
-		for ; parent != "/"; parent = filepath.Dir(parent) {
-			if _, err := os.Lstat(parent); err == nil {
-				break
-			}
+		m := made[p]
+		var err error
+		if m.dir {
+			err = os.MkdirAll(at, m.mode)
+		} else {
+			err = makeFile(at, m.content, m.mode)
 		}
-		if !writes(parent) || protected.holding(parent) != "" {
-			continue // no command of this sandbox writes there
-		}
-		err = os.MkdirAll(at, dirs[d])
-		if err == nil || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		if harmless(err) {
 			continue
 		}
 		protected.mu.RLock()
-		what := protected.what[d]
+		what := protected.what[p]
 		protected.mu.RUnlock()
-		return fmt.Errorf("%s (%s) does not exist, and a command could make it with settings that switch the gate off or a hook the runtime runs outside every sandbox (rule R9); the gateway could not make it empty first (%v), so no command runs. Make the directory %s yourself, or keep the policy's commands from writing %s", what, d, err, at, parent)
+		if m.dir {
+			return fmt.Errorf("%s (%s) does not exist, and a command could make it with settings that switch the gate off or a hook the runtime runs outside every sandbox (rule R9); the gateway could not make it empty first (%v), so no command runs. Make the directory %s yourself, or keep the policy's commands from writing %s", what, p, err, at, filepath.Dir(at))
+		}
+		return fmt.Errorf("%s (%s) does not exist, and a command could make it naming a program the runtime runs outside every sandbox (rule R9); the gateway could not make it first (%v), so no command runs. Make %s yourself (%q will do), or keep the policy's commands from writing %s", what, p, err, at, m.content, filepath.Dir(at))
 	}
 	return nil
 }

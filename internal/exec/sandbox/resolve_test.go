@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -109,7 +108,7 @@ func TestR9GateDirsAreMadeWhereACommandCouldMakeThem(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	t.Cleanup(func() {
 		protected.mu.Lock()
-		maps.DeleteFunc(protected.gateDirs, func(d string, _ fs.FileMode) bool { return within(d, root) })
+		maps.DeleteFunc(protected.gateMade, func(d string, _ gateMade) bool { return within(d, root) })
 		protected.mu.Unlock()
 	})
 	for _, d := range []string{"w", "ro", "w/prot"} {

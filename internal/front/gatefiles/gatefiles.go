@@ -27,6 +27,12 @@ type File struct {
 	// a sandbox whose commands could make it, so that no command makes it
 	// first and fills it.
 	Dir bool
+	// Content is what a file (not Dir) that is absent is made with,
+	// harmless, before a sandbox whose commands could make it, so that no
+	// command makes it first naming a program the runtime runs; Mode is
+	// its mode (0o600 for none, /etc's readable to all).
+	Content string
+	Mode    fs.FileMode
 }
 
 // Where is what a runtime's files are found from: the home of the user it
@@ -126,12 +132,23 @@ func ProtectAll(w Where) {
 	for _, name := range Runtimes() {
 		files, _ := Of(name, w)
 		for _, f := range files {
-			if f.Dir {
+			etc := strings.HasPrefix(f.Path, "/etc/")
+			switch {
+			case f.Dir:
 				mode := fs.FileMode(0o700)
-				if strings.HasPrefix(f.Path, "/etc/") {
+				if etc {
 					mode = 0o755
 				}
 				sandbox.ProtectGateDir(f.What, f.Path, mode)
+			default:
+				mode := f.Mode
+				if mode == 0 {
+					mode = 0o600
+				}
+				if etc {
+					mode |= 0o444
+				}
+				sandbox.ProtectGateFile(f.What, f.Path, f.Content, mode)
 			}
 			gates = append(gates, sandbox.Named{What: f.What, Path: f.Path})
 		}
@@ -174,6 +191,13 @@ type lister struct {
 func (l *lister) add(what, path string, dir bool) {
 	if path != "" && filepath.IsAbs(path) {
 		l.files = append(l.files, File{What: what, Path: filepath.Clean(path), Dir: dir})
+	}
+}
+
+// file adds a file made, while absent, with content and mode.
+func (l *lister) file(what, path, content string, mode fs.FileMode) {
+	if path != "" && filepath.IsAbs(path) {
+		l.files = append(l.files, File{What: what, Path: filepath.Clean(path), Content: content, Mode: mode})
 	}
 }
 
@@ -331,10 +355,16 @@ func GeminiCLI(w Where) []File {
 		l.add(user, filepath.Join(w.Home, ".gemini"), true)
 	}
 	l.addVar(user, "GEMINI_CLI_HOME", ".gemini", true)
-	l.addVar("Gemini CLI's trusted folders", "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "", false)
+	for _, v := range []struct{ what, name string }{
+		{"Gemini CLI's trusted folders", "GEMINI_CLI_TRUSTED_FOLDERS_PATH"},
+		{"Gemini CLI's system settings", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"},
+		{"Gemini CLI's system defaults", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"},
+	} {
+		for _, p := range w.paths(v.name) {
+			l.file(v.what, p, "{}\n", 0o600)
+		}
+	}
 	l.add("Gemini CLI's system settings", "/etc/gemini-cli", true)
-	l.addVar("Gemini CLI's system settings", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "", false)
-	l.addVar("Gemini CLI's system defaults", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH", "", false)
 	if w.Project != "" {
 		l.add("Gemini CLI's project settings (its settings.json, hooks and MCP servers)", filepath.Join(w.Project, ".gemini"), true)
 	}
@@ -353,9 +383,11 @@ func ClaudeCode(w Where) []File {
 	const state = "Claude Code's state file (its MCP servers and trusted projects)"
 	const user = "Claude Code's user configuration (its settings, hooks, agents, skills and plugins)"
 	if w.Home != "" {
-		l.add(state, filepath.Join(w.Home, ".claude.json"), false)
+		l.file(state, filepath.Join(w.Home, ".claude.json"), "{}\n", 0o600)
 	}
-	l.addVar(state, "CLAUDE_CONFIG_DIR", ".claude.json", false)
+	for _, p := range w.paths("CLAUDE_CONFIG_DIR") {
+		l.file(state, filepath.Join(p, ".claude.json"), "{}\n", 0o600)
+	}
 	if w.Home != "" {
 		l.add(user, filepath.Join(w.Home, ".claude"), true)
 	}
@@ -363,8 +395,14 @@ func ClaudeCode(w Where) []File {
 	l.add("Claude Code's managed settings", "/etc/claude-code", true)
 	if w.Project != "" {
 		l.add("Claude Code's project configuration (its settings, local settings, hooks, agents and skills)", filepath.Join(w.Project, ".claude"), true)
-		l.add("Claude Code's project MCP servers", filepath.Join(w.Project, ".mcp.json"), false)
 		if filepath.IsAbs(w.Project) {
+			// Claude Code reads the .mcp.json of the directory it starts
+			// in and of each above it, the root's aside.
+			for _, d := range ancestors(filepath.Clean(w.Project)) {
+				if d != "/" {
+					l.file("Claude Code's project MCP servers", filepath.Join(d, ".mcp.json"), "{\"mcpServers\":{}}\n", 0o644)
+				}
+			}
 			for _, d := range gitRoots(filepath.Clean(w.Project)) {
 				l.add("Claude Code's local settings of the project's git repository", filepath.Join(d, ".claude"), true)
 			}

@@ -20,7 +20,7 @@ func TestR9EachRuntimesFiles(t *testing.T) {
 	w := Where{Home: "/h", Project: "/p", Env: func(k string) string { return env[k] }, Cwd: "/c"}
 	want := map[string][]string{
 		"codex":       {"/h/.codex+", "/ch+", "/etc/codex+", "/p/.codex+"},
-		"gemini-cli":  {"/h/.gemini+", "/gh/.gemini+", "/t.json", "/etc/gemini-cli+", "/s.json", "/p/rel.json", "/c/rel.json", "/p/.gemini+"},
+		"gemini-cli":  {"/h/.gemini+", "/gh/.gemini+", "/t.json", "/s.json", "/p/rel.json", "/c/rel.json", "/etc/gemini-cli+", "/p/.gemini+"},
 		"claude-code": {"/h/.claude.json", "/p/rel/cfg/.claude.json", "/c/rel/cfg/.claude.json", "/h/.claude+", "/p/rel/cfg+", "/c/rel/cfg+", "/etc/claude-code+", "/p/.claude+", "/p/.mcp.json"},
 	}
 	files := func(w Where) map[string][]string {
