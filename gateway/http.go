@@ -49,6 +49,11 @@ type ListenOptions struct {
 	// before that while calls are still served, so that load balancers
 	// stop sending first.
 	Drain, DrainDelay time.Duration
+	// ReadTimeout bounds how long a request takes to arrive, its headers
+	// and its body; a slower client's connection is closed (0: thirty
+	// seconds). An answer that streams is
+	// not bounded by it.
+	ReadTimeout time.Duration
 	// ApprovalWebhook is where a call that waits for one of the policy's
 	// approvers is POSTed (as JSON with a text and the approval page's
 	// link: a Slack or Teams incoming webhook takes it); ApprovalsURL is
@@ -112,7 +117,7 @@ func Listen(ctx context.Context, dir string, opts Options, l ListenOptions) erro
 	o := httpfront.Options{Addr: l.Addr, TLSCert: l.TLSCert, TLSKey: l.TLSKey, Version: g.version(), Resource: l.Resource,
 		Reload: reload.Options{Dir: dir, LoadTimeout: opts.LoadTimeout, Secrets: opts.Secrets, Debounce: opts.Settle,
 			Cache: loadcache.Open(opts.Cache, g.log), Gateway: iopts},
-		Wrap: hookWrap(dir, opts, decisions), Sessions: igw.SessionsIn(approvals), Drain: l.Drain, DrainDelay: l.DrainDelay,
+		Wrap: hookWrap(dir, opts, decisions), Sessions: igw.SessionsIn(approvals), Drain: l.Drain, DrainDelay: l.DrainDelay, ReadTimeout: l.ReadTimeout,
 		Degraded: func(ctx context.Context) error {
 			if err := approvals.Ping(ctx); err != nil {
 				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)

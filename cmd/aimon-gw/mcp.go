@@ -38,6 +38,8 @@ type mcpParams struct {
 	GroupsClaim, Tokens                 string
 	ApprovalKey                         string
 	ApprovalTTL, Drain, DrainDelay      time.Duration
+	// ReadTimeout bounds how long a request takes to arrive (--read-timeout).
+	ReadTimeout time.Duration
 	// State is where approvals are spent (--state, serveParams.State).
 	State string
 	// ApprovalWebhook is where a pending approval is POSTed; ApprovalsURL
@@ -61,6 +63,7 @@ func httpFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "jwks-refresh", Value: 5 * time.Minute, Usage: "how often the issuer's keys are fetched again, so that a key it removed is refused by every replica within this time"},
 		&cli.StringFlag{Name: "groups-claim", Value: "groups", Usage: "the token claim that lists the caller's groups"},
 		&cli.StringFlag{Name: "tokens", Usage: "accept the static tokens of this file (lines sha256:HEX SUBJECT [GROUP,...], mode 0600) instead of an issuer's JWTs"},
+		&cli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "how long a request may take to arrive, its headers and its body; a slower client's connection is closed (an answer that streams is not bounded by it)"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, Usage: "on SIGTERM, how long /readyz answers 503 while calls are still served, so that load balancers stop sending first; then the listener closes and the drain begins"},
 		&cli.StringFlag{Name: "approval-webhook", Usage: "POST each call that waits for one of the policy's approvers here, as JSON with a text field and the approval page's link (a Slack or Teams incoming webhook takes it)"},
 		&cli.StringFlag{Name: "approvals-url", Usage: "this gateway as approvers' browsers reach it, e.g. https://gw.example.com, for the links to /approvals/ID (default: --resource's origin, else the listening address)"},
@@ -97,6 +100,13 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
+			readTimeout, err := drain(c, "read-timeout")
+			if err != nil {
+				return err
+			}
+			if c.IsSet("read-timeout") && c.String("listen") == "" {
+				return fail(exitUsage, "--read-timeout is for serving over HTTP; give --listen ADDR too, or leave it out")
+			}
 			if c.String("listen") == "" {
 				delay = 0 // stdio: no load balancer to wait for
 			}
@@ -113,7 +123,7 @@ func mcpCommand(stdin io.Reader, stdout io.Writer) *cli.Command {
 				Stdin: stdin, Stdout: stdout, Log: log,
 				Listen: c.String("listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Issuer: c.String("issuer"), Audience: c.String("audience"), Resource: c.String("resource"), JWKSURL: c.String("jwks-url"), JWKSRefresh: c.Duration("jwks-refresh"),
-				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay,
+				GroupsClaim: c.String("groups-claim"), Tokens: c.String("tokens"), Drain: d, DrainDelay: delay, ReadTimeout: readTimeout,
 				ApprovalKey: c.String("approval-key"), ApprovalTTL: c.Duration("approval-ttl"), State: c.String("state"), Cache: c.String("cache"),
 				ApprovalWebhook: c.String("approval-webhook"), ApprovalsURL: c.String("approvals-url"),
 			})
@@ -228,7 +238,7 @@ func serveMCPHTTP(ctx context.Context, p mcpParams, chain []string, workdir stri
 	}
 	err = gateway.Listen(ctx, p.Policy, o, gateway.ListenOptions{Addr: p.Listen, TLSCert: p.TLSCert, TLSKey: p.TLSKey, Resource: p.Resource,
 		Tokens: p.Tokens, Issuer: p.Issuer, Audience: p.Audience, JWKSURL: p.JWKSURL, GroupsClaim: p.GroupsClaim, JWKSRefresh: p.JWKSRefresh,
-		Drain: p.Drain, DrainDelay: p.DrainDelay, ApprovalWebhook: p.ApprovalWebhook, ApprovalsURL: p.ApprovalsURL})
+		Drain: p.Drain, DrainDelay: p.DrainDelay, ReadTimeout: p.ReadTimeout, ApprovalWebhook: p.ApprovalWebhook, ApprovalsURL: p.ApprovalsURL})
 	var errs policy.Errors
 	switch {
 	case err == nil:

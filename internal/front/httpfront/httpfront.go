@@ -80,6 +80,13 @@ type Options struct {
 	// Middleware wraps every request's handler (metrics, tracing); nil for
 	// none. It sees the request before authentication.
 	Middleware func(http.Handler) http.Handler
+	// ReadTimeout bounds how long a request takes to arrive, its headers
+	// and its body, from its first byte; a slower client's connection is
+	// closed (slowloris, rule R10). 0 means DefaultReadTimeout. It does
+	// not bound the answer: a response that streams (a
+	// subscriptions/listen, a call waiting for its approval) lasts as long
+	// as it needs.
+	ReadTimeout time.Duration
 	// Drain is how long the calls in flight have to finish once ctx is
 	// done (SIGTERM); 0 means 30 s.
 	Drain time.Duration
@@ -109,6 +116,18 @@ type Options struct {
 	// the other side of the tests that compare the two paths.
 	viaSDK bool
 }
+
+// The bounds of a connection (rule R10: every wait is bounded).
+const (
+	// DefaultReadTimeout is Options.ReadTimeout's default.
+	DefaultReadTimeout = 30 * time.Second
+	// IdleTimeout is how long a kept-alive connection waits for its next
+	// request before it is closed.
+	IdleTimeout = 2 * time.Minute
+	// MaxHeaderBytes bounds a request's headers (a bearer JWT is a few
+	// KiB); longer ones are answered 431.
+	MaxHeaderBytes = 64 << 10
+)
 
 // Serve serves until ctx is done, then stops taking requests and lets the
 // calls in flight finish (at most Drain), and returns. It listens first,
@@ -148,8 +167,17 @@ func Serve(ctx context.Context, o Options) error {
 	// their own) end with it.
 	calls, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCalls()
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
 	f := &front{o: o, log: log, listens: ctx}
-	srv := &http.Server{Handler: f.mux(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// ReadTimeout bounds a request's headers and body, not its answer:
+	// net/http lifts the connection's read deadline once the body has been
+	// read to its end (it then watches the connection for the client's
+	// going away), and HTTP/2's bounds the stream's body only, so a stream
+	// of server-sent events outlives it (TestR10HTTPSlowRequestsAreCutOff).
+	srv := &http.Server{Handler: f.mux(), ReadTimeout: o.ReadTimeout, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if o.OnListen != nil {
