@@ -17,6 +17,7 @@ import (
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/decide"
+	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/exec/builtin"
 	"aimon.dev/gw/internal/exec/sandbox"
 	"aimon.dev/gw/internal/front/gatefiles"
@@ -52,8 +53,11 @@ type ExecRequest struct {
 	Cache string
 	// Protect is the hook's decision log, protected in the sandbox; the
 	// programs the sandbox refuses are recorded in it under the call's id
-	// Call (rule P16).
+	// Call (rule P16). A command a person approved is recorded there
+	// before it runs and its result after (rule R10), each record flushed
+	// to the disk with LogSync, as the hook's are (--decision-log-sync).
 	Protect, Call string
+	LogSync       bool
 	// Runtime is the agent runtime whose files are protected in the
 	// sandbox (rule R9), found from its user's home and its project, and
 	// from RuntimeEnv, the variables that move them as the hook found
@@ -120,7 +124,19 @@ func notRun(format string, args ...any) error {
 // exec does. The ticket is checked before the policy it names is even
 // loaded, so a policy the agent wrote is never read. A command that ran
 // and succeeded returns nil; every other end is an *ExitError.
-func Exec(ctx context.Context, r ExecRequest) error {
+func Exec(ctx context.Context, r ExecRequest) (err error) {
+	// ran records an approved command's result once it ran, or was
+	// stopped short after its run was recorded (DecideToRun).
+	var ran func(isErr bool)
+	var dlog *decisionlog.File
+	defer func() {
+		if ran != nil {
+			ran(err != nil)
+		}
+		if dlog != nil {
+			dlog.Close() // after the result's record
+		}
+	}()
 	if len(r.Surface) == 0 {
 		return &ExitError{Code: 2, Reason: "ExecRequest.Surface is empty; give the chain the hook decided the command on, such as [\"agent\"]"}
 	}
@@ -202,12 +218,22 @@ func Exec(ctx context.Context, r ExecRequest) error {
 	if r.Protect != "" {
 		// The hook recorded the call; the programs its sandbox refuses
 		// are recorded beside it, and nothing runs that could not be.
-		l, err := decisionlog.Open(r.Protect, decisionlog.Options{})
-		if err != nil {
+		l, err := decisionlog.Open(r.Protect, decisionlog.Options{Sync: r.LogSync})
+		switch {
+		case err != nil && tk.Approved:
+			return notRun("the command was not run: %v; a person approved it, and its run is recorded there before it starts (rule R10)", err)
+		case err != nil:
 			return notRun("the command was not run: %v; the programs its sandbox refuses could not be recorded there", err)
 		}
-		defer l.Close()
-		opts.Programs = l
+		dlog = l
+		if tk.Approved {
+			// The hook recorded an ask, and what the person approved
+			// runs here: its decision is recorded before it runs and its
+			// result after, as serve records a run (rule R10).
+			opts.Decisions = l
+		} else {
+			opts.Programs = l
+		}
 	}
 	id := r.Call
 	if id == "" {
@@ -229,7 +255,12 @@ func Exec(ctx context.Context, r ExecRequest) error {
 			return notRun("the command was not run: its session's labels cannot be held: %v", err)
 		}
 	}
-	_, d := gw.Decide(nil, c)
+	var d rule.Decision
+	if tk.Approved {
+		_, d, ran = gw.DecideToRun(ctx, nil, c)
+	} else {
+		_, d = gw.Decide(nil, c)
+	}
 	if !d.Allowed {
 		return notRun("the command was not run: %s", d.Reason)
 	}
@@ -415,7 +446,7 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
 		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
-		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout, State: r.State})
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout, State: r.State, LogSync: r.LogSync})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

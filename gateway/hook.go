@@ -351,6 +351,7 @@ func execWrap(binary, policyDir, cache, spec string, seal func(ticket.Binding) (
 	}
 	if dlog != nil {
 		w.Log, _ = filepath.Abs(dlog.Path())
+		w.LogSync = dlog.Synced()
 	}
 	return w
 }

@@ -210,6 +210,9 @@ func hookWrap(dir string, opts Options, decisions igw.DecisionLog) *cchook.Wrap 
 	if l, ok := decisions.(interface{ Path() string }); ok {
 		w.Log, _ = filepath.Abs(l.Path())
 	}
+	if l, ok := decisions.(interface{ Synced() bool }); ok {
+		w.LogSync = l.Synced()
+	}
 	return w
 }
 

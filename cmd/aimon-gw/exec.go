@@ -35,6 +35,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.BoolFlag{Name: "approved", Usage: "the ticket was sealed for a command a person is asked about (the hook sets it on an ask); it approves nothing the ticket does not"},
 			&cli.StringFlag{Name: "cache", Usage: "the hook's load cache, when not the default, which no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "protect", Usage: "the hook's decision log, which no command may write, and where the programs the sandbox refuses are recorded (the hook sets it)"},
+			&cli.BoolFlag{Name: "decision-log-sync", Usage: "flush each record exec writes in the hook's decision log to the disk, as the hook does (the hook sets it)"},
 			&cli.StringFlag{Name: "call-id", Usage: "the id of the call the hook decided, for the decision log's records (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime", Usage: "the agent runtime (claude-code) whose settings and hooks no command may write (the hook sets it)"},
 			&cli.StringFlag{Name: "runtime-home", Usage: "the home of the user the runtime runs as (the hook sets it)"},
@@ -51,7 +52,7 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 				return fail(exitUsage, "give one command, as one argument after --: aimon-gw exec --policy DIR -- 'git status'")
 			}
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
-				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), Call: c.String("call-id"),
+				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), LogSync: c.Bool("decision-log-sync"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"),
 				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), State: c.String("state"), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},

@@ -67,7 +67,8 @@ type p16Env struct {
 	u                                  gatewayUser
 	root, proj, policy, log, key, home string
 	env                                []string
-	gw                                 string // the gateway's binary, when not gatewayBinary's
+	gw                                 string   // the gateway's binary, when not gatewayBinary's
+	hookArgs                           []string // the hook's flags besides --policy, --decision-log and --cache
 }
 
 // bin is the command line that starts the gateway as the layout's user.
@@ -260,10 +261,22 @@ type hookAnswer struct {
 // runs it (after a person said yes, for an ask).
 func p16HookAnswer(t *testing.T, e *p16Env, id, command string) (decision string, r p16Reply) {
 	t.Helper()
+	decision, wrapped, reason := p16HookWrap(t, e, id, command)
+	if decision == "deny" {
+		return decision, p16Reply{reason, true}
+	}
+	return decision, p16RunWrapped(t, e, wrapped)
+}
+
+// p16HookWrap asks the hook about command as Claude Code does, as the
+// layout's user: its decision and the command wrapped in exec it answers,
+// or the reason it denies it.
+func p16HookWrap(t *testing.T, e *p16Env, id, command string) (decision, wrapped, reason string) {
+	t.Helper()
 	in, _ := json.Marshal(map[string]any{"cwd": e.proj, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": id,
 		"session_id": "p16", "tool_input": map[string]any{"command": command}})
 	bin := e.bin(t)
-	h := exec.Command(bin[0], append(bin[1:], "hook", "claude-code", "--policy", e.policy, "--decision-log", e.log, "--cache", "off")...)
+	h := exec.Command(bin[0], append(append(bin[1:], "hook", "claude-code", "--policy", e.policy, "--decision-log", e.log, "--cache", "off"), e.hookArgs...)...)
 	h.Dir, h.Env, h.Stdin = e.proj, append(os.Environ(), e.env...), strings.NewReader(string(in))
 	out, err := h.Output()
 	if err != nil {
@@ -274,19 +287,26 @@ func p16HookAnswer(t *testing.T, e *p16Env, id, command string) (decision string
 		t.Fatalf("hook answer %q: %v", out, err)
 	}
 	if ans.Out.Decision == "deny" {
-		return "deny", p16Reply{ans.Out.Reason, true}
+		return "deny", "", ans.Out.Reason
 	}
-	wrapped, _ := ans.Out.Updated["command"].(string)
+	wrapped, _ = ans.Out.Updated["command"].(string)
 	if !strings.Contains(wrapped, " 'exec' ") {
 		t.Fatalf("the hook must hand %q to exec: %s", command, out)
 	}
+	return ans.Out.Decision, wrapped, ""
+}
+
+// p16RunWrapped runs the command the hook answered, as Claude Code runs
+// it, as the layout's user.
+func p16RunWrapped(t *testing.T, e *p16Env, wrapped string) p16Reply {
+	t.Helper()
 	c := exec.Command("bash", "-c", wrapped)
 	if e.u.uid >= 0 {
 		c = exec.Command(e.u.prefix[0], append(e.u.prefix[1:], "bash", "-c", wrapped)...)
 	}
 	c.Dir, c.Env = e.proj, append(os.Environ(), e.env...)
 	got, err := c.CombinedOutput()
-	return ans.Out.Decision, p16Reply{string(got), err != nil}
+	return p16Reply{string(got), err != nil}
 }
 
 func p16Hook(t *testing.T, e *p16Env, ids, commands []string) []p16Reply {

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,5 +103,100 @@ agent: "allowed-tools": ["Read", "Bash"]
 	out, code = run(hooked(map[string]any{"command": "echo ready; sleep 30; echo survived", "timeout": 1500}), 0)
 	if strings.Contains(out, "survived") || code != 124 || !strings.Contains(out, "stopped after its timeout of 1.5s") {
 		t.Errorf("a command past its call's timeout must be stopped, exit 124 with the sentence: exit %d\n%s", code, out)
+	}
+}
+
+// TestR10ExecRecordsAnApprovedRunBeforeItRuns: under the command hook with
+// --decision-log, an asked Bash command the person approved is recorded
+// by exec before it runs (running, allowed by P15, under the call's id,
+// after the hook's ask) and its result after; with the log's disk full
+// once the hook recorded the ask, the approved rm is not run (its victim
+// kept), exit 126 with why, and the log holds nothing more; an exec line
+// without the hook's --protect FILE, where the record goes, or without
+// its --decision-log-sync, is refused, and runs nothing. As root and as nobody (probe V10).
+func TestR10ExecRecordsAnApprovedRunBeforeItRuns(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	for _, u := range gatewayUsers(t) {
+		t.Run(u.name, func(t *testing.T) {
+			e := p16Layout(t, u, p16Lists)
+			lines := func() []map[string]any {
+				t.Helper()
+				data, _ := os.ReadFile(e.log)
+				var recs []map[string]any
+				for line := range strings.Lines(string(data)) {
+					var r map[string]any
+					if err := json.Unmarshal([]byte(line), &r); err != nil {
+						t.Fatalf("the decision log's line %q: %v", line, err)
+					}
+					recs = append(recs, r)
+				}
+				return recs
+			}
+			e.hookArgs = []string{"--decision-log-sync"}
+			d, wrapped, reason := p16HookWrap(t, e, "rm-1", "rm victim")
+			if d != "ask" {
+				t.Fatalf("the hook must ask about rm: %s %s", d, reason)
+			}
+			protect := fmt.Sprintf("'--protect' '%s' '--call-id' 'rm-1' '--decision-log-sync' ", e.log)
+			if !strings.Contains(wrapped, protect) {
+				t.Fatalf("the exec line does not name the hook's log, synced as the hook's: %s", wrapped)
+			}
+			for _, forged := range []string{strings.Replace(wrapped, protect, "", 1), strings.Replace(wrapped, "'--decision-log-sync' ", "", 1)} {
+				if r := p16RunWrapped(t, e, forged); !r.isError || !strings.Contains(r.text, "sealed with other protections") {
+					t.Errorf("exec without the hook's --protect, or its --decision-log-sync, must refuse its ticket: %+v", r)
+				}
+			}
+			e.hookArgs = nil
+			if _, err := os.Stat(e.proj + "/victim"); err != nil {
+				t.Fatalf("exec without the log it records in ran the approved rm: %v", err)
+			}
+			if r := p16RunWrapped(t, e, wrapped); r.isError {
+				t.Fatalf("the approved rm must run: %s", r.text)
+			}
+			if _, err := os.Stat(e.proj + "/victim"); err == nil {
+				t.Fatal("the approved rm did not run")
+			}
+			var got []string
+			for _, r := range lines() {
+				got = append(got, fmt.Sprintf("%v %v allowed=%v ask=%v %v error=%v", r["phase"], r["call_id"], r["allowed"], r["ask"], r["rule"], r["result_error"]))
+			}
+			want := []string{"decided rm-1 allowed=false ask=true P14 error=<nil>", "running rm-1 allowed=true ask=<nil> P15 error=<nil>", "result rm-1 allowed=<nil> ask=<nil> <nil> error=false"}
+			if !slices.Equal(got, want) {
+				t.Errorf("the decision log holds\n%s\nwant the hook's ask, exec's run before it ran, and its result:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+
+			// The disk fills between the ask and the person's yes.
+			mnt := smallTmpfs(t)
+			e.log = filepath.Join(mnt, "decisions.jsonl")
+			writeFile(t, e.proj+"/victim2", "keep\n")
+			if u.uid >= 0 {
+				os.Chown(e.proj+"/victim2", u.uid, u.gid)
+			}
+			if d, wrapped, reason = p16HookWrap(t, e, "rm-2", "rm victim2"); d != "ask" {
+				t.Fatalf("the hook must ask about rm: %s %s", d, reason)
+			}
+			// The log's one page filled, after the ask, by a line of its
+			// own, and the disk holds no other.
+			f, err := os.OpenFile(e.log, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			f.WriteString(`{"pad":"` + strings.Repeat("x", 4096-int(fi.Size())-11) + "\"}\n")
+			f.Close()
+			fill(t, filepath.Join(mnt, "filler"))
+			asked, _ := os.ReadFile(e.log)
+			r := p16RunWrapped(t, e, wrapped)
+			if !r.isError || !strings.Contains(r.text, "decision log cannot be written") || !strings.Contains(r.text, "no space left on device") {
+				t.Errorf("an approved run whose record cannot be written must not run, saying why: %+v", r)
+			}
+			if _, err := os.Stat(e.proj + "/victim2"); err != nil {
+				t.Errorf("the approved rm ran with its record unwritten: %v", err)
+			}
+			if now, _ := os.ReadFile(e.log); string(now) != string(asked) {
+				t.Errorf("the decision log holds %q after the hook's ask; want nothing (no torn record)", strings.TrimPrefix(string(now), string(asked)))
+			}
+		})
 	}
 }

@@ -104,8 +104,11 @@ type Wrap struct {
 	Home, Project string
 	Env           []string
 	// Log is the hook's decision log, which exec protects too (rule R8:
-	// no tool may rewrite what was decided).
-	Log string
+	// no tool may rewrite what was decided), and where it records the run
+	// of a command a person approved before it starts (rule R10); LogSync
+	// says the hook flushes each record to the disk, as exec then does.
+	Log     string
+	LogSync bool
 	// Shell is the runtime's name for its shell tool, whose command is
 	// wrapped; "" for Claude Code's Bash.
 	Shell string
@@ -363,6 +366,10 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 	}
 	if w.Log != "" {
 		words = append(words, "--protect", w.Log, "--call-id", w.call)
+		if w.LogSync {
+			words = append(words, "--decision-log-sync")
+			b.LogSync = true
+		}
 	}
 	if w.Project != "" {
 		runtime := w.Runtime

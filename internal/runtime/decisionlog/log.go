@@ -189,6 +189,9 @@ func Open(path string, o Options) (*File, error) {
 // Detail is what the records carry for replay.
 func (l *File) Detail() Detail { return l.detail }
 
+// Synced says each record is flushed to the disk (Options.Sync).
+func (l *File) Synced() bool { return l.sync }
+
 // Path is the file's absolute path: no tool may write it (rule R8).
 func (l *File) Path() string {
 	p, _ := filepath.Abs(l.path)

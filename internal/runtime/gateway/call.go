@@ -104,6 +104,30 @@ func (g *Gateway) DecideIn(ctx context.Context, cur *provision.Generation, surfa
 		cur = g.enter()
 		defer cur.Exit()
 	}
+	chain, d, _, _ := g.decideIn(ctx, cur, surface, c, complete, decisionlog.Decided)
+	return chain, d
+}
+
+// DecideToRun is Decide of a call its caller runs itself right after (the
+// hook's exec of a command a person approved): its decision is recorded
+// in phase Running before it returns, and one allowed whose record cannot
+// be written is refused, with why (rule R10); ran, once the call ran,
+// records what it returned (isErr: it failed), as serve records a run.
+func (g *Gateway) DecideToRun(ctx context.Context, surface []string, c Call) (chain []string, d rule.Decision, ran func(isErr bool)) {
+	cur := g.enter()
+	defer cur.Exit()
+	chain, d, p, start := g.decideIn(ctx, cur, surface, c, nil, decisionlog.Running)
+	return chain, d, func(isErr bool) {
+		if d.Allowed && g.opts.Decisions != nil {
+			g.unrecorded(g.record(cur, chain, p, d, start, decisionlog.Result, &isErr))
+		}
+	}
+}
+
+// decideIn is DecideIn under cur, entered, its decision recorded in phase
+// (Decided, or Running for a call that runs next); it returns the call
+// prepared and when its decision began too, for its result's record.
+func (g *Gateway) decideIn(ctx context.Context, cur *provision.Generation, surface []string, c Call, complete func(rule.Decision) rule.Decision, phase string) ([]string, rule.Decision, prepared, time.Time) {
 	ctx, endCall := g.step(ctx, StepCall, c.Name)
 	defer endCall(Outcome{})
 	start := time.Now()
@@ -133,9 +157,9 @@ func (g *Gateway) DecideIn(ctx context.Context, cur *provision.Generation, surfa
 			p.labels, d = g.labelAhead(&p, d)
 		}
 	}
-	d = g.recordAhead(cur, chain, p, d, start, decisionlog.Decided)
+	d = g.recordAhead(cur, chain, p, d, start, phase)
 	d.EntryAt = entryPlaces(cur, chain, d, p.Workdir)
-	return chain, d
+	return chain, d, p, start
 }
 
 // Check is Decide for a caller that needs only the decision.

@@ -84,6 +84,9 @@ type Binding struct {
 	// state directory, where the ticket is spent, or the fleet's
 	// redis:// or rediss:// URL.
 	State string
+	// LogSync says the hook flushes its decision log's records to the
+	// disk (--decision-log-sync), as exec then does with its own there.
+	LogSync bool
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -139,7 +142,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), b.State, strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), b.State, strconv.FormatBool(b.LogSync), strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -476,7 +479,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout, --labels or --state)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout, --labels, --state or --decision-log-sync)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
