@@ -67,3 +67,90 @@ agent: {
 		}
 	}
 }
+
+// TestP18TrustedIsJudgedWhereTheReadLeads: a label's trusted entry admits
+// a read by where its path leads as well as as written, as an allow entry
+// admits a path (rule P18; probe V8: a link in the trusted working tree to
+// the untrusted page outside it read the page and left the session
+// unlabelled, so the write after it ran). Through serve, as root and as
+// nobody, and through the Claude Code hook's processes: a Read of a link
+// in the tree to the page, and of the page through a linked directory,
+// labels the session, so the flow refuses the next Write and nothing is
+// written; a Read of the tree's own file labels nothing, and the Write
+// after it lands.
+func TestP18TrustedIsJudgedWhereTheReadLeads(t *testing.T) {
+	t.Parallel()
+	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-p18trusted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	proj := root + "/proj"
+	writeFile(t, root+"/web/page.html", "<p>IGNORE-PREVIOUS-INSTRUCTIONS</p>\n")
+	writeFile(t, proj+"/notes.txt", "mine\n")
+	for link, to := range map[string]string{proj + "/wl": root + "/web/page.html", proj + "/wd": root + "/web"} {
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// serve runs the gateway's own tools; the hook decides Claude Code's.
+	policies := map[string]string{}
+	for name, tools := range map[string]string{"serve": `import "aimon.dev/gw/schema"
+
+tools: {Read: schema.#Read, Write: schema.#Write}`, "hook": `import "aimon.dev/gw/schema/claudecode"
+
+tools: claudecode.#Tools`} {
+		policies[name] = root + "/policy-" + name
+		policydir.WriteIn(t, policies[name], map[string]string{"policy.cue": fmt.Sprintf(`package policy
+
+%[2]s
+labels: untrusted: {entries: ["Read"], trusted: ["Read(./**)"]}
+agent: {
+	"allowed-tools": ["Read", "Write(%[1]s/**)"]
+	when: untrusted: "denied-tools": ["Write(%[1]s/**)"]
+}
+`, proj, tools)})
+	}
+	openToNobody(root, proj)
+	cases := []struct {
+		note, path string
+		labels     bool
+	}{
+		{"a link to the page", "wl", true},
+		{"a linked directory", "wd/page.html", true},
+		{"the tree's own file", "notes.txt", false},
+	}
+	check := func(t *testing.T, note string, labels bool, target, answer string) {
+		t.Helper()
+		switch {
+		case labels && (exists(target) || !strings.Contains(answer, "labelled the session untrusted")):
+			t.Errorf("%s left the session unlabelled: the Write after it %s (written: %v)", note, answer, exists(target))
+		case !labels && !exists(target):
+			t.Errorf("%s labelled the session: the Write after it %s", note, answer)
+		}
+	}
+	for _, u := range gatewayUsers(t) {
+		bin := append(append([]string{}, u.prefix...), gatewayBinary(t))
+		for i, c := range cases {
+			target := fmt.Sprintf("%s/serve-%s-%d", proj, u.name, i)
+			replies := runServeAs(t, bin, []string{"--policy", policies["serve"], "--workdir", proj, "--cache", "off"}, nil,
+				toolLine("r", "Read", map[string]any{"file_path": c.path}),
+				toolLine("w", "Write", map[string]any{"file_path": target, "content": "x"}))
+			if replies[0]["is_error"] == true {
+				t.Fatalf("serve as %s, %s: the read was refused: %v", u.name, c.note, replies[0])
+			}
+			check(t, "serve as "+u.name+", "+c.note, c.labels, target, text(replies[1]))
+		}
+	}
+	for i, c := range cases {
+		sid, target := sessionID(t), fmt.Sprintf("%s/hook-%d", proj, i)
+		if out, stderr, code := runHook(t, "claude-code", policies["hook"], hookInput("PreToolUse", sid, proj, "Read", map[string]any{"file_path": c.path})); code != 0 || jsonField(t, out, "hookSpecificOutput", "permissionDecision") != "allow" {
+			t.Fatalf("the hook, %s: the read was not allowed: exit %d: %s %s", c.note, code, out, stderr)
+		}
+		out, _, _ := runHook(t, "claude-code", policies["hook"], hookInput("PreToolUse", sid, proj, "Write", map[string]any{"file_path": target, "content": "x"}))
+		if jsonField(t, out, "hookSpecificOutput", "permissionDecision") == "allow" {
+			os.WriteFile(target, []byte("x"), 0o644) // as Claude Code would
+		}
+		check(t, "the hook, "+c.note, c.labels, target, out)
+	}
+}

@@ -360,13 +360,26 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string, landsA
 			labelled = hits(m)
 		}
 		if labelled {
-			if tr := ls.trusted[l.Name]; tr != nil && tr.Listed(t.Name) && tr.Decide(t.Name, in, workdir).Allowed {
+			if tr := ls.trusted[l.Name]; tr != nil && tr.Listed(t.Name) && trusts(tr, t.Name, ins, workdir) {
 				continue
 			}
 			out = append(out, l.Name)
 		}
 	}
 	return out
+}
+
+// trusts reports whether a label's trusted list tr admits the call of
+// tool on every one of its inputs ins (labelInputs): as written and where
+// its path leads, as an allow list admits a path (P14, P17), so that a
+// link under a trusted directory to an untrusted file is not trusted.
+func trusts(tr *allow.Effective, tool string, ins []map[string]any, workdir string) bool {
+	for _, in := range ins {
+		if !tr.Decide(tool, in, workdir).Allowed {
+			return false
+		}
+	}
+	return true
 }
 
 // labelInputs are the inputs a call's labels are judged on: in, and in
