@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,6 +62,75 @@ func TestR9AbsentGateFilesAreMadeFirst(t *testing.T) {
 			}
 			if _, err := os.Stat(proj + "/ok"); err != nil {
 				t.Errorf("%s: the command's write beside them did not land, so the test shows nothing:\n%s", runtime, out)
+			}
+		}
+	})
+}
+
+// TestR9ShellStartUpFilesAreGateFiles: under a policy whose commands and
+// Write may write the home, a command cannot define a shell function of
+// the gateway's own path (which Claude Code's snapshot of the user's
+// shell, Codex's bash -lc and a login bash would run in the gateway's
+// place for every command the hook rewrites): ~/.bashrc and ~/.profile,
+// which exist, are read-only in the sandbox; ~/.bash_profile,
+// ~/.bash_login, ~/.bash_aliases, ~/.zshrc and ~/.zshenv, absent, are made
+// first, reading as before (a login bash still reads ~/.profile); serve's
+// Write of each is refused, naming R9. The command's write beside them
+// lands. As root and as nobody (rule R9; the hostile probe's V5).
+func TestR9ShellStartUpFilesAreGateFiles(t *testing.T) {
+	t.Parallel()
+	eachTicketUser(t, func(t *testing.T, u gatewayUser, bin string, gw []string) {
+		fn := bin + "() { touch " + os.TempDir() + "/aimon-gw-v5-ran; }"
+		for _, runtime := range []string{"claude-code", "codex"} {
+			_, home, proj, policy := gateLayout(t, u, "ROOT/home", "ROOT/proj")
+			for f, content := range map[string]string{"/.bashrc": "# the user's\n", "/.profile": "export FROM_PROFILE=yes\n"} {
+				os.WriteFile(home+f, []byte(content), 0o644)
+				if u.uid >= 0 {
+					os.Chown(home+f, u.uid, u.gid)
+				}
+			}
+			files := []string{home + "/.bashrc", home + "/.profile", home + "/.bash_profile", home + "/.bash_login", home + "/.bash_aliases", home + "/.zshrc", home + "/.zshenv"}
+			env := append(os.Environ(), "HOME="+home, "CLAUDE_PROJECT_DIR="+proj)
+			var plant strings.Builder
+			for _, f := range files {
+				plant.WriteString("echo " + shellQuote(fn) + " >> " + f + "; ")
+			}
+			line := gateHook(t, gw, runtime, policy, proj, proj, env, plant.String()+"echo ok > "+proj+"/ok")
+			out, _ := runAs(t, u, proj, line)
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil || strings.Contains(string(b), "aimon-gw-v5-ran") {
+					t.Errorf("%s: a command defined a function of the gateway's path in %s (%v):\n%s\n%s", runtime, f, err, b, out)
+				}
+			}
+			if _, err := os.Stat(proj + "/ok"); err != nil {
+				t.Errorf("%s: the command's write beside them did not land, so the test shows nothing:\n%s", runtime, out)
+			}
+			c := exec.Command("bash", "-lc", `echo "$FROM_PROFILE"`)
+			c.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+			if b, err := c.Output(); err != nil || !strings.HasSuffix(string(b), "yes\n") {
+				t.Errorf("%s: a login bash no longer reads ~/.profile once the absent files are made: %v %q", runtime, err, b)
+			}
+		}
+
+		_, home, proj, policy := gateLayout(t, u, "ROOT/home", "ROOT/proj")
+		os.WriteFile(policy+"/policy.cue", []byte(`package policy
+
+import "aimon.dev/gw/schema"
+
+tools: {Write: schema.#Write, Bash: schema.#Bash}
+agent: "allowed-tools": ["Bash", "Write(`+home+`/**)", "Write(`+proj+`/**)"]
+`), 0o644)
+		files := []string{home + "/.bashrc", home + "/.bash_profile", home + "/.profile", home + "/.zshrc"}
+		var lines []string
+		for i, f := range files {
+			lines = append(lines, toolLine(strconv.Itoa(i), "Write", map[string]any{"file_path": f, "content": fn}))
+		}
+		replies := runServeAs(t, gw, []string{"--policy", policy, "--workdir", proj}, []string{"HOME=" + home}, lines...)
+		for i, f := range files {
+			b, _ := os.ReadFile(f)
+			if r := replies[i]; r["is_error"] != true || !strings.Contains(text(r), "rule R9") || strings.Contains(string(b), "aimon-gw-v5-ran") {
+				t.Errorf("serve's Write of %s: %v", f, r)
 			}
 		}
 	})

@@ -33,6 +33,12 @@ type File struct {
 	// its mode (0o600 for none, /etc's readable to all).
 	Content string
 	Mode    fs.FileMode
+	// Kept says an absent one is not made, only protected once it exists:
+	// /etc's shell start-up files, which only a command that may write
+	// /etc could make, and such a command (root's) could as well write
+	// /etc/ld.so.preload or the shell itself; the gateway does not lay
+	// out the system's shells.
+	Kept bool
 }
 
 // Where is what a runtime's files are found from: the home of the user it
@@ -134,6 +140,7 @@ func ProtectAll(w Where) {
 		for _, f := range files {
 			etc := strings.HasPrefix(f.Path, "/etc/")
 			switch {
+			case f.Kept:
 			case f.Dir:
 				mode := fs.FileMode(0o700)
 				if etc {
@@ -225,7 +232,7 @@ func Codex(w Where) []File {
 	for _, d := range w.codexLayers() {
 		l.add("Codex's project configuration (its config.toml, hooks.json and rules)", filepath.Join(d, ".codex"), true)
 	}
-	return l.files
+	return append(l.files, shellFiles(w)...)
 }
 
 // codexLayers are the directories whose .codex/ Codex loads for a project
@@ -368,7 +375,7 @@ func GeminiCLI(w Where) []File {
 	if w.Project != "" {
 		l.add("Gemini CLI's project settings (its settings.json, hooks and MCP servers)", filepath.Join(w.Project, ".gemini"), true)
 	}
-	return l.files
+	return append(l.files, shellFiles(w)...)
 }
 
 // ClaudeCode lists Claude Code's files: its user configuration directory
@@ -407,6 +414,61 @@ func ClaudeCode(w Where) []File {
 				l.add("Claude Code's local settings of the project's git repository", filepath.Join(d, ".claude"), true)
 			}
 		}
+	}
+	return append(l.files, shellFiles(w)...)
+}
+
+// The shells' start-up files: what a shell function of the gateway's own
+// path (a bash "/usr/local/bin/aimon-gw() { ...; }") would be defined in,
+// which then runs in the gateway's place for each command the hook
+// rewrites: Claude Code's snapshot of the user's shell ($SHELL -c -l,
+// then ~/.bashrc or $ZDOTDIR/.zshrc), Codex's bash -lc, a login bash.
+const (
+	whatShell = "a start-up file of the user's shell (whose functions and aliases the runtimes' shells take, a function of the gateway's path among them)"
+	// bashProfile is an absent ~/.bash_profile made: a login bash reads
+	// the first of ~/.bash_profile, ~/.bash_login and ~/.profile, so one
+	// made empty would hide the others; this one reads them as bash
+	// would have.
+	bashProfile = `# Made by aimon-gw (rule R9) in place of an absent ~/.bash_profile, so that no
+# command makes it first; it reads ~/.bash_login or ~/.profile as bash would.
+if [ -f "$HOME/.bash_login" ]; then . "$HOME/.bash_login"; elif [ -f "$HOME/.profile" ]; then . "$HOME/.profile"; fi
+`
+	bashLogin = `# Made by aimon-gw (rule R9) in place of an absent ~/.bash_login, so that no
+# command makes it first; it reads ~/.profile as bash would.
+if [ -f "$HOME/.profile" ]; then . "$HOME/.profile"; fi
+`
+	emptyShell = "# Made empty by aimon-gw (rule R9), so that no command makes it first.\n"
+)
+
+// shellFiles are the shells' start-up files of w's home (and $ZDOTDIR's),
+// made while absent with what reads as before, and /etc's (Kept).
+func shellFiles(w Where) []File {
+	l := lister{w: w}
+	if w.Home != "" {
+		l.file(whatShell, filepath.Join(w.Home, ".bash_profile"), bashProfile, 0o644)
+		l.file(whatShell, filepath.Join(w.Home, ".bash_login"), bashLogin, 0o644)
+		for _, name := range []string{".profile", ".bashrc", ".bash_aliases", ".bash_logout"} {
+			l.file(whatShell, filepath.Join(w.Home, name), emptyShell, 0o644)
+		}
+		fish := filepath.Join(w.Home, ".config", "fish")
+		if strings.HasSuffix(w.env("SHELL"), "/fish") || exists(fish) {
+			l.add(whatShell, fish, true)
+		}
+	}
+	zdot := []string{w.Home}
+	if z := w.env("ZDOTDIR"); filepath.IsAbs(z) {
+		zdot = append(zdot, z)
+	}
+	for _, d := range zdot {
+		if d == "" {
+			continue
+		}
+		for _, name := range []string{".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout"} {
+			l.file(whatShell, filepath.Join(d, name), emptyShell, 0o644)
+		}
+	}
+	for _, f := range []string{"/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/bash.bash_logout", "/etc/bashrc", "/etc/zsh", "/etc/zshenv", "/etc/zprofile", "/etc/zshrc", "/etc/zlogin", "/etc/zlogout"} {
+		l.files = append(l.files, File{What: whatShell, Path: f, Kept: true})
 	}
 	return l.files
 }

@@ -2,6 +2,8 @@ package gatefiles
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +33,9 @@ func TestR9EachRuntimesFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range fs {
+				if f.What == whatShell {
+					continue // TestR9ShellFilesAreEveryRuntimes
+				}
 				if f.Dir {
 					f.Path += "+"
 				}
@@ -108,5 +113,60 @@ func TestR9CodexLayersFromTheProjectRoot(t *testing.T) {
 	os.WriteFile(proj+"/.git", []byte("gitdir: "+root+"/main/.git/worktrees/w\n"), 0o644)
 	if got := gitRoots(proj + "/a/b"); !slices.Equal(got, []string{proj + "/a", proj, root + "/main"}) {
 		t.Errorf("git roots: %v", got)
+	}
+}
+
+// TestR9ShellFilesAreEveryRuntimes: the start-up files of the user's
+// shells (the home's, $ZDOTDIR's and /etc's) are gate files of every
+// runtime, each made while absent but /etc's; those made in a home where only one of
+// ~/.bash_login and ~/.profile exists, or neither, leave a login bash
+// reading what it read before (the hostile probe's V5).
+func TestR9ShellFilesAreEveryRuntimes(t *testing.T) {
+	env := map[string]string{"ZDOTDIR": "/z"}
+	w := Where{Home: "/h", Project: "/p", Env: func(k string) string { return env[k] }}
+	for _, runtime := range Runtimes() {
+		fs, _ := Of(runtime, w)
+		var got []string
+		for _, f := range fs {
+			if f.What == whatShell && !f.Dir {
+				if got = append(got, f.Path); f.Kept != strings.HasPrefix(f.Path, "/etc/") {
+					t.Errorf("%s: %s is made while absent: %v", runtime, f.Path, !f.Kept)
+				}
+			}
+		}
+		for _, want := range []string{"/h/.bashrc", "/h/.bash_profile", "/h/.bash_login", "/h/.profile", "/h/.zshrc", "/h/.zshenv", "/z/.zshrc", "/z/.zlogin", "/etc/profile", "/etc/bash.bashrc"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("%s: %s is not among its shell files %v", runtime, want, got)
+			}
+		}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	for _, had := range []string{".profile", ".bash_login", ""} {
+		home := t.TempDir()
+		if had != "" {
+			os.WriteFile(filepath.Join(home, had), []byte("echo read "+had+"\n"), 0o644)
+		}
+		fs, _ := Of("codex", Where{Home: home})
+		for _, f := range fs {
+			if _, err := os.Lstat(f.Path); f.What == whatShell && !f.Dir && !f.Kept && err != nil {
+				os.WriteFile(f.Path, []byte(f.Content), f.Mode)
+			}
+		}
+		c := exec.Command(bash, "-lc", "true")
+		c.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+		out, err := c.CombinedOutput()
+		want := ""
+		if had != "" {
+			want = "read " + had + "\n"
+		}
+		if err != nil || string(out) != want {
+			t.Errorf("a login bash in a home that had %q only, once the files are made: %v %q, want %q", had, err, out, want)
+		}
 	}
 }
