@@ -80,11 +80,7 @@ agent: {
 // after it lands.
 func TestP18TrustedIsJudgedWhereTheReadLeads(t *testing.T) {
 	t.Parallel()
-	root, err := os.MkdirTemp("/var/tmp", "aimon-gw-p18trusted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
+	root := varTmpRoot(t, "aimon-gw-p18trusted")
 	proj := root + "/proj"
 	writeFile(t, root+"/web/page.html", "<p>IGNORE-PREVIOUS-INSTRUCTIONS</p>\n")
 	writeFile(t, proj+"/notes.txt", "mine\n")

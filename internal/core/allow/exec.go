@@ -78,6 +78,10 @@ func SimpleCommands(command string) [][]string {
 	return out
 }
 
+// QuoteWords is words as a shell would read them back: a command line
+// that runs them.
+func QuoteWords(words []string) string { return quoteWords(words) }
+
 // quoteWords is words as a shell would read them back, for sentences.
 func quoteWords(words []string) string {
 	q := make([]string, len(words))

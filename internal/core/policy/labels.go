@@ -369,6 +369,47 @@ func (g *Generation) LabelsOf(t *Tool, in map[string]any, workdir string, landsA
 	return out
 }
 
+// ProgramLabelNames are the command names that the labels' entries on
+// the command tool give start with (rule P18 read with P16): a program a
+// command starts that is one of them, by its file, is judged by
+// ProgramLabels. Nil when no label names a command of tool.
+func (g *Generation) ProgramLabelNames(tool string) []string {
+	if g.Session == nil {
+		return nil
+	}
+	return g.Session.lists(g).matchAll.ExecNames(tool)
+}
+
+// ProgramLabels is the labels that a program a command of tool started,
+// with its name and real arguments words, gives the command's session
+// (rule P18): a label's entry on the command judged at every program
+// start, as its deny and ask entries are (P16), so that a script or an
+// interpreter that runs the labelled command labels the session as the
+// command line itself would. A trusted entry admits the program as the
+// command line of its words. Nil for none.
+func (g *Generation) ProgramLabels(tool string, words []string, workdir string) []string {
+	if g.Session == nil {
+		return nil
+	}
+	ls := g.Session.lists(g)
+	if ls.matchAll == nil || ls.matchAll.ExecDecide(tool, words, workdir).Allowed {
+		return nil
+	}
+	var out []string
+	for _, l := range g.Session.Labels {
+		m := ls.match[l.Name]
+		if m == nil || m.ExecDecide(tool, words, workdir).Allowed {
+			continue
+		}
+		if tr, t := ls.trusted[l.Name], g.Tools[tool]; tr != nil && t != nil && t.Subject != nil && tr.Listed(tool) &&
+			tr.Decide(tool, map[string]any{t.Subject.Field: allow.QuoteWords(words)}, workdir).Allowed {
+			continue
+		}
+		out = append(out, l.Name)
+	}
+	return out
+}
+
 // trusts reports whether a label's trusted list tr admits the call of
 // tool on every one of its inputs ins (labelInputs): as written and where
 // its path leads, as an allow list admits a path (P14, P17), so that a

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"aimon.dev/gw/internal/core/allow"
@@ -73,9 +76,24 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 		return nil
 	}
 	name, eff, wd := p.Name, p.Programs(), p.Workdir
+	names := eff.ExecNames(name)
+	// The programs a label's entry on the command names label the
+	// session as they start (rule P18 read with P16).
+	var labelled []string
+	if p.Session != nil {
+		labelled = p.Gen.ProgramLabelNames(name)
+	}
+	if len(labelled) > 0 {
+		names = slices.Compact(slices.Sorted(slices.Values(slices.Concat(names, labelled))))
+	}
 	j := &tools.ExecJudge{
-		Names: eff.ExecNames(name),
+		Names: names,
 		Decide: func(words []string) (string, bool) {
+			if len(labelled) > 0 {
+				if why := g.labelProgram(p, command, words); why != "" {
+					return why, false
+				}
+			}
 			d := eff.ExecDecide(name, words, wd)
 			if d.Allowed {
 				return "", false
@@ -91,6 +109,23 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 		j.Approved = allow.SimpleCommands(command)
 	}
 	return j
+}
+
+// labelProgram gives the session of call p the labels that a program its
+// command started, words, gives (rule P18); "" when the program may go on,
+// else why not: a label that cannot be kept stops it, as a label a call
+// cannot keep refuses the call (labelAhead).
+func (g *Gateway) labelProgram(p prepared, command string, words []string) string {
+	labels := p.Gen.ProgramLabels(p.Name, words, p.Workdir)
+	if len(labels) == 0 {
+		return ""
+	}
+	from := Source{Tool: p.Name, ID: p.ID, Subject: fmt.Sprintf("%s, whose program %s it started,", command, allow.QuoteWords(words))}
+	if err := p.Session.Gain(context.Background(), labels, from); err != nil {
+		return fmt.Sprintf("%s program %s was not run: it labels the session %s, and the label cannot be kept (%v); try again once the state store answers.", p.Name, allow.QuoteWords(words), strings.Join(labels, ", "), strings.TrimSuffix(err.Error(), "."))
+	}
+	g.log.Info("session labelled by a program", "labels", strings.Join(labels, ","), "tool", p.Name, "id", p.ID, "program", words[0])
+	return ""
 }
 
 // recordProgram records in the decision log a program the command of
