@@ -17,6 +17,7 @@ import (
 
 	"aimon.dev/gw/internal/core/allow"
 	"aimon.dev/gw/internal/core/decide"
+	"aimon.dev/gw/internal/core/policy"
 	"aimon.dev/gw/internal/core/rule"
 	"aimon.dev/gw/internal/exec/builtin"
 	"aimon.dev/gw/internal/exec/sandbox"
@@ -82,6 +83,14 @@ type ExecRequest struct {
 	// user's state directory, or the fleet's redis:// or rediss:// URL.
 	// The ticket binds it.
 	State string
+	// Caller, CallerGroups and CallerClient are who sent the call (the
+	// HTTP hook's caller): an approved command is spent from their count
+	// and recorded under Caller. SpentAtAsk says the hook spent it at the
+	// ask (the HTTP hook's limits are in its memory): exec spends nothing.
+	// The ticket binds them.
+	Caller, CallerClient string
+	CallerGroups         []string
+	SpentAtAsk           bool
 	// Timeout bounds the command, in milliseconds, as its call asked
 	// (Claude Code's Bash timeout): 0 for Bash's default, two minutes;
 	// ten at most (rule R8); -1 for a command the runtime runs in the
@@ -203,7 +212,10 @@ func Exec(ctx context.Context, r ExecRequest) (err error) {
 		// hook counted nothing at the ask, and a refused ask never runs
 		// exec, so each approved call is spent once.
 		opts.ClientApproved, opts.Limits = true, tk.Limits()
-		if r.State != "" && len(gen.Limits) > 0 {
+		if r.SpentAtAsk {
+			opts.Limits = nil // spent at the ask, where the hook counts
+		}
+		if r.State != "" && !r.SpentAtAsk && len(gen.Limits) > 0 {
 			// The fleet's store, where the hook counts: spent anywhere
 			// else, the approved command would spend nothing the next
 			// call's hook sees.
@@ -246,6 +258,11 @@ func Exec(ctx context.Context, r ExecRequest) (err error) {
 	gw := igw.New(gen, opts)
 	input, _ := json.Marshal(map[string]string{"command": r.Command})
 	c := igw.Call{ID: id, Name: tool, Input: input}
+	if tk.Approved && (r.Caller != "" || r.CallerClient != "" || len(r.CallerGroups) > 0) {
+		// The hook's caller, as its ticket says: the approved command is
+		// spent from their count, and recorded under them (rules P19, R10).
+		c.Principal, c.Caller = r.Caller, &policy.Claims{Subject: r.Caller, Groups: r.CallerGroups, Client: r.CallerClient}
+	}
 	if len(r.Labels) > 0 {
 		// The hook's session as it decided the command, held to the
 		// ticket (rule P18): what its labels' flows deny the command does
@@ -446,7 +463,8 @@ func checkTicket(r ExecRequest) (sealedTicket, error) {
 	}
 	t, err := chk.Check(r.Ticket, ticket.Binding{Command: r.Command, Chain: r.Surface, Workdir: r.Workdir, Policy: policy, Approved: r.Approved,
 		Cache: r.Cache, Protect: r.Protect, Call: r.Call, Runtime: r.Runtime, RuntimeHome: r.RuntimeHome, RuntimeProject: r.RuntimeProject, Tool: r.Tool, Labels: r.Labels,
-		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout, State: r.State, LogSync: r.LogSync})
+		RuntimeEnv: r.RuntimeEnv, StartedAs: r.StartedAs, Shadows: r.Shadows, Timeout: r.Timeout, State: r.State, LogSync: r.LogSync,
+		Caller: r.Caller, CallerGroups: r.CallerGroups, CallerClient: r.CallerClient, SpentAtAsk: r.SpentAtAsk})
 	if err != nil {
 		chk.Close()
 		return sealedTicket{}, refuseTicket(err)

@@ -114,10 +114,14 @@ func Listen(ctx context.Context, dir string, opts Options, l ListenOptions) erro
 	metrics := telemetry.NewMetrics()
 	iopts.Decisions = metrics.Decisions(iopts.Decisions)
 	approvals := iopts.Approvals
+	wrap := hookWrap(dir, opts, decisions, iopts.Limits)
+	// Counted in this process's memory, which exec cannot reach, an
+	// asked command is spent at the ask (rule P19).
+	iopts.SpendAsks = wrap != nil && wrap.SpentAtAsk
 	o := httpfront.Options{Addr: l.Addr, TLSCert: l.TLSCert, TLSKey: l.TLSKey, Version: g.version(), Resource: l.Resource,
 		Reload: reload.Options{Dir: dir, LoadTimeout: opts.LoadTimeout, Secrets: opts.Secrets, Debounce: opts.Settle,
 			Cache: loadcache.Open(opts.Cache, g.log), Gateway: iopts},
-		Wrap: hookWrap(dir, opts, decisions), Sessions: igw.SessionsIn(approvals), Drain: l.Drain, DrainDelay: l.DrainDelay, ReadTimeout: l.ReadTimeout,
+		Wrap: wrap, Sessions: igw.SessionsIn(approvals), Drain: l.Drain, DrainDelay: l.DrainDelay, ReadTimeout: l.ReadTimeout,
 		Degraded: func(ctx context.Context) error {
 			if err := approvals.Ping(ctx); err != nil {
 				return fmt.Errorf("approved calls are refused, as are the calls a limit counts: %w", err)
@@ -194,8 +198,11 @@ func Listen(ctx context.Context, dir string, opts Options, l ListenOptions) erro
 // hookWrap is how the HTTP hook hands Claude Code an allowed Bash command:
 // through the aimon-gw binary Options.ExecBinary names, under the policy
 // in dir, in its sandbox, with the cache and the decision log passed on
-// for exec to protect; nil for no binary or the embedded policy.
-func hookWrap(dir string, opts Options, decisions igw.DecisionLog) *cchook.Wrap {
+// for exec to protect; nil for no binary or the embedded policy. An
+// approved command is spent where limits counts: in the fleet's Redis,
+// which exec reaches, or else, counted in this process's memory, at the
+// ask (rule P19).
+func hookWrap(dir string, opts Options, decisions igw.DecisionLog, limits state.Limiter) *cchook.Wrap {
 	if opts.ExecBinary == "" || dir == "" {
 		return nil
 	}
@@ -212,6 +219,11 @@ func hookWrap(dir string, opts Options, decisions igw.DecisionLog) *cchook.Wrap 
 	}
 	if l, ok := decisions.(interface{ Synced() bool }); ok {
 		w.LogSync = l.Synced()
+	}
+	if _, mem := limits.(*state.Memory); !mem && (strings.HasPrefix(opts.State, "redis://") || strings.HasPrefix(opts.State, "rediss://")) {
+		w.State = opts.State
+	} else {
+		w.SpentAtAsk = true
 	}
 	return w
 }

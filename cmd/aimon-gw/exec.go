@@ -46,6 +46,10 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "tool", Usage: "the runtime's shell tool the command is decided as, when not Bash (run_shell_command for Gemini CLI; the hook sets it)"},
 			&cli.IntFlag{Name: "timeout", Usage: "the command's bound in milliseconds, as its call asked (the hook sets it; default two minutes, at most ten; -1 for a command run in the background, which only a signal ends); at its end, or on SIGTERM, SIGINT or SIGHUP, the command is asked to stop, and its sandbox killed 3 seconds later"},
 			&cli.StringFlag{Name: "labels", Usage: "the labels, comma-separated, the hook's session held when it decided the command, whose flows bound it (the hook sets it)"},
+			&cli.StringFlag{Name: "caller", Usage: "the subject of the HTTP hook's caller who sent the command, whose count of the policy's limits an approved command is spent from, and under whom its run is recorded (the hook sets it)"},
+			&cli.GenericFlag{Name: "caller-group", Value: &repeated{}, Usage: "once for each: a group of the HTTP hook's caller, as the limits select callers (the hook sets it)"},
+			&cli.StringFlag{Name: "caller-client", Usage: "the client of the HTTP hook's caller, as the limits select callers (the hook sets it)"},
+			&cli.BoolFlag{Name: "limits-spent", Usage: "the hook spent the approved command from the policy's limits at the ask, where it counts them, and exec spends nothing more (the hook sets it)"},
 			&cli.StringFlag{Name: "state", Usage: "the fleet's redis:// or rediss:// URL where the hook counts the policy's limits, which an approved command is spent from (the hook sets it; default: the user's state directory)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -54,7 +58,8 @@ func execCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			return runExec(c.Context, execParams{Surface: c.String("surface"), Workdir: c.String("workdir"), ExecRequest: gateway.ExecRequest{Policy: c.String("policy"),
 				Command: c.Args().First(), Approved: c.Bool("approved"), Ticket: c.String("ticket"), LoadTimeout: c.Duration("load-timeout"), Cache: c.String("cache"), Protect: c.String("protect"), LogSync: c.Bool("decision-log-sync"), Call: c.String("call-id"),
 				Runtime: c.String("runtime"), RuntimeHome: c.String("runtime-home"), RuntimeProject: c.String("runtime-project"),
-				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), State: c.String("state"), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
+				RuntimeEnv: *c.Generic("runtime-env").(*repeated), StartedAs: c.String("started-as"), Shadows: *c.Generic("shadow").(*repeated), Tool: c.String("tool"), Timeout: c.Int("timeout"), Labels: labelList(c.String("labels")), State: c.String("state"),
+				Caller: c.String("caller"), CallerGroups: *c.Generic("caller-group").(*repeated), CallerClient: c.String("caller-client"), SpentAtAsk: c.Bool("limits-spent"), Stdin: stdin, Stdout: stdout, Stderr: stderr}})
 		},
 	}
 }

@@ -152,6 +152,18 @@ func TestP19HookSpendsApprovedAsksInTheFleetsStore(t *testing.T) {
 			}
 		}
 	})
+	if n := redisQuotaCount(t, addr); n != "2" {
+		t.Errorf("Redis counts %q approved runs of the quota, want 2", n)
+	}
+	if d, _, r := hookBash(t, policy, wd, "ls", fleet...); d != "deny" || !strings.Contains(r, fmt.Sprintf("the limit %q", limit)) {
+		t.Errorf("with the fleet's quota spent by approved runs, ls through the hook must be denied by the limit: %s %q", d, r)
+	}
+}
+
+// redisQuotaCount is the count of the one quota the Redis at addr holds,
+// as the limits' script keeps it.
+func redisQuotaCount(t *testing.T, addr string) string {
+	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
 	ctx := context.Background()
@@ -159,12 +171,11 @@ func TestP19HookSpendsApprovedAsksInTheFleetsStore(t *testing.T) {
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("Redis must hold the one quota the approved runs spent: %v %v", keys, err)
 	}
-	if n, err := rc.HGet(ctx, keys[0], "n").Result(); err != nil || n != "2" {
-		t.Errorf("Redis counts %q approved runs of the quota (%v), want 2", n, err)
+	n, err := rc.HGet(ctx, keys[0], "n").Result()
+	if err != nil {
+		t.Fatalf("Redis's quota %s has no count: %v", keys[0], err)
 	}
-	if d, _, r := hookBash(t, policy, wd, "ls", fleet...); d != "deny" || !strings.Contains(r, fmt.Sprintf("the limit %q", limit)) {
-		t.Errorf("with the fleet's quota spent by approved runs, ls through the hook must be denied by the limit: %s %q", d, r)
-	}
+	return n
 }
 
 // TestP19HookSpendsClientRunAsksAtTheAsk: an asked Write, which Claude

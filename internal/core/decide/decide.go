@@ -150,6 +150,11 @@ type Decider struct {
 	// allowed as approved, and counted against the limits as an approved
 	// call of serve is, here where it runs (rule P19), never at the ask.
 	ClientApproved bool
+	// SpendAsks spends every ask of the client's at the ask, a sandboxed
+	// command's too: the HTTP hook's, whose limits are counted in its own
+	// memory, which the exec that runs an approved command cannot reach
+	// (rule P19).
+	SpendAsks bool
 	// CannotAsk names a front end whose client cannot ask a person
 	// (Codex's hook): an ask is refused there, by P15, in this decision,
 	// so that what it answers is what the decision log records.
@@ -332,7 +337,7 @@ func (dc *Decider) Decide(p *Prepared) rule.Decision {
 		switch {
 		case d.Allowed:
 			d = dc.Limits.Limit(*p, d)
-		case d.Ask && dc.ClientAsks && (d.Sandbox == nil || d.Sandbox.Off):
+		case d.Ask && dc.ClientAsks && (d.Sandbox == nil || d.Sandbox.Off || dc.SpendAsks):
 			d = dc.spendAsk(p, d)
 		}
 	}

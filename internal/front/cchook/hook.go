@@ -117,8 +117,14 @@ type Wrap struct {
 	Runtime string
 	// State is the store the hook counts the policy's limits in (its
 	// --state): exec spends an approved command there (rule P19); "" for
-	// the user's state directory.
-	State string
+	// the user's state directory. SpentAtAsk says the hook spends asked
+	// commands at the ask instead (the HTTP hook's, which counts in its
+	// own memory, gateway.Options.SpendAsks): exec spends none again.
+	State      string
+	SpentAtAsk bool
+	// caller is who sent the call wrapped (the HTTP hook's caller), whose
+	// count an approved command is spent from; nil for the user's own.
+	caller *policy.Claims
 	// call is the id of the call wrapped, for exec's records in Log.
 	call string
 	// Seal seals the ticket exec runs the command with, bound to all it
@@ -282,6 +288,14 @@ func (g *Gateway) Answer(runtime string, in Input, s Sender, wrap *Wrap) Output 
 	if wrap != nil && in.ToolName == wrap.shell() && moves == nil {
 		w := *wrap
 		w.call = id
+		w.caller = s.Claims
+		if s.Principal != "" && (w.caller == nil || w.caller.Subject == "") {
+			c := policy.Claims{Subject: s.Principal}
+			if s.Claims != nil {
+				c.Groups, c.Client = s.Claims.Groups, s.Claims.Client
+			}
+			w.caller = &c
+		}
 		w.Home, w.Project = home, in.Project
 		w.Env = gatefiles.Where{Home: home, Project: in.Project, Env: os.Getenv, Cwd: processCwd()}.Sealed()
 		complete = func(d rule.Decision) rule.Decision {
@@ -354,11 +368,30 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 	words := []string{w.Binary, "exec", "--policy", w.Policy, "--surface", strings.Join(chain, ","), "--workdir", cwd}
 	if asked {
 		words = append(words, "--approved")
-		if w.State != "" {
+		switch {
+		case w.SpentAtAsk:
+			// Spent at the ask, where the hook counts (rule P19).
+			words = append(words, "--limits-spent")
+			b.SpentAtAsk = true
+		case w.State != "":
 			// Where the hook counts the limits, which exec spends the
 			// approved command from (rule P19).
 			words = append(words, "--state", w.State)
 			b.State = w.State
+		}
+		if c := w.caller; c != nil {
+			// Whose count it is spent from, and under whom exec records
+			// its run: the caller the hook decided for.
+			if c.Subject != "" {
+				words = append(words, "--caller", c.Subject)
+			}
+			for _, g := range c.Groups {
+				words = append(words, "--caller-group", g)
+			}
+			if c.Client != "" {
+				words = append(words, "--caller-client", c.Client)
+			}
+			b.Caller, b.CallerGroups, b.CallerClient = c.Subject, c.Groups, c.Client
 		}
 	}
 	if w.Cache != "" {

@@ -653,7 +653,7 @@ func (f *front) hookGateway(cur *provision.Generation, ceiling []string) *cchook
 	g := hs.by[key]
 	if g == nil {
 		g = cchook.NewGateway(cur, gateway.Options{Logger: discard, Decisions: f.o.Reload.Gateway.Decisions, Protected: true,
-			Limits: f.o.Reload.Gateway.Limits, Chain: ceiling})
+			Limits: f.o.Reload.Gateway.Limits, SpendAsks: f.o.Reload.Gateway.SpendAsks, Chain: ceiling})
 		hs.by[key] = g
 	}
 	return g

@@ -35,6 +35,10 @@ type Options struct {
 	// before it runs (the hook's exec of an approved ticket): it is
 	// allowed as approved and counted against the limits (rule P19).
 	ClientApproved bool
+	// SpendAsks spends a client's asks at the ask, a sandboxed command's
+	// too (decide.Decider.SpendAsks): the HTTP hook's, whose limits the
+	// exec that runs an approved command cannot reach.
+	SpendAsks bool
 	// CannotAsk names a front end whose client cannot ask a person
 	// (Codex's hook, "Codex's hook"): the decision refuses its asks (rule
 	// P15), and records that refusal; "" for a front end that can ask.
@@ -114,7 +118,7 @@ type Gateway struct {
 // for a call in the working directory wd (Call.Workdir, the gateway's own
 // when the call names none).
 func (g *Gateway) decider(wd string) decide.Decider {
-	dc := decide.Decider{Workdir: wd, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, ClientApproved: g.opts.ClientApproved, CannotAsk: g.opts.CannotAsk, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
+	dc := decide.Decider{Workdir: wd, Paths: g.opts.Paths, ClientTools: g.opts.ClientTools, ClientAsks: g.opts.ClientAsks, ClientApproved: g.opts.ClientApproved, SpendAsks: g.opts.SpendAsks, CannotAsk: g.opts.CannotAsk, FS: hostFS{}, Log: g.log, MaxHideWalk: g.hideWalk}
 	if g.opts.Approvals != nil {
 		dc.Approvals = g.opts.Approvals
 	}

@@ -87,6 +87,16 @@ type Binding struct {
 	// LogSync says the hook flushes its decision log's records to the
 	// disk (--decision-log-sync), as exec then does with its own there.
 	LogSync bool
+	// Caller, CallerGroups and CallerClient are who sent the call (the
+	// HTTP hook's caller: subject, groups and client), whose count of the
+	// policy's limits an approved command is spent from, and under whom
+	// exec records it; none for the command hook's, the user's own.
+	Caller, CallerClient string
+	CallerGroups         []string
+	// SpentAtAsk says the approved command was spent from the limits at
+	// the ask (the HTTP hook's, which counts in its own memory): exec
+	// spends nothing more.
+	SpentAtAsk bool
 }
 
 // claims is what a ticket says: digests of what it is bound to, its
@@ -142,7 +152,7 @@ func short(parts ...string) string {
 func (b Binding) claims() claims {
 	return claims{Command: short(b.Command), Chain: short(b.Chain...), Workdir: short(filepath.Clean(b.Workdir)),
 		Policy: short(filepath.Clean(b.Policy)), Revision: b.Revision, Approved: b.Approved,
-		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), b.State, strconv.FormatBool(b.LogSync), strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv))}, b.Labels, b.RuntimeEnv, b.Shadows)...)}
+		Extra: short(slices.Concat([]string{b.Cache, b.Protect, b.Call, b.Runtime, b.RuntimeHome, b.RuntimeProject, b.Tool, b.StartedAs, strconv.Itoa(b.Timeout), b.State, strconv.FormatBool(b.LogSync), b.Caller, b.CallerClient, strconv.FormatBool(b.SpentAtAsk), strconv.Itoa(len(b.Labels)), strconv.Itoa(len(b.RuntimeEnv)), strconv.Itoa(len(b.CallerGroups))}, b.Labels, b.RuntimeEnv, b.CallerGroups, b.Shadows)...)}
 }
 
 // Dir is the state directory that holds the key: the user's
@@ -479,7 +489,7 @@ func (c *Checker) Check(tok string, b Binding) (*Ticket, error) {
 	case got.Approved != want.Approved:
 		return nil, errors.New("its ticket was sealed for a command a person approved, and exec was not told so (--approved)")
 	case got.Extra != want.Extra:
-		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout, --labels, --state or --decision-log-sync)")
+		return nil, errors.New("its ticket was sealed with other protections (--cache, --protect, --call-id, --runtime, --runtime-home, --runtime-project, --runtime-env, --started-as, --tool, --timeout, --labels, --state, --decision-log-sync, --caller, --caller-group, --caller-client or --limits-spent)")
 	}
 	return &Ticket{c: c, sig: sig, claims: got, Approved: got.Approved}, nil
 }
