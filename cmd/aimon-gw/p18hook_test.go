@@ -196,7 +196,10 @@ func TestP18ClaudeCodeReadsAnInjectionThenIsRefused(t *testing.T) {
 			}
 			by := "The result of Read of " + page + " (call " + claudecode.ID("MAIN", 0, 0) + ") labelled the session untrusted"
 			if c.sub {
-				by = "The result of Read of " + page + " (call " + claudecode.ID("SUB", 0, 0) + ") labelled the session untrusted"
+				// The Agent call labels at its decision, before its
+				// subagent reads (0479d25): a subagent's programs may
+				// read the page, as a command's may (probe P1).
+				by = "The result of Agent of general-purpose (call " + claudecode.ID("MAIN", 0, 0) + ") labelled the session untrusted"
 			}
 			for _, id := range []string{claudecode.ID("MAIN", 1, 0), claudecode.ID("MAIN", 2, 0), claudecode.ID("MAIN", 4, 0)} {
 				if got := r.server.Result(id); !strings.Contains(got, by) {
