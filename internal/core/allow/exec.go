@@ -18,6 +18,15 @@ import (
 // decided the command). Allowed when neither withholds it; Ask when an
 // ask entry does.
 func (e *Effective) ExecDecide(tool string, words []string, workdir string) Decision {
+	return e.ExecDecideCarrying(tool, words, workdir, false)
+}
+
+// ExecDecideCarrying is ExecDecide for a call whose approval covers a
+// push (Pushes) when carrying: the programs git starts to carry it (git
+// receive-pack for a local remote, git send-pack --stateless-rpc under
+// the HTTP helper) are not read as git push, so that the approved push
+// runs; every other program is judged as ExecDecide judges it.
+func (e *Effective) ExecDecideCarrying(tool string, words []string, workdir string, carrying bool) Decision {
 	ok := Decision{Allowed: true}
 	if e == nil || len(words) == 0 || e.deny[tool] == nil && e.ask[tool] == nil {
 		return ok
@@ -31,7 +40,7 @@ func (e *Effective) ExecDecide(tool string, words []string, workdir string) Deci
 	for i, w := range words {
 		lit[i] = shellWord{text: w}
 	}
-	c := callSubject{subj: subj, what: what, quoted: true, readings: commandReadings(lit), workdir: workdir}
+	c := callSubject{subj: subj, what: what, quoted: true, readings: commandReadingsCarrying(lit, carrying), workdir: workdir}
 	if by := c.matching(e.deny[tool]); len(by) > 0 {
 		shown, text := named(by, " and ")
 		return Decision{Rule: rule.P16, Entries: shown, Reason: fmt.Sprintf("%s %s is denied on this surface by %s.", tool, what, text)}

@@ -66,7 +66,14 @@ const maxReadings = 64
 // commandReadings is the readings of a command's words (readings),
 // bounded by maxReadings.
 func commandReadings(words []shellWord) [][]shellWord {
-	rs := readings(words, maxShellDepth, nil)
+	return commandReadingsCarrying(words, false)
+}
+
+// commandReadingsCarrying is commandReadings, with git's other ways to
+// push read as git push (withPushes), but for the carriers of an approved
+// push when carrying.
+func commandReadingsCarrying(words []shellWord, carrying bool) [][]shellWord {
+	rs := withPushes(readings(words, maxShellDepth, nil), carrying)
 	if len(rs) > maxReadings {
 		rs = append(rs[:maxReadings-1], []shellWord{{wild: true, any: true}})
 	}

@@ -86,6 +86,8 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 	if len(labelled) > 0 {
 		names = slices.Compact(slices.Sorted(slices.Values(slices.Concat(names, labelled))))
 	}
+	// An approved push runs with what git starts to carry it.
+	carrying := approved && allow.Pushes(command)
 	j := &tools.ExecJudge{
 		Names: names,
 		Decide: func(words []string) (string, bool) {
@@ -94,7 +96,7 @@ func (g *Gateway) execJudge(p prepared, in map[string]any, approved bool) *tools
 					return why, false
 				}
 			}
-			d := eff.ExecDecide(name, words, wd)
+			d := eff.ExecDecideCarrying(name, words, wd, carrying)
 			if d.Allowed {
 				return "", false
 			}

@@ -602,9 +602,13 @@ func (t *tracer) judge(pid int) string {
 			return why
 		}
 	}
+	// A program is judged as what its file is, under its file's name, and
+	// under the name it was started with: a program that runs what that
+	// name says (git as git-receive-pack runs git receive-pack) is that.
 	name := t.identify(file, t.spec.Programs).Name
-	for _, n := range slices.Compact([]string{name, base}) {
-		if n == "" {
+	names := []string{name, base, baseOf(words[0])}
+	for i, n := range names {
+		if n == "" || slices.Contains(names[:i], n) {
 			continue
 		}
 		if why := t.ask(Request{Words: append([]string{n}, args...), Exe: exe, Argv: words}); why != "" {
