@@ -423,6 +423,10 @@ func waitBounded(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, sand
 // execLimits is the limiter of the store spec names (ExecRequest.State):
 // the fleet's Redis, as the hook's --state takes it.
 func execLimits(spec string) (state.Limiter, func(), error) {
+	spec, err := ticket.Unmask(ticket.Dir(), spec)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !strings.HasPrefix(spec, "redis://") && !strings.HasPrefix(spec, "rediss://") {
 		return nil, nil, fmt.Errorf("--state %q is not a redis:// or rediss:// URL, where the hook counts the policy's limits (the hook sets it)", spec)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -160,11 +161,57 @@ func TestP19HookSpendsApprovedAsksInTheFleetsStore(t *testing.T) {
 	}
 }
 
-// redisQuotaCount is the count of the one quota the Redis at addr holds,
-// as the limits' script keeps it.
+// TestP19HookKeepsTheStoresPasswordOutOfTheCommand: with --state naming
+// a Redis by a URL with its password, the command the hook hands Claude
+// Code (which shows it, logs it and gives it to the model) carries the URL
+// with the password masked; exec reads the whole URL back from the state
+// directory and spends the approved runs in that Redis, and a command
+// whose reference is changed runs nothing (rule P19; the password in
+// exec's line, session 18's note).
+func TestP19HookKeepsTheStoresPasswordOutOfTheCommand(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	const password = "s3cret-of-the-fleet"
+	addr, _ := startRedis(t, "--requirepass", password)
+	fleet := []string{"--state", "redis://:" + password + "@" + addr}
+	limit := fmt.Sprintf("fleet-masked-bash-%d", time.Now().UnixNano())
+	wd, _ := filepath.EvalSymlinks(t.TempDir())
+	policy := moduleDir(t, fmt.Sprintf(askedGitInitPolicy, limit))
+	masked := regexp.MustCompile(`'--state' 'redis://:xxxxx@` + regexp.QuoteMeta(addr) + `#aimon-gw-secret=([0-9a-f]{24})'`)
+	approvedGitInits(t, wd, limit, func(i int, command string) string {
+		d, updated, r := hookBash(t, policy, wd, command, fleet...)
+		if d != "ask" || strings.Contains(updated, password) || !masked.MatchString(updated) {
+			t.Fatalf("git init %d must be asked through exec with the hook's --state, its password masked: %s %q %q", i, d, updated, r)
+		}
+		return updated
+	}, func(updated string) {
+		ref := masked.FindStringSubmatch(updated)[1]
+		forged := strings.Replace(updated, ref, strings.Repeat("0", 24), 1)
+		c := exec.Command("bash", "-c", forged)
+		c.Dir = wd
+		out, err := c.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNotRun {
+			t.Errorf("exec with its --state's reference changed must run nothing (exit 126): %v\n%s", err, out)
+		}
+	})
+	if n := redisQuotaCount(t, "redis://:"+password+"@"+addr); n != "2" {
+		t.Errorf("Redis counts %q approved runs of the quota, want 2", n)
+	}
+}
+
+// redisQuotaCount is the count of the one quota the Redis at addr (or
+// the redis:// URL) holds, as the limits' script keeps it.
 func redisQuotaCount(t *testing.T, addr string) string {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: addr})
+	opts := &redis.Options{Addr: addr}
+	if strings.Contains(addr, "://") {
+		var err error
+		if opts, err = redis.ParseURL(addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := redis.NewClient(opts)
 	defer rc.Close()
 	ctx := context.Background()
 	keys, err := rc.Keys(ctx, "aimon-gw:limit:*:quota").Result()

@@ -192,12 +192,13 @@ func TestR10ApprovalRunsOnceAcrossReplicasThroughRedis(t *testing.T) {
 
 // startRedis starts a real redis-server on a free loopback port and
 // returns its address and a stop that may be called early; it fails under
-// CI and skips elsewhere when redis-server is missing.
-func startRedis(t *testing.T) (addr string, stop func()) {
+// CI and skips elsewhere when redis-server is missing. args are more of
+// redis-server's options (--requirepass).
+func startRedis(t *testing.T, args ...string) (addr string, stop func()) {
 	t.Helper()
 	bin := need.Command(t, "redis-server", "apt-get install redis-server")
 	port := strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func startRedis(t *testing.T) (addr string, stop func()) {
 			buf := make([]byte, 7)
 			n, _ := io.ReadFull(c, buf)
 			c.Close()
-			if string(buf[:n]) == "+PONG\r\n" {
+			if r := string(buf[:n]); r == "+PONG\r\n" || r == "-NOAUTH" {
 				return addr, stop
 			}
 		}

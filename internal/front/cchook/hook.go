@@ -376,8 +376,14 @@ func (w *Wrap) command(chain []string, cwd, cmd string, asked bool, revision str
 		case w.State != "":
 			// Where the hook counts the limits, which exec spends the
 			// approved command from (rule P19).
-			words = append(words, "--state", w.State)
-			b.State = w.State
+			// A password in its URL is kept in the state directory, not
+			// in the command the runtime shows and logs.
+			shown, err := ticket.Mask(ticket.Dir(), w.State)
+			if err != nil {
+				return "", err
+			}
+			words = append(words, "--state", shown)
+			b.State = shown
 		}
 		if c := w.caller; c != nil {
 			// Whose count it is spent from, and under whom exec records
